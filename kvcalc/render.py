@@ -1,0 +1,187 @@
+"""Result models as sheets (title, columns, rows, notes), and sheets as Rich, Markdown or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from kvcalc.results import CacheResult, CompareResult, RooflineResult
+from kvcalc.units import fmt_bytes, fmt_flop_count, fmt_flops, fmt_params, fmt_rate, fmt_seconds
+
+
+@dataclass
+class Sheet:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def to_rich(sheet: Sheet) -> Group:
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    for i, col in enumerate(sheet.columns):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in sheet.rows:
+        table.add_row(*row)
+    return Group(Text(sheet.title, style="bold"), table, *(Text(note) for note in sheet.notes))
+
+
+def to_markdown(sheet: Sheet) -> str:
+    lines = [f"**{sheet.title}**", "", "| " + " | ".join(c.replace("\n", " ") for c in sheet.columns) + " |"]
+    lines.append("|" + "|".join("---" for _ in sheet.columns) + "|")
+    lines += ["| " + " | ".join(row) + " |" for row in sheet.rows]
+    if sheet.notes:
+        lines += [""] + [f"- {note}" for note in sheet.notes]
+    return "\n".join(lines)
+
+
+def to_csv(rows: list[dict]) -> str:
+    """Raw figures (exact bytes, plain numbers) for scripts."""
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue().rstrip("\n")
+
+
+def _bytes(n: int) -> str:
+    return f"{fmt_bytes(n)}"
+
+
+def cache_sheet(results: list[CacheResult]) -> Sheet:
+    first = results[0]
+    tp = f", tp {first.tp} (per rank)" if first.tp > 1 else ""
+    sheet = Sheet(
+        title=f"KV cache: {first.model}, {first.kv_dtype}{tp}",
+        columns=["layers", "kind", "KV\nheads", "elements per\ntoken, layer", "per\ntoken", "tokens\nheld"],
+    )
+    for layer in first.layers:
+        kind = layer.kind + (f" W={layer.window_tokens:,}" if layer.window_tokens else "")
+        sheet.rows.append([
+            str(layer.layers), kind, "-" if layer.kv_heads is None else str(layer.kv_heads),
+            f"{layer.elements_per_token:,}", _bytes(layer.bytes_per_token),
+            f"{layer.tokens_held:,}" if layer.elements_per_token else "-",
+        ])
+    sheet.notes.append(f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)")
+    for r in results:
+        line = f"Batch {r.batch:,} x {r.seq:,} tokens: {_bytes(r.total_bytes)} ({r.total_bytes:,} B)"
+        if r.state_bytes:
+            line += f" + constant recurrent state {_bytes(r.state_bytes)}"
+        if r.gpu_memory_share is not None:
+            line += f" = {r.gpu_memory_share:.1%} of one {r.gpu} ({_bytes(r.gpu_memory_bytes)})"
+        sheet.notes.append(line)
+    if first.kv_heads_replicated:
+        sheet.notes.append(f"KV heads are replicated: tp {first.tp} exceeds a layer's KV heads, so each rank keeps one whole head.")
+    return sheet
+
+
+def _unit(values: list[float], units: list[tuple[str, float]], by=max) -> tuple[str, float]:  # noqa: ANN001
+    """The largest unit the column's biggest (or smallest) value reaches: one unit per column."""
+    top = by(values, default=0)
+    for name, size in units:
+        if top >= size:
+            return name, size
+    return units[-1]
+
+
+BYTE_UNITS = [("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)]
+FLOP_UNITS = [("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("FLOP", 1)]
+TIME_UNITS = [("s", 1), ("ms", 1e-3), ("µs", 1e-6)]
+
+
+def roofline_sheet(result: RooflineResult) -> Sheet:
+    rows = result.rows
+    wu, ws = _unit([r.weight_bytes for r in rows], BYTE_UNITS)
+    ku, ks = _unit([r.kv_bytes for r in rows], BYTE_UNITS)
+    fu, fs = _unit([r.flops for r in rows], FLOP_UNITS, by=min)
+    tu, ts = _unit([r.step_seconds for r in rows], TIME_UNITS)
+    sheet = Sheet(
+        title=(
+            f"Decode roofline: {result.model} on {result.gpu} ({result.dtype} weights, {result.kv_dtype} KV, "
+            f"{result.compute_dtype} peak {fmt_flops(result.peak_flop_per_s)}, HBM {fmt_rate(result.bandwidth_bytes_per_s)}, "
+            f"ridge {result.ridge_flop_per_byte:,.1f} FLOP/B)"
+        ),
+        columns=["batch", "seq", f"weights\n{wu}", f"KV read\n{ku}", fu, "FLOP/B", "bound", f"step\n{tu} >=", "tok/s\n<="],
+    )
+    for r in rows:
+        sheet.rows.append([
+            f"{r.batch:,}", f"{r.seq:,}", f"{r.weight_bytes / ws:,.2f}", f"{r.kv_bytes / ks:,.2f}", f"{r.flops / fs:,.1f}",
+            f"{r.arithmetic_intensity:,.2f}", r.bound, f"{r.step_seconds / ts:,.2f}", f"{r.tokens_per_s:,.1f}",
+        ])
+    sheet.notes.append(
+        "Ceilings: step time >= max(bytes / bandwidth, FLOPs / peak), tokens/s <= batch / step time; "
+        "real kernels reach a fraction of both roofs."
+    )
+    return sheet
+
+
+def compare_sheet(result: CompareResult) -> Sheet:
+    sheet = Sheet(
+        title=f"KV cache compared: base {result.model}, batch {result.batch:,} x {result.seq:,} tokens",
+        columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+    )
+    for r in result.rows:
+        sheet.rows.append([
+            r.name, "latent" if r.kv_heads is None else str(r.kv_heads), r.kv_dtype,
+            _bytes(r.bytes_per_token), _bytes(r.total_bytes), f"{r.ratio:.3g}x",
+        ])
+    return sheet
+
+
+def models_sheet(rows: list[dict]) -> Sheet:
+    sheet = Sheet(title="Model presets", columns=["name", "layers", "heads", "KV heads", "head dim", "attention", "params", "KV / token (bf16)"])
+    for r in rows:
+        sheet.rows.append([
+            r["name"], str(r["num_layers"]), str(r["num_heads"]), str(r["kv_heads"]), str(r["head_dim"]),
+            r["attention"], fmt_params(r["params"]) + (f" ({fmt_params(r['active_params'])} active)" if r["active_params"] != r["params"] else ""),
+            _bytes(r["kv_bytes_per_token_bf16"]),
+        ])
+    return sheet
+
+
+def gpus_sheet(rows: list[dict]) -> Sheet:
+    sheet = Sheet(title="GPU presets (dense peaks, no sparsity)", columns=["name", "GPU", "memory", "HBM", "bf16 peak", "fp8 peak", "ridge (bf16)"])
+    for r in rows:
+        bf16, fp8 = r["peak_dense_tflop_per_s"].get("bf16"), r["peak_dense_tflop_per_s"].get("fp8")
+        ridge = bf16 * 1e12 / r["bandwidth_bytes_per_s"] if bf16 else None
+        sheet.rows.append([
+            r["name"], r["full_name"], _bytes(r["memory_bytes"]), fmt_rate(r["bandwidth_bytes_per_s"]),
+            fmt_flops(bf16 * 1e12) if bf16 else "-", fmt_flops(fp8 * 1e12) if fp8 else "-",
+            f"{ridge:,.0f} FLOP/B" if ridge else "-",
+        ])
+    return sheet
+
+
+def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
+    spec = resolved.spec
+    sheet = Sheet(title=f"{spec.name} (from {resolved.source}: {resolved.location})", columns=["field", "value"])
+    skip = {"name", "layer_pattern", "aliases", "description"}
+    for key, value in spec.model_dump(mode="json").items():
+        if key not in skip and value not in (None, 0, [], "") or key in ("num_layers", "num_heads"):
+            sheet.rows.append([key, str(value)])
+    sheet.rows.append(["head_dim (effective)", str(spec.head_dim_effective)])
+    sheet.rows.append(["KV heads (effective)", str(spec.kv_heads)])
+    for run, n in spec.layer_groups():
+        detail = f"{n} x {run.kind.value}"
+        if run.window_tokens:
+            detail += f" (W {run.window_tokens:,})"
+        if run.kv_heads:
+            detail += f", {run.kv_heads} KV heads"
+        if run.state_bytes:
+            detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
+        sheet.rows.append(["layers", detail])
+    sheet.rows.append(["parameters (from the architecture)", f"{fmt_params(counts.total)} ({counts.total:,})"])
+    if counts.active != counts.total:
+        sheet.rows.append(["active per token", f"{fmt_params(counts.active)}; {fmt_params(counts.active_excl_embedding)} without the input embedding"])
+    if spec.params:
+        sheet.notes.append(f"Explicit params {spec.params:,} are used for weight bytes and FLOPs.")
+    return sheet

@@ -1,0 +1,84 @@
+"""MODEL on the command line -> ModelSpec: a preset, a local config.json or folder, or a hub id."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kvcalc.errors import NotFoundError, SpecError
+from kvcalc.presets import MODEL_DIR, find, suggestions
+from kvcalc.specs import LayerKind, ModelSpec
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
+
+
+class Resolved(NamedTuple):
+    spec: ModelSpec
+    source: str  # preset | file | hub | cache
+    location: str
+
+
+def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) -> Resolved:
+    from kvcalc.hfconfig import spec_from_config
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot be read: {exc}") from None
+    return Resolved(spec_from_config(raw, name, str(path), overrides), source, str(path))
+
+
+def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
+    """What-if overrides on a preset: --layers, --kv-heads, --head-dim, --window, --dtype."""
+    changes: dict[str, Any] = {}
+    if "layers" in overrides:
+        changes["num_layers"] = overrides["layers"]
+        changes["params"] = None
+    if "kv_heads" in overrides:
+        changes["num_kv_heads"] = overrides["kv_heads"]
+        changes["layer_pattern"] = [r.model_copy(update={"kv_heads": None}) for r in spec.layer_pattern]
+    if "head_dim" in overrides:
+        changes["head_dim"] = overrides["head_dim"]
+    if "dtype" in overrides:
+        changes["dtype"], changes["expert_dtype"] = overrides["dtype"], None
+    if "window" in overrides:
+        w = overrides["window"]
+        runs = changes.get("layer_pattern", spec.layer_pattern)
+        if any(r.kind == LayerKind.SLIDING for r in runs):
+            runs = [r.model_copy(update={"window_tokens": w}) if r.kind == LayerKind.SLIDING else r for r in runs]
+        else:
+            base = runs or [spec.expanded_layers()[0]]
+            runs = [r.model_copy(update={"kind": LayerKind.SLIDING, "window_tokens": w}) if r.kind == LayerKind.FULL else r for r in base]
+        changes["layer_pattern"] = runs
+    return spec.with_changes(**changes) if changes else spec
+
+
+def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolved:
+    overrides = overrides or {}
+    preset = find(MODEL_DIR, text)
+    if preset is not None:
+        return Resolved(apply_overrides(preset, overrides), "preset", f"model_presets/{preset.name}.yaml")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise NotFoundError(f"folder {path} holds no config.json")
+        return _read_config(config, path.resolve().name, "file", overrides)
+    if path.is_file():
+        return _read_config(path, path.resolve().parent.name if path.name == "config.json" else path.stem, "file", overrides)
+    if HUB_ID.match(text):
+        from kvcalc.hub import fetch_config
+
+        repo, _, revision = text.partition("@")
+        file, source = fetch_config(repo, revision or None)
+        resolved = _read_config(Path(file), repo, source, overrides)
+        return Resolved(resolved.spec, source, f"{text} ({file})")
+    if path.suffix == ".json" or "/" in text or text.startswith("."):
+        raise NotFoundError(f"no such file or folder: {text}")
+    close = suggestions(MODEL_DIR, text)
+    hint = f"did you mean: {', '.join(close)}?" if close else "`kvcalc models` lists the presets; a hub id (org/name) or a config.json path also works"
+    raise NotFoundError(f"unknown model '{text}'", hint=hint)

@@ -1,0 +1,79 @@
+"""Pydantic result models: what the core returns and `--format json` prints."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LayerCache(Result):
+    kind: str
+    layers: int
+    window_tokens: int | None = None
+    kv_heads: int | None = None  # per rank
+    elements_per_token: int  # per layer
+    tokens_held: int  # per sequence
+    bytes_per_token: int  # all layers of this group, while the window still grows
+    total_bytes: int  # all layers of this group, for batch x seq
+    state_bytes: int = 0  # constant per-sequence state of the group, times batch
+
+
+class CacheResult(Result):
+    model: str
+    batch: int
+    seq: int
+    kv_dtype: str
+    tp: int = 1
+    kv_heads_replicated: bool = False
+    bytes_per_token: int
+    total_bytes: int
+    state_bytes: int = 0
+    layers: list[LayerCache]
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_memory_share: float | None = None
+
+
+class RooflineRow(Result):
+    batch: int
+    seq: int
+    weight_bytes: int
+    kv_bytes: int
+    flops: int
+    arithmetic_intensity: float
+    bound: str  # "memory" or "compute"
+    step_seconds: float  # ceiling: a lower bound on time
+    tokens_per_s: float  # ceiling: an upper bound on throughput
+    memory_seconds: float
+    compute_seconds: float
+
+
+class RooflineResult(Result):
+    model: str
+    gpu: str
+    dtype: str
+    kv_dtype: str
+    compute_dtype: str
+    peak_flop_per_s: float
+    bandwidth_bytes_per_s: float
+    ridge_flop_per_byte: float
+    rows: list[RooflineRow]
+
+
+class CompareRow(Result):
+    name: str
+    kv_heads: int | None
+    kv_dtype: str
+    bytes_per_token: int
+    total_bytes: int
+    ratio: float  # total_bytes / first row's total_bytes
+
+
+class CompareResult(Result):
+    model: str
+    batch: int
+    seq: int
+    rows: list[CompareRow]

@@ -1,0 +1,102 @@
+"""Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill."""
+
+from __future__ import annotations
+
+from kvcalc.kvcache import cache_bytes, tokens_held
+from kvcalc.params import compute_params, weight_bytes_read
+from kvcalc.results import RooflineResult, RooflineRow
+from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+
+
+def _qk_v_dims(spec: ModelSpec) -> tuple[int, int]:
+    """Per-head width of the QK^T product and of the attention x V product."""
+    if spec.is_mla:
+        # Without weight absorption MLA attends with (nope + rope)-wide keys and v_head_dim values.
+        qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
+        return qk, spec.v_head_dim or spec.qk_nope_head_dim or qk
+    d = spec.head_dim_effective
+    return d, d
+
+
+def _attends(run: LayerRun) -> bool:
+    return run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA)
+
+
+def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
+    """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key."""
+    qk, v = _qk_v_dims(spec)
+    keys = sum(n * tokens_held(run, seq) for run, n in spec.layer_groups() if _attends(run))
+    return 2 * spec.num_heads * (qk + v) * keys
+
+
+def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
+    """Causal attention FLOPs for a prompt of P tokens (lower triangle, each key 2·h·(d_qk+d_v)/2)."""
+    qk, v = _qk_v_dims(spec)
+    total = 0
+    for run, n in spec.layer_groups():
+        if not _attends(run):
+            continue
+        w = run.window_tokens if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) else prompt
+        # NOTE: twice the query-key pairs of the lower triangle: P² for a full layer;
+        # a window W caps each query's keys at W: W² + 2·W·(P − W).
+        pairs_x2 = prompt * prompt if prompt <= w else w * w + 2 * w * (prompt - w)
+        total += n * spec.num_heads * (qk + v) * pairs_x2
+    return total
+
+
+def decode_row(
+    spec: ModelSpec, gpu: GpuSpec, batch: int, seq: int, dtype: str | None, kv_dtype: str, compute_dtype: str
+) -> RooflineRow:
+    """One decode step for `batch` sequences that each hold `seq` cached tokens."""
+    weight = weight_bytes_read(spec, batch, dtype)
+    kv = cache_bytes(spec, batch, seq, kv_dtype)
+    flops = batch * (2 * compute_params(spec) + decode_attention_flops(spec, seq))
+    return _row(gpu, compute_dtype, batch, seq, weight, kv, flops, tokens=batch)
+
+
+def prefill_row(
+    spec: ModelSpec, gpu: GpuSpec, batch: int, prompt: int, dtype: str | None, kv_dtype: str, compute_dtype: str
+) -> RooflineRow:
+    """The prompt pass: every prompt token through the weights, K/V written once."""
+    weight = weight_bytes_read(spec, batch * prompt, dtype)
+    kv = cache_bytes(spec, batch, prompt, kv_dtype)
+    flops = batch * (2 * compute_params(spec) * prompt + prefill_attention_flops(spec, prompt))
+    return _row(gpu, compute_dtype, batch, prompt, weight, kv, flops, tokens=batch)
+
+
+def _row(gpu: GpuSpec, compute_dtype: str, batch: int, seq: int, weight: int, kv: int, flops: int, tokens: int) -> RooflineRow:
+    memory_s = (weight + kv) / gpu.bandwidth_bytes_per_s
+    compute_s = flops / gpu.peak_flop_per_s(compute_dtype)
+    step = max(memory_s, compute_s)
+    return RooflineRow(
+        batch=batch,
+        seq=seq,
+        weight_bytes=weight,
+        kv_bytes=kv,
+        flops=flops,
+        arithmetic_intensity=flops / (weight + kv),
+        bound="memory" if memory_s >= compute_s else "compute",
+        step_seconds=step,
+        tokens_per_s=tokens / step,
+        memory_seconds=memory_s,
+        compute_seconds=compute_s,
+    )
+
+
+def roofline_report(
+    spec: ModelSpec, gpu: GpuSpec, batches: list[int], seqs: list[int], dtype: str | None, kv_dtype: str
+) -> RooflineResult:
+    weight_dtype = dtype or spec.dtype
+    compute_dtype = gpu.compute_dtype(weight_dtype)
+    rows = [decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype) for s in seqs for b in batches]
+    return RooflineResult(
+        model=spec.name,
+        gpu=gpu.name,
+        dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        compute_dtype=compute_dtype,
+        peak_flop_per_s=gpu.peak_flop_per_s(compute_dtype),
+        bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        ridge_flop_per_byte=gpu.ridge_flop_per_byte(compute_dtype),
+        rows=rows,
+    )

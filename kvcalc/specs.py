@@ -1,0 +1,245 @@
+"""Pydantic input models: the model architecture (ModelSpec) and the accelerator (GpuSpec)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kvcalc.errors import SpecError, UsageError
+from kvcalc.units import DTYPE_BITS, normalize_dtype
+
+Pos = Annotated[int, Field(gt=0)]
+NonNeg = Annotated[int, Field(ge=0)]
+
+
+class LayerKind(str, Enum):
+    FULL = "full"  # holds every token of the context
+    SLIDING = "sliding"  # holds the last W tokens
+    CHUNKED = "chunked"  # attends within chunks of C tokens: holds at most C
+    MLA = "mla"  # holds a compressed latent (kv_lora_rank + qk_rope_head_dim) per token
+    STATELESS = "stateless"  # no per-token KV: SSM / linear attention (constant state) or no-op
+    CROSS = "cross"  # cross-attention to image/encoder tokens: no text-token KV
+
+
+class LayerRun(BaseModel):
+    """`count` consecutive layers of one kind. A model's pattern is a list of runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: LayerKind = LayerKind.FULL
+    count: Pos = 1
+    window_tokens: Pos | None = None
+    kv_heads: Pos | None = None
+    state_bytes: NonNeg = 0
+    mixer_params: NonNeg | None = None
+    intermediate_size: NonNeg | None = None
+
+    @model_validator(mode="after")
+    def _window_matches_kind(self) -> LayerRun:
+        windowed = self.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)
+        if windowed and self.window_tokens is None:
+            raise ValueError(f"a {self.kind.value} layer needs window_tokens")
+        if not windowed and self.window_tokens is not None:
+            raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
+        if self.state_bytes and self.kind != LayerKind.STATELESS:
+            raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
+        return self
+
+
+class ModelSpec(BaseModel):
+    """A decoder's architecture: what the cache, parameter and roofline arithmetic need."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    description: str | None = None
+    source: str | None = None
+
+    num_layers: Pos
+    hidden_size: Pos
+    num_heads: Pos
+    num_kv_heads: Pos | None = None  # absent means MHA (as many KV heads as query heads)
+    head_dim: Pos | None = None  # absent means hidden_size / num_heads
+    intermediate_size: NonNeg = 0
+    vocab_size: Pos
+    tie_embeddings: bool = False
+    mlp_gated: bool = True
+    attention_bias: bool = False
+    dtype: str = "bf16"
+    params: Pos | None = None  # explicit count: taken as what a decode step reads
+
+    experts: NonNeg = 0
+    experts_per_token: NonNeg = 0
+    expert_intermediate_size: NonNeg | None = None
+    shared_expert_intermediate_size: NonNeg = 0
+    dense_layers: NonNeg = 0  # the first k layers use a dense MLP instead of experts
+    expert_dtype: str | None = None
+
+    kv_lora_rank: Pos | None = None
+    qk_rope_head_dim: Pos | None = None
+    qk_nope_head_dim: Pos | None = None
+    v_head_dim: Pos | None = None
+    q_lora_rank: Pos | None = None
+
+    # Repeats cyclically to fill num_layers (gemma-2: [sliding, full]); empty means uniform.
+    layer_pattern: list[LayerRun] = []
+
+    @field_validator("dtype", "expert_dtype")
+    @classmethod
+    def _dtype(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            return normalize_dtype(v)
+        except UsageError as e:
+            raise ValueError(f"{e.message} ({e.hint})") from None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if self.num_heads % self.kv_heads != 0:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.kv_heads})"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_heads != 0:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_heads ({self.num_heads}): give head_dim"
+            )
+        period = sum(run.count for run in self.layer_pattern)
+        if period > self.num_layers:
+            raise ValueError(
+                f"layer_pattern covers {period} layers but the model has num_layers={self.num_layers}"
+            )
+        for run in self.layer_pattern:
+            if run.kv_heads is not None and self.num_heads % run.kv_heads != 0:
+                raise ValueError(f"num_heads ({self.num_heads}) must be divisible by a layer's kv_heads ({run.kv_heads})")
+            if run.kind == LayerKind.MLA and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
+                raise ValueError("MLA layers need kv_lora_rank and qk_rope_head_dim")
+        if self.experts:
+            if not 0 < self.experts_per_token <= self.experts:
+                raise ValueError(
+                    f"experts_per_token must be between 1 and experts ({self.experts}), got {self.experts_per_token}"
+                )
+            if self.dense_layers > self.num_layers:
+                raise ValueError("dense_layers cannot exceed num_layers")
+        return self
+
+    # --- derived ----------------------------------------------------------------------
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def head_dim_effective(self) -> int:
+        # NOTE: take head_dim from the config when present: Gemma, Qwen3 and Llama-3.2 set it
+        # independently of hidden_size / num_heads.
+        return self.head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    def expanded_layers(self) -> list[LayerRun]:
+        """One entry per layer (count ignored), the pattern repeated to num_layers."""
+        if not self.layer_pattern:
+            kind = LayerKind.MLA if self.is_mla else LayerKind.FULL
+            return [LayerRun(kind=kind)] * self.num_layers
+        unit = [run for run in self.layer_pattern for _ in range(run.count)]
+        return [unit[i % len(unit)] for i in range(self.num_layers)]
+
+    def layer_groups(self) -> list[tuple[LayerRun, int]]:
+        """Distinct layer shapes with how many layers have each, in first-seen order."""
+        groups: dict[LayerRun, int] = {}
+        for run in self.expanded_layers():
+            key = run.model_copy(update={"count": 1})
+            groups[key] = groups.get(key, 0) + 1
+        return list(groups.items())
+
+    def with_changes(self, **changes: object) -> ModelSpec:
+        """A validated copy with some fields replaced (for overrides and what-ifs)."""
+        data = self.model_dump()
+        data.update(changes)
+        return build(ModelSpec, data, f"model '{self.name}'")
+
+
+class GpuSpec(BaseModel):
+    """One accelerator: memory, HBM bandwidth and dense peak FLOP/s per dtype."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    full_name: str
+    aliases: list[str] = []
+    memory_gb: float = Field(gt=0)  # as marketed, decimal GB
+    usable_memory_bytes: int | None = Field(default=None, gt=0)  # measured, where a source has it
+    hbm_bandwidth_tb_per_s: float = Field(gt=0)
+    peak_dense_tflop_per_s: dict[str, float]
+    sources: list[str] = []
+    notes: str | None = None
+
+    @field_validator("peak_dense_tflop_per_s")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for key, value in v.items():
+            if key not in DTYPE_BITS:
+                raise ValueError(f"unknown dtype '{key}' (allowed: {', '.join(DTYPE_BITS)})")
+            if value <= 0:
+                raise ValueError(f"peak for {key} must be positive")
+            out[key] = value
+        return out
+
+    @property
+    def memory_bytes(self) -> int:
+        """Capacity used for fitting: the measured figure if known, else the marketed one."""
+        if self.usable_memory_bytes is not None:
+            return self.usable_memory_bytes
+        return int(self.memory_gb * 10**9)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_tb_per_s * 1e12
+
+    def compute_dtype(self, weight_dtype: str) -> str:
+        """The tensor-core format a matmul with these weights runs in on this GPU."""
+        # NOTE: int4 / mxfp4 weights are usually dequantized and multiplied in bf16
+        # (weight-only quantization); fp8 and int8 use their own tensor-core rates.
+        wanted = {"int4": "bf16", "mxfp4": "bf16", "nvfp4": "bf16"}.get(weight_dtype, weight_dtype)
+        for candidate in (wanted, "bf16", "fp16"):
+            if candidate in self.peak_dense_tflop_per_s:
+                return candidate
+        raise SpecError(
+            f"GPU '{self.name}' has no sourced dense peak for {wanted}, bf16 or fp16",
+            hint="add peak_dense_tflop_per_s to its preset, or pick another --gpu",
+        )
+
+    def peak_flop_per_s(self, dtype: str) -> float:
+        return self.peak_dense_tflop_per_s[dtype] * 1e12
+
+    def ridge_flop_per_byte(self, dtype: str) -> float:
+        return self.peak_flop_per_s(dtype) / self.bandwidth_bytes_per_s
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first error as 'field.path: message'."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return f"{where}: {msg}"
+
+
+def build(model: type[BaseModel], data: object, where: str):
+    """Validate data into a model, turning Pydantic's error into a one-line SpecError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{where}: {validation_message(exc)}") from None
