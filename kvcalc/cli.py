@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from typing import Annotated, Any, Optional
@@ -10,9 +11,13 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from kvcalc import __version__
-from kvcalc.errors import KvcalcError, UsageError
-from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_range
+# NOTE: pydantic scans every installed distribution's entry points for plugins when it builds
+# its first schema (~20 ms); the CLI uses none, so skip the scan. Start-up time is the product.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from kvcalc import __version__  # noqa: E402
+from kvcalc.errors import KvcalcError, UsageError  # noqa: E402
+from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_range  # noqa: E402
 
 
 class _Boundary(TyperGroup):
@@ -150,8 +155,8 @@ def cache(
         for b in batches:
             r = cache_report(spec, b, s, kv, tp)
             if gpu_spec:
-                r.gpu, r.gpu_memory_bytes = gpu_spec.name, gpu_spec.memory_bytes
-                r.gpu_memory_share = r.total_bytes / gpu_spec.memory_bytes
+                r.gpu, r.gpu_memory_bytes = gpu_spec.name, gpu_spec.capacity_bytes
+                r.gpu_memory_share = r.total_bytes / gpu_spec.capacity_bytes
             results.append(r)
     rows = [
         {k: v for k, v in r.model_dump().items() if k != "layers"} for r in results
@@ -248,7 +253,7 @@ def gpus(fmt: FmtOpt = Fmt.table) -> None:
     rows = [
         {
             "name": g.name, "full_name": g.full_name, "aliases": g.aliases, "memory_bytes": g.memory_bytes,
-            "memory_gb_marketed": g.memory_gb, "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+            "capacity_bytes": g.capacity_bytes, "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
             "peak_dense_tflop_per_s": g.peak_dense_tflop_per_s, "sources": g.sources,
         }
         for g in load_all(GPU_DIR)

@@ -154,7 +154,7 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
         bf16, fp8 = r["peak_dense_tflop_per_s"].get("bf16"), r["peak_dense_tflop_per_s"].get("fp8")
         ridge = bf16 * 1e12 / r["bandwidth_bytes_per_s"] if bf16 else None
         sheet.rows.append([
-            r["name"], r["full_name"], _bytes(r["memory_bytes"]), fmt_rate(r["bandwidth_bytes_per_s"]),
+            r["name"], r["full_name"], _bytes(r["capacity_bytes"]), fmt_rate(r["bandwidth_bytes_per_s"]),
             fmt_flops(bf16 * 1e12) if bf16 else "-", fmt_flops(fp8 * 1e12) if fp8 else "-",
             f"{ridge:,.0f} FLOP/B" if ridge else "-",
         ])

@@ -6,7 +6,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NOTE: defer_build: a command builds only the result models it returns (start-up time).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class LayerCache(Result):

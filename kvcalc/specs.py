@@ -8,9 +8,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kvcalc.errors import SpecError, UsageError
-from kvcalc.units import DTYPE_BITS, normalize_dtype
+from kvcalc.units import normalize_dtype
 
 Pos = Annotated[int, Field(gt=0)]
+PEAK_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 NonNeg = Annotated[int, Field(ge=0)]
 
 
@@ -26,7 +27,7 @@ class LayerKind(str, Enum):
 class LayerRun(BaseModel):
     """`count` consecutive layers of one kind. A model's pattern is a list of runs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: LayerKind = LayerKind.FULL
     count: Pos = 1
@@ -51,7 +52,7 @@ class LayerRun(BaseModel):
 class ModelSpec(BaseModel):
     """A decoder's architecture: what the cache, parameter and roofline arithmetic need."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1)
     aliases: list[str] = []
@@ -172,14 +173,14 @@ class ModelSpec(BaseModel):
 class GpuSpec(BaseModel):
     """One accelerator: memory, HBM bandwidth and dense peak FLOP/s per dtype."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1)
     full_name: str
     aliases: list[str] = []
-    memory_gb: float = Field(gt=0)  # as marketed, decimal GB
-    usable_memory_bytes: int | None = Field(default=None, gt=0)  # measured, where a source has it
-    hbm_bandwidth_tb_per_s: float = Field(gt=0)
+    memory_bytes: Pos  # as marketed, converted with the marketed unit (GB -> 1e9, GiB -> 2^30)
+    usable_memory_bytes: Pos | None = None  # measured, where a source has it
+    hbm_bandwidth_bytes_per_s: Pos
     peak_dense_tflop_per_s: dict[str, float]
     sources: list[str] = []
     notes: str | None = None
@@ -189,23 +190,21 @@ class GpuSpec(BaseModel):
     def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
         out = {}
         for key, value in v.items():
-            if key not in DTYPE_BITS:
-                raise ValueError(f"unknown dtype '{key}' (allowed: {', '.join(DTYPE_BITS)})")
+            if key not in PEAK_DTYPES:
+                raise ValueError(f"unknown dtype '{key}' (allowed: {', '.join(PEAK_DTYPES)})")
             if value <= 0:
                 raise ValueError(f"peak for {key} must be positive")
             out[key] = value
         return out
 
     @property
-    def memory_bytes(self) -> int:
+    def capacity_bytes(self) -> int:
         """Capacity used for fitting: the measured figure if known, else the marketed one."""
-        if self.usable_memory_bytes is not None:
-            return self.usable_memory_bytes
-        return int(self.memory_gb * 10**9)
+        return self.usable_memory_bytes or self.memory_bytes
 
     @property
-    def bandwidth_bytes_per_s(self) -> float:
-        return self.hbm_bandwidth_tb_per_s * 1e12
+    def bandwidth_bytes_per_s(self) -> int:
+        return self.hbm_bandwidth_bytes_per_s
 
     def compute_dtype(self, weight_dtype: str) -> str:
         """The tensor-core format a matmul with these weights runs in on this GPU."""

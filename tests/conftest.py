@@ -1,0 +1,37 @@
+"""Shared test helpers: run the CLI in-process, and find ../shared when it exists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcalc.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    """Invoke kvcalc in-process; the result has exit_code, stdout and stderr."""
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def run_json(*args: str) -> dict:
+    result = run(*args, "--format", "json")
+    assert result.exit_code == 0, result.stderr or result.stdout
+    return json.loads(result.stdout)
+
+
+def shared_path(*parts: str) -> Path:
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared is only beside a developer's checkout)")
+    return path
+
+
+GiB = 2**30
+MiB = 2**20

@@ -1,0 +1,114 @@
+"""CLI behaviour: help, version, formats, and bad input as one clear line on stderr."""
+
+import csv
+import io
+import json
+
+import pytest
+
+from conftest import run, run_json
+
+COMMANDS = ["cache", "roofline", "compare", "models", "gpus", "show"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command):
+    result = run(command, "--help")
+    assert result.exit_code == 0
+    assert "Usage:" in result.stdout and "--format" in result.stdout
+
+
+def test_version():
+    from kvcalc import __version__
+
+    result = run("--version")
+    assert result.exit_code == 0 and result.stdout.strip() == f"kvcalc {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cache", "lama-3-8b"], "unknown model 'lama-3-8b' (did you mean: llama-3-8b"),
+        (["roofline", "7b", "--gpu", "h1000"], "unknown GPU 'h1000' (did you mean: h100"),
+        (["cache", "7b", "--batch", "0"], "--batch must be at least 1, got 0"),
+        (["cache", "7b", "--batch", "-3"], "--batch must be at least 1, got -3"),
+        (["cache", "7b", "--seq", "64..8"], "--seq range '64..8' runs backwards"),
+        (["cache", "7b", "--kv-dtype", "fp7"], "unknown data type 'fp7' (allowed: fp32, bf16, fp16, fp8, int8, int4)"),
+        (["cache", "7b", "--kv-heads", "5"], "num_heads (32) must be divisible by num_kv_heads (5)"),
+        (["cache", "7b", "--kv-heads", "0"], "--kv-heads must be a positive integer, got 0"),
+        (["compare", "gqa:5"], "64 query heads cannot be split into 5 KV-head groups"),
+        (["compare", "swa"], "give the window"),
+        (["cache", "./nowhere/config.json"], "no such file or folder"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(args, message):
+    result = run(*args)
+    assert result.exit_code != 0
+    assert result.stdout == ""
+    assert message in result.stderr
+    assert result.stderr.startswith("kvcalc: error: ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_names_are_case_insensitive_and_aliases_work():
+    assert run_json("cache", "LLaMA-3-8B")["model"] == "llama-3-8b"
+    assert run_json("cache", "meta-llama/meta-llama-3-8b-instruct")["model"] == "llama-3-8b"
+    assert run_json("roofline", "7b", "--gpu", "A100-80GB", "--batch", "1")["gpu"] == "a100"
+
+
+def test_csv_has_exact_bytes():
+    result = run("cache", "llama-3-8b", "--batch", "1,16", "--seq", "8k", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [int(r["total_bytes"]) for r in rows] == [2**30, 16 * 2**30]
+
+
+def test_markdown_and_table_show_units():
+    md = run("compare", "mha", "gqa", "--format", "markdown").stdout
+    assert "| mha | 64 | bf16 | 2.50 MiB | 640 GiB | 1x |" in md
+    table = run("cache", "llama-3-8b", "--batch", "16", "--seq", "8192").stdout
+    assert "16 GiB (17,179,869,184 B)" in table
+
+
+def test_grid_json_lists_rows():
+    out = run_json("cache", "llama-3-8b", "--batch", "1,2", "--seq", "1k,2k")
+    assert [(r["batch"], r["seq"]) for r in out["rows"]] == [(1, 1024), (2, 1024), (1, 2048), (2, 2048)]
+
+
+def test_cache_gpu_share():
+    out = run_json("cache", "llama-3-8b", "--batch", "16", "--seq", "8k", "--gpu", "a100")
+    assert out["gpu_memory_bytes"] == 80 * 10**9
+    assert out["gpu_memory_share"] == 16 * 2**30 / (80 * 10**9)
+
+
+def test_sliding_window_override_caps_cache():
+    full = run_json("cache", "llama-3-8b", "--seq", "32k")["total_bytes"]
+    windowed = run_json("cache", "llama-3-8b", "--seq", "32k", "--window", "4k")["total_bytes"]
+    assert windowed * 8 == full
+
+
+def test_models_and_gpus_list_presets():
+    models = run_json("models")["rows"]
+    assert len(models) >= 25 and {"7b", "70b", "deepseek-v3", "gpt-oss-120b"} <= {m["name"] for m in models}
+    gpus = run_json("gpus")["rows"]
+    assert len(gpus) >= 20
+    a100 = next(g for g in gpus if g["name"] == "a100")
+    assert a100["peak_dense_tflop_per_s"]["bf16"] == 312 and a100["bandwidth_bytes_per_s"] == 2_039_000_000_000
+
+
+def test_show_reports_source():
+    out = run_json("show", "qwen3-8b")
+    assert out["source"] == "preset" and out["spec"]["head_dim"] == 128
+    assert out["kv_bytes_per_token_bf16"] == 36 * 8 * 128 * 2 * 2
+
+
+def test_preset_start_does_not_import_hub_or_plotting():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from typer.testing import CliRunner; from kvcalc.cli import app;"
+        "r = CliRunner().invoke(app, ['cache', 'llama-3-8b']); assert r.exit_code == 0, r.output;"
+        "print(sorted(m for m in ('huggingface_hub', 'matplotlib', 'plotext', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().replace("'", '"')) == []

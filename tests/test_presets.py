@@ -1,0 +1,80 @@
+"""Every shipped preset loads strictly; GPU figures agree with the sourced reference."""
+
+import pytest
+import yaml
+
+from conftest import shared_path
+from kvcalc import presets
+from kvcalc.errors import SpecError
+from kvcalc.kvcache import bytes_per_token
+from kvcalc.params import param_counts
+
+MODELS = presets.preset_names(presets.MODEL_DIR)
+GPUS = presets.preset_names(presets.GPU_DIR)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_preset_is_valid(name):
+    spec = presets.get_model(name)
+    assert spec.name == name
+    assert spec.num_heads % spec.kv_heads == 0
+    assert bytes_per_token(spec, "bf16") > 0
+    assert param_counts(spec).total > 0
+    for alias in spec.aliases:
+        assert presets.get_model(alias) is spec
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_gpu_preset_is_valid(name):
+    gpu = presets.get_gpu(name)
+    assert gpu.capacity_bytes > 0 and gpu.bandwidth_bytes_per_s > 0
+    assert gpu.peak_dense_tflop_per_s and gpu.sources
+
+
+def test_enough_presets():
+    assert len(MODELS) >= 25 and len(GPUS) >= 20
+
+
+def test_gpu_presets_match_reference():
+    ref = yaml.safe_load(shared_path("reference", "gpus.yaml").read_text())
+    by_name = {g["name"]: g for g in ref["accelerators"]}
+    for name in GPUS:
+        gpu = presets.get_gpu(name)
+        entry = by_name[gpu.full_name]
+        assert gpu.hbm_bandwidth_bytes_per_s == entry["hbm_bandwidth"]
+        assert gpu.memory_bytes == entry["memory_bytes"]
+        for dtype, tflops in gpu.peak_dense_tflop_per_s.items():
+            assert tflops * 1e12 == pytest.approx(entry["peak_dense_flops"][dtype]), (name, dtype)
+
+
+def _fake_presets(monkeypatch, tmp_path, text):
+    (tmp_path / "model_presets").mkdir()
+    (tmp_path / "model_presets" / "bad.yaml").write_text(text)
+    monkeypatch.setattr(presets, "_folder", lambda kind: tmp_path / kind)
+    presets._load.cache_clear()
+    presets._alias_index.cache_clear()
+
+
+def test_malformed_yaml_names_file_and_line(monkeypatch, tmp_path):
+    _fake_presets(monkeypatch, tmp_path, "num_layers: 32\nhidden_size: [4096\n")
+    with pytest.raises(SpecError, match=r"model_presets/bad.yaml: malformed YAML \(line 3"):
+        presets.get_model("bad")
+    presets._load.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("num_layers: 0\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\n", "num_layers: Input should be greater than 0"),
+        ("num_layers: 2\nhidden_size: 64\nnum_heads: 4\nnum_kv_heads: 3\nvocab_size: 10\n", "must be divisible by num_kv_heads (3)"),
+        ("num_layers: 2\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\nlayerz: 3\n", "layerz: unknown field"),
+        ("num_layers: 2\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\nlayer_pattern: [{kind: sliding}]\n", "needs window_tokens"),
+    ],
+)
+def test_invalid_preset_names_field(monkeypatch, tmp_path, text, message):
+    _fake_presets(monkeypatch, tmp_path, text)
+    with pytest.raises(SpecError) as exc:
+        presets.get_model("bad")
+    assert exc.value.message.startswith("model_presets/bad.yaml: ")
+    assert message in exc.value.message
+    presets._load.cache_clear()
