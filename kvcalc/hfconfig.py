@@ -396,7 +396,8 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         "num_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
-        "intermediate_size": _intermediate(cfg, model_type, hidden),
+        # block_configs give every layer its own FFN width; there is no global one.
+        "intermediate_size": 0 if cfg.get("block_configs") else _intermediate(cfg, model_type, hidden),
         "vocab_size": vocab,
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", default=True)),
         "mlp_gated": model_type not in UNGATED,

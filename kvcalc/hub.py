@@ -17,6 +17,7 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
     """(path of config.json, 'hub' or 'cache'). Raises HubError / NotFoundError with a hint."""
     # NOTE: imported here, not at module level: it costs ~0.3 s and only hub ids need it.
     from huggingface_hub import hf_hub_download
+    from huggingface_hub.utils import disable_progress_bars, logging
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -27,6 +28,10 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
         RevisionNotFoundError,
     )
 
+    # NOTE: results go to stdout and one error line to stderr; the library's retry warnings and
+    # progress bars would break that contract.
+    logging.set_verbosity_error()
+    disable_progress_bars()
     at = f"{repo_id}@{revision}" if revision else repo_id
     offline = _offline()
     try:
@@ -40,14 +45,16 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
             f"{repo_id} is not a repository on the hub (or it is private)",
             hint="check the id; for a private repository log in with `hf auth login` or set HF_TOKEN",
         ) from None
-    except EntryNotFoundError:
-        raise NotFoundError(f"{at} has no config.json", hint="pass a local config.json or folder instead") from None
+    # NOTE: LocalEntryNotFoundError subclasses EntryNotFoundError: catch it first.
     except (LocalEntryNotFoundError, OfflineModeIsEnabled):
         why = "offline mode is on (HF_HUB_OFFLINE)" if offline else "the hub could not be reached"
         raise HubError(
             f"{at}: {why} and config.json is not in the local Hugging Face cache",
-            hint="use a preset (`kvcalc models`), a local config.json or folder, or go online once to cache it",
+            hint="use a preset (`kvcalc models`), a local config.json or folder, or go online once to cache it"
+            + ("" if offline else "; HF_HUB_OFFLINE=1 skips the network"),
         ) from None
+    except EntryNotFoundError:
+        raise NotFoundError(f"{at} has no config.json", hint="pass a local config.json or folder instead") from None
     except HfHubHTTPError as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):

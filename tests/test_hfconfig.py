@@ -1,0 +1,161 @@
+"""config.json families -> the right cache, by hand: one fixture per family, two context lengths each."""
+
+import json
+
+import pytest
+
+from conftest import FIXTURES, run, run_json
+
+CONFIGS = FIXTURES / "configs"
+
+# (fixture, short context, its total bytes, long context beyond any window, its total bytes), batch 1, bf16.
+# Each figure is 2 (K, V) x KV heads x head dim x 2 B per layer per token, summed by hand over the layers
+# that hold tokens, times the tokens each holds (min(S, W) for windowed layers).
+FAMILIES = [
+    # llama, num_key_value_heads absent -> MHA: 4 layers x 8 heads x d 32 (256/8): 4,096 B/token
+    ("llama2-mha", 100, 100 * 4096, 10_000, 10_000 * 4096),
+    # qwen3: explicit head_dim 64 wins over 256/8 = 32: 4 x 2 x 64 x 2 x 2 = 2,048 B/token
+    ("qwen3-headdim", 100, 100 * 2048, 5000, 5000 * 2048),
+    # gemma3 text_config without head counts -> class defaults 4 KV heads, d 256: 4,096 B/layer/token;
+    # 12 layers, every 6th global: 10 sliding (W 1,024) + 2 full
+    ("gemma3-nested", 512, 12 * 4096 * 512, 8192, 10 * 4096 * 1024 + 2 * 4096 * 8192),
+    # mistral v0.1 style: every layer slides over 64; 2 KV heads x d 32: 256 B/layer/token
+    ("mistral-sliding", 32, 4 * 256 * 32, 1000, 4 * 256 * 64),
+    # qwen2 use_sliding_window: only layers >= max_window_layers (4) of 6 slide
+    ("qwen2-sliding", 32, 6 * 256 * 32, 1000, 4 * 256 * 1000 + 2 * 256 * 64),
+    # gemma2: even layers slide (W 64); 2 KV heads x d 128: 1,024 B/layer/token
+    ("gemma2-alternating", 32, 6 * 1024 * 32, 1000, 3 * 1024 * 1000 + 3 * 1024 * 64),
+    # gpt-oss layer_types: sliding (W 16) / full alternating; 2 x 32: 256 B/layer/token
+    ("gptoss-layer-types", 8, 4 * 256 * 8, 100, 2 * 256 * 100 + 2 * 256 * 16),
+    # llama4: chunked (C 128) except every 4th layer (global); 2 x 32: 256 B/layer/token
+    ("llama4-chunked", 100, 8 * 256 * 100, 1000, 6 * 256 * 128 + 2 * 256 * 1000),
+    # MLA: (kv_lora_rank 64 + rope 16) x 2 B = 160 B/layer/token, 4 layers
+    ("deepseek-mla", 100, 4 * 160 * 100, 10_000, 4 * 160 * 10_000),
+    # qwen3-next: full attention every 4th of 8 layers; 2 x 64 heads: 512 B/layer/token
+    ("qwen3next-hybrid", 100, 2 * 512 * 100, 10_000, 2 * 512 * 10_000),
+    # nemotron-h "M-M*-*": 2 attention layers, 2 KV heads x attention_head_dim 32
+    ("nemotronh-hybrid", 100, 2 * 256 * 100, 10_000, 2 * 256 * 10_000),
+    # jamba: attention at i % 4 == 2 -> layers 2 and 6; 1 KV head x d 32 (128/4): 128 B/layer/token
+    ("jamba-hybrid", 100, 2 * 128 * 100, 10_000, 2 * 128 * 10_000),
+    # nemotron-nas block_configs: KV heads 8/4, no-op, 8/8, 8/2 -> 2 + 1 + 4 = 7 heads x d 32 x 2 x 2 B
+    ("nemotron-nas", 100, 7 * 128 * 100, 10_000, 7 * 128 * 10_000),
+    # mllama: layers 1 and 3 of 5 are cross-attention (image tokens): 3 self-attention layers
+    ("mllama-cross", 100, 3 * 256 * 100, 10_000, 3 * 256 * 10_000),
+    # gpt2: n_layer 3, n_head 4, n_embd 128 -> MHA, d 32
+    ("gpt2-legacy", 100, 3 * 4 * 32 * 2 * 2 * 100, 1000, 3 * 4 * 32 * 2 * 2 * 1000),
+    # bigcode multi_query -> 1 KV head
+    ("bigcode-mqa", 100, 3 * 1 * 32 * 2 * 2 * 100, 1000, 3 * 1 * 32 * 2 * 2 * 1000),
+    # falcon new_decoder_architecture -> num_kv_heads 4, d 16 (256/16)
+    ("falcon-newarch", 100, 3 * 4 * 16 * 2 * 2 * 100, 1000, 3 * 4 * 16 * 2 * 2 * 1000),
+    # falcon legacy multi_query -> 1 KV head
+    ("falcon-mq", 100, 3 * 1 * 16 * 2 * 2 * 100, 1000, 3 * 1 * 16 * 2 * 2 * 1000),
+    # mpt attn_config.kv_n_heads 2, d 32 (256/8)
+    ("mpt-gqa", 100, 3 * 2 * 32 * 2 * 2 * 100, 1000, 3 * 2 * 32 * 2 * 2 * 1000),
+    # bloom n_head 8 MHA, d 32
+    ("bloom-legacy", 100, 3 * 8 * 32 * 2 * 2 * 100, 1000, 3 * 8 * 32 * 2 * 2 * 1000),
+    # chatglm multi_query_group_num 2, kv_channels 32
+    ("chatglm-mq", 100, 3 * 2 * 32 * 2 * 2 * 100, 1000, 3 * 2 * 32 * 2 * 2 * 1000),
+    # qwen 1: MHA, kv_channels 32
+    ("qwen1-kvchannels", 100, 3 * 8 * 32 * 2 * 2 * 100, 1000, 3 * 8 * 32 * 2 * 2 * 1000),
+    # unknown model_type with every needed field: generic llama rules, 4 KV heads x d 32
+    ("unknown-llamalike", 100, 4 * 4 * 32 * 2 * 2 * 100, 1000, 4 * 4 * 32 * 2 * 2 * 1000),
+]
+
+
+@pytest.mark.parametrize(("name", "short", "short_bytes", "long", "long_bytes"), FAMILIES)
+def test_family_cache_by_hand(name, short, short_bytes, long, long_bytes):
+    path = CONFIGS / f"{name}.json"
+    assert run_json("cache", path, "--seq", short)["total_bytes"] == short_bytes
+    assert run_json("cache", path, "--seq", long)["total_bytes"] == long_bytes
+
+
+def test_batch_multiplies_and_source_is_file():
+    out = run_json("cache", CONFIGS / "llama2-mha.json", "--batch", "3", "--seq", "100")
+    assert out["total_bytes"] == 3 * 100 * 4096
+    shown = run_json("show", CONFIGS / "llama2-mha.json")
+    assert shown["source"] == "file" and shown["spec"]["name"] == "llama2-mha"
+
+
+def test_folder_holding_config(tmp_path):
+    folder = tmp_path / "my-finetune"
+    folder.mkdir()
+    (folder / "config.json").write_text((CONFIGS / "qwen3-headdim.json").read_text())
+    out = run_json("cache", folder, "--seq", "100")
+    assert out["total_bytes"] == 100 * 2048 and out["model"] == "my-finetune"
+
+
+@pytest.mark.parametrize(
+    ("name", "per_layer_state", "layers"),
+    [
+        # Gated DeltaNet: 4 v-heads x 32 x 32 state + 3 conv steps x (2 x 64 keys + 128 values), bf16
+        ("qwen3next-hybrid", (4 * 32 * 32 + 3 * (2 * 64 + 128)) * 2, 6),
+        # Mamba-2: 8 heads x 16 x 16 state + 3 conv steps x (128 + 2 x 2 groups x 16)
+        ("nemotronh-hybrid", (8 * 16 * 16 + 3 * (128 + 2 * 2 * 16)) * 2, 2),
+        # Mamba-1: d_inner 256 x d_state 8 + 3 conv steps x 256
+        ("jamba-hybrid", (256 * 8 + 3 * 256) * 2, 6),
+    ],
+)
+def test_constant_state_is_separate(name, per_layer_state, layers):
+    short = run_json("cache", CONFIGS / f"{name}.json", "--seq", "10", "--batch", "2")
+    long = run_json("cache", CONFIGS / f"{name}.json", "--seq", "10000", "--batch", "2")
+    assert short["state_bytes"] == long["state_bytes"] == 2 * layers * per_layer_state
+    assert long["total_bytes"] == 1000 * short["total_bytes"]  # state is not in total_bytes
+
+
+def test_weight_dtypes_from_quantization_config():
+    assert run_json("show", CONFIGS / "gptq-int4.json")["spec"]["dtype"] == "int4"
+    assert run_json("show", CONFIGS / "deepseek-mla.json")["spec"]["dtype"] == "fp8"
+    oss = run_json("show", CONFIGS / "gptoss-layer-types.json")["spec"]
+    assert (oss["dtype"], oss["expert_dtype"]) == ("bf16", "mxfp4")
+    assert run_json("show", CONFIGS / "llama2-mha.json")["spec"]["dtype"] == "fp16"
+
+
+def test_params_by_hand_for_a_tiny_llama():
+    # embeddings 2 x 1000 x 256; per layer attention 4 x 256 x 256 + gated MLP 3 x 256 x 512; norms 9 x 256
+    expected = 2 * 1000 * 256 + 4 * (4 * 256 * 256 + 3 * 256 * 512) + 9 * 256
+    assert run_json("show", CONFIGS / "llama2-mha.json")["params"]["total"] == expected == 3_135_744
+
+
+def test_overrides_fill_and_change():
+    out = run_json("cache", CONFIGS / "llama2-mha.json", "--kv-heads", "2", "--seq", "100")
+    assert out["total_bytes"] == 100 * 4096 // 4
+    out = run_json("cache", CONFIGS / "mistral-sliding.json", "--window", "16", "--seq", "1000")
+    assert out["total_bytes"] == 4 * 256 * 16
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("whisper-encdec", "'whisper' is an encoder-decoder model"),
+        ("t5-encdec", "'t5' is an encoder-decoder model"),
+        ("unknown-missing", "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)"),
+    ],
+)
+def test_refusals_name_file_and_field(name, message):
+    result = run("cache", CONFIGS / f"{name}.json")
+    assert result.exit_code != 0 and result.stdout == ""
+    assert f"{name}.json: " in result.stderr and message in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_malformed_json_names_line(tmp_path):
+    result = run("cache", CONFIGS / "bad")
+    assert result.exit_code != 0
+    assert "bad/config.json: malformed JSON at line 3" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_attention_heads": "eight"}, "field num_attention_heads must be an integer, got 'eight'"),
+        ({"num_hidden_layers": 0}, "field num_hidden_layers must be positive, got 0"),
+        ({"num_key_value_heads": 3}, "num_attention_heads (8) is not divisible by the KV heads (3)"),
+        ({"hidden_size": -256}, "field hidden_size must be positive, got -256"),
+    ],
+)
+def test_wrong_values_name_the_field(tmp_path, change, message):
+    config = {**json.loads((CONFIGS / "llama2-mha.json").read_text()), **change}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run("cache", path)
+    assert result.exit_code != 0 and f"{path}: " in result.stderr and message in result.stderr

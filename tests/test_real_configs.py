@@ -1,0 +1,105 @@
+"""The 29 real config.json files in ../shared/configs (skipped without it), and published parameter counts."""
+
+import pytest
+
+from conftest import run, run_json, shared_path
+
+K = 2 * 2  # K and V, 2 bytes (bf16)
+
+# file -> (bytes per layer per token, full layers, [(windowed layers, window)]), from the published architecture:
+# KV heads x head dim x K,V x 2 B (MLA: (512 + 64) x 2 B); hybrids count only their attention layers.
+EXPECTED = {
+    "bloom-7b1": (32 * 128 * K, 30, []),
+    "chatglm3-6b": (2 * 128 * K, 28, []),
+    "command-r-v01": (64 * 128 * K, 40, []),
+    "deepseek-v2-lite": (576 * 2, 27, []),
+    "deepseek-v3": (576 * 2, 61, []),
+    "falcon-40b": (8 * 64 * K, 60, []),
+    "gemma-2-2b-it": (4 * 256 * K, 13, [(13, 4096)]),
+    "gemma-2b-it": (1 * 256 * K, 18, []),
+    "gemma-3-27b-it": (16 * 128 * K, 10, [(52, 1024)]),
+    "glm-4.5": (8 * 128 * K, 92, []),
+    "gpt-oss-20b": (8 * 64 * K, 12, [(12, 128)]),
+    "llama-2-7b": (32 * 128 * K, 32, []),
+    "llama-3.1-8b": (8 * 128 * K, 32, []),
+    "llama-3.2-11b-vision": (8 * 128 * K, 32, []),  # + 8 cross-attention layers: no text KV
+    "llama-3.2-3b-instruct": (8 * 128 * K, 28, []),
+    "llama-4-scout-17b-16e-instruct": (8 * 128 * K, 12, [(36, 8192)]),
+    "mistral-small-24b-instruct-2501": (8 * 128 * K, 40, []),
+    "mixtral-8x7b-v0.1": (8 * 128 * K, 32, []),
+    "mpt-7b": (32 * 128 * K, 32, []),
+    "nemotron-h-56b-base-8k": (8 * 128 * K, 10, []),  # 10 '*' layers of 118
+    "phi-3-mini-4k-instruct": (32 * 96 * K, 0, [(32, 2047)]),
+    "qwen-7b-chat": (32 * 128 * K, 32, []),
+    "qwen2.5-7b": (4 * 128 * K, 28, []),
+    "qwen3-30b-a3b": (4 * 128 * K, 48, []),
+    "qwen3-8b": (8 * 128 * K, 36, []),
+    "qwen3-next-80b-a3b-thinking": (2 * 256 * K, 12, []),  # every 4th of 48 layers
+    "starcoder2-7b": (4 * 128 * K, 0, [(32, 4096)]),
+    "starcoderbase-7b": (1 * 128 * K, 42, []),
+}
+REFUSED = {"whisper-tiny": "encoder-decoder"}
+
+
+def test_every_shared_config_is_covered():
+    names = {p.stem for p in shared_path("configs").glob("*.json")}
+    assert names == set(EXPECTED) | set(REFUSED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_config_cache(name):
+    path = shared_path("configs", f"{name}.json")
+    per_layer, full, windowed = EXPECTED[name]
+    for seq in (1000, 32768):
+        expected = per_layer * (full * seq + sum(n * min(seq, w) for n, w in windowed))
+        out = run_json("cache", path, "--seq", seq, "--kv-dtype", "bf16")
+        assert out["total_bytes"] == expected, (name, seq)
+
+
+@pytest.mark.parametrize(("name", "message"), sorted(REFUSED.items()))
+def test_real_config_refused(name, message):
+    result = run("cache", shared_path("configs", f"{name}.json"))
+    assert result.exit_code != 0 and message in result.stderr and result.stderr.count("\n") == 1
+
+
+def near(value: float, published: float, last_digit: float) -> bool:
+    """Within 1% of a published figure, allowing for its own rounding (half its last digit)."""
+    return abs(value - published) <= 0.01 * published + last_digit / 2
+
+
+# (model, total, active, which active convention the publisher uses, last published digit)
+PUBLISHED = [
+    ("llama-3-8b", 8.03e9, None, None, 0.01e9),
+    ("llama-2-7b", 6.74e9, None, None, 0.01e9),
+    ("mixtral-8x7b", 46.7e9, 12.9e9, "active", 0.1e9),
+    ("deepseek-v3", 671e9, 37e9, "active_excl_embedding", 1e9),
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9, "active", 0.1e9),
+    ("gpt-oss-120b", 117e9, 5.1e9, "active_excl_embedding", 0.1e9),
+    ("gpt-oss-20b", 20.9e9, 3.6e9, "active_excl_embedding", 0.1e9),
+]
+
+
+@pytest.mark.parametrize(("name", "total", "active", "convention", "digit"), PUBLISHED)
+def test_published_parameter_counts(name, total, active, convention, digit):
+    params = run_json("show", name)["params"]
+    assert near(params["total"], total, digit), params["total"]
+    if active:
+        assert near(params[convention], active, digit), params[convention]
+
+
+@pytest.mark.parametrize(
+    ("config", "preset"),
+    [("llama-3.1-8b", "llama-3.1-8b"), ("mixtral-8x7b-v0.1", "mixtral-8x7b"), ("deepseek-v3", "deepseek-v3"),
+     ("qwen3-30b-a3b", "qwen3-30b-a3b"), ("gpt-oss-20b", "gpt-oss-20b"), ("gemma-3-27b-it", "gemma-3-27b"),
+     ("qwen2.5-7b", "qwen2.5-7b"), ("qwen3-8b", "qwen3-8b"), ("falcon-40b", "falcon-40b"), ("llama-2-7b", "llama-2-7b"),
+     ("phi-3-mini-4k-instruct", "phi-3-mini")],
+)
+def test_presets_agree_with_real_configs(config, preset):
+    from_file = run_json("show", shared_path("configs", f"{config}.json"))
+    from_preset = run_json("show", preset)
+    assert from_file["params"] == from_preset["params"]
+    assert from_file["kv_bytes_per_token_bf16"] == from_preset["kv_bytes_per_token_bf16"]
+    for seq in (512, 40000):
+        assert run_json("cache", shared_path("configs", f"{config}.json"), "--seq", seq)["total_bytes"] == run_json(
+            "cache", preset, "--seq", seq
+        )["total_bytes"]
