@@ -185,3 +185,82 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
     if spec.params:
         sheet.notes.append(f"Explicit params {spec.params:,} are used for weight bytes and FLOPs.")
     return sheet
+
+
+def fit_sheet(result) -> Sheet:  # noqa: ANN001
+    from kvcalc.results import FitResult
+
+    assert isinstance(result, FitResult)
+    p = result.per_gpu
+    where = f"{result.tp} x {result.gpu} (tensor parallel)" if result.tp > 1 else f"one {result.gpu}"
+    sheet = Sheet(
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
+        columns=["per GPU", "bytes", ""],
+    )
+    kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
+    if result.kv_heads_per_rank is not None:
+        kv_note += f", {result.kv_heads_per_rank} KV heads per rank"
+    sheet.rows += [
+        ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
+        ["KV cache", _bytes(p.kv_bytes), kv_note],
+        ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
+        ["reserve", _bytes(p.reserve_bytes), "activations, graphs, buffers (--reserve)"],
+        ["total", _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes), "fits" if result.fits else "DOES NOT FIT"],
+        ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
+    ]
+    sheet.rows = [r for r in sheet.rows if r]
+    sheet.notes.append(f"Fits: {'yes' if result.fits else 'no'}. Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(
+        f"Largest context at batch {result.batch:,}: "
+        + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
+        + f". KV capacity: {result.kv_capacity_tokens:,} tokens; concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
+    )
+    if result.kv_heads_replicated:
+        sheet.notes.append(
+            f"Replicated KV heads: tp {result.tp} exceeds the model's KV heads, so each rank keeps a whole head "
+            "(more cache per rank than an even split)."
+        )
+    if result.vllm:
+        v = result.vllm
+        sheet.notes.append(
+            f"vLLM {v.version} accounting ({v.num_blocks:,} blocks of {v.block_size}, page {v.page_bytes_per_layer:,} B per layer, "
+            f"{v.kv_cache_groups} group(s) of {v.group_size} layers):"
+        )
+        sheet.notes += [f"  {line}" for line in v.log_lines]
+    if result.slo:
+        s = result.slo
+        goal = " and ".join(g for g in (f"TPOT <= {s.tpot_ms:g} ms" if s.tpot_ms else "", f"TTFT <= {s.ttft_ms:g} ms" if s.ttft_ms else "") if g)
+        sheet.notes.append(
+            f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
+            f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+        )
+    return sheet
+
+
+def generate_sheet(results: list) -> Sheet:
+    first = results[0]
+    sheet = Sheet(
+        title=f"Generate: {first.model} on {first.gpu}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
+        columns=["", *[r.basis for r in results]],
+    )
+    sheet.rows += [
+        ["time to first token", *[fmt_seconds(r.ttft_s) for r in results]],
+        ["time per output token (first)", *[fmt_seconds(r.tpot_first_s) for r in results]],
+        ["time per output token (last)", *[fmt_seconds(r.tpot_last_s) for r in results]],
+        ["time per output token (mean)", *[fmt_seconds(r.tpot_s) for r in results]],
+        ["total", *[fmt_seconds(r.total_s) for r in results]],
+        ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results]],
+    ]
+    sheet.notes.append(
+        "Ceilings: no real run beats them." if len(results) == 1 else "The ceiling is a bound; the estimate scales both roofs."
+    )
+    sheet.notes.append(
+        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
+        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
+    )
+    sheet.notes.append(
+        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
+        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
+        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
+    )
+    return sheet

@@ -78,3 +78,81 @@ class CompareResult(Result):
     batch: int
     seq: int
     rows: list[CompareRow]
+
+
+class PerGpu(Result):
+    weight_bytes: int
+    kv_bytes: int  # the requested batch x seq, paged, on one rank
+    state_bytes: int
+    reserve_bytes: int
+    budget_bytes: int  # capacity x gpu_util
+    capacity_bytes: int
+
+
+class VllmFigures(Result):
+    version: str
+    available_kv_bytes: int
+    block_size: int
+    page_bytes_per_layer: int
+    group_size: int  # layers sharing one block-sized tensor slot
+    kv_cache_groups: int
+    num_blocks: int
+    kv_cache_tokens: int
+    blocks_per_request: int
+    max_concurrency: float
+    log_lines: list[str]
+
+
+class SloResult(Result):
+    tpot_ms: float | None = None
+    ttft_ms: float | None = None
+    batch: int
+    tpot_s: float
+    ttft_s: float | None = None
+    tokens_per_s: float
+    basis: str  # "ceiling" or "estimate"
+
+
+class FitResult(Result):
+    model: str
+    gpu: str
+    tp: int
+    seq: int
+    batch: int
+    dtype: str
+    kv_dtype: str
+    gpu_util: float
+    block_size: int
+    kv_heads_per_rank: int | None
+    kv_heads_replicated: bool
+    fits: bool
+    max_batch: int
+    max_seq: int | None  # None: windowed layers only, the cache stops growing
+    kv_capacity_tokens: int
+    max_concurrency: float
+    per_gpu: PerGpu
+    vllm: VllmFigures | None = None
+    slo: SloResult | None = None
+
+
+class GenerateResult(Result):
+    model: str
+    gpu: str
+    batch: int
+    prompt: int
+    new: int
+    ttft_s: float
+    tpot_s: float  # mean
+    tpot_first_s: float
+    tpot_last_s: float
+    total_s: float
+    tokens_per_s: float
+    basis: str  # "ceiling" or "estimate (mbu, mfu)"
+    mbu: float
+    mfu: float
+    flops_cached: int
+    flops_uncached: int
+    concat_positions_copied: int
+    prealloc_positions_written: int
+    concat_bytes_copied: int
+    prealloc_bytes_written: int

@@ -92,7 +92,7 @@ def test_published_parameter_counts(name, total, active, convention, digit):
     [("llama-3.1-8b", "llama-3.1-8b"), ("mixtral-8x7b-v0.1", "mixtral-8x7b"), ("deepseek-v3", "deepseek-v3"),
      ("qwen3-30b-a3b", "qwen3-30b-a3b"), ("gpt-oss-20b", "gpt-oss-20b"), ("gemma-3-27b-it", "gemma-3-27b"),
      ("qwen2.5-7b", "qwen2.5-7b"), ("qwen3-8b", "qwen3-8b"), ("falcon-40b", "falcon-40b"), ("llama-2-7b", "llama-2-7b"),
-     ("phi-3-mini-4k-instruct", "phi-3-mini")],
+     ("phi-3-mini-4k-instruct", "phi-3-mini"), ("deepseek-v2-lite", "deepseek-v2-lite"), ("gemma-2-2b-it", "gemma-2-2b")],
 )
 def test_presets_agree_with_real_configs(config, preset):
     from_file = run_json("show", shared_path("configs", f"{config}.json"))

@@ -1,0 +1,115 @@
+"""Pure memory-fit arithmetic: per-GPU budget, tensor parallelism, paged blocks, largest batch and context."""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.errors import UsageError
+from kvcalc.kvcache import (
+    ATTENTION_KINDS,
+    elements_per_token,
+    kv_heads_per_rank,
+    replicates_kv_heads,
+    state_bytes,
+    tokens_held,
+)
+from kvcalc.params import weight_bytes_resident
+from kvcalc.results import FitResult, PerGpu
+from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.units import elements_to_bytes
+
+MAX_SEARCH_SEQ = 1 << 30  # beyond any published context length
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    if tp < 1:
+        raise UsageError(f"tensor parallelism must be at least 1, got {tp}")
+    if spec.num_heads % tp:
+        divisors = [d for d in range(1, spec.num_heads + 1) if spec.num_heads % d == 0]
+        raise UsageError(
+            f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
+            hint=f"allowed: {', '.join(map(str, divisors))}",
+        )
+
+
+def paged(tokens: int, block_size: int) -> int:
+    """Tokens a paged allocator reserves: whole blocks."""
+    return math.ceil(tokens / block_size) * block_size
+
+
+def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, block_size: int) -> int:
+    """One sequence's cache on one rank, each layer's tokens rounded up to whole blocks."""
+    elements = sum(
+        n * elements_per_token(spec, run, tp) * paged(tokens_held(run, seq), block_size) for run, n in spec.layer_groups()
+    )
+    return elements_to_bytes(elements, kv_dtype)
+
+
+def state_bytes_per_sequence(spec: ModelSpec, tp: int) -> int:
+    # NOTE: SSM / linear-attention heads are split across tensor-parallel ranks like attention heads.
+    return math.ceil(state_bytes(spec, 1) / tp)
+
+
+def _max_seq(spec: ModelSpec, batch: int, avail: int, kv_dtype: str, tp: int, block_size: int) -> int | None:
+    def fits(s: int) -> bool:
+        return batch * (kv_bytes_per_sequence(spec, s, kv_dtype, tp, block_size) + state_bytes_per_sequence(spec, tp)) <= avail
+
+    if not fits(1):
+        return 0
+    if fits(MAX_SEARCH_SEQ):
+        return None
+    lo, hi = 1, MAX_SEARCH_SEQ
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def fit_report(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tp: int,
+    seq: int,
+    batch: int,
+    dtype: str | None,
+    kv_dtype: str,
+    gpu_util: float,
+    reserve_bytes: int,
+    block_size: int,
+) -> FitResult:
+    check_tp(spec, tp)
+    budget = int(gpu.capacity_bytes * gpu_util)
+    weights = math.ceil(weight_bytes_resident(spec, dtype) / tp)
+    avail = budget - weights - reserve_bytes
+    per_seq = kv_bytes_per_sequence(spec, seq, kv_dtype, tp, block_size)
+    per_state = state_bytes_per_sequence(spec, tp)
+    attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
+    bytes_per_token = elements_to_bytes(sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype)
+    usable = max(avail, 0)
+    return FitResult(
+        model=spec.name,
+        gpu=gpu.name,
+        tp=tp,
+        seq=seq,
+        batch=batch,
+        dtype=dtype or spec.dtype,
+        kv_dtype=kv_dtype,
+        gpu_util=gpu_util,
+        block_size=block_size,
+        kv_heads_per_rank=kv_heads_per_rank(attention[0].kv_heads or spec.kv_heads, tp) if attention else None,
+        kv_heads_replicated=replicates_kv_heads(spec, tp),
+        fits=batch * (per_seq + per_state) <= avail,
+        max_batch=usable // (per_seq + per_state) if per_seq + per_state else 0,
+        max_seq=_max_seq(spec, batch, usable, kv_dtype, tp, block_size),
+        kv_capacity_tokens=(usable // (bytes_per_token * block_size)) * block_size if bytes_per_token else 0,
+        max_concurrency=usable / (per_seq + per_state) if per_seq + per_state else 0.0,
+        per_gpu=PerGpu(
+            weight_bytes=weights,
+            kv_bytes=batch * per_seq,
+            state_bytes=batch * per_state,
+            reserve_bytes=reserve_bytes,
+            budget_bytes=budget,
+            capacity_bytes=gpu.capacity_bytes,
+        ),
+    )

@@ -1,0 +1,95 @@
+"""vLLM's own KV-cache start-up figures, following the accounting of vLLM 0.19 (V1 engine).
+
+vLLM logs "GPU KV cache size: N tokens" and "Maximum concurrency for S tokens per request: X x"
+(vllm/v1/core/kv_cache_utils.py). It splits layers into KV-cache groups by attention type, each
+block-sized page shared by `group_size` layers, then:
+
+    num_blocks      = available_bytes // (page_bytes_per_layer x group_size)
+    tokens          = num_blocks // number_of_groups x block_size
+    blocks/request  = sum over groups: full ceil(S / block); sliding ceil(min(W - 1 + M, S) / block) + 1
+    concurrency     = num_blocks / blocks_per_request
+
+with M = max_num_batched_tokens. A uniform model is one group of all its layers.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.errors import UsageError
+from kvcalc.kvcache import elements_per_token
+from kvcalc.results import VllmFigures
+from kvcalc.specs import LayerKind, ModelSpec
+from kvcalc.units import elements_to_bytes
+
+VLLM_VERSION = "0.19"
+
+
+def _group_size(counts: list[int]) -> int:
+    # NOTE: vLLM uses the smallest group ("the 1 in an n:1 pattern") unless the largest is
+    # within 1.25x of it, then the largest, to avoid many padding layers.
+    smallest, largest = min(counts), max(counts)
+    return largest if largest < smallest * 1.25 else smallest
+
+
+def vllm_figures(
+    spec: ModelSpec,
+    available_bytes: int,
+    *,
+    kv_dtype: str,
+    tp: int,
+    seq: int,
+    block_size: int = 16,
+    max_num_batched_tokens: int = 8192,
+) -> VllmFigures:
+    types: dict[tuple[LayerKind, int | None], int] = {}
+    pages: set[int] = set()
+    for run, n in spec.layer_groups():
+        if run.kind in (LayerKind.CROSS,):
+            continue
+        if run.kind == LayerKind.STATELESS:
+            if run.state_bytes:
+                raise UsageError(
+                    f"--engine vllm: {spec.name} has SSM / linear-attention layers; vLLM's hybrid Mamba page "
+                    "accounting is not modelled",
+                    hint="drop --engine vllm for kvcalc's own estimate",
+                )
+            continue
+        pages.add(elements_to_bytes(block_size * elements_per_token(spec, run, tp), kv_dtype))
+        key = (run.kind, run.window_tokens)
+        types[key] = types.get(key, 0) + n
+    if len(pages) != 1:
+        raise UsageError(
+            f"--engine vllm: {spec.name}'s layers have different page sizes; vLLM pads them, which is not modelled",
+            hint="drop --engine vllm for kvcalc's own estimate",
+        )
+    (page,) = pages
+    group_size = _group_size(list(types.values()))
+    groups = sum(math.ceil(n / group_size) for n in types.values())
+    num_blocks = available_bytes // (page * group_size)
+    tokens = num_blocks // groups * block_size
+    per_request = 0
+    for (kind, window), n in types.items():
+        if kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+            need = math.ceil(min(window - 1 + max_num_batched_tokens, seq) / block_size) + 1
+        else:
+            need = math.ceil(seq / block_size)
+        per_request += need * math.ceil(n / group_size)
+    concurrency = num_blocks / per_request
+    return VllmFigures(
+        version=VLLM_VERSION,
+        available_kv_bytes=available_bytes,
+        block_size=block_size,
+        page_bytes_per_layer=page,
+        group_size=group_size,
+        kv_cache_groups=groups,
+        num_blocks=num_blocks,
+        kv_cache_tokens=tokens,
+        blocks_per_request=per_request,
+        max_concurrency=concurrency,
+        log_lines=[
+            f"Available KV cache memory: {available_bytes / 2**30:.2f} GiB",
+            f"GPU KV cache size: {tokens:,} tokens",
+            f"Maximum concurrency for {seq:,} tokens per request: {concurrency:.2f}x",
+        ],
+    )
