@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from functools import cached_property
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -157,6 +158,12 @@ class ModelSpec(BaseModel):
 
     def layer_groups(self) -> list[tuple[LayerRun, int]]:
         """Distinct layer shapes with how many layers have each, in first-seen order."""
+        return self._layer_groups
+
+    @cached_property
+    def _layer_groups(self) -> list[tuple[LayerRun, int]]:
+        # NOTE: cached: the arithmetic asks for it in every step of a generate loop; specs are
+        # never mutated (with_changes builds a new one).
         groups: dict[LayerRun, int] = {}
         for run in self.expanded_layers():
             key = run.model_copy(update={"count": 1})
