@@ -20,8 +20,21 @@ from kvcalc.errors import KvcalcError, UsageError  # noqa: E402
 from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_range  # noqa: E402
 
 
+PLOT_FILE_SUFFIXES = (".svg", ".png", ".pdf")
+
+
 class _Boundary(TyperGroup):
     """The single error boundary: a KvcalcError becomes one line on stderr and an exit code."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201
+        # `--plot` alone draws in the terminal, `--plot FILE.svg` writes a file: Click options take
+        # a value or none, not both, so a bare --plot becomes --plot=- here.
+        args = list(args)
+        for i, arg in enumerate(args):
+            following = args[i + 1] if i + 1 < len(args) else ""
+            if arg == "--plot" and not following.lower().endswith(PLOT_FILE_SUFFIXES):
+                args[i] = "--plot=-"
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):  # noqa: ANN001, ANN201
         try:
@@ -97,29 +110,78 @@ def _model(text: str, overrides: dict[str, Any] | None = None):  # noqa: ANN202
     return resolve_model(text, overrides)
 
 
-def _emit(fmt: Fmt, payload: Any, sheets: list, csv_rows: list[dict]) -> None:
-    """Print a result: JSON from the result models, CSV from raw rows, tables from sheets."""
+def _emit(fmt: Fmt, payload: Any, sheets: list, csv_rows: list[dict], explanation: list[str] | None = None) -> None:
+    """Print a result: JSON from the result models, CSV from raw rows, tables from sheets; with
+    --explain, the arithmetic after the table (and under "explanation" in JSON)."""
     from kvcalc.render import to_csv, to_markdown, to_rich
 
     if fmt == Fmt.json:
-        typer.echo(payload if isinstance(payload, str) else json.dumps(payload, indent=2))
+        if explanation is not None:
+            payload = {**payload, "explanation": explanation}
+        typer.echo(json.dumps(payload, indent=2))
     elif fmt == Fmt.csv:
         typer.echo(to_csv(csv_rows))
     elif fmt == Fmt.markdown:
         typer.echo("\n\n".join(to_markdown(s) for s in sheets))
+        if explanation:
+            typer.echo("\n```\n" + "\n".join(explanation) + "\n```")
     else:
         from rich.console import Console
+        from rich.text import Text
 
         console = Console()
         for sheet in sheets:
             console.print(to_rich(sheet))
+        if explanation:
+            console.print(Text("How this was computed:", style="bold"))
+            for line in explanation:
+                console.print(Text(line), soft_wrap=True)
 
 
-def _dump(results: list) -> str:
+def _dump(results: list) -> dict:
     """One result as its JSON object; several as {"rows": [...]}."""
     if len(results) == 1:
-        return results[0].model_dump_json(indent=2)
-    return json.dumps({"rows": [r.model_dump(mode="json") for r in results]}, indent=2)
+        return results[0].model_dump(mode="json")
+    return {"rows": [r.model_dump(mode="json") for r in results]}
+
+
+ExplainOpt = Annotated[bool, typer.Option("--explain", help="Show the arithmetic, step by step, with this run's numbers.")]
+PlotOpt = Annotated[
+    Optional[str],
+    typer.Option("--plot", help="Draw a chart: alone in the terminal, or to FILE.svg/.png/.pdf (needs kvcalc[plot])."),
+]
+PlotSizeOpt = Annotated[str, typer.Option("--plot-size", help="Chart file size in pixels, WIDTHxHEIGHT.")]
+
+
+def _plot_ready(plot: str | None) -> None:
+    """Fail before any output when the plot extra is missing."""
+    if plot is None:
+        return
+    from kvcalc import plot as plotting
+
+    plotting.check(terminal=plot == "-")
+
+
+def _draw(plot: str | None, chart_fn, size: str) -> None:  # noqa: ANN001
+    if plot is None:
+        return
+    from kvcalc import plot as plotting
+
+    chart = chart_fn()
+    if plot == "-":
+        from rich.console import Console
+
+        console = Console()
+        color = console.is_terminal and not os.environ.get("NO_COLOR")
+        typer.echo(plotting.terminal(chart, width=console.width, color=color))
+        return
+    from pathlib import Path
+
+    m = __import__("re").fullmatch(r"(\d+)x(\d+)", size.strip().lower())
+    if not m or int(m.group(1)) < 100 or int(m.group(2)) < 100:
+        raise UsageError(f"--plot-size '{size}' is not WIDTHxHEIGHT in pixels", hint="e.g. 1200x800 (each at least 100)")
+    path = plotting.save(chart, Path(plot), int(m.group(1)), int(m.group(2)))
+    sys.stderr.write(f"kvcalc: chart written to {path}\n")
 
 
 # --- commands --------------------------------------------------------------------------
@@ -134,6 +196,9 @@ def cache(
     gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="Show the share of this GPU's memory.")] = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: show the cache of one rank.")] = 1,
     fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = "1000x600",
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -144,24 +209,38 @@ def cache(
     from kvcalc.kvcache import cache_report
     from kvcalc.render import cache_sheet
 
+    _plot_ready(plot)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
-    spec = _model(model, _overrides(layers, kv_heads, head_dim, window, dtype)).spec
+    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu) if gpu else None
+    steps: list[str] | None = [] if explain else None
     results = []
     for s in seqs:
         for b in batches:
-            r = cache_report(spec, b, s, kv, tp)
+            r = cache_report(spec, b, s, kv, tp, steps=steps)
             if gpu_spec:
                 r.gpu, r.gpu_memory_bytes = gpu_spec.name, gpu_spec.capacity_bytes
                 r.gpu_memory_share = r.total_bytes / gpu_spec.capacity_bytes
+                if steps is not None:
+                    steps.append(f"share of one {gpu_spec.name}: {r.total_bytes:,} / {gpu_spec.capacity_bytes:,} B = {r.gpu_memory_share:.1%}")
             results.append(r)
-    rows = [
-        {k: v for k, v in r.model_dump().items() if k != "layers"} for r in results
-    ]
-    _emit(fmt, _dump(results), [cache_sheet(results)], rows)
+    rows = [{k: v for k, v in r.model_dump().items() if k != "layers"} for r in results]
+    _emit(fmt, _dump(results), [cache_sheet(results)], rows, steps)
+
+    def chart():  # noqa: ANN202
+        from kvcalc.chart import cache_chart
+        from kvcalc.params import weight_bytes_resident
+
+        weights = weight_bytes_resident(spec, overrides.get("dtype")) if gpu_spec else None
+        top = max(max(seqs) * 4, 128 * 1024)
+        return cache_chart(spec, batches, kv, top, gpu_spec.capacity_bytes if gpu_spec else None, weights,
+                           gpu_spec.name if gpu_spec else None)
+
+    _draw(plot, chart, plot_size)
 
 
 def _gpu(name: str):  # noqa: ANN202
@@ -173,11 +252,14 @@ def _gpu(name: str):  # noqa: ANN202
 @app.command()
 def roofline(
     model: ModelArg,
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU preset, or several: a100,h100,h200 (kvcalc gpus lists them).")],
     batch: BatchOpt = "1..64",
     seq: SeqOpt = "1024",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = "1000x600",
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -188,13 +270,28 @@ def roofline(
     from kvcalc.render import roofline_sheet
     from kvcalc.roofline import roofline_report
 
+    _plot_ready(plot)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
     spec = _model(model, overrides).spec
-    result = roofline_report(spec, _gpu(gpu), batches, seqs, overrides.get("dtype"), kv)
-    rows = [{"model": result.model, "gpu": result.gpu, **r.model_dump()} for r in result.rows]
-    _emit(fmt, result.model_dump_json(indent=2), [roofline_sheet(result)], rows)
+    gpu_specs = [_gpu(name) for name in gpu.split(",") if name.strip()]
+    steps: list[str] | None = [] if explain else None
+    results = []
+    for g in gpu_specs:
+        if steps is not None and len(gpu_specs) > 1:
+            steps.append(f"on {g.name}:")
+        results.append(roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, steps))
+    rows = [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows]
+    payload = results[0].model_dump(mode="json") if len(results) == 1 else {"results": [r.model_dump(mode="json") for r in results]}
+    _emit(fmt, payload, [roofline_sheet(r) for r in results], rows, steps)
+
+    def chart():  # noqa: ANN202
+        from kvcalc.chart import roofline_chart
+
+        return roofline_chart(results)
+
+    _draw(plot, chart, plot_size)
 
 
 @app.command()
@@ -205,11 +302,15 @@ def compare(
     seq: Annotated[str, typer.Option("--seq", "-s", help="Context tokens per sequence (8k = 8192).")] = "8192",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = "1000x600",
 ) -> None:
     """KV cache of attention variants or models side by side, each relative to the first."""
     from kvcalc.render import compare_sheet
     from kvcalc.variants import apply_variant, compare_report, is_variant, split_dtype
 
+    _plot_ready(plot)
     b, s = parse_count(batch, "--batch"), parse_count(seq, "--seq")
     default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
     base = _model(model).spec
@@ -218,8 +319,16 @@ def compare(
         text, item_kv = split_dtype(item)
         spec = apply_variant(base, item) if is_variant(item) else _model(text).spec
         rows.append((item, spec, item_kv or default_kv))
-    result = compare_report(rows, b, s, base.name)
-    _emit(fmt, result.model_dump_json(indent=2), [compare_sheet(result)], [r.model_dump() for r in result.rows])
+    steps: list[str] | None = [] if explain else None
+    result = compare_report(rows, b, s, base.name, steps)
+    _emit(fmt, result.model_dump(mode="json"), [compare_sheet(result)], [r.model_dump() for r in result.rows], steps)
+
+    def chart():  # noqa: ANN202
+        from kvcalc.chart import compare_chart
+
+        return compare_chart(result)
+
+    _draw(plot, chart, plot_size)
 
 
 @app.command()
@@ -335,6 +444,7 @@ def fit(
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
     fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -363,10 +473,11 @@ def fit(
     overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
+    steps: list[str] | None = [] if explain else None
     result = fit_report(
         spec, gpu_spec, tp=ranks, seq=s, batch=b, dtype=overrides.get("dtype"), kv_dtype=kv,
         gpu_util=parse_fraction(gpu_util, "--gpu-util"), reserve_bytes=parse_bytes(reserve, "--reserve"),
-        block_size=block_size,
+        block_size=block_size, steps=steps,
     )
     per = result.per_gpu
     available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
@@ -394,6 +505,14 @@ def fit(
         kv_avail = parse_bytes(kv_memory, "--kv-memory") if kv_memory else available
         result.vllm = vllm_figures(spec, kv_avail, kv_dtype=kv, tp=ranks, seq=s, block_size=block_size,
                                    max_num_batched_tokens=max_batched_tokens)
+        if steps is not None:
+            v = result.vllm
+            steps += [
+                f"vLLM {v.version}: page = {v.block_size} tokens × per-layer KV = {v.page_bytes_per_layer:,} B; "
+                f"num_blocks = ⌊{v.available_kv_bytes:,} / ({v.page_bytes_per_layer:,} × {v.group_size} layers)⌋ = {v.num_blocks:,}",
+                f"vLLM {v.version}: tokens = {v.num_blocks:,} // {v.kv_cache_groups} group(s) × {v.block_size} = {v.kv_cache_tokens:,}; "
+                f"concurrency = {v.num_blocks:,} / {v.blocks_per_request:,} blocks per request = {v.max_concurrency:.2f}x",
+            ]
     if tpot_ms is not None or ttft_ms is not None:
         from kvcalc.slo import largest_batch
 
@@ -403,10 +522,9 @@ def fit(
             prompt=parse_count(prompt, "--prompt") if prompt else s, dtype=overrides.get("dtype"), kv_dtype=kv,
             mbu=util[0] if util else 1.0, mfu=util[1] if util else 1.0,
         )
-    payload = result.model_dump_json(indent=2)
     row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo")}
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
-    _emit(fmt, payload, [fit_sheet(result)], [row])
+    _emit(fmt, result.model_dump(mode="json"), [fit_sheet(result)], [row], steps)
 
 
 @app.command()
@@ -421,6 +539,7 @@ def generate(
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
     fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -439,11 +558,12 @@ def generate(
     compute = gpu_spec.compute_dtype(overrides.get("dtype") or spec.dtype)
     args = dict(batch=parse_count(batch, "--batch"), prompt=parse_count(prompt, "--prompt"), new=parse_count(new, "--new"),
                 dtype=overrides.get("dtype"), kv_dtype=kv, compute_dtype=compute)
-    results = [generate_report(spec, gpu_spec, **args)]
+    steps: list[str] | None = [] if explain else None
+    results = [generate_report(spec, gpu_spec, **args, steps=steps)]
     util = _utilization(efficiency, mbu, mfu)
     if util:
-        results.append(generate_report(spec, gpu_spec, **args, mbu=util[0], mfu=util[1]))
+        results.append(generate_report(spec, gpu_spec, **args, mbu=util[0], mfu=util[1], steps=steps))
     payload = results[0].model_dump(mode="json")
     if util:
         payload["estimate"] = results[1].model_dump(mode="json")
-    _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results])
+    _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)

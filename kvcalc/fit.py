@@ -7,6 +7,7 @@ import math
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import (
     ATTENTION_KINDS,
+    cache_report,
     elements_per_token,
     kv_heads_per_rank,
     replicates_kv_heads,
@@ -77,6 +78,7 @@ def fit_report(
     gpu_util: float,
     reserve_bytes: int,
     block_size: int,
+    steps: list[str] | None = None,
 ) -> FitResult:
     check_tp(spec, tp)
     budget = int(gpu.capacity_bytes * gpu_util)
@@ -87,6 +89,23 @@ def fit_report(
     attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
     bytes_per_token = elements_to_bytes(sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype)
     usable = max(avail, 0)
+    max_batch = usable // (per_seq + per_state) if per_seq + per_state else 0
+    if steps is not None:
+        resident = weight_bytes_resident(spec, dtype)
+        steps += [
+            f"budget per GPU: {gpu.capacity_bytes:,} B × {gpu_util:g} = {budget:,} B",
+            f"weights: {resident:,} B / {tp} rank(s) = {weights:,} B per GPU",
+            f"left for the KV cache: {budget:,} − {weights:,} − reserve {reserve_bytes:,} = {avail:,} B",
+        ]
+        if tp > 1:
+            kv_steps: list[str] = []
+            cache_report(spec, 1, seq, kv_dtype, tp, steps=kv_steps)
+            steps += [line for line in kv_steps if line.startswith("tensor parallel") or "MLA" in line][:2]
+        blocks = math.ceil(seq / block_size)
+        steps.append(f"paged blocks: ⌈{seq:,} / {block_size}⌉ = {blocks:,} blocks = {blocks * block_size:,} token slots per full layer")
+        state = f" + constant state {per_state:,} B" if per_state else ""
+        steps.append(f"one sequence of {seq:,} tokens on one rank: {per_seq:,} B of KV{state}")
+        steps.append(f"largest batch: ⌊{usable:,} / {per_seq + per_state:,}⌋ = {max_batch:,}")
     return FitResult(
         model=spec.name,
         gpu=gpu.name,
@@ -100,7 +119,7 @@ def fit_report(
         kv_heads_per_rank=kv_heads_per_rank(attention[0].kv_heads or spec.kv_heads, tp) if attention else None,
         kv_heads_replicated=replicates_kv_heads(spec, tp),
         fits=batch * (per_seq + per_state) <= avail,
-        max_batch=usable // (per_seq + per_state) if per_seq + per_state else 0,
+        max_batch=max_batch,
         max_seq=_max_seq(spec, batch, usable, kv_dtype, tp, block_size),
         kv_capacity_tokens=(usable // (bytes_per_token * block_size)) * block_size if bytes_per_token else 0,
         max_concurrency=usable / (per_seq + per_state) if per_seq + per_state else 0.0,

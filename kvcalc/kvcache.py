@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.results import CacheResult, LayerCache
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
-from kvcalc.units import elements_to_bytes
+from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes
 
 ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
 
@@ -64,25 +64,49 @@ def state_bytes(spec: ModelSpec, batch: int) -> int:
     return batch * sum(n * run.state_bytes for run, n in spec.layer_groups())
 
 
-def cache_report(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1) -> CacheResult:
+def _element_bytes(kv_dtype: str) -> str:
+    bits = dtype_bits(kv_dtype)
+    return f"{float(bits / 8):g} B ({kv_dtype})"
+
+
+def cache_report(
+    spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1, steps: list[str] | None = None
+) -> CacheResult:
+    """The cache of batch × seq tokens. With `steps`, also the arithmetic, one line per step, from
+    the same numbers the result holds."""
+    steps = [] if steps is None else steps
     layers = []
+    per_token_elements = 0
+    all_elements = 0
     for run, n in spec.layer_groups():
         per_token = elements_per_token(spec, run, tp)
         held = tokens_held(run, seq)
+        heads = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) if run.kind in ATTENTION_KINDS else None
+        per_token_elements += n * per_token
+        all_elements += n * per_token * held
+        _explain_group(steps, spec, run, n, per_token, held, seq, tp)
         layers.append(
             LayerCache(
                 kind=run.kind.value,
                 layers=n,
                 window_tokens=run.window_tokens,
-                kv_heads=kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
-                if run.kind in ATTENTION_KINDS
-                else None,
+                kv_heads=heads,
                 elements_per_token=per_token,
                 tokens_held=held,
                 bytes_per_token=elements_to_bytes(n * per_token, kv_dtype),
                 total_bytes=elements_to_bytes(batch * n * per_token * held, kv_dtype),
                 state_bytes=batch * n * run.state_bytes,
             )
+        )
+    per_token_bytes = elements_to_bytes(per_token_elements, kv_dtype)
+    total = elements_to_bytes(batch * all_elements, kv_dtype)
+    steps.append(f"{per_token_elements:,} elements × {_element_bytes(kv_dtype)} = {per_token_bytes:,} B per token")
+    if all_elements == per_token_elements * seq:
+        steps.append(f"× {batch:,} sequences × {seq:,} tokens = {total:,} B = {fmt_bytes(total)}")
+    else:
+        steps.append(
+            f"sum of elements × tokens held over the layers = {all_elements:,} elements per sequence; "
+            f"× {batch:,} sequences × {_element_bytes(kv_dtype)} = {total:,} B = {fmt_bytes(total)}"
         )
     return CacheResult(
         model=spec.name,
@@ -91,8 +115,36 @@ def cache_report(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int =
         kv_dtype=kv_dtype,
         tp=tp,
         kv_heads_replicated=replicates_kv_heads(spec, tp),
-        bytes_per_token=bytes_per_token(spec, kv_dtype, tp),
-        total_bytes=cache_bytes(spec, batch, seq, kv_dtype, tp),
+        bytes_per_token=per_token_bytes,
+        total_bytes=total,
         state_bytes=state_bytes(spec, batch),
         layers=layers,
     )
+
+
+def _explain_group(
+    steps: list[str], spec: ModelSpec, run: LayerRun, n: int, per_token: int, held: int, seq: int, tp: int
+) -> None:
+    if run.kind in ATTENTION_KINDS:
+        heads = run.kv_heads or spec.kv_heads
+        rank_heads = kv_heads_per_rank(heads, tp)
+        if tp > 1:
+            note = " (replicated: each rank keeps one whole head)" if heads < tp else ""
+            steps.append(f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {rank_heads} KV heads per rank{note}")
+        steps.append(
+            f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "
+            f"{spec.head_dim_effective} head dim = {n * per_token:,} elements per token"
+        )
+        if run.kind != LayerKind.FULL:
+            what = "window" if run.kind == LayerKind.SLIDING else "chunk"
+            steps.append(f"  each {run.kind.value} layer holds min({seq:,} tokens, {what} {run.window_tokens:,}) = {held:,} tokens")
+    elif run.kind == LayerKind.MLA:
+        steps.append(
+            f"MLA layers: ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} RoPE key) × {n} layers = "
+            f"{n * per_token:,} elements per token (the latent is stored whole on every rank)"
+        )
+    elif run.kind == LayerKind.CROSS:
+        steps.append(f"{n} cross-attention layers: they cache image/encoder tokens, not text tokens: 0")
+    else:
+        state = f"; constant state {run.state_bytes:,} B per sequence each" if run.state_bytes else ""
+        steps.append(f"{n} layers without attention: no per-token KV{state}")

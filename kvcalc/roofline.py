@@ -6,6 +6,7 @@ from kvcalc.kvcache import cache_bytes, tokens_held
 from kvcalc.params import compute_params, weight_bytes_read
 from kvcalc.results import RooflineResult, RooflineRow
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.units import fmt_seconds
 
 
 def _qk_v_dims(spec: ModelSpec) -> tuple[int, int]:
@@ -22,11 +23,15 @@ def _attends(run: LayerRun) -> bool:
     return run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA)
 
 
+def attended_keys(spec: ModelSpec, seq: int) -> int:
+    """Cached keys one new token attends to, summed over the layers."""
+    return sum(n * tokens_held(run, seq) for run, n in spec.layer_groups() if _attends(run))
+
+
 def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key."""
     qk, v = _qk_v_dims(spec)
-    keys = sum(n * tokens_held(run, seq) for run, n in spec.layer_groups() if _attends(run))
-    return 2 * spec.num_heads * (qk + v) * keys
+    return 2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)
 
 
 def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
@@ -45,13 +50,31 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
 
 
 def decode_row(
-    spec: ModelSpec, gpu: GpuSpec, batch: int, seq: int, dtype: str | None, kv_dtype: str, compute_dtype: str
+    spec: ModelSpec, gpu: GpuSpec, batch: int, seq: int, dtype: str | None, kv_dtype: str, compute_dtype: str,
+    steps: list[str] | None = None,
 ) -> RooflineRow:
     """One decode step for `batch` sequences that each hold `seq` cached tokens."""
     weight = weight_bytes_read(spec, batch, dtype)
     kv = cache_bytes(spec, batch, seq, kv_dtype)
-    flops = batch * (2 * compute_params(spec) + decode_attention_flops(spec, seq))
-    return _row(gpu, compute_dtype, batch, seq, weight, kv, flops, tokens=batch)
+    n_compute, attention = compute_params(spec), decode_attention_flops(spec, seq)
+    flops = batch * (2 * n_compute + attention)
+    row = _row(gpu, compute_dtype, batch, seq, weight, kv, flops, tokens=batch)
+    if steps is not None:
+        qk, v = _qk_v_dims(spec)
+        moe = f" (routed experts: those {batch:,} tokens are expected to reach)" if spec.is_moe and not spec.params else ""
+        steps += [
+            f"batch {batch:,}, context {seq:,}:",
+            f"  weights read once per step: {weight:,} B{moe}",
+            f"  KV read: {batch:,} sequences × their cached tokens = {kv:,} B",
+            f"  FLOPs = {batch:,} × (2 × {n_compute:,} params + 2 × {spec.num_heads} heads × ({qk} + {v}) × "
+            f"{attended_keys(spec, seq):,} cached keys over the layers) = {flops:,}",
+            f"  intensity = {flops:,} FLOP / {weight + kv:,} B = {row.arithmetic_intensity:,.2f} FLOP/B "
+            f"(ridge {gpu.ridge_flop_per_byte(compute_dtype):,.1f}: {row.bound}-bound)",
+            f"  step >= max({weight + kv:,} B / {gpu.bandwidth_bytes_per_s:,} B/s, {flops:,} / {gpu.peak_flop_per_s(compute_dtype):,.0f} "
+            f"FLOP/s) = max({fmt_seconds(row.memory_seconds)}, {fmt_seconds(row.compute_seconds)}) = {fmt_seconds(row.step_seconds)}",
+            f"  tokens/s <= {batch:,} / {fmt_seconds(row.step_seconds)} = {row.tokens_per_s:,.1f}",
+        ]
+    return row
 
 
 def prefill_row(
@@ -84,11 +107,12 @@ def _row(gpu: GpuSpec, compute_dtype: str, batch: int, seq: int, weight: int, kv
 
 
 def roofline_report(
-    spec: ModelSpec, gpu: GpuSpec, batches: list[int], seqs: list[int], dtype: str | None, kv_dtype: str
+    spec: ModelSpec, gpu: GpuSpec, batches: list[int], seqs: list[int], dtype: str | None, kv_dtype: str,
+    steps: list[str] | None = None,
 ) -> RooflineResult:
     weight_dtype = dtype or spec.dtype
     compute_dtype = gpu.compute_dtype(weight_dtype)
-    rows = [decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype) for s in seqs for b in batches]
+    rows = [decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype, steps) for s in seqs for b in batches]
     return RooflineResult(
         model=spec.name,
         gpu=gpu.name,

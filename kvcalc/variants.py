@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from kvcalc.errors import UsageError
-from kvcalc.kvcache import bytes_per_token, cache_bytes
+from kvcalc.kvcache import cache_report
 from kvcalc.results import CompareResult, CompareRow
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
@@ -92,20 +92,27 @@ def _int(text: str, item: str) -> int:
 
 
 def compare_report(
-    rows: list[tuple[str, ModelSpec, str]], batch: int, seq: int, base_name: str
+    rows: list[tuple[str, ModelSpec, str]], batch: int, seq: int, base_name: str, steps: list[str] | None = None
 ) -> CompareResult:
-    """Cache size of each (label, spec, kv dtype) at batch x seq, relative to the first row."""
+    """Cache size of each (label, spec, kv dtype) at batch × seq, relative to the first row."""
     out: list[CompareRow] = []
     for label, spec, kv_dtype in rows:
-        total = cache_bytes(spec, batch, seq, kv_dtype)
+        row_steps: list[str] = []
+        cache = cache_report(spec, batch, seq, kv_dtype, steps=row_steps)
+        if steps is not None:
+            ratio = f" = {cache.total_bytes / out[0].total_bytes:.4g}x the first row" if out and out[0].total_bytes else ""
+            steps.append(f"{label}:")
+            steps.extend(f"  {line}" for line in row_steps)
+            if ratio:
+                steps[-1] += ratio
         out.append(
             CompareRow(
                 name=label,
                 kv_heads=None if spec.is_mla and not spec.layer_pattern else spec.kv_heads,
                 kv_dtype=kv_dtype,
-                bytes_per_token=bytes_per_token(spec, kv_dtype),
-                total_bytes=total,
-                ratio=total / out[0].total_bytes if out and out[0].total_bytes else 1.0,
+                bytes_per_token=cache.bytes_per_token,
+                total_bytes=cache.total_bytes,
+                ratio=cache.total_bytes / out[0].total_bytes if out and out[0].total_bytes else 1.0,
             )
         )
     return CompareResult(model=base_name, batch=batch, seq=seq, rows=out)

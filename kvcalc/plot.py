@@ -1,0 +1,94 @@
+"""Draw a Chart: in the terminal with plotext, or to SVG / PNG / PDF with matplotlib (the `plot` extra)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from kvcalc.chart import MARKERS, Chart
+from kvcalc.errors import MissingExtraError, UsageError
+
+FILE_TYPES = (".svg", ".png", ".pdf")
+_TERM_MARKERS = ["dot", "+", "x", "*", "o", "#", "@", "%"]
+
+
+def _require(module: str):  # noqa: ANN202
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(module.split(".")[0], "plot", "--plot") from None
+
+
+def terminal(chart: Chart, width: int, height: int = 24, color: bool = False) -> str:
+    """The chart as text, `width` columns wide; markers and labels carry it without colour."""
+    plt = _require("plotext")
+    plt.clear_figure()
+    plt.plot_size(width, height)
+    if not color:
+        plt.theme("clear")
+    plt.title(chart.title)
+    plt.xlabel(chart.xlabel)
+    plt.ylabel(chart.ylabel)
+    if chart.bars:
+        labels = [name for name, _ in chart.bars]
+        plt.bar(labels, [v for _, v in chart.bars])
+        return plt.build()
+    if chart.xlog:
+        plt.xscale("log")
+    if chart.ylog:
+        plt.yscale("log")
+    for i, s in enumerate(chart.series):
+        marker = _TERM_MARKERS[i % len(_TERM_MARKERS)]
+        if s.kind == "point":
+            plt.scatter(s.x, s.y, marker=marker, label=s.label)
+        else:
+            plt.plot(s.x, s.y, marker=marker, label=s.label)
+    return plt.build()
+
+
+def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
+    """Write the chart as SVG, PNG or PDF (by suffix) at width_px x height_px (100 dpi)."""
+    suffix = path.suffix.lower()
+    if suffix not in FILE_TYPES:
+        raise UsageError(f"cannot write a chart to '{path.name}'", hint=f"use one of {', '.join(FILE_TYPES)}")
+    matplotlib = _require("matplotlib")
+    matplotlib.use("Agg")
+    pyplot = importlib.import_module("matplotlib.pyplot")
+    dpi = 100
+    fig, ax = pyplot.subplots(figsize=(width_px / dpi, height_px / dpi), dpi=dpi)
+    try:
+        ax.set_title(chart.title)
+        ax.set_xlabel(chart.xlabel)
+        ax.set_ylabel(chart.ylabel)
+        if chart.bars:
+            bars = ax.bar([n for n, _ in chart.bars], [v for _, v in chart.bars], color="0.6", edgecolor="black")
+            for i, (bar, (_, value)) in enumerate(zip(bars, chart.bars)):
+                bar.set_gid(f"bar-{i}")
+                ax.annotate(f"{value:,.2f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom")
+        else:
+            if chart.xlog:
+                ax.set_xscale("log")
+            if chart.ylog:
+                ax.set_yscale("log")
+            points = 0
+            for s in chart.series:
+                if s.kind == "point":
+                    (artist,) = ax.plot(s.x, s.y, linestyle="none", marker=MARKERS[points % len(MARKERS)],
+                                        markersize=7, label=s.label)
+                    ax.annotate(s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+                    points += 1
+                else:
+                    (artist,) = ax.plot(s.x, s.y, linestyle="--" if s.kind == "hline" else "-", label=s.label)
+                artist.set_gid(s.gid)
+            ax.legend(fontsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, format=suffix[1:])
+    finally:
+        pyplot.close(fig)
+    return path
+
+
+def check(terminal: bool) -> None:
+    """Raise the install hint now, before any output, if the needed library is missing."""
+    _require("plotext" if terminal else "matplotlib")
