@@ -18,8 +18,9 @@ class Series:
     label: str
     x: list[float]
     y: list[float]
-    kind: str = "line"  # line | point | hline
+    kind: str = "line"  # line | point | ridge | hline
     gid: str = ""  # element id in SVG output
+    group: str = ""  # series of one group (a GPU) share a colour
 
 
 @dataclass
@@ -53,16 +54,17 @@ def roofline_chart(results: list[RooflineResult]) -> Chart:
     for res in results:
         xs = _logspace(lo, hi)
         roof = [min(res.peak_flop_per_s, res.bandwidth_bytes_per_s * x) / 1e12 for x in xs]
-        chart.series.append(Series(f"{res.gpu} roof", xs, roof, "line", gid=f"roof-{res.gpu}"))
+        chart.series.append(Series(f"{res.gpu} roof", xs, roof, "line", gid=f"roof-{res.gpu}", group=res.gpu))
         chart.series.append(
             Series(f"{res.gpu} ridge {res.ridge_flop_per_byte:,.0f} FLOP/B", [res.ridge_flop_per_byte],
-                   [res.peak_flop_per_s / 1e12], "point", gid=f"ridge-{res.gpu}")
+                   [res.peak_flop_per_s / 1e12], "ridge", gid=f"ridge-{res.gpu}", group=res.gpu)
         )
     for res in results:
         for i, r in enumerate(res.rows):
             label = f"B={r.batch} S={fmt_tokens(r.seq)}" + (f" {res.gpu}" if len(results) > 1 else "")
             chart.series.append(
-                Series(label, [r.arithmetic_intensity], [r.flops / r.step_seconds / 1e12], "point", gid=f"point-{res.gpu}-{i}")
+                Series(label, [r.arithmetic_intensity], [r.flops / r.step_seconds / 1e12], "point",
+                       gid=f"point-{res.gpu}-{i}", group=res.gpu)
             )
     return chart
 

@@ -39,7 +39,7 @@ def terminal(chart: Chart, width: int, height: int = 24, color: bool = False) ->
         plt.yscale("log")
     for i, s in enumerate(chart.series):
         marker = _TERM_MARKERS[i % len(_TERM_MARKERS)]
-        if s.kind == "point":
+        if s.kind in ("point", "ridge"):
             plt.scatter(s.x, s.y, marker=marker, label=s.label)
         else:
             plt.plot(s.x, s.y, marker=marker, label=s.label)
@@ -70,17 +70,24 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
                 ax.set_xscale("log")
             if chart.ylog:
                 ax.set_yscale("log")
-            points = 0
-            for s in chart.series:
+            palette = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+            groups: dict[str, str] = {}
+            points = [x for x in chart.series if x.kind == "point"]
+            for i, s in enumerate(chart.series):
+                color = groups.setdefault(s.group or s.label, palette[len(groups) % len(palette)])
                 if s.kind == "point":
-                    (artist,) = ax.plot(s.x, s.y, linestyle="none", marker=MARKERS[points % len(MARKERS)],
-                                        markersize=7, label=s.label)
-                    ax.annotate(s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(5, 5), fontsize=8)
-                    points += 1
+                    n = points.index(s)
+                    (artist,) = ax.plot(s.x, s.y, linestyle="none", marker=MARKERS[n % len(MARKERS)], markersize=7,
+                                        color=color, markeredgecolor="black", label=s.label)
+                    if len(points) <= 8:
+                        ax.annotate(s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(6, -10), fontsize=8)
+                elif s.kind == "ridge":
+                    (artist,) = ax.plot(s.x, s.y, linestyle="none", marker="x", markersize=10, markeredgewidth=2,
+                                        color=color, label=s.label)
                 else:
-                    (artist,) = ax.plot(s.x, s.y, linestyle="--" if s.kind == "hline" else "-", label=s.label)
+                    (artist,) = ax.plot(s.x, s.y, linestyle="--" if s.kind == "hline" else "-", color=color, label=s.label)
                 artist.set_gid(s.gid)
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
         fig.savefig(path, format=suffix[1:])
