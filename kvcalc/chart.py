@@ -56,33 +56,68 @@ def roofline_chart(results: list[RooflineResult]) -> Chart:
         roof = [min(res.peak_flop_per_s, res.bandwidth_bytes_per_s * x) / 1e12 for x in xs]
         chart.series.append(Series(f"{res.gpu} roof", xs, roof, "line", gid=f"roof-{res.gpu}", group=res.gpu))
         chart.series.append(
-            Series(f"{res.gpu} ridge {res.ridge_flop_per_byte:,.0f} FLOP/B", [res.ridge_flop_per_byte],
-                   [res.peak_flop_per_s / 1e12], "ridge", gid=f"ridge-{res.gpu}", group=res.gpu)
+            Series(
+                f"{res.gpu} ridge {res.ridge_flop_per_byte:,.0f} FLOP/B",
+                [res.ridge_flop_per_byte],
+                [res.peak_flop_per_s / 1e12],
+                "ridge",
+                gid=f"ridge-{res.gpu}",
+                group=res.gpu,
+            )
         )
     for res in results:
         for i, r in enumerate(res.rows):
             label = f"B={r.batch} S={fmt_tokens(r.seq)}" + (f" {res.gpu}" if len(results) > 1 else "")
             chart.series.append(
-                Series(label, [r.arithmetic_intensity], [r.flops / r.step_seconds / 1e12], "point",
-                       gid=f"point-{res.gpu}-{i}", group=res.gpu)
+                Series(
+                    label,
+                    [r.arithmetic_intensity],
+                    [r.flops / r.step_seconds / 1e12],
+                    "point",
+                    gid=f"point-{res.gpu}-{i}",
+                    group=res.gpu,
+                )
             )
     return chart
 
 
-def cache_chart(spec: ModelSpec, batches: list[int], kv_dtype: str, max_seq: int,
-                capacity_bytes: int | None = None, weight_bytes: int | None = None, gpu: str | None = None) -> Chart:
+def cache_chart(
+    spec: ModelSpec,
+    batches: list[int],
+    kv_dtype: str,
+    max_seq: int,
+    capacity_bytes: int | None = None,
+    weight_bytes: int | None = None,
+    gpu: str | None = None,
+) -> Chart:
     """Cache size against context length for each batch, with the GPU's memory lines."""
     seqs = sorted({max(1, round(s)) for s in _logspace(256, max_seq, 48)})
-    chart = Chart(title=f"KV cache: {spec.name}, {kv_dtype}", xlabel="context (tokens, log)", ylabel="KV cache (GiB, log)")
+    chart = Chart(
+        title=f"KV cache: {spec.name}, {kv_dtype}", xlabel="context (tokens, log)", ylabel="KV cache (GiB, log)"
+    )
     for b in batches:
-        chart.series.append(Series(f"batch {b}", list(seqs), [cache_bytes(spec, b, s, kv_dtype) / GIB for s in seqs],
-                                   "line", gid=f"batch-{b}"))
+        chart.series.append(
+            Series(
+                f"batch {b}",
+                list(seqs),
+                [cache_bytes(spec, b, s, kv_dtype) / GIB for s in seqs],
+                "line",
+                gid=f"batch-{b}",
+            )
+        )
     if capacity_bytes:
-        chart.series.append(Series(f"{gpu} memory", [seqs[0], seqs[-1]], [capacity_bytes / GIB] * 2, "hline", gid="gpu-memory"))
+        chart.series.append(
+            Series(f"{gpu} memory", [seqs[0], seqs[-1]], [capacity_bytes / GIB] * 2, "hline", gid="gpu-memory")
+        )
         if weight_bytes is not None and capacity_bytes > weight_bytes:
             chart.series.append(
-                Series(f"{gpu} memory - weights", [seqs[0], seqs[-1]], [(capacity_bytes - weight_bytes) / GIB] * 2,
-                       "hline", gid="gpu-minus-weights")
+                Series(
+                    f"{gpu} memory - weights",
+                    [seqs[0], seqs[-1]],
+                    [(capacity_bytes - weight_bytes) / GIB] * 2,
+                    "hline",
+                    gid="gpu-minus-weights",
+                )
             )
     return chart
 
@@ -90,6 +125,9 @@ def cache_chart(spec: ModelSpec, batches: list[int], kv_dtype: str, max_seq: int
 def compare_chart(result: CompareResult) -> Chart:
     return Chart(
         title=f"KV cache: {result.model}, batch {result.batch} x {result.seq:,} tokens",
-        xlabel="variant", ylabel="KV cache (GiB)", xlog=False, ylog=False,
+        xlabel="variant",
+        ylabel="KV cache (GiB)",
+        xlog=False,
+        ylog=False,
         bars=[(r.name, r.total_bytes / GIB) for r in result.rows],
     )

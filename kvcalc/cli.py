@@ -19,7 +19,6 @@ from kvcalc import __version__  # noqa: E402
 from kvcalc.errors import KvcalcError, UsageError  # noqa: E402
 from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_range  # noqa: E402
 
-
 PLOT_FILE_SUFFIXES = (".svg", ".png", ".pdf")
 
 
@@ -80,17 +79,28 @@ def main(
 
 ModelArg = Annotated[str, typer.Argument(help="Preset name or alias, hub id (org/name[@rev]), config.json or folder.")]
 FmtOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format.")]
-BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Sequences: 16, a list 1,8,64, a range 1..64 (doubling) or 8..64+8.")]
-SeqOpt = Annotated[str, typer.Option("--seq", "-s", help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range.")]
+BatchOpt = Annotated[
+    str, typer.Option("--batch", "-b", help="Sequences: 16, a list 1,8,64, a range 1..64 (doubling) or 8..64+8.")
+]
+SeqOpt = Annotated[
+    str, typer.Option("--seq", "-s", help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range.")
+]
 KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help=f"Cache element type: {', '.join(KV_DTYPES)}.")]
-DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help=f"Weight type: {', '.join(WEIGHT_DTYPES)} (default: the model's).")]
+DtypeOpt = Annotated[
+    Optional[str], typer.Option("--dtype", help=f"Weight type: {', '.join(WEIGHT_DTYPES)} (default: the model's).")
+]
 LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Override the number of layers.")]
 KvHeadsOpt = Annotated[Optional[int], typer.Option("--kv-heads", help="Override the KV heads (what-if GQA/MQA).")]
 HeadDimOpt = Annotated[Optional[int], typer.Option("--head-dim", help="Override the head dimension.")]
-WindowOpt = Annotated[Optional[str], typer.Option("--window", help="Sliding window in tokens (sets it on sliding layers, or makes full layers slide).")]
+WindowOpt = Annotated[
+    Optional[str],
+    typer.Option("--window", help="Sliding window in tokens (sets it on sliding layers, or makes full layers slide)."),
+]
 
 
-def _overrides(layers: int | None, kv_heads: int | None, head_dim: int | None, window: str | None, dtype: str | None) -> dict[str, Any]:
+def _overrides(
+    layers: int | None, kv_heads: int | None, head_dim: int | None, window: str | None, dtype: str | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim)):
         if value is not None:
@@ -145,7 +155,9 @@ def _dump(results: list) -> dict:
     return {"rows": [r.model_dump(mode="json") for r in results]}
 
 
-ExplainOpt = Annotated[bool, typer.Option("--explain", help="Show the arithmetic, step by step, with this run's numbers.")]
+ExplainOpt = Annotated[
+    bool, typer.Option("--explain", help="Show the arithmetic, step by step, with this run's numbers.")
+]
 PlotOpt = Annotated[
     Optional[str],
     typer.Option("--plot", help="Draw a chart: alone in the terminal, or to FILE.svg/.png/.pdf (needs kvcalc[plot])."),
@@ -179,7 +191,9 @@ def _draw(plot: str | None, chart_fn, size: str) -> None:  # noqa: ANN001
 
     m = __import__("re").fullmatch(r"(\d+)x(\d+)", size.strip().lower())
     if not m or int(m.group(1)) < 100 or int(m.group(2)) < 100:
-        raise UsageError(f"--plot-size '{size}' is not WIDTHxHEIGHT in pixels", hint="e.g. 1200x800 (each at least 100)")
+        raise UsageError(
+            f"--plot-size '{size}' is not WIDTHxHEIGHT in pixels", hint="e.g. 1200x800 (each at least 100)"
+        )
     path = plotting.save(chart, Path(plot), int(m.group(1)), int(m.group(2)))
     sys.stderr.write(f"kvcalc: chart written to {path}\n")
 
@@ -226,7 +240,9 @@ def cache(
                 r.gpu, r.gpu_memory_bytes = gpu_spec.name, gpu_spec.capacity_bytes
                 r.gpu_memory_share = r.total_bytes / gpu_spec.capacity_bytes
                 if steps is not None:
-                    steps.append(f"share of one {gpu_spec.name}: {r.total_bytes:,} / {gpu_spec.capacity_bytes:,} B = {r.gpu_memory_share:.1%}")
+                    steps.append(
+                        f"share of one {gpu_spec.name}: {r.total_bytes:,} / {gpu_spec.capacity_bytes:,} B = {r.gpu_memory_share:.1%}"
+                    )
             results.append(r)
     rows = [{k: v for k, v in r.model_dump().items() if k != "layers"} for r in results]
     _emit(fmt, _dump(results), [cache_sheet(results)], rows, steps)
@@ -237,8 +253,15 @@ def cache(
 
         weights = weight_bytes_resident(spec, overrides.get("dtype")) if gpu_spec else None
         top = max(max(seqs) * 4, 128 * 1024)
-        return cache_chart(spec, batches, kv, top, gpu_spec.capacity_bytes if gpu_spec else None, weights,
-                           gpu_spec.name if gpu_spec else None)
+        return cache_chart(
+            spec,
+            batches,
+            kv,
+            top,
+            gpu_spec.capacity_bytes if gpu_spec else None,
+            weights,
+            gpu_spec.name if gpu_spec else None,
+        )
 
     _draw(plot, chart, plot_size)
 
@@ -252,7 +275,9 @@ def _gpu(name: str):  # noqa: ANN202
 @app.command()
 def roofline(
     model: ModelArg,
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU preset, or several: a100,h100,h200 (kvcalc gpus lists them).")],
+    gpu: Annotated[
+        str, typer.Option("--gpu", "-g", help="GPU preset, or several: a100,h100,h200 (kvcalc gpus lists them).")
+    ],
     batch: BatchOpt = "1..64",
     seq: SeqOpt = "1024",
     kv_dtype: KvDtypeOpt = "bf16",
@@ -283,7 +308,11 @@ def roofline(
             steps.append(f"on {g.name}:")
         results.append(roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, steps))
     rows = [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows]
-    payload = results[0].model_dump(mode="json") if len(results) == 1 else {"results": [r.model_dump(mode="json") for r in results]}
+    payload = (
+        results[0].model_dump(mode="json")
+        if len(results) == 1
+        else {"results": [r.model_dump(mode="json") for r in results]}
+    )
     _emit(fmt, payload, [roofline_sheet(r) for r in results], rows, steps)
 
     def chart():  # noqa: ANN202
@@ -296,7 +325,12 @@ def roofline(
 
 @app.command()
 def compare(
-    items: Annotated[list[str], typer.Argument(help="Variants (mha, gqa, gqa:4, mqa, mla, mla:512+64, swa:4096, each +fp8/+int4) or model names.")],
+    items: Annotated[
+        list[str],
+        typer.Argument(
+            help="Variants (mha, gqa, gqa:4, mqa, mla, mla:512+64, swa:4096, each +fp8/+int4) or model names."
+        ),
+    ],
     model: Annotated[str, typer.Option("--model", "-m", help="Base model for the variants.")] = "70b",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences.")] = "32",
     seq: Annotated[str, typer.Option("--seq", "-s", help="Context tokens per sequence (8k = 8192).")] = "8192",
@@ -343,12 +377,20 @@ def models(fmt: FmtOpt = Fmt.table) -> None:
     for spec in load_all(MODEL_DIR):
         counts = param_counts(spec)
         kinds = sorted({run.kind.value for run, _ in spec.layer_groups()})
-        rows.append({
-            "name": spec.name, "aliases": spec.aliases, "num_layers": spec.num_layers, "num_heads": spec.num_heads,
-            "kv_heads": spec.kv_heads, "head_dim": spec.head_dim_effective, "attention": "+".join(kinds),
-            "params": spec.params or counts.total, "active_params": spec.params or counts.active,
-            "kv_bytes_per_token_bf16": bytes_per_token(spec, "bf16"),
-        })
+        rows.append(
+            {
+                "name": spec.name,
+                "aliases": spec.aliases,
+                "num_layers": spec.num_layers,
+                "num_heads": spec.num_heads,
+                "kv_heads": spec.kv_heads,
+                "head_dim": spec.head_dim_effective,
+                "attention": "+".join(kinds),
+                "params": spec.params or counts.total,
+                "active_params": spec.params or counts.active,
+                "kv_bytes_per_token_bf16": bytes_per_token(spec, "bf16"),
+            }
+        )
     csv_rows = [{**r, "aliases": " ".join(r["aliases"])} for r in rows]
     _emit(fmt, {"rows": rows}, [models_sheet(rows)], csv_rows)
 
@@ -361,15 +403,25 @@ def gpus(fmt: FmtOpt = Fmt.table) -> None:
 
     rows = [
         {
-            "name": g.name, "full_name": g.full_name, "aliases": g.aliases, "memory_bytes": g.memory_bytes,
-            "capacity_bytes": g.capacity_bytes, "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
-            "peak_dense_tflop_per_s": g.peak_dense_tflop_per_s, "sources": g.sources,
+            "name": g.name,
+            "full_name": g.full_name,
+            "aliases": g.aliases,
+            "memory_bytes": g.memory_bytes,
+            "capacity_bytes": g.capacity_bytes,
+            "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+            "peak_dense_tflop_per_s": g.peak_dense_tflop_per_s,
+            "sources": g.sources,
         }
         for g in load_all(GPU_DIR)
     ]
     csv_rows = [
-        {**{k: v for k, v in r.items() if k not in ("peak_dense_tflop_per_s", "sources", "aliases")},
-         **{f"{d}_tflop_per_s": r["peak_dense_tflop_per_s"].get(d) for d in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")}}
+        {
+            **{k: v for k, v in r.items() if k not in ("peak_dense_tflop_per_s", "sources", "aliases")},
+            **{
+                f"{d}_tflop_per_s": r["peak_dense_tflop_per_s"].get(d)
+                for d in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+            },
+        }
         for r in rows
     ]
     _emit(fmt, {"rows": rows}, [gpus_sheet(rows)], csv_rows)
@@ -404,7 +456,10 @@ def show(
 
 
 GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).")]
-EffOpt = Annotated[Optional[float], typer.Option("--efficiency", help="Scale both roofs by F (0-1] for an estimate beside the ceiling.")]
+EffOpt = Annotated[
+    Optional[float],
+    typer.Option("--efficiency", help="Scale both roofs by F (0-1] for an estimate beside the ceiling."),
+]
 MbuOpt = Annotated[Optional[float], typer.Option("--mbu", help="Memory-bandwidth utilization (0-1] for the estimate.")]
 MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Model FLOP/s utilization (0-1] for the estimate.")]
 
@@ -431,15 +486,36 @@ def fit(
     seq: Annotated[str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output).")] = "8k",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Concurrent sequences to check.")] = "1",
     kv_dtype: KvDtypeOpt = "bf16",
-    gpu_util: Annotated[float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")] = 0.9,
-    reserve: Annotated[str, typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers.")] = "2GiB",
-    block_size: Annotated[int, typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks.")] = 16,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm.")] = None,
-    kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB.")] = None,
-    max_batched_tokens: Annotated[int, typer.Option("--max-batched-tokens", help="vLLM max_num_batched_tokens (sliding-window accounting).")] = 8192,
-    tpot_ms: Annotated[Optional[float], typer.Option("--tpot-ms", help="Find the largest batch whose time per output token meets this.")] = None,
-    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", help="Find the largest batch whose time to first token meets this.")] = None,
-    prompt: Annotated[Optional[str], typer.Option("--prompt", help="Prompt tokens for --ttft-ms (default: --seq).")] = None,
+    gpu_util: Annotated[
+        float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
+    ] = 0.9,
+    reserve: Annotated[
+        str, typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers.")
+    ] = "2GiB",
+    block_size: Annotated[
+        int,
+        typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks."),
+    ] = 16,
+    engine: Annotated[
+        Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm.")
+    ] = None,
+    kv_memory: Annotated[
+        Optional[str],
+        typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
+    ] = None,
+    max_batched_tokens: Annotated[
+        int, typer.Option("--max-batched-tokens", help="vLLM max_num_batched_tokens (sliding-window accounting).")
+    ] = 8192,
+    tpot_ms: Annotated[
+        Optional[float],
+        typer.Option("--tpot-ms", help="Find the largest batch whose time per output token meets this."),
+    ] = None,
+    ttft_ms: Annotated[
+        Optional[float], typer.Option("--ttft-ms", help="Find the largest batch whose time to first token meets this.")
+    ] = None,
+    prompt: Annotated[
+        Optional[str], typer.Option("--prompt", help="Prompt tokens for --ttft-ms (default: --seq).")
+    ] = None,
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
@@ -475,9 +551,17 @@ def fit(
     gpu_spec = _gpu(gpu)
     steps: list[str] | None = [] if explain else None
     result = fit_report(
-        spec, gpu_spec, tp=ranks, seq=s, batch=b, dtype=overrides.get("dtype"), kv_dtype=kv,
-        gpu_util=parse_fraction(gpu_util, "--gpu-util"), reserve_bytes=parse_bytes(reserve, "--reserve"),
-        block_size=block_size, steps=steps,
+        spec,
+        gpu_spec,
+        tp=ranks,
+        seq=s,
+        batch=b,
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+        gpu_util=parse_fraction(gpu_util, "--gpu-util"),
+        reserve_bytes=parse_bytes(reserve, "--reserve"),
+        block_size=block_size,
+        steps=steps,
     )
     per = result.per_gpu
     available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
@@ -503,8 +587,15 @@ def fit(
         from kvcalc.vllm import vllm_figures
 
         kv_avail = parse_bytes(kv_memory, "--kv-memory") if kv_memory else available
-        result.vllm = vllm_figures(spec, kv_avail, kv_dtype=kv, tp=ranks, seq=s, block_size=block_size,
-                                   max_num_batched_tokens=max_batched_tokens)
+        result.vllm = vllm_figures(
+            spec,
+            kv_avail,
+            kv_dtype=kv,
+            tp=ranks,
+            seq=s,
+            block_size=block_size,
+            max_num_batched_tokens=max_batched_tokens,
+        )
         if steps is not None:
             v = result.vllm
             steps += [
@@ -518,9 +609,16 @@ def fit(
 
         util = _utilization(efficiency, mbu, mfu)
         result.slo = largest_batch(
-            spec, gpu_spec, result, tpot_ms=tpot_ms, ttft_ms=ttft_ms,
-            prompt=parse_count(prompt, "--prompt") if prompt else s, dtype=overrides.get("dtype"), kv_dtype=kv,
-            mbu=util[0] if util else 1.0, mfu=util[1] if util else 1.0,
+            spec,
+            gpu_spec,
+            result,
+            tpot_ms=tpot_ms,
+            ttft_ms=ttft_ms,
+            prompt=parse_count(prompt, "--prompt") if prompt else s,
+            dtype=overrides.get("dtype"),
+            kv_dtype=kv,
+            mbu=util[0] if util else 1.0,
+            mfu=util[1] if util else 1.0,
         )
     row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo")}
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
@@ -556,8 +654,14 @@ def generate(
     gpu_spec = _gpu(gpu)
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     compute = gpu_spec.compute_dtype(overrides.get("dtype") or spec.dtype)
-    args = dict(batch=parse_count(batch, "--batch"), prompt=parse_count(prompt, "--prompt"), new=parse_count(new, "--new"),
-                dtype=overrides.get("dtype"), kv_dtype=kv, compute_dtype=compute)
+    args = dict(
+        batch=parse_count(batch, "--batch"),
+        prompt=parse_count(prompt, "--prompt"),
+        new=parse_count(new, "--new"),
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+        compute_dtype=compute,
+    )
     steps: list[str] | None = [] if explain else None
     results = [generate_report(spec, gpu_spec, **args, steps=steps)]
     util = _utilization(efficiency, mbu, mfu)
@@ -567,3 +671,56 @@ def generate(
     if util:
         payload["estimate"] = results[1].model_dump(mode="json")
     _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
+
+
+@app.command()
+def lab(
+    names: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            help="Checks to run (default: all but speed): causality, cached-equals-full, mask, gqa-equals-mha, pooling, positions, savings, speed."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random lab model and tokens.")] = 0,
+    bench: Annotated[
+        bool, typer.Option("--bench", help="Also time naive against cached generation (64, 128, 255 tokens).")
+    ] = False,
+    fmt: FmtOpt = Fmt.table,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = "1000x600",
+) -> None:
+    """Demonstrate the premises on a tiny float64 decoder: the cache is exact, and what it saves (needs kvcalc[lab])."""
+    from kvcalc.lab import run_lab
+    from kvcalc.render import lab_sheet
+
+    _plot_ready(plot)
+    result = run_lab(names or [], seed, bench)
+    _emit(fmt, result.model_dump(mode="json"), [lab_sheet(result)], [c.model_dump() for c in result.checks])
+
+    def chart():  # noqa: ANN202
+        from kvcalc.chart import Chart, Series
+
+        if not result.bench:
+            raise UsageError("the lab chart shows the speed check", hint="add --bench")
+        xs = [float(r["tokens"]) for r in result.bench]
+        return Chart(
+            title="kvcalc lab: time per generated token",
+            xlabel="tokens generated",
+            ylabel="ms per token (log)",
+            xlog=False,
+            ylog=True,
+            series=[
+                Series(
+                    "naive (recompute the prefix)",
+                    xs,
+                    [r["naive_s_per_token"] * 1e3 for r in result.bench],
+                    gid="naive",
+                ),
+                Series("with a KV cache", xs, [r["cached_s_per_token"] * 1e3 for r in result.bench], gid="cached"),
+            ],
+        )
+
+    _draw(plot, chart, plot_size)
+    if not result.passed:
+        failed = ", ".join(c.name for c in result.checks if not c.passed)
+        raise KvcalcError(f"lab checks failed: {failed}")

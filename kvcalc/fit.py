@@ -41,7 +41,8 @@ def paged(tokens: int, block_size: int) -> int:
 def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, block_size: int) -> int:
     """One sequence's cache on one rank, each layer's tokens rounded up to whole blocks."""
     elements = sum(
-        n * elements_per_token(spec, run, tp) * paged(tokens_held(run, seq), block_size) for run, n in spec.layer_groups()
+        n * elements_per_token(spec, run, tp) * paged(tokens_held(run, seq), block_size)
+        for run, n in spec.layer_groups()
     )
     return elements_to_bytes(elements, kv_dtype)
 
@@ -53,7 +54,10 @@ def state_bytes_per_sequence(spec: ModelSpec, tp: int) -> int:
 
 def _max_seq(spec: ModelSpec, batch: int, avail: int, kv_dtype: str, tp: int, block_size: int) -> int | None:
     def fits(s: int) -> bool:
-        return batch * (kv_bytes_per_sequence(spec, s, kv_dtype, tp, block_size) + state_bytes_per_sequence(spec, tp)) <= avail
+        return (
+            batch * (kv_bytes_per_sequence(spec, s, kv_dtype, tp, block_size) + state_bytes_per_sequence(spec, tp))
+            <= avail
+        )
 
     if not fits(1):
         return 0
@@ -87,7 +91,9 @@ def fit_report(
     per_seq = kv_bytes_per_sequence(spec, seq, kv_dtype, tp, block_size)
     per_state = state_bytes_per_sequence(spec, tp)
     attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
-    bytes_per_token = elements_to_bytes(sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype)
+    bytes_per_token = elements_to_bytes(
+        sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype
+    )
     usable = max(avail, 0)
     max_batch = usable // (per_seq + per_state) if per_seq + per_state else 0
     if steps is not None:
@@ -102,7 +108,9 @@ def fit_report(
             cache_report(spec, 1, seq, kv_dtype, tp, steps=kv_steps)
             steps += [line for line in kv_steps if line.startswith("tensor parallel") or "MLA" in line][:2]
         blocks = math.ceil(seq / block_size)
-        steps.append(f"paged blocks: ⌈{seq:,} / {block_size}⌉ = {blocks:,} blocks = {blocks * block_size:,} token slots per full layer")
+        steps.append(
+            f"paged blocks: ⌈{seq:,} / {block_size}⌉ = {blocks:,} blocks = {blocks * block_size:,} token slots per full layer"
+        )
         state = f" + constant state {per_state:,} B" if per_state else ""
         steps.append(f"one sequence of {seq:,} tokens on one rank: {per_seq:,} B of KV{state}")
         steps.append(f"largest batch: ⌊{usable:,} / {per_seq + per_state:,}⌋ = {max_batch:,}")

@@ -16,8 +16,16 @@ def step_time(flops: int, nbytes: int, gpu: GpuSpec, compute_dtype: str, mbu: fl
 
 
 def decode_step_seconds(
-    spec: ModelSpec, gpu: GpuSpec, batch: int, seq: int, dtype: str | None, kv_dtype: str, compute_dtype: str,
-    mbu: float = 1.0, mfu: float = 1.0, weight_bytes: int | None = None,
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batch: int,
+    seq: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
+    mbu: float = 1.0,
+    mfu: float = 1.0,
+    weight_bytes: int | None = None,
 ) -> float:
     weight = weight_bytes_read(spec, batch, dtype) if weight_bytes is None else weight_bytes
     flops = batch * (2 * compute_params(spec) + decode_attention_flops(spec, seq))
@@ -25,8 +33,15 @@ def decode_step_seconds(
 
 
 def prefill_seconds(
-    spec: ModelSpec, gpu: GpuSpec, batch: int, prompt: int, dtype: str | None, kv_dtype: str, compute_dtype: str,
-    mbu: float = 1.0, mfu: float = 1.0,
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batch: int,
+    prompt: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
+    mbu: float = 1.0,
+    mfu: float = 1.0,
 ) -> float:
     row = prefill_row(spec, gpu, batch, prompt, dtype, kv_dtype, compute_dtype)
     return step_time(row.flops, row.weight_bytes + row.kv_bytes, gpu, compute_dtype, mbu, mfu)
@@ -44,8 +59,18 @@ def concat_positions(prompt: int, new: int) -> int:
 
 
 def generate_report(
-    spec: ModelSpec, gpu: GpuSpec, *, batch: int, prompt: int, new: int, dtype: str | None, kv_dtype: str,
-    compute_dtype: str, mbu: float = 1.0, mfu: float = 1.0, steps: list[str] | None = None,
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    batch: int,
+    prompt: int,
+    new: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
+    mbu: float = 1.0,
+    mfu: float = 1.0,
+    steps: list[str] | None = None,
 ) -> GenerateResult:
     """Prefill produces the first token; each of the other new - 1 tokens is one decode step over a
     context of prompt + t tokens (t = 1 .. new - 1)."""
@@ -58,7 +83,9 @@ def generate_report(
     decode = sum(times)
     total = ttft + decode
     per_token = 2 * compute_params(spec)
-    flops_cached = batch * (forward_flops(spec, prompt) + sum(per_token + decode_attention_flops(spec, prompt + t) for t in range(1, new)))
+    flops_cached = batch * (
+        forward_flops(spec, prompt) + sum(per_token + decode_attention_flops(spec, prompt + t) for t in range(1, new))
+    )
     # Without a cache, token t (t = 0 .. new - 1) needs a full forward over all prompt + t tokens.
     flops_uncached = batch * sum(forward_flops(spec, prompt + t) for t in range(new))
     concat = concat_positions(prompt, new)
@@ -75,11 +102,24 @@ def generate_report(
             f"tokens/s = {batch:,} × {new:,} / {fmt_seconds(total)} = {tokens_per_s:,.1f}",
         ]
     return GenerateResult(
-        model=spec.name, gpu=gpu.name, batch=batch, prompt=prompt, new=new, ttft_s=ttft,
+        model=spec.name,
+        gpu=gpu.name,
+        batch=batch,
+        prompt=prompt,
+        new=new,
+        ttft_s=ttft,
         tpot_s=decode / len(times) if times else 0.0,
-        tpot_first_s=times[0] if times else 0.0, tpot_last_s=times[-1] if times else 0.0,
-        total_s=total, tokens_per_s=tokens_per_s, basis=basis, mbu=mbu, mfu=mfu,
-        flops_cached=flops_cached, flops_uncached=flops_uncached,
-        concat_positions_copied=concat, prealloc_positions_written=new,
-        concat_bytes_copied=concat * per_position, prealloc_bytes_written=new * per_position,
+        tpot_first_s=times[0] if times else 0.0,
+        tpot_last_s=times[-1] if times else 0.0,
+        total_s=total,
+        tokens_per_s=tokens_per_s,
+        basis=basis,
+        mbu=mbu,
+        mfu=mfu,
+        flops_cached=flops_cached,
+        flops_uncached=flops_uncached,
+        concat_positions_copied=concat,
+        prealloc_positions_written=new,
+        concat_bytes_copied=concat * per_position,
+        prealloc_bytes_written=new * per_position,
     )

@@ -13,9 +13,16 @@ from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 # omit. NOTE: Gemma 3's text_config often lists no head counts; its class defaults supply them.
 TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
-        "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
-        "sliding_window_pattern": 6, "tie_word_embeddings": True,
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
     },
     "gemma2": {"head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True},
     "gemma": {"head_dim": 256, "tie_word_embeddings": True},
@@ -40,8 +47,32 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "chatglm": {"tie_word_embeddings": False},
     "qwen": {"tie_word_embeddings": False},
 }
-ENCODER_DECODER = {"whisper", "t5", "mt5", "umt5", "bart", "mbart", "marian", "pegasus", "seamless_m4t", "led", "longt5"}
-UNGATED = {"gpt2", "gptj", "gpt_bigcode", "gpt_neox", "falcon", "bloom", "mpt", "starcoder2", "opt", "nemotron_h", "phi"}
+ENCODER_DECODER = {
+    "whisper",
+    "t5",
+    "mt5",
+    "umt5",
+    "bart",
+    "mbart",
+    "marian",
+    "pegasus",
+    "seamless_m4t",
+    "led",
+    "longt5",
+}
+UNGATED = {
+    "gpt2",
+    "gptj",
+    "gpt_bigcode",
+    "gpt_neox",
+    "falcon",
+    "bloom",
+    "mpt",
+    "starcoder2",
+    "opt",
+    "nemotron_h",
+    "phi",
+}
 # Types whose `sliding_window` applies to every layer when set.
 SLIDE_ALL = {"mistral", "mixtral", "starcoder2", "phi3", "phimoe"}
 # Types whose `sliding_window` is used only when `use_sliding_window` is true.
@@ -165,7 +196,13 @@ def _mamba2(cfg: _Config, hidden: int, state_bytes_per_element: float) -> tuple[
     d_inner = heads * head_dim
     conv_dim = d_inner + 2 * groups * d_state
     state = heads * head_dim * d_state + (kernel - 1) * conv_dim
-    params = hidden * (2 * d_inner + 2 * groups * d_state + heads) + conv_dim * (kernel + 1) + 3 * heads + d_inner + d_inner * hidden
+    params = (
+        hidden * (2 * d_inner + 2 * groups * d_state + heads)
+        + conv_dim * (kernel + 1)
+        + 3 * heads
+        + d_inner
+        + d_inner * hidden
+    )
     return math.ceil(state * state_bytes_per_element), params
 
 
@@ -175,7 +212,15 @@ def _mamba1(cfg: _Config, hidden: int, state_bytes_per_element: float) -> tuple[
     d_conv = cfg.get("mamba_d_conv", default=4)
     dt_rank = cfg.get("mamba_dt_rank", default=math.ceil(hidden / 16))
     state = d_inner * d_state + (d_conv - 1) * d_inner
-    params = hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner + d_inner * d_state + 2 * d_inner + d_inner * hidden
+    params = (
+        hidden * 2 * d_inner
+        + d_inner * d_conv
+        + d_inner * (dt_rank + 2 * d_state)
+        + dt_rank * d_inner
+        + d_inner * d_state
+        + 2 * d_inner
+        + d_inner * hidden
+    )
     return math.ceil(state * state_bytes_per_element), params
 
 
@@ -189,7 +234,14 @@ def _gated_deltanet(cfg: _Config, hidden: int, state_bytes_per_element: float) -
     key_dim, value_dim = k_heads * dk, v_heads * dv
     conv_dim = 2 * key_dim + value_dim
     state = v_heads * dk * dv + (kernel - 1) * conv_dim
-    params = hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * v_heads + conv_dim * kernel + 2 * v_heads + dv + value_dim * hidden
+    params = (
+        hidden * (2 * key_dim + 2 * value_dim)
+        + hidden * 2 * v_heads
+        + conv_dim * kernel
+        + 2 * v_heads
+        + dv
+        + value_dim * hidden
+    )
     return math.ceil(state * state_bytes_per_element), params
 
 
@@ -232,7 +284,11 @@ def _pattern(cfg: _Config, model_type: str, layers: int, hidden: int, dtype: str
         inter = cfg.get("intermediate_size")
         runs = []
         for i in range(layers):
-            dense = {} if (cfg.get("num_experts", default=0) > 1 and i % moe_period == moe_offset) else {"intermediate_size": inter}
+            dense = (
+                {}
+                if (cfg.get("num_experts", default=0) > 1 and i % moe_period == moe_offset)
+                else {"intermediate_size": inter}
+            )
             if i % period == offset:
                 runs.append(LayerRun(kind=LayerKind.FULL, **dense))
             else:
@@ -259,14 +315,23 @@ def _pattern(cfg: _Config, model_type: str, layers: int, hidden: int, dtype: str
     if isinstance(cross, list):
         return [LayerRun(kind=LayerKind.CROSS if i in cross else LayerKind.FULL) for i in range(layers)]
     if model_type == "gemma2":
-        return [LayerRun(kind=LayerKind.SLIDING, window_tokens=_window(cfg, window)) if i % 2 == 0 else LayerRun() for i in range(layers)]
+        return [
+            LayerRun(kind=LayerKind.SLIDING, window_tokens=_window(cfg, window)) if i % 2 == 0 else LayerRun()
+            for i in range(layers)
+        ]
     if model_type == "gemma3_text":
         every = cfg.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
-        return [LayerRun() if (i + 1) % every == 0 else LayerRun(kind=LayerKind.SLIDING, window_tokens=_window(cfg, window)) for i in range(layers)]
+        return [
+            LayerRun() if (i + 1) % every == 0 else LayerRun(kind=LayerKind.SLIDING, window_tokens=_window(cfg, window))
+            for i in range(layers)
+        ]
     if model_type in QWEN_SLIDE or cfg.get("use_sliding_window") is not None:
         if cfg.get("use_sliding_window") and window:
             first = cfg.get("max_window_layers", default=layers)
-            return [LayerRun(kind=LayerKind.SLIDING, window_tokens=window) if i >= first else LayerRun() for i in range(layers)]
+            return [
+                LayerRun(kind=LayerKind.SLIDING, window_tokens=window) if i >= first else LayerRun()
+                for i in range(layers)
+            ]
         return []
     if window and (model_type in SLIDE_ALL or "window" in cfg.overrides or model_type not in TYPE_DEFAULTS):
         return [LayerRun(kind=LayerKind.SLIDING, window_tokens=window)] * layers
@@ -282,7 +347,9 @@ def _window(cfg: _Config, window: Any) -> int:
 def _nemotron_h(cfg: _Config, layers: int, hidden: int, state_el: float) -> list[LayerRun]:
     pattern = cfg.get("hybrid_override_pattern")
     if len(pattern) != layers:
-        raise SpecError(f"{cfg.where}: hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers says {layers}")
+        raise SpecError(
+            f"{cfg.where}: hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers says {layers}"
+        )
     state, params = _mamba2(cfg, hidden, state_el)
     inter = cfg.get("intermediate_size")
     runs = []
@@ -321,7 +388,9 @@ def _block_configs(cfg: _Config, layers: int, hidden: int) -> list[LayerRun]:
         else:
             group = attn.get("n_heads_in_group")
             if not isinstance(group, int) or group <= 0 or heads % group:
-                raise SpecError(f"{cfg.where}: block_configs[{i}].attention.n_heads_in_group must divide {heads}, got {group!r}")
+                raise SpecError(
+                    f"{cfg.where}: block_configs[{i}].attention.n_heads_in_group must divide {heads}, got {group!r}"
+                )
             runs.append(LayerRun(kind=LayerKind.FULL, kv_heads=heads // group, intermediate_size=inter))
     return runs
 
@@ -366,7 +435,9 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
     cfg = _Config(data, where, overrides)
 
-    layers = overrides.get("layers") or cfg.int_field("num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers")
+    layers = overrides.get("layers") or cfg.int_field(
+        "num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers"
+    )
     hidden = cfg.int_field("hidden_size", "n_embd", "d_model", "dim", override=None)
     heads = cfg.int_field("num_attention_heads", "n_head", "n_heads", "num_heads")
     kv_heads = _kv_heads(cfg, model_type, heads)
@@ -401,7 +472,9 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         "vocab_size": vocab,
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", default=True)),
         "mlp_gated": model_type not in UNGATED,
-        "attention_bias": bool(cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))),
+        "attention_bias": bool(
+            cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))
+        ),
         "dtype": weight_dtype,
         "expert_dtype": expert_dtype,
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, dtype),

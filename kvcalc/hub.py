@@ -17,7 +17,6 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
     """(path of config.json, 'hub' or 'cache'). Raises HubError / NotFoundError with a hint."""
     # NOTE: imported here, not at module level: it costs ~0.3 s and only hub ids need it.
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.utils import disable_progress_bars, logging
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -27,6 +26,7 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils import disable_progress_bars, logging
 
     # NOTE: results go to stdout and one error line to stderr; the library's retry warnings and
     # progress bars would break that contract.

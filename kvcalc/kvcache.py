@@ -35,17 +35,12 @@ def tokens_held(run: LayerRun, seq: int) -> int:
 
 
 def replicates_kv_heads(spec: ModelSpec, tp: int) -> bool:
-    return any(
-        run.kind in ATTENTION_KINDS and (run.kv_heads or spec.kv_heads) < tp
-        for run, _ in spec.layer_groups()
-    )
+    return any(run.kind in ATTENTION_KINDS and (run.kv_heads or spec.kv_heads) < tp for run, _ in spec.layer_groups())
 
 
 def cache_elements(spec: ModelSpec, batch: int, seq: int, tp: int = 1) -> int:
     """Elements held by the whole cache (one rank) for batch sequences of seq tokens."""
-    return batch * sum(
-        n * elements_per_token(spec, run, tp) * tokens_held(run, seq) for run, n in spec.layer_groups()
-    )
+    return batch * sum(n * elements_per_token(spec, run, tp) * tokens_held(run, seq) for run, n in spec.layer_groups())
 
 
 def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1) -> int:
@@ -54,9 +49,7 @@ def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 
 
 def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
     """What one more token adds while every window still grows."""
-    return elements_to_bytes(
-        sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype
-    )
+    return elements_to_bytes(sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype)
 
 
 def state_bytes(spec: ModelSpec, batch: int) -> int:
@@ -130,14 +123,18 @@ def _explain_group(
         rank_heads = kv_heads_per_rank(heads, tp)
         if tp > 1:
             note = " (replicated: each rank keeps one whole head)" if heads < tp else ""
-            steps.append(f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {rank_heads} KV heads per rank{note}")
+            steps.append(
+                f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {rank_heads} KV heads per rank{note}"
+            )
         steps.append(
             f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "
             f"{spec.head_dim_effective} head dim = {n * per_token:,} elements per token"
         )
         if run.kind != LayerKind.FULL:
             what = "window" if run.kind == LayerKind.SLIDING else "chunk"
-            steps.append(f"  each {run.kind.value} layer holds min({seq:,} tokens, {what} {run.window_tokens:,}) = {held:,} tokens")
+            steps.append(
+                f"  each {run.kind.value} layer holds min({seq:,} tokens, {what} {run.window_tokens:,}) = {held:,} tokens"
+            )
     elif run.kind == LayerKind.MLA:
         steps.append(
             f"MLA layers: ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} RoPE key) × {n} layers = "

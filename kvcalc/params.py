@@ -71,9 +71,18 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     total = embedding + lm_head + attention + dense + router + shared + experts + norms
     active = total - experts + moe_layers * spec.experts_per_token * expert_params
     return ParamCounts(
-        embedding=embedding, lm_head=lm_head, attention=attention, dense_mlp=dense, router=router,
-        shared_experts=shared, experts=experts, expert_params=expert_params, moe_layers=moe_layers,
-        norms=norms, total=total, active=active,
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        dense_mlp=dense,
+        router=router,
+        shared_experts=shared,
+        experts=experts,
+        expert_params=expert_params,
+        moe_layers=moe_layers,
+        norms=norms,
+        total=total,
+        active=active,
         active_excl_embedding=active - (embedding if lm_head else 0),
     )
 
@@ -128,7 +137,12 @@ def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) ->
         # NOTE: an explicit count (the textbook 7b / 70b) is what a step reads, as THEORY.md assumes.
         return math.ceil(_bytes(spec.params, dtype))
     c = param_counts(spec)
-    dense = c.total - c.experts - c.embedding + (min(tokens, spec.vocab_size) * spec.hidden_size if c.lm_head else c.embedding)
+    dense = (
+        c.total
+        - c.experts
+        - c.embedding
+        + (min(tokens, spec.vocab_size) * spec.hidden_size if c.lm_head else c.embedding)
+    )
     routed = Fraction(0)
     if spec.is_moe:
         routed = c.moe_layers * expected_experts(spec.experts, spec.experts_per_token, tokens) * c.expert_params

@@ -77,15 +77,33 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
                 color = groups.setdefault(s.group or s.label, palette[len(groups) % len(palette)])
                 if s.kind == "point":
                     n = points.index(s)
-                    (artist,) = ax.plot(s.x, s.y, linestyle="none", marker=MARKERS[n % len(MARKERS)], markersize=7,
-                                        color=color, markeredgecolor="black", label=s.label)
+                    (artist,) = ax.plot(
+                        s.x,
+                        s.y,
+                        linestyle="none",
+                        marker=MARKERS[n % len(MARKERS)],
+                        markersize=7,
+                        color=color,
+                        markeredgecolor="black",
+                        label=s.label,
+                    )
                     if len(points) <= 8:
                         ax.annotate(s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(6, -10), fontsize=8)
                 elif s.kind == "ridge":
-                    (artist,) = ax.plot(s.x, s.y, linestyle="none", marker="x", markersize=10, markeredgewidth=2,
-                                        color=color, label=s.label)
+                    (artist,) = ax.plot(
+                        s.x,
+                        s.y,
+                        linestyle="none",
+                        marker="x",
+                        markersize=10,
+                        markeredgewidth=2,
+                        color=color,
+                        label=s.label,
+                    )
                 else:
-                    (artist,) = ax.plot(s.x, s.y, linestyle="--" if s.kind == "hline" else "-", color=color, label=s.label)
+                    (artist,) = ax.plot(
+                        s.x, s.y, linestyle="--" if s.kind == "hline" else "-", color=color, label=s.label
+                    )
                 artist.set_gid(s.gid)
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             ax.grid(True, which="both", alpha=0.3)

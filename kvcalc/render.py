@@ -21,12 +21,14 @@ class Sheet:
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    wrap: bool = False  # long prose cells wrap instead of staying on one line
 
 
 def to_rich(sheet: Sheet) -> Group:
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for i, col in enumerate(sheet.columns):
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        wrap = sheet.wrap and i > 0
+        table.add_column(col, justify="left" if i == 0 or wrap else "right", no_wrap=not wrap, overflow="fold")
     for row in sheet.rows:
         table.add_row(*row)
     return Group(Text(sheet.title, style="bold"), table, *(Text(note) for note in sheet.notes))
@@ -66,12 +68,19 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
     )
     for layer in first.layers:
         kind = layer.kind + (f" W={layer.window_tokens:,}" if layer.window_tokens else "")
-        sheet.rows.append([
-            str(layer.layers), kind, "-" if layer.kv_heads is None else str(layer.kv_heads),
-            f"{layer.elements_per_token:,}", _bytes(layer.bytes_per_token),
-            f"{layer.tokens_held:,}" if layer.elements_per_token else "-",
-        ])
-    sheet.notes.append(f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)")
+        sheet.rows.append(
+            [
+                str(layer.layers),
+                kind,
+                "-" if layer.kv_heads is None else str(layer.kv_heads),
+                f"{layer.elements_per_token:,}",
+                _bytes(layer.bytes_per_token),
+                f"{layer.tokens_held:,}" if layer.elements_per_token else "-",
+            ]
+        )
+    sheet.notes.append(
+        f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)"
+    )
     for r in results:
         line = f"Batch {r.batch:,} x {r.seq:,} tokens: {_bytes(r.total_bytes)} ({r.total_bytes:,} B)"
         if r.state_bytes:
@@ -80,7 +89,9 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
             line += f" = {r.gpu_memory_share:.1%} of one {r.gpu} ({_bytes(r.gpu_memory_bytes)})"
         sheet.notes.append(line)
     if first.kv_heads_replicated:
-        sheet.notes.append(f"KV heads are replicated: tp {first.tp} exceeds a layer's KV heads, so each rank keeps one whole head.")
+        sheet.notes.append(
+            f"KV heads are replicated: tp {first.tp} exceeds a layer's KV heads, so each rank keeps one whole head."
+        )
     return sheet
 
 
@@ -110,13 +121,32 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
             f"{result.compute_dtype} peak {fmt_flops(result.peak_flop_per_s)}, HBM {fmt_rate(result.bandwidth_bytes_per_s)}, "
             f"ridge {result.ridge_flop_per_byte:,.1f} FLOP/B)"
         ),
-        columns=["batch", "seq", f"weights\n{wu}", f"KV read\n{ku}", fu, "FLOP/B", "bound", f"step\n{tu} >=", "tok/s\n<="],
+        columns=[
+            "batch",
+            "seq",
+            f"weights\n{wu}",
+            f"KV read\n{ku}",
+            fu,
+            "FLOP/B",
+            "bound",
+            f"step\n{tu} >=",
+            "tok/s\n<=",
+        ],
     )
     for r in rows:
-        sheet.rows.append([
-            f"{r.batch:,}", f"{r.seq:,}", f"{r.weight_bytes / ws:,.2f}", f"{r.kv_bytes / ks:,.2f}", f"{r.flops / fs:,.1f}",
-            f"{r.arithmetic_intensity:,.2f}", r.bound, f"{r.step_seconds / ts:,.2f}", f"{r.tokens_per_s:,.1f}",
-        ])
+        sheet.rows.append(
+            [
+                f"{r.batch:,}",
+                f"{r.seq:,}",
+                f"{r.weight_bytes / ws:,.2f}",
+                f"{r.kv_bytes / ks:,.2f}",
+                f"{r.flops / fs:,.1f}",
+                f"{r.arithmetic_intensity:,.2f}",
+                r.bound,
+                f"{r.step_seconds / ts:,.2f}",
+                f"{r.tokens_per_s:,.1f}",
+            ]
+        )
     sheet.notes.append(
         "Ceilings: step time >= max(bytes / bandwidth, FLOPs / peak), tokens/s <= batch / step time; "
         "real kernels reach a fraction of both roofs."
@@ -130,34 +160,60 @@ def compare_sheet(result: CompareResult) -> Sheet:
         columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
     )
     for r in result.rows:
-        sheet.rows.append([
-            r.name, "latent" if r.kv_heads is None else str(r.kv_heads), r.kv_dtype,
-            _bytes(r.bytes_per_token), _bytes(r.total_bytes), f"{r.ratio:.3g}x",
-        ])
+        sheet.rows.append(
+            [
+                r.name,
+                "latent" if r.kv_heads is None else str(r.kv_heads),
+                r.kv_dtype,
+                _bytes(r.bytes_per_token),
+                _bytes(r.total_bytes),
+                f"{r.ratio:.3g}x",
+            ]
+        )
     return sheet
 
 
 def models_sheet(rows: list[dict]) -> Sheet:
-    sheet = Sheet(title="Model presets", columns=["name", "layers", "heads", "KV heads", "head dim", "attention", "params", "KV / token (bf16)"])
+    sheet = Sheet(
+        title="Model presets",
+        columns=["name", "layers", "heads", "KV heads", "head dim", "attention", "params", "KV / token (bf16)"],
+    )
     for r in rows:
-        sheet.rows.append([
-            r["name"], str(r["num_layers"]), str(r["num_heads"]), str(r["kv_heads"]), str(r["head_dim"]),
-            r["attention"], fmt_params(r["params"]) + (f" ({fmt_params(r['active_params'])} active)" if r["active_params"] != r["params"] else ""),
-            _bytes(r["kv_bytes_per_token_bf16"]),
-        ])
+        sheet.rows.append(
+            [
+                r["name"],
+                str(r["num_layers"]),
+                str(r["num_heads"]),
+                str(r["kv_heads"]),
+                str(r["head_dim"]),
+                r["attention"],
+                fmt_params(r["params"])
+                + (f" ({fmt_params(r['active_params'])} active)" if r["active_params"] != r["params"] else ""),
+                _bytes(r["kv_bytes_per_token_bf16"]),
+            ]
+        )
     return sheet
 
 
 def gpus_sheet(rows: list[dict]) -> Sheet:
-    sheet = Sheet(title="GPU presets (dense peaks, no sparsity)", columns=["name", "GPU", "memory", "HBM", "bf16 peak", "fp8 peak", "ridge (bf16)"])
+    sheet = Sheet(
+        title="GPU presets (dense peaks, no sparsity)",
+        columns=["name", "GPU", "memory", "HBM", "bf16 peak", "fp8 peak", "ridge (bf16)"],
+    )
     for r in rows:
         bf16, fp8 = r["peak_dense_tflop_per_s"].get("bf16"), r["peak_dense_tflop_per_s"].get("fp8")
         ridge = bf16 * 1e12 / r["bandwidth_bytes_per_s"] if bf16 else None
-        sheet.rows.append([
-            r["name"], r["full_name"], _bytes(r["capacity_bytes"]), fmt_rate(r["bandwidth_bytes_per_s"]),
-            fmt_flops(bf16 * 1e12) if bf16 else "-", fmt_flops(fp8 * 1e12) if fp8 else "-",
-            f"{ridge:,.0f} FLOP/B" if ridge else "-",
-        ])
+        sheet.rows.append(
+            [
+                r["name"],
+                r["full_name"],
+                _bytes(r["capacity_bytes"]),
+                fmt_rate(r["bandwidth_bytes_per_s"]),
+                fmt_flops(bf16 * 1e12) if bf16 else "-",
+                fmt_flops(fp8 * 1e12) if fp8 else "-",
+                f"{ridge:,.0f} FLOP/B" if ridge else "-",
+            ]
+        )
     return sheet
 
 
@@ -181,7 +237,12 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
         sheet.rows.append(["layers", detail])
     sheet.rows.append(["parameters (from the architecture)", f"{fmt_params(counts.total)} ({counts.total:,})"])
     if counts.active != counts.total:
-        sheet.rows.append(["active per token", f"{fmt_params(counts.active)}; {fmt_params(counts.active_excl_embedding)} without the input embedding"])
+        sheet.rows.append(
+            [
+                "active per token",
+                f"{fmt_params(counts.active)}; {fmt_params(counts.active_excl_embedding)} without the input embedding",
+            ]
+        )
     if spec.params:
         sheet.notes.append(f"Explicit params {spec.params:,} are used for weight bytes and FLOPs.")
     return sheet
@@ -205,11 +266,17 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ["KV cache", _bytes(p.kv_bytes), kv_note],
         ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
         ["reserve", _bytes(p.reserve_bytes), "activations, graphs, buffers (--reserve)"],
-        ["total", _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes), "fits" if result.fits else "DOES NOT FIT"],
+        [
+            "total",
+            _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
+            "fits" if result.fits else "DOES NOT FIT",
+        ],
         ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
     ]
     sheet.rows = [r for r in sheet.rows if r]
-    sheet.notes.append(f"Fits: {'yes' if result.fits else 'no'}. Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(
+        f"Fits: {'yes' if result.fits else 'no'}. Largest batch at {result.seq:,} tokens: {result.max_batch:,}."
+    )
     sheet.notes.append(
         f"Largest context at batch {result.batch:,}: "
         + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
@@ -229,7 +296,14 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         sheet.notes += [f"  {line}" for line in v.log_lines]
     if result.slo:
         s = result.slo
-        goal = " and ".join(g for g in (f"TPOT <= {s.tpot_ms:g} ms" if s.tpot_ms else "", f"TTFT <= {s.ttft_ms:g} ms" if s.ttft_ms else "") if g)
+        goal = " and ".join(
+            g
+            for g in (
+                f"TPOT <= {s.tpot_ms:g} ms" if s.tpot_ms else "",
+                f"TTFT <= {s.ttft_ms:g} ms" if s.ttft_ms else "",
+            )
+            if g
+        )
         sheet.notes.append(
             f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
             f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
@@ -252,7 +326,9 @@ def generate_sheet(results: list) -> Sheet:
         ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results]],
     ]
     sheet.notes.append(
-        "Ceilings: no real run beats them." if len(results) == 1 else "The ceiling is a bound; the estimate scales both roofs."
+        "Ceilings: no real run beats them."
+        if len(results) == 1
+        else "The ceiling is a bound; the estimate scales both roofs."
     )
     sheet.notes.append(
         f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
@@ -263,4 +339,17 @@ def generate_sheet(results: list) -> Sheet:
         f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
         f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
     )
+    return sheet
+
+
+def lab_sheet(result) -> Sheet:  # noqa: ANN001
+    sheet = Sheet(
+        title=f"kvcalc lab (seed {result.seed}, float64)", columns=["check", "claim", "measured", "verdict"], wrap=True
+    )
+    for c in result.checks:
+        sheet.rows.append([c.name, c.claim, c.measured, "pass" if c.passed else "FAIL"])
+    if result.bench:
+        sheet.notes.append(
+            "Speed: " + "; ".join(f"T={r['tokens']}: {r['speedup']:.1f}x faster with the cache" for r in result.bench)
+        )
     return sheet

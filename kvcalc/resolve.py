@@ -52,7 +52,10 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
             runs = [r.model_copy(update={"window_tokens": w}) if r.kind == LayerKind.SLIDING else r for r in runs]
         else:
             base = runs or [spec.expanded_layers()[0]]
-            runs = [r.model_copy(update={"kind": LayerKind.SLIDING, "window_tokens": w}) if r.kind == LayerKind.FULL else r for r in base]
+            runs = [
+                r.model_copy(update={"kind": LayerKind.SLIDING, "window_tokens": w}) if r.kind == LayerKind.FULL else r
+                for r in base
+            ]
         changes["layer_pattern"] = runs
     return spec.with_changes(**changes) if changes else spec
 
@@ -69,7 +72,9 @@ def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolve
             raise NotFoundError(f"folder {path} holds no config.json")
         return _read_config(config, path.resolve().name, "file", overrides)
     if path.is_file():
-        return _read_config(path, path.resolve().parent.name if path.name == "config.json" else path.stem, "file", overrides)
+        return _read_config(
+            path, path.resolve().parent.name if path.name == "config.json" else path.stem, "file", overrides
+        )
     if HUB_ID.match(text):
         from kvcalc.hub import fetch_config
 
@@ -80,5 +85,9 @@ def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolve
     if path.suffix == ".json" or "/" in text or text.startswith("."):
         raise NotFoundError(f"no such file or folder: {text}")
     close = suggestions(MODEL_DIR, text)
-    hint = f"did you mean: {', '.join(close)}?" if close else "`kvcalc models` lists the presets; a hub id (org/name) or a config.json path also works"
+    hint = (
+        f"did you mean: {', '.join(close)}?"
+        if close
+        else "`kvcalc models` lists the presets; a hub id (org/name) or a config.json path also works"
+    )
     raise NotFoundError(f"unknown model '{text}'", hint=hint)

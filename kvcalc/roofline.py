@@ -34,23 +34,33 @@ def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     return 2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)
 
 
+def causal_pairs(prompt: int, window: int | None = None) -> int:
+    """Query-key pairs of a causal pass over `prompt` tokens: query i sees min(i, W) keys."""
+    if window is None or prompt <= window:
+        return prompt * (prompt + 1) // 2
+    return window * (window + 1) // 2 + (prompt - window) * window
+
+
 def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
-    """Causal attention FLOPs for a prompt of P tokens (lower triangle, each key 2·h·(d_qk+d_v)/2)."""
+    """Causal attention FLOPs for a prompt of P tokens: 2·h·(d_qk + d_v) per query-key pair of the
+    lower triangle, P(P+1)/2 pairs for a full layer (≈ 2·h·d·P² FLOPs per layer at d_qk = d_v = d)."""
     qk, v = _qk_v_dims(spec)
     total = 0
     for run, n in spec.layer_groups():
-        if not _attends(run):
-            continue
-        w = run.window_tokens if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) else prompt
-        # NOTE: twice the query-key pairs of the lower triangle: P² for a full layer;
-        # a window W caps each query's keys at W: W² + 2·W·(P − W).
-        pairs_x2 = prompt * prompt if prompt <= w else w * w + 2 * w * (prompt - w)
-        total += n * spec.num_heads * (qk + v) * pairs_x2
+        if _attends(run):
+            window = run.window_tokens if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) else None
+            total += n * 2 * spec.num_heads * (qk + v) * causal_pairs(prompt, window)
     return total
 
 
 def decode_row(
-    spec: ModelSpec, gpu: GpuSpec, batch: int, seq: int, dtype: str | None, kv_dtype: str, compute_dtype: str,
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batch: int,
+    seq: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
     steps: list[str] | None = None,
 ) -> RooflineRow:
     """One decode step for `batch` sequences that each hold `seq` cached tokens."""
@@ -61,7 +71,11 @@ def decode_row(
     row = _row(gpu, compute_dtype, batch, seq, weight, kv, flops, tokens=batch)
     if steps is not None:
         qk, v = _qk_v_dims(spec)
-        moe = f" (routed experts: those {batch:,} tokens are expected to reach)" if spec.is_moe and not spec.params else ""
+        moe = (
+            f" (routed experts: those {batch:,} tokens are expected to reach)"
+            if spec.is_moe and not spec.params
+            else ""
+        )
         steps += [
             f"batch {batch:,}, context {seq:,}:",
             f"  weights read once per step: {weight:,} B{moe}",
@@ -87,7 +101,9 @@ def prefill_row(
     return _row(gpu, compute_dtype, batch, prompt, weight, kv, flops, tokens=batch)
 
 
-def _row(gpu: GpuSpec, compute_dtype: str, batch: int, seq: int, weight: int, kv: int, flops: int, tokens: int) -> RooflineRow:
+def _row(
+    gpu: GpuSpec, compute_dtype: str, batch: int, seq: int, weight: int, kv: int, flops: int, tokens: int
+) -> RooflineRow:
     memory_s = (weight + kv) / gpu.bandwidth_bytes_per_s
     compute_s = flops / gpu.peak_flop_per_s(compute_dtype)
     step = max(memory_s, compute_s)
@@ -107,7 +123,12 @@ def _row(gpu: GpuSpec, compute_dtype: str, batch: int, seq: int, weight: int, kv
 
 
 def roofline_report(
-    spec: ModelSpec, gpu: GpuSpec, batches: list[int], seqs: list[int], dtype: str | None, kv_dtype: str,
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batches: list[int],
+    seqs: list[int],
+    dtype: str | None,
+    kv_dtype: str,
     steps: list[str] | None = None,
 ) -> RooflineResult:
     weight_dtype = dtype or spec.dtype

@@ -22,8 +22,17 @@ def _largest(limit: int, ok: Callable[[int], bool]) -> int:
 
 
 def largest_batch(
-    spec: ModelSpec, gpu: GpuSpec, fit: FitResult, *, tpot_ms: float | None, ttft_ms: float | None, prompt: int,
-    dtype: str | None, kv_dtype: str, mbu: float, mfu: float,
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    fit: FitResult,
+    *,
+    tpot_ms: float | None,
+    ttft_ms: float | None,
+    prompt: int,
+    dtype: str | None,
+    kv_dtype: str,
+    mbu: float,
+    mfu: float,
 ) -> SloResult:
     compute = gpu.compute_dtype(dtype or spec.dtype)
 
@@ -53,6 +62,11 @@ def largest_batch(
         )
     step = tpot(best)
     return SloResult(
-        tpot_ms=tpot_ms, ttft_ms=ttft_ms, batch=best, tpot_s=step,
-        ttft_s=ttft(best) if ttft_ms is not None else None, tokens_per_s=best / step, basis=basis,
+        tpot_ms=tpot_ms,
+        ttft_ms=ttft_ms,
+        batch=best,
+        tpot_s=step,
+        ttft_s=ttft(best) if ttft_ms is not None else None,
+        tokens_per_s=best / step,
+        basis=basis,
     )

@@ -102,21 +102,19 @@ class ModelSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
         if self.num_heads % self.kv_heads != 0:
-            raise ValueError(
-                f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.kv_heads})"
-            )
+            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.kv_heads})")
         if self.head_dim is None and self.hidden_size % self.num_heads != 0:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_heads ({self.num_heads}): give head_dim"
             )
         period = sum(run.count for run in self.layer_pattern)
         if period > self.num_layers:
-            raise ValueError(
-                f"layer_pattern covers {period} layers but the model has num_layers={self.num_layers}"
-            )
+            raise ValueError(f"layer_pattern covers {period} layers but the model has num_layers={self.num_layers}")
         for run in self.layer_pattern:
             if run.kv_heads is not None and self.num_heads % run.kv_heads != 0:
-                raise ValueError(f"num_heads ({self.num_heads}) must be divisible by a layer's kv_heads ({run.kv_heads})")
+                raise ValueError(
+                    f"num_heads ({self.num_heads}) must be divisible by a layer's kv_heads ({run.kv_heads})"
+                )
             if run.kind == LayerKind.MLA and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
                 raise ValueError("MLA layers need kv_lora_rank and qk_rope_head_dim")
         if self.experts:

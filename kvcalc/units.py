@@ -38,8 +38,7 @@ KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 
 KIB, MIB, GIB, TIB = 2**10, 2**20, 2**30, 2**40
-_BINARY = {"b": 1, "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB,
-           "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_BINARY = {"b": 1, "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 
 
 def normalize_dtype(name: str, allowed: tuple[str, ...] = tuple(DTYPE_BITS)) -> str:
@@ -68,9 +67,7 @@ def parse_count(text: str, what: str = "value", minimum: int = 1) -> int:
     s = str(text).strip().lower().replace("_", "")
     m = re.fullmatch(r"(-?\d+(?:\.\d+)?)([km]?)", s)
     if not m:
-        raise UsageError(
-            f"{what} '{text}' is not a number", hint="use an integer such as 4096, or 8k, 128k, 1m"
-        )
+        raise UsageError(f"{what} '{text}' is not a number", hint="use an integer such as 4096, or 8k, 128k, 1m")
     value = Fraction(m.group(1)) * _SUFFIX[m.group(2)]
     if value.denominator != 1:
         raise UsageError(f"{what} '{text}' is not a whole number")
@@ -89,9 +86,7 @@ def parse_range(text: str, what: str = "value") -> list[int]:
         end_text, plus, step_text = rest.partition("+")
         start, end = parse_count(start_text, what), parse_count(end_text, what)
         if end < start:
-            raise UsageError(
-                f"{what} range '{text}' runs backwards", hint=f"write it low..high, e.g. {end}..{start}"
-            )
+            raise UsageError(f"{what} range '{text}' runs backwards", hint=f"write it low..high, e.g. {end}..{start}")
         if plus:
             step = parse_count(step_text, f"{what} step")
             values = list(range(start, end + 1, step))

@@ -47,7 +47,9 @@ def apply_variant(base: ModelSpec, item: str) -> ModelSpec:
     text, _ = split_dtype(item)
     m = _VARIANT.fullmatch(text.lower())
     if not m:
-        raise UsageError(f"unknown variant '{item}'", hint=f"variants: {', '.join(VARIANTS)}, each optionally +fp8/+int4")
+        raise UsageError(
+            f"unknown variant '{item}'", hint=f"variants: {', '.join(VARIANTS)}, each optionally +fp8/+int4"
+        )
     kind, arg = m.groups()
     if kind == "mha":
         return _with_kv_heads(base, base.num_heads, item)
@@ -100,7 +102,9 @@ def compare_report(
         row_steps: list[str] = []
         cache = cache_report(spec, batch, seq, kv_dtype, steps=row_steps)
         if steps is not None:
-            ratio = f" = {cache.total_bytes / out[0].total_bytes:.4g}x the first row" if out and out[0].total_bytes else ""
+            ratio = (
+                f" = {cache.total_bytes / out[0].total_bytes:.4g}x the first row" if out and out[0].total_bytes else ""
+            )
             steps.append(f"{label}:")
             steps.extend(f"  {line}" for line in row_steps)
             if ratio:

@@ -9,8 +9,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TOKEN = "hf_kvcalc_test_token"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 CONFIG = {
-    "model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "bfloat16",
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 256,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+    "torch_dtype": "bfloat16",
 }
 
 

@@ -6,7 +6,6 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import GiB, run, run_json
 
 
@@ -113,7 +112,11 @@ def test_tp_replication_and_block_rounding_steps():
 def test_compare_explanation_matches_each_row():
     out = run_json("compare", "mha", "gqa", "mqa", "--explain")
     finals = [line for line in out["explanation"] if "sequences ×" in line]
-    assert [int(_last_number(f, "B")) for f in finals] == [r["total_bytes"] for r in out["rows"]] == [640 * GiB, 80 * GiB, 10 * GiB]
+    assert (
+        [int(_last_number(f, "B")) for f in finals]
+        == [r["total_bytes"] for r in out["rows"]]
+        == [640 * GiB, 80 * GiB, 10 * GiB]
+    )
 
 
 def test_roofline_explanation_matches_rows():
@@ -128,6 +131,18 @@ def test_roofline_explanation_matches_rows():
 def test_generate_and_vllm_explanations_end_in_figures():
     out = run_json("generate", "7b", "--gpu", "a100", "--prompt", "1k", "--new", "64", "--explain")
     assert float(out["explanation"][-1].rsplit("= ", 1)[1].replace(",", "")) == round(out["tokens_per_s"], 1)
-    fit = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--kv-memory", "58.11GiB", "--seq", "8192", "--explain")
+    fit = run_json(
+        "fit",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "58.11GiB",
+        "--seq",
+        "8192",
+        "--explain",
+    )
     assert f"= {fit['vllm']['kv_cache_tokens']:,};" in fit["explanation"][-1]
     assert fit["explanation"][-1].endswith(f"= {fit['vllm']['max_concurrency']:.2f}x")

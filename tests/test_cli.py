@@ -5,7 +5,6 @@ import io
 import json
 
 import pytest
-
 from conftest import run, run_json
 
 COMMANDS = ["cache", "roofline", "compare", "models", "gpus", "show"]

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from conftest import FIXTURES, run, run_json
 
 CONFIGS = FIXTURES / "configs"
@@ -128,7 +127,10 @@ def test_overrides_fill_and_change():
     [
         ("whisper-encdec", "'whisper' is an encoder-decoder model"),
         ("t5-encdec", "'t5' is an encoder-decoder model"),
-        ("unknown-missing", "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)"),
+        (
+            "unknown-missing",
+            "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)",
+        ),
     ],
 )
 def test_refusals_name_file_and_field(name, message):

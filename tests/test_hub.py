@@ -5,17 +5,21 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import hubserver
+import pytest
 
 
 @pytest.fixture
 def hub(tmp_path):
     server, url = hubserver.start()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(HF_ENDPOINT=url, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ETAG_TIMEOUT="5",
-               HF_HUB_DOWNLOAD_TIMEOUT="5")
+    env.update(
+        HF_ENDPOINT=url,
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_ETAG_TIMEOUT="5",
+        HF_HUB_DOWNLOAD_TIMEOUT="5",
+    )
     yield env
     server.shutdown()
 

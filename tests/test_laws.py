@@ -24,8 +24,14 @@ kv_dtypes = st.sampled_from(["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
 def make(d, kv_heads=None, pattern=()):
     heads = d["groups"] * d["group_size"]
     return ModelSpec(
-        name="m", num_layers=d["num_layers"], hidden_size=heads * d["head_dim"], num_heads=heads,
-        num_kv_heads=kv_heads or d["groups"], head_dim=d["head_dim"], vocab_size=1000, layer_pattern=list(pattern),
+        name="m",
+        num_layers=d["num_layers"],
+        hidden_size=heads * d["head_dim"],
+        num_heads=heads,
+        num_kv_heads=kv_heads or d["groups"],
+        head_dim=d["head_dim"],
+        vocab_size=1000,
+        layer_pattern=list(pattern),
     )
 
 
@@ -53,8 +59,14 @@ def test_formula_2_L_G_d_B_S_b(d, b, s, kv):
 def test_gqa_with_g_equal_h_is_mha(d, b, s):
     heads = d["groups"] * d["group_size"]
     gqa = make(d, kv_heads=heads)
-    mha = ModelSpec(name="mha", num_layers=d["num_layers"], hidden_size=heads * d["head_dim"], num_heads=heads,
-                    head_dim=d["head_dim"], vocab_size=1000)
+    mha = ModelSpec(
+        name="mha",
+        num_layers=d["num_layers"],
+        hidden_size=heads * d["head_dim"],
+        num_heads=heads,
+        head_dim=d["head_dim"],
+        vocab_size=1000,
+    )
     assert mha.num_kv_heads is None and mha.kv_heads == heads
     assert cache_bytes(gqa, b, s, "bf16") == cache_bytes(mha, b, s, "bf16")
 

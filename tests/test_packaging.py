@@ -8,7 +8,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 
@@ -17,7 +16,9 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(REPO)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     (path,) = out.glob("kvcalc-*.whl")
     return path
@@ -48,6 +49,9 @@ def test_installed_wheel_runs_from_another_directory(wheel, tmp_path):
     assert '"name": "llama-3-8b"' in out.stdout
     cache = subprocess.run(
         [bin_dir / "kvcalc", "cache", "llama-3-8b", "--batch", "16", "--seq", "8k", "-f", "json"],
-        cwd=elsewhere, env=env, capture_output=True, text=True,
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert '"total_bytes": 17179869184' in cache.stdout

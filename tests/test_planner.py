@@ -6,8 +6,8 @@ import re
 from fractions import Fraction
 
 import pytest
-
 from conftest import GiB, run, run_json, shared_path
+
 from kvcalc.generate import concat_positions
 
 H100_CAPACITY = 85_030_000_000  # gpu_presets/h100.yaml: 79.19 GiB, as vLLM 0.19 saw it
@@ -52,19 +52,28 @@ def test_deepseek_v3_keeps_whole_latent_per_rank():
 def test_tp_must_divide_query_heads():
     result = run("fit", "llama-3-70b", "--gpu", "h100", "--tp", "3")
     assert result.exit_code != 0
-    assert "tensor parallelism 3 does not divide llama-3-70b's 64 query heads (allowed: 1, 2, 4, 8, 16, 32, 64)" in result.stderr
+    assert (
+        "tensor parallelism 3 does not divide llama-3-70b's 64 query heads (allowed: 1, 2, 4, 8, 16, 32, 64)"
+        in result.stderr
+    )
 
 
 def test_model_that_does_not_fit_says_so():
     result = run("fit", "llama-3-70b", "--gpu", "h100")
     assert result.exit_code != 0 and result.stdout == ""
-    assert "llama-3-70b does not fit on one h100: weights 131.42 GiB + reserve 2 GiB per GPU exceed the budget" in result.stderr
+    assert (
+        "llama-3-70b does not fit on one h100: weights 131.42 GiB + reserve 2 GiB per GPU exceed the budget"
+        in result.stderr
+    )
 
 
 def test_block_rounding():
     one = run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "17")["per_gpu"]["kv_bytes"]
     assert one == 32 * 131072  # 17 tokens take two blocks of 16
-    assert run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "17", "--block-size", "1")["per_gpu"]["kv_bytes"] == 17 * 131072
+    assert (
+        run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "17", "--block-size", "1")["per_gpu"]["kv_bytes"]
+        == 17 * 131072
+    )
 
 
 def test_mixtral_decode_bytes_follow_the_expert_formula():
@@ -79,7 +88,9 @@ def test_mixtral_decode_bytes_follow_the_expert_formula():
 
     out = run_json("roofline", "mixtral-8x7b", "--gpu", "h100", "--batch", "1,64")
     b1, b64 = out["rows"]
-    assert b1["weight_bytes"] == expected(1) == (4096 + lm_head + attention + router + norms) * 2 + 32 * 2 * expert_bytes
+    assert (
+        b1["weight_bytes"] == expected(1) == (4096 + lm_head + attention + router + norms) * 2 + 32 * 2 * expert_bytes
+    )
     assert b64["weight_bytes"] == expected(64)
     dense64 = (64 * 4096 + lm_head + attention + router + norms) * 2
     assert (b64["weight_bytes"] - dense64) / (32 * 8 * expert_bytes) > 0.9999  # batch 64 reaches nearly all 8 experts
@@ -96,8 +107,8 @@ def test_mxfp4_experts_for_gpt_oss():
 
 def test_generate_figures():
     out = run_json("generate", "7b", "--gpu", "a100", "--prompt", "1024", "--new", "3")
-    # prefill 1,024 tokens: FLOPs 2N x 1,024 + 2 x L x h x d x 1,024^2; bytes 14e9 + 1,024 x 0.5 MiB
-    flops = 2 * 7 * 10**9 * 1024 + 2 * 32 * 32 * 128 * 1024**2
+    # prefill 1,024 tokens: FLOPs 2N x 1,024 + 4 x L x h x d per pair of the causal triangle (1,024 x 1,025 / 2)
+    flops = 2 * 7 * 10**9 * 1024 + 4 * 32 * 32 * 128 * (1024 * 1025 // 2)
     bytes_ = 14 * 10**9 + 1024 * 524288
     assert out["ttft_s"] == pytest.approx(max(flops / 312e12, bytes_ / 2.039e12))
     step = [(14 * 10**9 + (1024 + t) * 524288) / 2.039e12 for t in (1, 2)]  # memory-bound decode steps
@@ -129,10 +140,11 @@ def test_theory_concatenation_traffic():
 def test_uncached_flops_recompute_every_prefix():
     out = run_json("generate", "7b", "--gpu", "a100", "--prompt", "1", "--new", "4096")
     n, lhd = 7 * 10**9, 32 * 32 * 128
-    # without a cache token t needs a forward over its whole prefix of n = 1 .. 4,096 tokens: 2N·n + 2·L·h·d·n²
-    assert out["flops_uncached"] == sum(2 * n * k + 2 * lhd * k * k for k in range(1, 4097))
+    # without a cache token t needs a forward over its whole prefix of k = 1 .. 4,096 tokens:
+    # 2N·k + 4·L·h·d per causal pair, k(k+1)/2 pairs
+    assert out["flops_uncached"] == sum(2 * n * k + 4 * lhd * (k * (k + 1) // 2) for k in range(1, 4097))
     # with one: the 1-token prefill, then 4,095 steps of 2N + 4·L·h·d·(context)
-    assert out["flops_cached"] == (2 * n + 2 * lhd) + sum(2 * n + 4 * lhd * (1 + t) for t in range(1, 4096))
+    assert out["flops_cached"] == (2 * n + 4 * lhd) + sum(2 * n + 4 * lhd * (1 + t) for t in range(1, 4096))
 
 
 def test_tpot_goal_search():
@@ -166,8 +178,24 @@ VLLM_LOGS = [
 
 
 def _vllm(model, tp, kv, memory):
-    return run_json("fit", model, "--gpu", "h100", "--tp", tp, "--kv-dtype", kv, "--seq", "8192",
-                    "--gpu-util", "0.95", "--engine", "vllm", "--kv-memory", memory)["vllm"]
+    return run_json(
+        "fit",
+        model,
+        "--gpu",
+        "h100",
+        "--tp",
+        tp,
+        "--kv-dtype",
+        kv,
+        "--seq",
+        "8192",
+        "--gpu-util",
+        "0.95",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        memory,
+    )["vllm"]
 
 
 @pytest.mark.parametrize(("model", "tp", "kv", "gib", "tokens", "concurrency", "block_bytes", "groups"), VLLM_LOGS)
@@ -198,5 +226,9 @@ def test_vllm_lines_parse_from_the_shared_logs():
 
 
 def test_vllm_table_prints_its_wording():
-    out = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--kv-memory", "58.11GiB", "--seq", "8192").stdout
-    assert "vLLM 0.19 accounting" in out and "GPU KV cache size: " in out and "Maximum concurrency for 8,192 tokens" in out
+    out = run(
+        "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--kv-memory", "58.11GiB", "--seq", "8192"
+    ).stdout
+    assert (
+        "vLLM 0.19 accounting" in out and "GPU KV cache size: " in out and "Maximum concurrency for 8,192 tokens" in out
+    )

@@ -2,8 +2,8 @@
 
 import pytest
 import yaml
-
 from conftest import shared_path
+
 from kvcalc import presets
 from kvcalc.errors import SpecError
 from kvcalc.kvcache import bytes_per_token
@@ -65,10 +65,19 @@ def test_malformed_yaml_names_file_and_line(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("num_layers: 0\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\n", "num_layers: Input should be greater than 0"),
-        ("num_layers: 2\nhidden_size: 64\nnum_heads: 4\nnum_kv_heads: 3\nvocab_size: 10\n", "must be divisible by num_kv_heads (3)"),
+        (
+            "num_layers: 0\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\n",
+            "num_layers: Input should be greater than 0",
+        ),
+        (
+            "num_layers: 2\nhidden_size: 64\nnum_heads: 4\nnum_kv_heads: 3\nvocab_size: 10\n",
+            "must be divisible by num_kv_heads (3)",
+        ),
         ("num_layers: 2\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\nlayerz: 3\n", "layerz: unknown field"),
-        ("num_layers: 2\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\nlayer_pattern: [{kind: sliding}]\n", "needs window_tokens"),
+        (
+            "num_layers: 2\nhidden_size: 64\nnum_heads: 4\nvocab_size: 10\nlayer_pattern: [{kind: sliding}]\n",
+            "needs window_tokens",
+        ),
     ],
 )
 def test_invalid_preset_names_field(monkeypatch, tmp_path, text, message):

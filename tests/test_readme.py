@@ -21,5 +21,7 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_second():
 
 
 def test_tour_is_current():
-    out = subprocess.run([sys.executable, "scripts/readme_tour.py", "--check"], cwd=REPO, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "scripts/readme_tour.py", "--check"], cwd=REPO, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr

@@ -1,7 +1,6 @@
 """The 29 real config.json files in ../shared/configs (skipped without it), and published parameter counts."""
 
 import pytest
-
 from conftest import run, run_json, shared_path
 
 K = 2 * 2  # K and V, 2 bytes (bf16)
@@ -89,10 +88,21 @@ def test_published_parameter_counts(name, total, active, convention, digit):
 
 @pytest.mark.parametrize(
     ("config", "preset"),
-    [("llama-3.1-8b", "llama-3.1-8b"), ("mixtral-8x7b-v0.1", "mixtral-8x7b"), ("deepseek-v3", "deepseek-v3"),
-     ("qwen3-30b-a3b", "qwen3-30b-a3b"), ("gpt-oss-20b", "gpt-oss-20b"), ("gemma-3-27b-it", "gemma-3-27b"),
-     ("qwen2.5-7b", "qwen2.5-7b"), ("qwen3-8b", "qwen3-8b"), ("falcon-40b", "falcon-40b"), ("llama-2-7b", "llama-2-7b"),
-     ("phi-3-mini-4k-instruct", "phi-3-mini"), ("deepseek-v2-lite", "deepseek-v2-lite"), ("gemma-2-2b-it", "gemma-2-2b")],
+    [
+        ("llama-3.1-8b", "llama-3.1-8b"),
+        ("mixtral-8x7b-v0.1", "mixtral-8x7b"),
+        ("deepseek-v3", "deepseek-v3"),
+        ("qwen3-30b-a3b", "qwen3-30b-a3b"),
+        ("gpt-oss-20b", "gpt-oss-20b"),
+        ("gemma-3-27b-it", "gemma-3-27b"),
+        ("qwen2.5-7b", "qwen2.5-7b"),
+        ("qwen3-8b", "qwen3-8b"),
+        ("falcon-40b", "falcon-40b"),
+        ("llama-2-7b", "llama-2-7b"),
+        ("phi-3-mini-4k-instruct", "phi-3-mini"),
+        ("deepseek-v2-lite", "deepseek-v2-lite"),
+        ("gemma-2-2b-it", "gemma-2-2b"),
+    ],
 )
 def test_presets_agree_with_real_configs(config, preset):
     from_file = run_json("show", shared_path("configs", f"{config}.json"))
@@ -100,6 +110,7 @@ def test_presets_agree_with_real_configs(config, preset):
     assert from_file["params"] == from_preset["params"]
     assert from_file["kv_bytes_per_token_bf16"] == from_preset["kv_bytes_per_token_bf16"]
     for seq in (512, 40000):
-        assert run_json("cache", shared_path("configs", f"{config}.json"), "--seq", seq)["total_bytes"] == run_json(
-            "cache", preset, "--seq", seq
-        )["total_bytes"]
+        assert (
+            run_json("cache", shared_path("configs", f"{config}.json"), "--seq", seq)["total_bytes"]
+            == run_json("cache", preset, "--seq", seq)["total_bytes"]
+        )

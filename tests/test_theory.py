@@ -1,7 +1,6 @@
 """Every worked figure of THEORY.md, reproduced through the CLI's JSON."""
 
 import pytest
-
 from conftest import GiB, MiB, run_json
 
 
@@ -93,4 +92,3 @@ def test_7b_batch64_4k_kv_dominates_and_intensity_falls():
     assert r["arithmetic_intensity"] == pytest.approx(6.8, abs=0.05)
     # FLOPs = B x (2N + 4·L·h·d·S)
     assert r["flops"] == 64 * (2 * 7 * 10**9 + 4 * 32 * 32 * 128 * 4096)
-

@@ -6,23 +6,38 @@ from kvcalc.errors import UsageError
 from kvcalc.units import elements_to_bytes, fmt_bytes, fmt_flops, fmt_rate, parse_bytes, parse_count, parse_range
 
 
-@pytest.mark.parametrize(("text", "value"), [("8k", 8192), ("128k", 131072), ("1m", 1048576), ("4096", 4096), ("8K", 8192), ("1.5k", 1536)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("8k", 8192), ("128k", 131072), ("1m", 1048576), ("4096", 4096), ("8K", 8192), ("1.5k", 1536)]
+)
 def test_counts(text, value):
     assert parse_count(text) == value
 
 
 @pytest.mark.parametrize(
     ("text", "values"),
-    [("1..64", [1, 2, 4, 8, 16, 32, 64]), ("8..64+8", [8, 16, 24, 32, 40, 48, 56, 64]), ("1,8,64", [1, 8, 64]),
-     ("1..100", [1, 2, 4, 8, 16, 32, 64, 100]), ("1k,8k", [1024, 8192]), ("4", [4])],
+    [
+        ("1..64", [1, 2, 4, 8, 16, 32, 64]),
+        ("8..64+8", [8, 16, 24, 32, 40, 48, 56, 64]),
+        ("1,8,64", [1, 8, 64]),
+        ("1..100", [1, 2, 4, 8, 16, 32, 64, 100]),
+        ("1k,8k", [1024, 8192]),
+        ("4", [4]),
+    ],
 )
 def test_ranges(text, values):
     assert parse_range(text) == values
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("64..1", "runs backwards"), ("0", "at least 1"), ("-4", "at least 1"), ("abc", "not a number"), ("1.3k", "whole number"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("64..1", "runs backwards"),
+        ("0", "at least 1"),
+        ("-4", "at least 1"),
+        ("abc", "not a number"),
+        ("1.3k", "whole number"),
+    ],
+)
 def test_bad_ranges(text, message):
     with pytest.raises(UsageError, match=message):
         parse_range(text, "--batch")
