@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import (
@@ -59,14 +60,19 @@ def _max_seq(spec: ModelSpec, batch: int, avail: int, kv_dtype: str, tp: int, bl
             <= avail
         )
 
-    if not fits(1):
-        return 0
     if fits(MAX_SEARCH_SEQ):
         return None
-    lo, hi = 1, MAX_SEARCH_SEQ
+    return largest_satisfying(MAX_SEARCH_SEQ, fits)
+
+
+def largest_satisfying(limit: int, ok: Callable[[int], bool]) -> int:
+    """Largest n in [1, limit] with ok(n), for ok monotone (true, then false); 0 if none."""
+    if limit < 1 or not ok(1):
+        return 0
+    lo, hi = 1, limit + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
 
 

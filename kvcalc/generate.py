@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvcalc.kvcache import bytes_per_token, cache_bytes
+from kvcalc.kvcache import bytes_per_token
 from kvcalc.params import compute_params, weight_bytes_read
 from kvcalc.results import GenerateResult
-from kvcalc.roofline import decode_attention_flops, prefill_attention_flops, prefill_row
+from kvcalc.roofline import decode_attention_flops, decode_row, prefill_attention_flops, prefill_row
 from kvcalc.specs import GpuSpec, ModelSpec
 from kvcalc.units import fmt_seconds
 
@@ -27,9 +27,8 @@ def decode_step_seconds(
     mfu: float = 1.0,
     weight_bytes: int | None = None,
 ) -> float:
-    weight = weight_bytes_read(spec, batch, dtype) if weight_bytes is None else weight_bytes
-    flops = batch * (2 * compute_params(spec) + decode_attention_flops(spec, seq))
-    return step_time(flops, weight + cache_bytes(spec, batch, seq, kv_dtype), gpu, compute_dtype, mbu, mfu)
+    row = decode_row(spec, gpu, batch, seq, dtype, kv_dtype, compute_dtype, weight_bytes=weight_bytes)
+    return step_time(row.flops, row.weight_bytes + row.kv_bytes, gpu, compute_dtype, mbu, mfu)
 
 
 def prefill_seconds(

@@ -62,9 +62,11 @@ def decode_row(
     kv_dtype: str,
     compute_dtype: str,
     steps: list[str] | None = None,
+    weight_bytes: int | None = None,
 ) -> RooflineRow:
-    """One decode step for `batch` sequences that each hold `seq` cached tokens."""
-    weight = weight_bytes_read(spec, batch, dtype)
+    """One decode step for `batch` sequences that each hold `seq` cached tokens (`weight_bytes`:
+    the step's weight reads when the caller already has them)."""
+    weight = weight_bytes_read(spec, batch, dtype) if weight_bytes is None else weight_bytes
     kv = cache_bytes(spec, batch, seq, kv_dtype)
     n_compute, attention = compute_params(spec), decode_attention_flops(spec, seq)
     flops = batch * (2 * n_compute + attention)

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
 from kvcalc.errors import UsageError
+from kvcalc.fit import largest_satisfying
 from kvcalc.generate import decode_step_seconds, prefill_seconds
 from kvcalc.results import FitResult, SloResult
 from kvcalc.specs import GpuSpec, ModelSpec
-
-
-def _largest(limit: int, ok: Callable[[int], bool]) -> int:
-    """Largest b in [1, limit] with ok(b), for ok monotone (true then false); 0 if none."""
-    if limit < 1 or not ok(1):
-        return 0
-    lo, hi = 1, limit + 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
 
 
 def largest_batch(
@@ -48,7 +36,7 @@ def largest_batch(
     for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive, got {value:g}")
-    best = _largest(fit.max_batch, ok)
+    best = largest_satisfying(fit.max_batch, ok)
     basis = "ceiling" if mbu == 1.0 and mfu == 1.0 else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
     if best == 0:
         goals = " and ".join(
