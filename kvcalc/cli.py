@@ -19,8 +19,6 @@ from kvcalc import __version__  # noqa: E402
 from kvcalc.errors import KvcalcError, UsageError  # noqa: E402
 from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_range  # noqa: E402
 
-PLOT_FILE_SUFFIXES = (".svg", ".png", ".pdf")
-
 
 class _Boundary(TyperGroup):
     """The single error boundary: a KvcalcError becomes one line on stderr and an exit code."""
@@ -28,10 +26,12 @@ class _Boundary(TyperGroup):
     def parse_args(self, ctx, args):  # noqa: ANN001, ANN201
         # `--plot` alone draws in the terminal, `--plot FILE.svg` writes a file: Click options take
         # a value or none, not both, so a bare --plot becomes --plot=- here.
+        # What follows is taken as the file when it has a suffix other than .json (a config file).
         args = list(args)
         for i, arg in enumerate(args):
             following = args[i + 1] if i + 1 < len(args) else ""
-            if arg == "--plot" and not following.lower().endswith(PLOT_FILE_SUFFIXES):
+            suffix = os.path.splitext(following)[1].lower()
+            if arg == "--plot" and (following.startswith("-") or suffix in ("", ".json")):
                 args[i] = "--plot=-"
         return super().parse_args(ctx, args)
 
@@ -171,7 +171,7 @@ def _plot_ready(plot: str | None) -> None:
         return
     from kvcalc import plot as plotting
 
-    plotting.check(terminal=plot == "-")
+    plotting.check(plot)
 
 
 def _draw(plot: str | None, chart_fn, size: str) -> None:  # noqa: ANN001

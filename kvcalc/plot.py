@@ -48,9 +48,7 @@ def terminal(chart: Chart, width: int, height: int = 24, color: bool = False) ->
 
 def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
     """Write the chart as SVG, PNG or PDF (by suffix) at width_px x height_px (100 dpi)."""
-    suffix = path.suffix.lower()
-    if suffix not in FILE_TYPES:
-        raise UsageError(f"cannot write a chart to '{path.name}'", hint=f"use one of {', '.join(FILE_TYPES)}")
+    suffix = _file_type(path)
     matplotlib = _require("matplotlib")
     matplotlib.use("Agg")
     pyplot = importlib.import_module("matplotlib.pyplot")
@@ -114,6 +112,17 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
     return path
 
 
-def check(terminal: bool) -> None:
-    """Raise the install hint now, before any output, if the needed library is missing."""
-    _require("plotext" if terminal else "matplotlib")
+def check(target: str) -> None:
+    """Before any output: the file type is one we write, and the library it needs is installed."""
+    if target == "-":
+        _require("plotext")
+        return
+    _file_type(Path(target))
+    _require("matplotlib")
+
+
+def _file_type(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FILE_TYPES:
+        raise UsageError(f"cannot write a chart to '{path.name}'", hint=f"use one of {', '.join(FILE_TYPES)}")
+    return suffix

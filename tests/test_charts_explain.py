@@ -62,6 +62,8 @@ def test_terminal_chart_fits_columns(columns):
 def test_unknown_chart_suffix():
     result = run("compare", "mha", "--plot", "chart.gif")
     assert result.exit_code != 0
+    assert "cannot write a chart to 'chart.gif' (use one of .svg, .png, .pdf)" in result.stderr
+    assert result.stdout == ""  # refused before any output
 
 
 def test_plot_without_extra_gives_install_hint(monkeypatch):
