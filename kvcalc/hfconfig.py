@@ -162,8 +162,12 @@ def _kv_heads(cfg: _Config, model_type: str, heads: int) -> int:
     if model_type == "chatglm":
         return cfg.int_field("multi_query_group_num") if cfg.get("multi_query_attention") else heads
     if model_type == "mpt":
+        # NOTE: attn_config carries a kv_n_heads default even for MHA; only its attn_type counts.
         attn = cfg.get("attn_config") or {}
-        return attn.get("kv_n_heads") or heads
+        kind = attn.get("attn_type", "multihead_attention")
+        if kind == "multiquery_attention":
+            return 1
+        return attn.get("kv_n_heads") or heads if kind == "grouped_query_attention" else heads
     if cfg.get("multi_query") is True:  # gpt_bigcode (StarCoder, SantaCoder)
         return 1
     value = cfg.get("num_key_value_heads", "num_kv_heads", "n_head_kv")

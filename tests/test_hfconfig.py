@@ -50,6 +50,8 @@ FAMILIES = [
     ("falcon-mq", 100, 3 * 1 * 16 * 2 * 2 * 100, 1000, 3 * 1 * 16 * 2 * 2 * 1000),
     # mpt attn_config.kv_n_heads 2, d 32 (256/8)
     ("mpt-gqa", 100, 3 * 2 * 32 * 2 * 2 * 100, 1000, 3 * 2 * 32 * 2 * 2 * 1000),
+    # mpt multihead_attention ignores attn_config's kv_n_heads default (1): MHA, 8 heads x d 32
+    ("mpt-mha-default-kv", 100, 3 * 8 * 32 * 2 * 2 * 100, 1000, 3 * 8 * 32 * 2 * 2 * 1000),
     # bloom n_head 8 MHA, d 32
     ("bloom-legacy", 100, 3 * 8 * 32 * 2 * 2 * 100, 1000, 3 * 8 * 32 * 2 * 2 * 1000),
     # chatglm multi_query_group_num 2, kv_channels 32
