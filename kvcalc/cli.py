@@ -565,7 +565,7 @@ def fit(
     )
     per = result.per_gpu
     available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
-    if available <= 0 or result.max_batch == 0 and kv_memory is None:
+    if kv_memory is None and (available <= 0 or result.max_batch == 0):
         from kvcalc.units import fmt_bytes
 
         where = f"{ranks} x {gpu_spec.name}" if ranks > 1 else f"one {gpu_spec.name}"
