@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import run, run_json
 
-COMMANDS = ["cache", "roofline", "compare", "models", "gpus", "show"]
+COMMANDS = ["cache", "roofline", "compare", "models", "gpus", "show", "fit", "generate", "lab"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,0 +1,244 @@
+"""The serving planner's commands: `kvcalc fit` and `kvcalc generate` (registered on cli.app)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli import (
+    DtypeOpt,
+    ExplainOpt,
+    Fmt,
+    FmtOpt,
+    HeadDimOpt,
+    KvDtypeOpt,
+    KvHeadsOpt,
+    LayersOpt,
+    ModelArg,
+    WindowOpt,
+    _emit,
+    _gpu,
+    _model,
+    _overrides,
+    app,
+)
+from kvcalc.errors import UsageError
+from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
+
+GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).")]
+EffOpt = Annotated[
+    Optional[float],
+    typer.Option("--efficiency", help="Scale both roofs by F (0-1] for an estimate beside the ceiling."),
+]
+MbuOpt = Annotated[Optional[float], typer.Option("--mbu", help="Memory-bandwidth utilization (0-1] for the estimate.")]
+MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Model FLOP/s utilization (0-1] for the estimate.")]
+
+
+def _utilization(efficiency: float | None, mbu: float | None, mfu: float | None) -> tuple[float, float] | None:
+    """(MBU, MFU) for an estimate, or None for the plain ceiling."""
+    from kvcalc.units import parse_fraction
+
+    if efficiency is None and mbu is None and mfu is None:
+        return None
+    base = parse_fraction(efficiency, "--efficiency") if efficiency is not None else 1.0
+    return (
+        parse_fraction(mbu, "--mbu") if mbu is not None else base,
+        parse_fraction(mfu, "--mfu") if mfu is not None else base,
+    )
+
+
+@app.command()
+def fit(
+    model: ModelArg,
+    gpu: GpuOpt,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs serving one replica (tensor parallel).")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel ranks (same as --gpus).")] = None,
+    seq: Annotated[str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output).")] = "8k",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Concurrent sequences to check.")] = "1",
+    kv_dtype: KvDtypeOpt = "bf16",
+    gpu_util: Annotated[
+        float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
+    ] = 0.9,
+    reserve: Annotated[
+        str, typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers.")
+    ] = "2GiB",
+    block_size: Annotated[
+        int,
+        typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks."),
+    ] = 16,
+    engine: Annotated[
+        Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm.")
+    ] = None,
+    kv_memory: Annotated[
+        Optional[str],
+        typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
+    ] = None,
+    max_batched_tokens: Annotated[
+        int, typer.Option("--max-batched-tokens", help="vLLM max_num_batched_tokens (sliding-window accounting).")
+    ] = 8192,
+    tpot_ms: Annotated[
+        Optional[float],
+        typer.Option("--tpot-ms", help="Find the largest batch whose time per output token meets this."),
+    ] = None,
+    ttft_ms: Annotated[
+        Optional[float], typer.Option("--ttft-ms", help="Find the largest batch whose time to first token meets this.")
+    ] = None,
+    prompt: Annotated[
+        Optional[str], typer.Option("--prompt", help="Prompt tokens for --ttft-ms (default: --seq).")
+    ] = None,
+    efficiency: EffOpt = None,
+    mbu: MbuOpt = None,
+    mfu: MfuOpt = None,
+    fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    layers: LayersOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    head_dim: HeadDimOpt = None,
+    window: WindowOpt = None,
+    dtype: DtypeOpt = None,
+) -> None:
+    """Does MODEL fit on GPUs at batch x seq? Largest batch and context, KV capacity, concurrency, latency goals.
+
+    Per GPU: weights / tp + KV cache of one rank (paged) + SSM state + --reserve must stay within
+    capacity x --gpu-util. --reserve (default 2 GiB) stands for what vLLM calls non-KV memory beyond
+    the weights: the activation peak of a max_num_batched_tokens forward, CUDA graphs and
+    communication buffers (2.1-2.5 GiB in vLLM 0.19 logs of 7-16B models on one H100; ~4 GiB at tp 4).
+    """
+    from kvcalc.fit import fit_report
+    from kvcalc.render import fit_sheet
+    from kvcalc.units import parse_bytes, parse_fraction
+
+    if gpus is not None and tp is not None and gpus != tp:
+        raise UsageError(f"--gpus {gpus} and --tp {tp} disagree", hint="give one of them")
+    ranks = tp or gpus or 1
+    s = parse_count(seq, "--seq")
+    b = parse_count(batch, "--batch")
+    if block_size < 1:
+        raise UsageError(f"--block-size must be at least 1, got {block_size}")
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    spec = _model(model, overrides).spec
+    gpu_spec = _gpu(gpu)
+    steps: list[str] | None = [] if explain else None
+    result = fit_report(
+        spec,
+        gpu_spec,
+        tp=ranks,
+        seq=s,
+        batch=b,
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+        gpu_util=parse_fraction(gpu_util, "--gpu-util"),
+        reserve_bytes=parse_bytes(reserve, "--reserve"),
+        block_size=block_size,
+        steps=steps,
+    )
+    per = result.per_gpu
+    available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
+    if kv_memory is None and (available <= 0 or result.max_batch == 0):
+        from kvcalc.units import fmt_bytes
+
+        where = f"{ranks} x {gpu_spec.name}" if ranks > 1 else f"one {gpu_spec.name}"
+        if available <= 0:
+            raise UsageError(
+                f"{spec.name} does not fit on {where}: weights {fmt_bytes(per.weight_bytes)} + reserve "
+                f"{fmt_bytes(per.reserve_bytes)} per GPU exceed the budget {fmt_bytes(per.budget_bytes)} "
+                f"({fmt_bytes(per.capacity_bytes)} x {result.gpu_util:g})",
+                hint="use more GPUs (--tp), smaller weights (--dtype fp8/int4) or a larger GPU",
+            )
+        raise UsageError(
+            f"{spec.name} on {where}: not even one sequence of {s:,} tokens fits in the "
+            f"{fmt_bytes(available)} left for the KV cache per GPU",
+            hint="shorten --seq, quantize the cache (--kv-dtype fp8) or add GPUs",
+        )
+    if engine is not None:
+        if engine.lower() != "vllm":
+            raise UsageError(f"unknown engine '{engine}'", hint="supported: vllm")
+        from kvcalc.vllm import vllm_figures
+
+        kv_avail = parse_bytes(kv_memory, "--kv-memory") if kv_memory else available
+        result.vllm = vllm_figures(
+            spec,
+            kv_avail,
+            kv_dtype=kv,
+            tp=ranks,
+            seq=s,
+            block_size=block_size,
+            max_num_batched_tokens=max_batched_tokens,
+        )
+        if steps is not None:
+            v = result.vllm
+            steps += [
+                f"vLLM {v.version}: page = {v.block_size} tokens × per-layer KV = {v.page_bytes_per_layer:,} B; "
+                f"num_blocks = ⌊{v.available_kv_bytes:,} / ({v.page_bytes_per_layer:,} × {v.group_size} layers)⌋ = {v.num_blocks:,}",
+                f"vLLM {v.version}: tokens = {v.num_blocks:,} // {v.kv_cache_groups} group(s) × {v.block_size} = {v.kv_cache_tokens:,}; "
+                f"concurrency = {v.num_blocks:,} / {v.blocks_per_request:,} blocks per request = {v.max_concurrency:.2f}x",
+            ]
+    if tpot_ms is not None or ttft_ms is not None:
+        from kvcalc.slo import largest_batch
+
+        util = _utilization(efficiency, mbu, mfu)
+        result.slo = largest_batch(
+            spec,
+            gpu_spec,
+            result,
+            tpot_ms=tpot_ms,
+            ttft_ms=ttft_ms,
+            prompt=parse_count(prompt, "--prompt") if prompt else s,
+            dtype=overrides.get("dtype"),
+            kv_dtype=kv,
+            mbu=util[0] if util else 1.0,
+            mfu=util[1] if util else 1.0,
+        )
+    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo")}
+    row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
+    _emit(fmt, result.model_dump(mode="json"), [fit_sheet(result)], [row], steps)
+
+
+@app.command()
+def generate(
+    model: ModelArg,
+    gpu: GpuOpt,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="Prompt tokens per sequence.")] = "1k",
+    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence.")] = "256",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
+    kv_dtype: KvDtypeOpt = "bf16",
+    efficiency: EffOpt = None,
+    mbu: MbuOpt = None,
+    mfu: MfuOpt = None,
+    fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    layers: LayersOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    head_dim: HeadDimOpt = None,
+    window: WindowOpt = None,
+    dtype: DtypeOpt = None,
+) -> None:
+    """End to end: time to first token, time per output token as the context grows, total time and tokens/s
+    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies."""
+    from kvcalc.generate import generate_report
+    from kvcalc.render import generate_sheet
+
+    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    spec = _model(model, overrides).spec
+    gpu_spec = _gpu(gpu)
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    compute = gpu_spec.compute_dtype(overrides.get("dtype") or spec.dtype)
+    args = dict(
+        batch=parse_count(batch, "--batch"),
+        prompt=parse_count(prompt, "--prompt"),
+        new=parse_count(new, "--new"),
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+        compute_dtype=compute,
+    )
+    steps: list[str] | None = [] if explain else None
+    results = [generate_report(spec, gpu_spec, **args, steps=steps)]
+    util = _utilization(efficiency, mbu, mfu)
+    if util:
+        results.append(generate_report(spec, gpu_spec, **args, mbu=util[0], mfu=util[1], steps=steps))
+    payload = results[0].model_dump(mode="json")
+    if util:
+        payload["estimate"] = results[1].model_dump(mode="json")
+    _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
