@@ -21,14 +21,14 @@ class Sheet:
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    wrap: bool = False  # long prose cells wrap instead of staying on one line
+    text_columns: tuple[int, ...] = (0,)  # left-aligned prose that may wrap; the rest are right-aligned figures
 
 
 def to_rich(sheet: Sheet) -> Group:
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for i, col in enumerate(sheet.columns):
-        wrap = sheet.wrap and i > 0
-        table.add_column(col, justify="left" if i == 0 or wrap else "right", no_wrap=not wrap, overflow="fold")
+        text = i in sheet.text_columns
+        table.add_column(col, justify="left" if text else "right", no_wrap=not text, overflow="fold")
     for row in sheet.rows:
         table.add_row(*row)
     return Group(Text(sheet.title, style="bold"), table, *(Text(note) for note in sheet.notes))
@@ -175,8 +175,9 @@ def compare_sheet(result: CompareResult) -> Sheet:
 
 def models_sheet(rows: list[dict]) -> Sheet:
     sheet = Sheet(
-        title="Model presets",
-        columns=["name", "layers", "heads", "KV heads", "head dim", "attention", "params", "KV / token (bf16)"],
+        title="Model presets (params: total / active per token)",
+        columns=["name", "layers", "heads", "KV\nheads", "head\ndim", "attention", "params", "KV / token\n(bf16)"],
+        text_columns=(0, 5, 6),
     )
     for r in rows:
         sheet.rows.append(
@@ -188,7 +189,7 @@ def models_sheet(rows: list[dict]) -> Sheet:
                 str(r["head_dim"]),
                 r["attention"],
                 fmt_params(r["params"])
-                + (f" ({fmt_params(r['active_params'])} active)" if r["active_params"] != r["params"] else ""),
+                + (f" / {fmt_params(r['active_params'])}" if r["active_params"] != r["params"] else ""),
                 _bytes(r["kv_bytes_per_token_bf16"]),
             ]
         )
@@ -197,8 +198,9 @@ def models_sheet(rows: list[dict]) -> Sheet:
 
 def gpus_sheet(rows: list[dict]) -> Sheet:
     sheet = Sheet(
-        title="GPU presets (dense peaks, no sparsity)",
-        columns=["name", "GPU", "memory", "HBM", "bf16 peak", "fp8 peak", "ridge (bf16)"],
+        title="GPU presets (dense peaks, no sparsity; memory as used by fit)",
+        columns=["name", "GPU", "memory", "HBM", "bf16\nTFLOP/s", "fp8\nTFLOP/s", "ridge bf16\nFLOP/B"],
+        text_columns=(0, 1),
     )
     for r in rows:
         bf16, fp8 = r["peak_dense_tflop_per_s"].get("bf16"), r["peak_dense_tflop_per_s"].get("fp8")
@@ -209,9 +211,9 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
                 r["full_name"],
                 _bytes(r["capacity_bytes"]),
                 fmt_rate(r["bandwidth_bytes_per_s"]),
-                fmt_flops(bf16 * 1e12) if bf16 else "-",
-                fmt_flops(fp8 * 1e12) if fp8 else "-",
-                f"{ridge:,.0f} FLOP/B" if ridge else "-",
+                f"{bf16:,g}" if bf16 else "-",
+                f"{fp8:,g}" if fp8 else "-",
+                f"{ridge:,.0f}" if ridge else "-",
             ]
         )
     return sheet
@@ -219,7 +221,11 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
 
 def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
     spec = resolved.spec
-    sheet = Sheet(title=f"{spec.name} (from {resolved.source}: {resolved.location})", columns=["field", "value"])
+    sheet = Sheet(
+        title=f"{spec.name} (from {resolved.source}: {resolved.location})",
+        columns=["field", "value"],
+        text_columns=(0, 1),
+    )
     skip = {"name", "layer_pattern", "aliases", "description"}
     for key, value in spec.model_dump(mode="json").items():
         if key not in skip and value not in (None, 0, [], "") or key in ("num_layers", "num_heads"):
@@ -257,6 +263,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     sheet = Sheet(
         title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
         columns=["per GPU", "bytes", ""],
+        text_columns=(0, 2),
     )
     kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
     if result.kv_heads_per_rank is not None:
