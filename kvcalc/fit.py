@@ -8,6 +8,7 @@ from typing import Callable
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import (
     ATTENTION_KINDS,
+    bytes_per_token,
     cache_report,
     elements_per_token,
     kv_heads_per_rank,
@@ -97,9 +98,7 @@ def fit_report(
     per_seq = kv_bytes_per_sequence(spec, seq, kv_dtype, tp, block_size)
     per_state = state_bytes_per_sequence(spec, tp)
     attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
-    bytes_per_token = elements_to_bytes(
-        sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype
-    )
+    per_token = bytes_per_token(spec, kv_dtype, tp)
     usable = max(avail, 0)
     max_batch = usable // (per_seq + per_state) if per_seq + per_state else 0
     if steps is not None:
@@ -135,7 +134,7 @@ def fit_report(
         fits=batch * (per_seq + per_state) <= avail,
         max_batch=max_batch,
         max_seq=_max_seq(spec, batch, usable, kv_dtype, tp, block_size),
-        kv_capacity_tokens=(usable // (bytes_per_token * block_size)) * block_size if bytes_per_token else 0,
+        kv_capacity_tokens=(usable // (per_token * block_size)) * block_size if per_token else 0,
         max_concurrency=usable / (per_seq + per_state) if per_seq + per_state else 0.0,
         per_gpu=PerGpu(
             weight_bytes=weights,

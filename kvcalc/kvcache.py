@@ -47,9 +47,14 @@ def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 
     return elements_to_bytes(cache_elements(spec, batch, seq, tp), kv_dtype)
 
 
+def token_elements(spec: ModelSpec, tp: int = 1) -> int:
+    """Elements one more token adds to all layers (one rank) while every window still grows."""
+    return sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups())
+
+
 def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
     """What one more token adds while every window still grows."""
-    return elements_to_bytes(sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups()), kv_dtype)
+    return elements_to_bytes(token_elements(spec, tp), kv_dtype)
 
 
 def state_bytes(spec: ModelSpec, batch: int) -> int:
@@ -69,14 +74,12 @@ def cache_report(
     the same numbers the result holds."""
     steps = [] if steps is None else steps
     layers = []
-    per_token_elements = 0
-    all_elements = 0
+    per_token_elements = token_elements(spec, tp)
+    all_elements = cache_elements(spec, 1, seq, tp)
     for run, n in spec.layer_groups():
         per_token = elements_per_token(spec, run, tp)
         held = tokens_held(run, seq)
         heads = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) if run.kind in ATTENTION_KINDS else None
-        per_token_elements += n * per_token
-        all_elements += n * per_token * held
         _explain_group(steps, spec, run, n, per_token, held, seq, tp)
         layers.append(
             LayerCache(

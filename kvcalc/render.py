@@ -351,7 +351,9 @@ def generate_sheet(results: list) -> Sheet:
 
 def lab_sheet(result) -> Sheet:  # noqa: ANN001
     sheet = Sheet(
-        title=f"kvcalc lab (seed {result.seed}, float64)", columns=["check", "claim", "measured", "verdict"], text_columns=(0, 1, 2)
+        title=f"kvcalc lab (seed {result.seed}, float64)",
+        columns=["check", "claim", "measured", "verdict"],
+        text_columns=(0, 1, 2),
     )
     for c in result.checks:
         sheet.rows.append([c.name, c.claim, c.measured, "pass" if c.passed else "FAIL"])
