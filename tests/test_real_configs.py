@@ -1,4 +1,4 @@
-"""The 29 real config.json files in ../shared/configs (skipped without it), and published parameter counts."""
+"""The real config.json files in ../shared/configs (skipped without it), and published parameter counts."""
 
 import pytest
 from conftest import run, run_json, shared_path
@@ -28,7 +28,9 @@ EXPECTED = {
     "mixtral-8x7b-v0.1": (8 * 128 * K, 32, []),
     "mpt-7b": (32 * 128 * K, 32, []),
     "nemotron-h-56b-base-8k": (8 * 128 * K, 10, []),  # 10 '*' layers of 118
+    "granite-3.3-8b-instruct": (8 * 128 * K, 40, []),
     "phi-3-mini-4k-instruct": (32 * 96 * K, 0, [(32, 2047)]),
+    "phi-4": (10 * 128 * K, 40, []),
     "qwen-7b-chat": (32 * 128 * K, 32, []),
     "qwen2.5-7b": (4 * 128 * K, 28, []),
     "qwen3-30b-a3b": (4 * 128 * K, 48, []),
