@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli import (
+from kvcalc.cli_common import (
     DtypeOpt,
     ExplainOpt,
     Fmt,
