@@ -21,7 +21,7 @@ class Resolved(NamedTuple):
 
 
 def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) -> Resolved:
-    from kvcalc.hfconfig import spec_from_config
+    from kvcalc.hf_reader import spec_from_config
 
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))

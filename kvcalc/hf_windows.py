@@ -1,0 +1,58 @@
+"""Sliding-window and chunked attention patterns: Mistral, Qwen 2/3, Gemma 2/3, Llama 4."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.hf_fields import Config, window
+from kvcalc.specs import LayerKind, LayerRun
+
+# Types whose `sliding_window` applies to every layer when set.
+SLIDE_ALL = {"mistral", "mixtral", "starcoder2", "phi3", "phimoe"}
+# Types whose `sliding_window` is used only when `use_sliding_window` is true.
+QWEN_SLIDE = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+
+
+def llama4_chunked(cfg: Config, layers: int) -> list[LayerRun]:
+    """Llama 4: RoPE layers attend within chunks; every 4th (NoPE) layer is global."""
+    nope = cfg.get("no_rope_layers")
+    interval = cfg.get("no_rope_layer_interval", default=4)
+    if not isinstance(nope, list) or len(nope) != layers:
+        nope = [int((i + 1) % interval != 0) for i in range(layers)]
+    chunk = cfg.int_field("attention_chunk_size")
+    step = cfg.get("interleave_moe_layer_step", default=1)
+    dense_inter = cfg.get("intermediate_size_mlp", "intermediate_size")
+    runs = []
+    for i in range(layers):
+        extra = {} if (i + 1) % step == 0 else {"intermediate_size": dense_inter}
+        if nope[i]:
+            runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=chunk, **extra))
+        else:
+            runs.append(LayerRun(kind=LayerKind.FULL, **extra))
+    return runs
+
+
+def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool) -> list[LayerRun] | None:
+    """The window pattern of a family that has one, [] for uniform full attention, None if not ours."""
+    win: Any = cfg.overrides.get("window") or cfg.get("sliding_window")
+    if model_type == "gemma2":
+        return [
+            LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)) if i % 2 == 0 else LayerRun()
+            for i in range(layers)
+        ]
+    if model_type == "gemma3_text":
+        every = cfg.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
+        return [
+            LayerRun() if (i + 1) % every == 0 else LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win))
+            for i in range(layers)
+        ]
+    if model_type in QWEN_SLIDE or cfg.get("use_sliding_window") is not None:
+        if cfg.get("use_sliding_window") and win:
+            first = cfg.get("max_window_layers", default=layers)
+            return [
+                LayerRun(kind=LayerKind.SLIDING, window_tokens=win) if i >= first else LayerRun() for i in range(layers)
+            ]
+        return []
+    if win and (model_type in SLIDE_ALL or "window" in cfg.overrides or not known_type):
+        return [LayerRun(kind=LayerKind.SLIDING, window_tokens=win)] * layers
+    return None
