@@ -65,6 +65,9 @@ def cache(
         raise UsageError(f"--tp must be at least 1, got {tp}")
     overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
     spec = _model(model, overrides).spec
+    from kvcalc.parallel import check_tp
+
+    check_tp(spec, tp)  # vLLM's rule, as fit and roofline apply it
     gpu_spec = _gpu(gpu) if gpu else None
     steps: list[str] | None = [] if explain else None
     results = []

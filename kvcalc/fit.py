@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from kvcalc.errors import UsageError
 from kvcalc.kvcache import (
     ATTENTION_KINDS,
     bytes_per_token,
@@ -16,23 +15,13 @@ from kvcalc.kvcache import (
     state_bytes,
     tokens_held,
 )
+from kvcalc.parallel import check_tp
 from kvcalc.params import weight_bytes_resident
 from kvcalc.results import FitResult, PerGpu
 from kvcalc.specs import GpuSpec, ModelSpec
 from kvcalc.units import elements_to_bytes
 
 MAX_SEARCH_SEQ = 1 << 30  # beyond any published context length
-
-
-def check_tp(spec: ModelSpec, tp: int) -> None:
-    if tp < 1:
-        raise UsageError(f"tensor parallelism must be at least 1, got {tp}")
-    if spec.num_heads % tp:
-        divisors = [d for d in range(1, spec.num_heads + 1) if spec.num_heads % d == 0]
-        raise UsageError(
-            f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
-            hint=f"allowed: {', '.join(map(str, divisors))}",
-        )
 
 
 def paged(tokens: int, block_size: int) -> int:

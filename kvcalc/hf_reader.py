@@ -165,6 +165,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     vocab = cfg.int_field("vocab_size", "padded_vocab_size")
     dtype = overrides.get("dtype") or declared_dtype(cfg)
     weight_dtype, expert_dtype = quantization(cfg, dtype) if "dtype" not in overrides else (dtype, None)
+    positions = cfg.get("max_position_embeddings", "n_positions", "max_seq_len")  # for the --seq warning
 
     fields: dict[str, Any] = {
         "name": name,
@@ -185,6 +186,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         "dtype": weight_dtype,
         "expert_dtype": expert_dtype,
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, dtype),
+        "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
         **hf_moe.moe_fields(cfg, model_type),
     }
     if hf_mla.is_mla(cfg):

@@ -88,6 +88,7 @@ class ModelSpec(BaseModel):
 
     # Repeats cyclically to fill num_layers (gemma-2: [sliding, full]); empty means uniform.
     layer_pattern: list[LayerRun] = []
+    max_position_embeddings: Pos | None = None  # the context the model was trained for, when known
 
     @field_validator("dtype", "expert_dtype")
     @classmethod
@@ -189,6 +190,11 @@ class GpuSpec(BaseModel):
     peak_dense_tflop_per_s: dict[str, float]
     sources: list[str] = []
     notes: str | None = None
+    # Scale-up link for tensor parallelism: ONE direction's bandwidth per GPU (half a vendor's
+    # bidirectional figure) and a small-message all-reduce latency floor (kvcalc/parallel.py).
+    interconnect: str | None = None
+    link_bandwidth_bytes_per_s: Pos | None = None
+    link_latency_s: Annotated[float, Field(gt=0)] | None = None
 
     @field_validator("peak_dense_tflop_per_s")
     @classmethod

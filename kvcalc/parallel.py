@@ -1,0 +1,302 @@
+"""Pure parallel-deployment arithmetic: valid tensor/pipeline splits, one rank's shard, communication.
+
+The rules follow vLLM (v0.8-0.19, unchanged in these places):
+- tp must divide the query heads (ModelConfig.verify_with_parallel_config), and the KV heads must
+  split evenly or be replicated evenly (QKVParallelLinear: `divide(total_num_kv_heads, tp)` when
+  tp < G, else `divide(tp, total_num_kv_heads)` replicas);
+- layers split into pipeline stages by `get_pp_indices` (vllm/distributed/utils.py);
+- attention and MLP matrices are column/row parallel, the vocabulary-parallel embedding and LM head
+  split by rows, norms, the MoE router and MLA's down-projections (q_a_proj, kv_a_proj_with_mqa,
+  ReplicatedLinear in deepseek_v2.py) are whole on every rank; the default fused-MoE layer gives
+  each rank a 1/tp slice of every expert's intermediate dimension.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+from kvcalc.errors import UsageError
+from kvcalc.kvcache import kv_heads_per_rank
+from kvcalc.params import attention_params, expected_experts, weight_dtypes
+from kvcalc.results import Result
+from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.units import dtype_bits
+
+__all__ = [
+    "Link",
+    "LINKS",
+    "allreduce_seconds",
+    "allreduce_wire_bytes",
+    "check_pp",
+    "check_tp",
+    "kv_heads_per_rank",
+    "link_for",
+    "parse_interconnect",
+    "pp_indices",
+    "pp_partition",
+    "rank_compute_params",
+    "rank_weight_bytes_read",
+    "rank_weight_bytes_resident",
+    "send_seconds",
+    "valid_tp",
+]
+
+
+# --- valid splits ----------------------------------------------------------------------
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def valid_tp(spec: ModelSpec) -> list[int]:
+    """Tensor-parallel sizes vLLM accepts for this model (up to its query-head count)."""
+    kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
+    return [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Refuse a tensor-parallel size vLLM would refuse: tp must divide the query heads, and each
+    layer's KV heads must either split evenly over the ranks or be replicated evenly (tp a
+    multiple of them). MLA has one shared latent, so only the query heads constrain it."""
+    if tp < 1:
+        raise UsageError(f"tensor parallelism must be at least 1, got {tp}")
+    allowed = ", ".join(map(str, valid_tp(spec)))
+    if spec.num_heads % tp:
+        raise UsageError(
+            f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
+            hint=f"allowed: {allowed}",
+        )
+    if spec.is_mla:
+        return
+    for run, _ in spec.layer_groups():
+        g = run.kv_heads or spec.kv_heads
+        if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED) and g % tp and tp % g:
+            raise UsageError(
+                f"tensor parallelism {tp} cannot split {spec.name}'s {g} KV heads: it must divide them "
+                "or be a multiple of them",
+                hint=f"allowed: {allowed}",
+            )
+
+
+def check_pp(spec: ModelSpec, pp: int) -> None:
+    if pp < 1:
+        raise UsageError(f"pipeline parallelism must be at least 1, got {pp}")
+    if pp > spec.num_layers:
+        raise UsageError(
+            f"pipeline parallelism {pp} exceeds {spec.name}'s {spec.num_layers} layers",
+            hint="every stage needs at least one layer",
+        )
+
+
+def pp_partition(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage, as vLLM's `get_pp_indices` splits them (no
+    VLLM_PP_LAYER_PARTITION): an even share each, the remainder one layer apiece to the stages
+    just before the last (the last holds the final norm and LM head)."""
+    if pp < 1 or pp > num_layers:
+        raise UsageError(f"cannot split {num_layers} layers into {pp} pipeline stages")
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def pp_indices(num_layers: int, rank: int, pp: int) -> tuple[int, int]:
+    """(start, end) layer indices of pipeline stage `rank`, as vLLM's get_pp_indices returns."""
+    parts = pp_partition(num_layers, pp)
+    start = sum(parts[:rank])
+    return start, start + parts[rank]
+
+
+# --- one rank's weights --------------------------------------------------------------------
+
+
+def _mlp(spec: ModelSpec, intermediate: int) -> int:
+    return (3 if spec.mlp_gated else 2) * spec.hidden_size * intermediate
+
+
+def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
+    """One layer's token-mixer parameters on one rank."""
+    hidden = spec.hidden_size
+    if run.kind == LayerKind.MLA:
+        rope = spec.qk_rope_head_dim
+        # q_a_proj (+ its norm) and kv_a_proj_with_mqa (+ its norm) are replicated; the rest splits by heads.
+        whole = hidden * (spec.kv_lora_rank + rope) + spec.kv_lora_rank
+        if spec.q_lora_rank:
+            whole += hidden * spec.q_lora_rank + spec.q_lora_rank
+        return whole + Fraction(attention_params(spec, run) - whole, tp)
+    if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+        h, d = spec.num_heads, spec.head_dim_effective
+        g = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
+        bias = (Fraction(h * d, tp) + 2 * g * d) if spec.attention_bias else 0
+        # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
+        return Fraction(2 * hidden * h * d, tp) + 2 * hidden * g * d + bias
+    # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
+    return Fraction(attention_params(spec, run), tp)
+
+
+def _layer_rank(spec: ModelSpec, i: int, run: LayerRun, tp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
+    """(dense, expert) parameters of layer i on one rank: resident when `tokens` is None, else
+    what one step over `tokens` tokens reads."""
+    hidden = spec.hidden_size
+    dense = _mixer_rank(spec, run, tp) + 2 * hidden  # two norms, whole
+    experts = Fraction(0)
+    if run.intermediate_size is not None:
+        dense += Fraction(_mlp(spec, run.intermediate_size), tp)
+    elif spec.is_moe and i >= spec.dense_layers:
+        one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+        dense += hidden * spec.experts + Fraction(_mlp(spec, spec.shared_expert_intermediate_size), tp)
+        reached = spec.experts if tokens is None else expected_experts(spec.experts, spec.experts_per_token, tokens)
+        experts = reached * Fraction(one, tp)
+    else:
+        dense += Fraction(_mlp(spec, spec.intermediate_size), tp)
+    return dense, experts
+
+
+def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> Fraction:
+    """Embedding (first stage), final norm and LM head (last stage) on one rank."""
+    table = Fraction(spec.vocab_size * spec.hidden_size, tp)  # vocab-parallel rows
+    # NOTE: vLLM pads the vocabulary to a multiple of 64 before splitting it (pad_vocab_size in
+    # vocab_parallel_embedding.py): under 64 rows, < 0.05% of any table here, so not modelled.
+    out = Fraction(0)
+    first, last = stage == 0, stage == pp - 1
+    # Tied and on one stage, the input table is the LM head's: held and read once, below.
+    if first and not (spec.tie_embeddings and pp == 1):
+        # A step reads only its tokens' rows of the input table.
+        out += table if tokens is None else Fraction(min(tokens, spec.vocab_size) * spec.hidden_size, tp)
+    if last:
+        out += spec.hidden_size + table
+    return out
+
+
+def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
+    start, end = pp_indices(spec.num_layers, stage, pp)
+    if spec.params:
+        # NOTE: an explicit count has no per-layer breakdown: a stage holds its share of layers.
+        return Fraction(spec.params * (end - start), spec.num_layers * tp), Fraction(0)
+    dense, experts = _ends(spec, tp, stage, pp, tokens), Fraction(0)
+    layers = spec.expanded_layers()
+    for i in range(start, end):
+        d, e = _layer_rank(spec, i, layers[i], tp, tokens)
+        dense, experts = dense + d, experts + e
+    return dense, experts
+
+
+def _to_bytes(spec: ModelSpec, params: tuple[Fraction, Fraction], dtype: str | None) -> int:
+    dense_dtype, expert_dtype = weight_dtypes(spec, dtype)
+    dense, experts = params
+    return math.ceil(dense * dtype_bits(dense_dtype) / 8 + experts * dtype_bits(expert_dtype) / 8)
+
+
+def rank_weight_bytes_resident(
+    spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1, dtype: str | None = None
+) -> int:
+    """Weight bytes one GPU of pipeline stage `stage` holds. With tied embeddings and pp > 1 the
+    first and the last stage each hold the table (vLLM loads it on both)."""
+    return _to_bytes(spec, _rank_params(spec, tp, stage, pp, None), dtype)
+
+
+def rank_weight_bytes_read(
+    spec: ModelSpec, tokens: int, tp: int = 1, stage: int = 0, pp: int = 1, dtype: str | None = None
+) -> int:
+    """Weight bytes one GPU of stage `stage` reads in a forward step over `tokens` tokens: its
+    slice of every dense matrix, the tokens' embedding rows, and its slice of the experts the
+    tokens are expected to reach."""
+    return _to_bytes(spec, _rank_params(spec, tp, stage, pp, tokens), dtype)
+
+
+def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1) -> int:
+    """Parameters one token multiplies through on one GPU of a stage (2 FLOPs each): its slice of
+    the dense matrices and of the k routed experts, the whole replicated ones, the LM head slice on
+    the last stage; the embedding lookup is not a multiply."""
+    start, end = pp_indices(spec.num_layers, stage, pp)
+    if spec.params:
+        return math.ceil(Fraction(spec.params * (end - start), spec.num_layers * tp))
+    total = Fraction(0)
+    layers = spec.expanded_layers()
+    for i in range(start, end):
+        dense, _ = _layer_rank(spec, i, layers[i], tp, 1)
+        total += dense
+        if spec.is_moe and layers[i].intermediate_size is None and i >= spec.dense_layers:
+            one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+            total += spec.experts_per_token * Fraction(one, tp)
+    if stage == pp - 1:
+        total += spec.hidden_size + Fraction(spec.vocab_size * spec.hidden_size, tp)
+    return math.ceil(total)
+
+
+# --- communication ---------------------------------------------------------------------------
+
+
+class Link(Result):
+    """A scale-up link: one direction's bandwidth per GPU and a small-message latency floor."""
+
+    name: str
+    bandwidth_bytes_per_s: float
+    latency_s: float
+
+
+# NOTE: bandwidths are ONE direction per GPU (vendors quote the bidirectional sum: NVLink 4's
+# "900 GB/s" is 450 GB/s each way), because a ring all-reduce sends and receives at once.
+# The latency floor is the lowest published small-message all-reduce we read: 3.7 us for vLLM's
+# custom all-reduce, 2 x H100, 512 B (sgl-project/sglang PR #2904 benchmark table). A ceiling must
+# not overstate time, so that floor is used for every link, PCIe included (NCCL over PCIe is
+# slower: 54 us for 8 B on 8 x RTX 3090, NVIDIA/nccl issue #1439).
+_ALPHA = 3.7e-6
+LINKS: dict[str, Link] = {
+    "nvlink3": Link(name="NVLink 3", bandwidth_bytes_per_s=300e9, latency_s=_ALPHA),
+    "nvlink4": Link(name="NVLink 4", bandwidth_bytes_per_s=450e9, latency_s=_ALPHA),
+    "nvlink5": Link(name="NVLink 5", bandwidth_bytes_per_s=900e9, latency_s=_ALPHA),
+    "infinity-fabric": Link(name="Infinity Fabric (MI300X)", bandwidth_bytes_per_s=448e9, latency_s=_ALPHA),
+    "pcie3": Link(name="PCIe Gen3 x16", bandwidth_bytes_per_s=16e9, latency_s=_ALPHA),
+    "pcie4": Link(name="PCIe Gen4 x16", bandwidth_bytes_per_s=32e9, latency_s=_ALPHA),
+    "pcie5": Link(name="PCIe Gen5 x16", bandwidth_bytes_per_s=64e9, latency_s=_ALPHA),
+}
+
+_RATE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def parse_interconnect(text: str, what: str = "interconnect") -> Link:
+    """A named link (nvlink4, pcie5, ...) or a one-direction bandwidth such as 200GB/s."""
+    s = text.strip().lower().replace(" ", "").replace("_", "-")
+    if s in LINKS:
+        return LINKS[s]
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgt]?)b/s", s)
+    if m and float(m.group(1)) > 0:
+        rate = float(Fraction(m.group(1)) * _RATE[m.group(2)])
+        return Link(name=f"{text.strip()} (each way)", bandwidth_bytes_per_s=rate, latency_s=_ALPHA)
+    raise UsageError(
+        f"{what} '{text}' is not a known link or a bandwidth",
+        hint=f"use {', '.join(LINKS)} or a one-direction rate such as 200GB/s",
+    )
+
+
+def link_for(gpu: GpuSpec) -> Link | None:
+    """The GPU preset's own scale-up link, or None when its preset has no sourced figure."""
+    if not gpu.link_bandwidth_bytes_per_s:
+        return None
+    return Link(
+        name=gpu.interconnect or "interconnect",
+        bandwidth_bytes_per_s=gpu.link_bandwidth_bytes_per_s,
+        latency_s=gpu.link_latency_s if gpu.link_latency_s is not None else _ALPHA,
+    )
+
+
+def allreduce_wire_bytes(message_bytes: int, tp: int) -> Fraction:
+    """Bytes each rank sends (and receives) in a ring all-reduce: 2(tp - 1)/tp of the message
+    (reduce-scatter, then all-gather)."""
+    return Fraction(2 * (tp - 1) * message_bytes, tp)
+
+
+def allreduce_seconds(message_bytes: int, tp: int, link: Link) -> float:
+    """Ring all-reduce: alpha + 2(tp - 1)/tp x message / one direction's bandwidth; 0 at tp 1."""
+    if tp <= 1:
+        return 0.0
+    return link.latency_s + float(allreduce_wire_bytes(message_bytes, tp)) / link.bandwidth_bytes_per_s
+
+
+def send_seconds(message_bytes: int, link: Link) -> float:
+    """A point-to-point send between pipeline stages."""
+    return link.latency_s + message_bytes / link.bandwidth_bytes_per_s

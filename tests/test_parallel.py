@@ -1,0 +1,175 @@
+"""Parallel deployments: valid splits, one rank's shard, the pipeline split, communication (kvcalc/parallel.py)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvcalc.errors import UsageError
+from kvcalc.kvcache import bytes_per_token
+from kvcalc.parallel import (
+    LINKS,
+    allreduce_seconds,
+    allreduce_wire_bytes,
+    check_pp,
+    check_tp,
+    parse_interconnect,
+    pp_indices,
+    pp_partition,
+    rank_compute_params,
+    rank_weight_bytes_read,
+    rank_weight_bytes_resident,
+    valid_tp,
+)
+from kvcalc.params import compute_params, weight_bytes_read, weight_bytes_resident
+from kvcalc.presets import get_model
+
+
+def test_llama3_70b_weights_per_gpu_tp2_and_tp8():
+    # Llama-3-70B: 80 layers, hidden 8192, 64 query heads, 8 KV heads, head dim 128, MLP 28672,
+    # vocab 128256, untied, bf16 (2 B). Per layer at tp t (t <= 8):
+    #   Q and O 2 x 8192 x 64 x 128 / t, K and V 2 x 8192 x 128 x (8 / t), MLP 3 x 8192 x 28672 / t,
+    #   two norms 2 x 8192 whole; plus embedding and LM head 2 x 128256 x 8192 / t and the final norm 8192.
+    spec = get_model("llama-3-70b")
+    tp2 = 80 * (134_217_728 // 2 + 16_777_216 // 2 + 704_643_072 // 2 + 16_384) + 2 * 128_256 * 8192 // 2 + 8192
+    assert tp2 == 35_277_512_704
+    assert rank_weight_bytes_resident(spec, tp=2) == 2 * tp2 == 70_555_025_408
+    tp8 = 80 * (134_217_728 // 8 + 16_777_216 // 8 + 704_643_072 // 8 + 16_384) + 2 * 128_256 * 8192 // 8 + 8192
+    assert rank_weight_bytes_resident(spec, tp=8) == 2 * tp8 == 17_640_734_720
+    # KV per GPU: 2 (K, V) x 80 layers x (8 / t) heads x 128 x 2 B per token.
+    assert bytes_per_token(spec, "bf16", 2) == 2 * 80 * 4 * 128 * 2 == 163_840
+    assert bytes_per_token(spec, "bf16", 8) == 2 * 80 * 1 * 128 * 2 == 40_960
+
+
+def test_deepseek_v3_tp8_latent_whole_experts_split():
+    # DeepSeek-V3 (fp8, 1 B a weight): hidden 7168, 128 heads, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128.
+    # MLA on one rank: replicated q_a (7168 x 1536 + 1536 norm) and kv_a (7168 x 576 + 512 norm) = 15,140,864;
+    # split: q_b 1536 x 128 x 192 + kv_b 512 x 128 x 256 + o 128 x 128 x 7168 = 171,966,464, / 8 = 21,495,808.
+    mla = 7168 * 1536 + 1536 + 7168 * 576 + 512 + (1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168) // 8
+    assert mla == 36_636_672
+    dense_mlp = 3 * 7168 * 18432 // 8  # first 3 layers
+    # MoE layers (58): router 7168 x 256 whole, shared expert 3 x 7168 x 2048 / 8, 256 experts each / 8.
+    moe = 7168 * 256 + 3 * 7168 * 2048 // 8 + 256 * 3 * 7168 * 2048 // 8
+    ends = 2 * 129_280 * 7168 // 8 + 7168  # embedding and LM head / 8, final norm
+    expected = 61 * (mla + 2 * 7168) + 3 * dense_mlp + 58 * moe + ends
+    spec = get_model("deepseek-v3")
+    assert rank_weight_bytes_resident(spec, tp=8) == expected == 84_780_342_272
+    # The latent is cached whole on every rank: 61 x (512 + 64) x 2 B per token at tp 1 and at tp 8.
+    assert bytes_per_token(spec, "bf16", 8) == bytes_per_token(spec, "bf16", 1) == 61 * 576 * 2
+
+
+def test_mixtral_tp2_each_rank_half_of_every_expert():
+    # Mixtral-8x7B bf16: 32 layers, hidden 4096, 32 heads, 8 KV heads, head 128, 8 experts of 3 x 4096 x 14336.
+    per_layer = 2 * 4096 * 32 * 128 // 2 + 2 * 4096 * 128 * 4 + 2 * 4096 + 4096 * 8 + 8 * 3 * 4096 * 14336 // 2
+    expected = 2 * (32 * per_layer + 2 * 32_000 * 4096 // 2 + 4096)
+    spec = get_model("mixtral-8x7b")
+    assert rank_weight_bytes_resident(spec, tp=2) == expected == 46_704_107_520
+    # One token reaches 2 of 8 experts per layer; each rank reads its half of those two.
+    read_one = rank_weight_bytes_read(spec, 1, tp=2)
+    dense = 2 * (32 * (per_layer - 8 * 3 * 4096 * 14336 // 2) + 4096 * 1 // 2 + 32_000 * 4096 // 2 + 4096)
+    assert read_one == dense + 2 * 32 * 2 * 3 * 4096 * 14336 // 2
+
+
+@pytest.mark.parametrize("name", ["llama-3-70b", "deepseek-v3", "mixtral-8x7b", "gemma-2-9b", "qwen3-30b-a3b", "70b"])
+def test_one_rank_one_stage_is_the_whole_model(name):
+    spec = get_model(name)
+    assert rank_weight_bytes_resident(spec) == weight_bytes_resident(spec)
+    for tokens in (1, 7, 512):
+        assert rank_weight_bytes_read(spec, tokens) == weight_bytes_read(spec, tokens)
+    assert rank_compute_params(spec) == compute_params(spec)
+
+
+@pytest.mark.parametrize("name", ["llama-3-70b", "mixtral-8x7b", "qwen3-30b-a3b"])
+def test_stages_hold_the_layers_once(name):
+    # Untied models: the pipeline stages together hold exactly the whole model.
+    spec = get_model(name)
+    for pp in (2, 3, 4):
+        assert sum(rank_weight_bytes_resident(spec, 1, s, pp) for s in range(pp)) == pytest.approx(
+            weight_bytes_resident(spec), abs=pp
+        )
+
+
+def test_pp_split_of_an_odd_layer_count():
+    # vLLM get_pp_indices: 61 // 4 = 15 each, remainder 1 to the stage before the last.
+    assert pp_partition(61, 4) == [15, 15, 16, 15]
+    assert pp_partition(5, 2) == [3, 2]  # the remainder never goes to the last stage
+    assert pp_partition(80, 3) == [27, 27, 26]
+    assert pp_indices(61, 2, 4) == (30, 46)
+
+
+@given(st.integers(1, 200), st.integers(1, 64))
+def test_pp_partition_laws(layers, pp):
+    if pp > layers:
+        with pytest.raises(UsageError):
+            pp_partition(layers, pp)
+        return
+    parts = pp_partition(layers, pp)
+    assert sum(parts) == layers and max(parts) - min(parts) <= 1 and parts[-1] == layers // pp
+    assert [pp_indices(layers, r, pp) for r in range(pp)] == [(sum(parts[:r]), sum(parts[: r + 1])) for r in range(pp)]
+
+
+def test_tp_validity_follows_vllm():
+    llama8b = get_model("llama-3-8b")  # 32 query heads, 8 KV heads
+    assert valid_tp(llama8b) == [1, 2, 4, 8, 16, 32]
+    for bad in (3, 6, 0):
+        with pytest.raises(UsageError):
+            check_tp(llama8b, bad)
+    check_tp(llama8b, 16)  # a multiple of the 8 KV heads: each replicated twice
+    qwen = get_model("qwen2.5-7b")  # 28 query heads, 4 KV heads
+    with pytest.raises(UsageError, match="KV heads"):
+        check_tp(qwen, 7)  # divides 28 but neither divides 4 nor is a multiple of it
+    check_tp(get_model("deepseek-v3"), 128)  # MLA: only the query heads constrain it
+    with pytest.raises(UsageError, match="exceeds"):
+        check_pp(llama8b, 33)
+
+
+def test_allreduce_llama3_70b_tp4_nvlink4():
+    # One decode step at batch 1: each all-reduce carries 1 x 8192 hidden x 2 B = 16,384 B; a ring
+    # sends 2 x 3/4 of it = 24,576 B each way over NVLink 4's 450 GB/s one direction, after alpha 3.7 us.
+    link = LINKS["nvlink4"]
+    assert allreduce_wire_bytes(16_384, 4) == 24_576
+    one = allreduce_seconds(16_384, 4, link)
+    assert one == pytest.approx(3.7e-6 + 24_576 / 450e9)
+    # Two per layer (after attention, after the MLP), 80 layers: 160 x 3.7546 us = 600.7 us per step.
+    assert 160 * one == pytest.approx(600.74e-6, rel=1e-4)
+    assert allreduce_seconds(16_384, 1, link) == 0.0
+
+
+def test_parse_interconnect():
+    assert parse_interconnect("NVLink4").bandwidth_bytes_per_s == 450e9
+    assert parse_interconnect("200GB/s").bandwidth_bytes_per_s == 200e9
+    with pytest.raises(UsageError):
+        parse_interconnect("warp-drive")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("cache", "llama-3-8b", "--tp", "3"),
+        ("fit", "qwen2.5-7b", "--gpu", "l4", "--gpus", "7"),
+        ("fit", "llama-3-70b", "--gpu", "h100", "--tp", "3"),
+    ],
+)
+def test_invalid_split_is_one_line(args):
+    result = run(*args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_max_position_embeddings_read_from_config():
+    from kvcalc.hf_reader import spec_from_config
+
+    config = {
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "max_position_embeddings": 8192,
+    }
+    assert spec_from_config(config, "t", "t.json").max_position_embeddings == 8192
+    assert spec_from_config({**config, "max_position_embeddings": None}, "t", "t.json").max_position_embeddings is None
