@@ -199,19 +199,21 @@ def compare(
 
 @app.command()
 def models(fmt: FmtOpt = Fmt.table) -> None:
-    """The model presets."""
+    """The model presets: built-in, then the user's (kvcalc.presets.user_dir(): $KVCALC_PRESETS/models)."""
     from kvcalc.kvcache import bytes_per_token
     from kvcalc.params import param_counts
-    from kvcalc.presets import MODEL_DIR, load_all
+    from kvcalc.presets import MODEL_DIR, listing
     from kvcalc.render import models_sheet
 
     rows = []
-    for spec in load_all(MODEL_DIR):
+    for spec, origin, location in listing(MODEL_DIR):
         counts = param_counts(spec)
         kinds = sorted({run.kind.value for run, _ in spec.layer_groups()})
         rows.append(
             {
                 "name": spec.name,
+                "origin": origin,
+                "location": location,
                 "aliases": spec.aliases,
                 "num_layers": spec.num_layers,
                 "num_heads": spec.num_heads,
@@ -229,13 +231,15 @@ def models(fmt: FmtOpt = Fmt.table) -> None:
 
 @app.command()
 def gpus(fmt: FmtOpt = Fmt.table) -> None:
-    """The GPU presets (dense peak FLOP/s, HBM bandwidth, memory) and their sources."""
-    from kvcalc.presets import GPU_DIR, load_all
+    """The GPU presets (dense peak FLOP/s, HBM bandwidth, memory) and their sources; user presets marked."""
+    from kvcalc.presets import GPU_DIR, listing
     from kvcalc.render import gpus_sheet
 
     rows = [
         {
             "name": g.name,
+            "origin": origin,
+            "location": location,
             "full_name": g.full_name,
             "aliases": g.aliases,
             "memory_bytes": g.memory_bytes,
@@ -244,7 +248,7 @@ def gpus(fmt: FmtOpt = Fmt.table) -> None:
             "peak_dense_tflop_per_s": g.peak_dense_tflop_per_s,
             "sources": g.sources,
         }
-        for g in load_all(GPU_DIR)
+        for g, origin, location in listing(GPU_DIR)
     ]
     csv_rows = [
         {

@@ -173,6 +173,17 @@ def compare_sheet(result: CompareResult) -> Sheet:
     return sheet
 
 
+def _origin(row: dict) -> str:
+    """A preset's name, marked when it comes from the user's folder."""
+    return f"{row['name']} (user)" if row.get("origin") == "user" else row["name"]
+
+
+def _user_note(sheet: Sheet, rows: list[dict]) -> None:
+    users = [r["location"] for r in rows if r.get("origin") == "user"]
+    if users:
+        sheet.notes.append(f"(user): from your preset folder, {users[0].rsplit('/', 1)[0].rsplit(chr(92), 1)[0]}")
+
+
 def models_sheet(rows: list[dict]) -> Sheet:
     sheet = Sheet(
         title="Model presets (params: total / active per token)",
@@ -182,7 +193,7 @@ def models_sheet(rows: list[dict]) -> Sheet:
     for r in rows:
         sheet.rows.append(
             [
-                r["name"],
+                _origin(r),
                 str(r["num_layers"]),
                 str(r["num_heads"]),
                 str(r["kv_heads"]),
@@ -193,6 +204,7 @@ def models_sheet(rows: list[dict]) -> Sheet:
                 _bytes(r["kv_bytes_per_token_bf16"]),
             ]
         )
+    _user_note(sheet, rows)
     return sheet
 
 
@@ -207,7 +219,7 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
         ridge = bf16 * 1e12 / r["bandwidth_bytes_per_s"] if bf16 else None
         sheet.rows.append(
             [
-                r["name"],
+                _origin(r),
                 r["full_name"],
                 _bytes(r["capacity_bytes"]),
                 fmt_rate(r["bandwidth_bytes_per_s"]),
@@ -216,6 +228,7 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
                 f"{ridge:,.0f}" if ridge else "-",
             ]
         )
+    _user_note(sheet, rows)
     return sheet
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvcalc.errors import NotFoundError, SpecError
-from kvcalc.presets import MODEL_DIR, find, suggestions
+from kvcalc.presets import MODEL_DIR, locate, suggestions
 from kvcalc.specs import LayerKind, ModelSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
@@ -16,7 +16,7 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 
 class Resolved(NamedTuple):
     spec: ModelSpec
-    source: str  # preset | file | hub | cache
+    source: str  # preset | user preset | preset file | file | hub | cache
     location: str
 
 
@@ -62,9 +62,10 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
 
 def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolved:
     overrides = overrides or {}
-    preset = find(MODEL_DIR, text)
-    if preset is not None:
-        return Resolved(apply_overrides(preset, overrides), "preset", f"model_presets/{preset.name}.yaml")
+    found = locate(MODEL_DIR, text)  # a preset name or alias, built-in or user, or a FILE.yaml in its schema
+    if found is not None:
+        source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
+        return Resolved(apply_overrides(found.spec, overrides), source, found.location)
     path = Path(text).expanduser()
     if path.is_dir():
         config = path / "config.json"

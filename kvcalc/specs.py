@@ -222,11 +222,13 @@ class GpuSpec(BaseModel):
         # NOTE: int4 / mxfp4 weights are usually dequantized and multiplied in bf16
         # (weight-only quantization); fp8 and int8 use their own tensor-core rates.
         wanted = {"int4": "bf16", "mxfp4": "bf16", "nvfp4": "bf16"}.get(weight_dtype, weight_dtype)
-        for candidate in (wanted, "bf16", "fp16"):
+        # NOTE: fp32 last: a device measured by `kvcalc probe` on a CPU has only an fp32 rate, and a
+        # CPU runtime without 16-bit units widens bf16 weights to fp32 to multiply them.
+        for candidate in (wanted, "bf16", "fp16", "fp32"):
             if candidate in self.peak_dense_tflop_per_s:
                 return candidate
         raise SpecError(
-            f"GPU '{self.name}' has no sourced dense peak for {wanted}, bf16 or fp16",
+            f"GPU '{self.name}' has no sourced dense peak for {wanted}, bf16, fp16 or fp32",
             hint="add peak_dense_tflop_per_s to its preset, or pick another --gpu",
         )
 

@@ -15,6 +15,12 @@ SHARED = REPO.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.fixture(autouse=True)
+def _no_user_presets(tmp_path_factory, monkeypatch):
+    """Tests see the built-in presets only, whatever the developer keeps in ~/.config/kvcalc."""
+    monkeypatch.setenv("KVCALC_PRESETS", str(tmp_path_factory.getbasetemp() / "no-user-presets"))
+
+
 def run(*args: str, env: dict[str, str] | None = None):
     """Invoke kvcalc in-process; the result has exit_code, stdout and stderr."""
     return CliRunner().invoke(app, [str(a) for a in args], env=env)
