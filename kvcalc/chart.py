@@ -11,6 +11,7 @@ from kvcalc.specs import ModelSpec
 from kvcalc.units import GIB, fmt_tokens
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+MAX_SERIES = 8  # lines or point groups per chart: more make an unreadable legend
 
 
 @dataclass
@@ -65,55 +66,88 @@ def roofline_chart(results: list[RooflineResult]) -> Chart:
                 group=res.gpu,
             )
         )
+    # NOTE: one point series per GPU and --seq value (or per GPU when there are many seq values),
+    # never one per row: a 16k-row sweep drew a legend of 8,000 entries and took 71 s.
     for res in results:
-        for i, r in enumerate(res.rows):
-            label = f"B={r.batch} S={fmt_tokens(r.seq)}" + (f" {res.gpu}" if len(results) > 1 else "")
+        seqs = sorted({r.seq for r in res.rows})
+        by_seq = len(seqs) <= MAX_SERIES
+        groups = [[r for r in res.rows if r.seq == s] for s in seqs] if by_seq else [res.rows]
+        for rows in groups:
+            label = f"S={fmt_tokens(rows[0].seq)}" if by_seq else f"{len(rows):,} rows"
+            batches = sorted({r.batch for r in rows})
+            label += f", B={batches[0]}" if len(batches) == 1 else f", B={batches[0]}..{batches[-1]}"
+            label += f" {res.gpu}" if len(results) > 1 else ""
             chart.series.append(
                 Series(
                     label,
-                    [r.arithmetic_intensity],
-                    [r.flops / r.step_seconds / 1e12],
+                    [r.arithmetic_intensity for r in rows],
+                    [r.flops / r.step_seconds / 1e12 for r in rows],
                     "point",
-                    gid=f"point-{res.gpu}-{i}",
+                    gid=f"point-{res.gpu}-{rows[0].seq if by_seq else 'all'}",
                     group=res.gpu,
                 )
             )
     return chart
 
 
+def _spread(values: list[int], most: int) -> list[int]:
+    """At most `most` of the sorted values, evenly spread, the first and last kept."""
+    if len(values) <= most:
+        return values
+    step = (len(values) - 1) / (most - 1)
+    return sorted({values[round(i * step)] for i in range(most)})
+
+
 def cache_chart(
     spec: ModelSpec,
     batches: list[int],
     kv_dtype: str,
-    max_seq: int,
+    seqs: list[int],
     capacity_bytes: int | None = None,
     weight_bytes: int | None = None,
     gpu: str | None = None,
+    tp: int = 1,
 ) -> Chart:
-    """Cache size against context length for each batch, with the GPU's memory lines."""
-    seqs = sorted({max(1, round(s)) for s in _logspace(256, max_seq, 48)})
-    chart = Chart(
-        title=f"KV cache: {spec.name}, {kv_dtype}", xlabel="context (tokens, log)", ylabel="KV cache (GiB, log)"
-    )
-    for b in batches:
+    """Cache size against context length for each batch (at most MAX_SERIES lines), the --seq values
+    asked for as points on them, and the GPU's memory lines."""
+    lo = min(256, seqs[0])
+    hi = max(seqs[-1], 4 * seqs[0] if len(seqs) == 1 else seqs[-1], 1024)
+    xs = sorted({max(1, round(s)) for s in _logspace(lo, hi, 48)} | set(seqs))
+    drawn = _spread(batches, MAX_SERIES)
+    title = f"KV cache: {spec.name}, {kv_dtype}" + (f", tp {tp} (per rank)" if tp > 1 else "")
+    if len(drawn) < len(batches):
+        title += f" ({len(drawn)} of {len(batches)} batch sizes)"
+    chart = Chart(title=title, xlabel="context (tokens, log)", ylabel="KV cache (GiB, log)")
+    for b in drawn:
         chart.series.append(
             Series(
                 f"batch {b}",
-                list(seqs),
-                [cache_bytes(spec, b, s, kv_dtype) / GIB for s in seqs],
+                list(xs),
+                [cache_bytes(spec, b, s, kv_dtype, tp) / GIB for s in xs],
                 "line",
                 gid=f"batch-{b}",
+                group=f"batch {b}",
             )
         )
+    asked = _spread(seqs, 200)
+    chart.series.append(
+        Series(
+            "--seq asked",
+            [s for _ in drawn for s in asked],
+            [cache_bytes(spec, b, s, kv_dtype, tp) / GIB for b in drawn for s in asked],
+            "point",
+            gid="asked",
+        )
+    )
     if capacity_bytes:
         chart.series.append(
-            Series(f"{gpu} memory", [seqs[0], seqs[-1]], [capacity_bytes / GIB] * 2, "hline", gid="gpu-memory")
+            Series(f"{gpu} memory", [xs[0], xs[-1]], [capacity_bytes / GIB] * 2, "hline", gid="gpu-memory")
         )
         if weight_bytes is not None and capacity_bytes > weight_bytes:
             chart.series.append(
                 Series(
                     f"{gpu} memory - weights",
-                    [seqs[0], seqs[-1]],
+                    [xs[0], xs[-1]],
                     [(capacity_bytes - weight_bytes) / GIB] * 2,
                     "hline",
                     gid="gpu-minus-weights",
@@ -122,12 +156,22 @@ def cache_chart(
     return chart
 
 
-def compare_chart(result: CompareResult) -> Chart:
+MAX_BARS = 40
+
+
+def compare_chart(results: list[CompareResult]) -> Chart:
+    first = results[0]
+    many = len(results) > 1
+    what = f"variants of {first.model}" if first.model else "models"
     return Chart(
-        title=f"KV cache: {result.model}, batch {result.batch} x {result.seq:,} tokens",
-        xlabel="variant",
+        title=f"KV cache: {what}" + ("" if many else f", batch {first.batch} x {first.seq:,} tokens"),
+        xlabel="variant" if first.model else "model",
         ylabel="KV cache (GiB)",
         xlog=False,
         ylog=False,
-        bars=[(r.name, r.total_bytes / GIB) for r in result.rows],
+        bars=[
+            (r.name + (f" B={res.batch} S={fmt_tokens(res.seq)}" if many else ""), r.total_bytes / GIB)
+            for res in results
+            for r in res.rows
+        ],
     )

@@ -25,13 +25,14 @@ from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.c
     _dump,
     _emit,
     _gpu,
+    _gpu_names,
     _model,
     _overrides,
     _plot_ready,
     app,
 )
 from kvcalc.errors import KvcalcError, UsageError
-from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count, parse_range
+from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 
 # --- commands --------------------------------------------------------------------------
 
@@ -47,7 +48,7 @@ def cache(
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
-    plot_size: PlotSizeOpt = "1000x600",
+    plot_size: PlotSizeOpt = None,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -58,17 +59,21 @@ def cache(
     from kvcalc.kvcache import cache_report
     from kvcalc.render import cache_sheet
 
-    _plot_ready(plot)
+    _plot_ready(plot, plot_size)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
+    check_grid("cache --batch x --seq", len(batches), len(seqs))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
+    gpu_names = _gpu_names(gpu)
+    if len(gpu_names) > 1:
+        raise UsageError("cache takes one --gpu", hint="`kvcalc roofline` compares several GPUs")
     overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
     spec = _model(model, overrides).spec
     from kvcalc.parallel import check_tp
 
     check_tp(spec, tp)  # vLLM's rule, as fit and roofline apply it
-    gpu_spec = _gpu(gpu) if gpu else None
+    gpu_spec = _gpu(gpu_names[0]) if gpu_names else None
     steps: list[str] | None = [] if explain else None
     results = []
     for s in seqs:
@@ -90,15 +95,15 @@ def cache(
         from kvcalc.params import weight_bytes_resident
 
         weights = weight_bytes_resident(spec, overrides.get("dtype")) if gpu_spec else None
-        top = max(max(seqs) * 4, 128 * 1024)
         return cache_chart(
             spec,
             batches,
             kv,
-            top,
+            seqs,
             gpu_spec.capacity_bytes if gpu_spec else None,
             weights,
             gpu_spec.name if gpu_spec else None,
+            tp=tp,
         )
 
     _draw(plot, chart, plot_size)
@@ -116,7 +121,7 @@ def roofline(
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
-    plot_size: PlotSizeOpt = "1000x600",
+    plot_size: PlotSizeOpt = None,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -127,12 +132,14 @@ def roofline(
     from kvcalc.render import roofline_sheet
     from kvcalc.roofline import roofline_report
 
-    _plot_ready(plot)
+    _plot_ready(plot, plot_size)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
+    gpu_names = _gpu_names(gpu)
+    check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
     spec = _model(model, overrides).spec
-    gpu_specs = [_gpu(name) for name in gpu.split(",") if name.strip()]
+    gpu_specs = [_gpu(name) for name in gpu_names]
     steps: list[str] | None = [] if explain else None
     results = []
     for g in gpu_specs:
@@ -164,35 +171,53 @@ def compare(
         ),
     ],
     model: Annotated[str, typer.Option("--model", "-m", help="Base model for the variants.")] = "70b",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences.")] = "32",
-    seq: Annotated[str, typer.Option("--seq", "-s", help="Context tokens per sequence (8k = 8192).")] = "8192",
+    batch: BatchOpt = "32",
+    seq: SeqOpt = "8192",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
-    plot_size: PlotSizeOpt = "1000x600",
+    plot_size: PlotSizeOpt = None,
 ) -> None:
     """KV cache of attention variants or models side by side, each relative to the first."""
     from kvcalc.render import compare_sheet
     from kvcalc.variants import apply_variant, compare_report, is_variant, split_dtype
 
-    _plot_ready(plot)
-    b, s = parse_count(batch, "--batch"), parse_count(seq, "--seq")
+    _plot_ready(plot, plot_size)
+    batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
+    check_grid("compare --batch x --seq x items", len(batches), len(seqs), len(items))
+    if plot is not None:
+        from kvcalc.chart import MAX_BARS
+
+        if len(batches) * len(seqs) * len(items) > MAX_BARS:
+            raise UsageError(
+                f"a compare chart draws at most {MAX_BARS} bars, this one would have "
+                f"{len(batches) * len(seqs) * len(items):,}",
+                hint="fewer items, --batch or --seq values",
+            )
     default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    base = _model(model).spec
+    variants = [is_variant(item) for item in items]
+    # NOTE: the base model is read only when a variant needs it; a list of models has no base.
+    base = _model(model).spec if any(variants) else None
     rows = []
-    for item in items:
+    for item, variant in zip(items, variants):
         text, item_kv = split_dtype(item)
-        spec = apply_variant(base, item) if is_variant(item) else _model(text).spec
-        rows.append((item, spec, item_kv or default_kv))
+        spec = apply_variant(base, item) if variant else _model(text).spec
+        rows.append((item, spec, normalize_dtype(item_kv, KV_DTYPES) if item_kv else default_kv))
     steps: list[str] | None = [] if explain else None
-    result = compare_report(rows, b, s, base.name, steps)
-    _emit(fmt, result.model_dump(mode="json"), [compare_sheet(result)], [r.model_dump() for r in result.rows], steps)
+    results = [compare_report(rows, b, s, base.name if base else None, steps) for s in seqs for b in batches]
+    payload = (
+        results[0].model_dump(mode="json")
+        if len(results) == 1
+        else {"results": [r.model_dump(mode="json") for r in results]}
+    )
+    csv_rows = [{"batch": r.batch, "seq": r.seq, **row.model_dump()} for r in results for row in r.rows]
+    _emit(fmt, payload, [compare_sheet(r) for r in results], csv_rows, steps)
 
     def chart():  # noqa: ANN202
         from kvcalc.chart import compare_chart
 
-        return compare_chart(result)
+        return compare_chart(results)
 
     _draw(plot, chart, plot_size)
 
@@ -305,13 +330,17 @@ def lab(
     ] = False,
     fmt: FmtOpt = Fmt.table,
     plot: PlotOpt = None,
-    plot_size: PlotSizeOpt = "1000x600",
+    plot_size: PlotSizeOpt = None,
 ) -> None:
     """Demonstrate the premises on a tiny float64 decoder: the cache is exact, and what it saves (needs kvcalc[lab])."""
     from kvcalc.lab import run_lab
     from kvcalc.render import lab_sheet
 
-    _plot_ready(plot)
+    _plot_ready(plot, plot_size)
+    if not 0 <= seed < 2**32:
+        raise UsageError(f"--seed must be from 0 to {2**32 - 1:,}, got {seed}")
+    if plot is not None and not bench:
+        raise UsageError("the lab chart shows the speed check", hint="add --bench")
     result = run_lab(names or [], seed, bench)
     _emit(fmt, result.model_dump(mode="json"), [lab_sheet(result)], [c.model_dump() for c in result.checks])
 

@@ -20,8 +20,31 @@ from kvcalc.errors import KvcalcError, UsageError  # noqa: E402
 from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count  # noqa: E402
 
 
+def _plot_words(args: list[str]) -> list[str]:
+    """Words after a bare `--plot` that parse_args leaves as arguments (no chart-file suffix)."""
+    return [
+        args[i + 1]
+        for i, arg in enumerate(args[:-1])
+        if arg == "--plot" and not args[i + 1].startswith("-") and _is_plot_word(args[i + 1])
+    ]
+
+
+def _is_plot_word(following: str) -> bool:
+    return os.path.splitext(following)[1].lower() in ("", ".json")
+
+
+def _error_line(message: str, hint: str | None = None) -> None:
+    # NOTE: one line, always: a message from a file or a library may hold newlines.
+    # A hint in parentheses, unless it holds parentheses itself: then after a semicolon, never "((".
+    if hint:
+        message += f"; {hint}" if "(" in hint or ")" in hint else f" ({hint})"
+    text = " ".join(message.split())
+    sys.stderr.write(f"kvcalc: error: {text}\n")
+
+
 class _Boundary(TyperGroup):
-    """The single error boundary: a KvcalcError becomes one line on stderr and an exit code."""
+    """The single error boundary: bad input of any kind becomes one line on stderr and an exit code,
+    and nothing on stdout (Click's usage errors included: they would print three lines)."""
 
     def parse_args(self, ctx, args):  # noqa: ANN001, ANN201
         # `--plot` alone draws in the terminal, `--plot FILE.svg` writes a file: Click options take
@@ -30,18 +53,52 @@ class _Boundary(TyperGroup):
         args = list(args)
         for i, arg in enumerate(args):
             following = args[i + 1] if i + 1 < len(args) else ""
-            suffix = os.path.splitext(following)[1].lower()
-            if arg == "--plot" and (following.startswith("-") or suffix in ("", ".json")):
+            if arg == "--plot" and (following.startswith("-") or _is_plot_word(following)):
                 args[i] = "--plot=-"
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx):  # noqa: ANN001, ANN201
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001, ANN201
+        try:  # NOTE: Typer 0.29 vendors Click as typer._click; its exceptions are not click's
+            from typer._click import exceptions as click
+        except ImportError:  # pragma: no cover
+            from click import exceptions as click
+
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode:
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
         try:
-            return super().invoke(ctx)
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except KvcalcError as exc:
-            hint = f" ({exc.hint})" if exc.hint else ""
-            sys.stderr.write(f"kvcalc: error: {exc.message}{hint}\n")
-            raise typer.Exit(exc.exit_code) from None
+            _error_line(exc.message, exc.hint)
+            sys.exit(exc.exit_code)
+        except click.NoArgsIsHelpError as exc:
+            typer.echo(exc.ctx.get_help() if exc.ctx else "")
+            sys.exit(0)
+        except click.UsageError as exc:
+            message = exc.format_message()
+            stray = [w for w in _plot_words(argv) if f"({w}" in message or f" {w})" in message]
+            if "unexpected extra argument" in message and stray:
+                _error_line(
+                    f"--plot '{stray[0]}' is not a chart file",
+                    "a file needs a suffix: .svg, .png or .pdf; --plot alone draws in the terminal",
+                )
+                sys.exit(2)
+            command = exc.ctx.command_path if exc.ctx else "kvcalc"
+            _error_line(message, f"see `{command} --help`")
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _error_line(exc.format_message())
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            _error_line("aborted")
+            sys.exit(1)
+        except Exception as exc:  # noqa: BLE001
+            # NOTE: a bug must still not print a traceback at a user; KVCALC_DEBUG=1 shows it.
+            if os.environ.get("KVCALC_DEBUG"):
+                raise
+            _error_line(f"internal error: {type(exc).__name__}: {exc}", "a bug in kvcalc; KVCALC_DEBUG=1 shows where")
+            sys.exit(70)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 app = typer.Typer(
@@ -98,14 +155,22 @@ WindowOpt = Annotated[
 ]
 
 
+# NOTE: upper bounds for the what-if overrides: real models have at most a few hundred layers and
+# a few hundred heads; far larger values only make the per-layer arithmetic slow.
+OVERRIDE_LIMITS = {"layers": 10_000, "kv_heads": 65_536, "head_dim": 65_536}
+
+
 def _overrides(
     layers: int | None, kv_heads: int | None, head_dim: int | None, window: str | None, dtype: str | None
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim)):
         if value is not None:
+            flag = f"--{key.replace('_', '-')}"
             if value <= 0:
-                raise UsageError(f"--{key.replace('_', '-')} must be a positive integer, got {value}")
+                raise UsageError(f"{flag} must be a positive integer, got {value}")
+            if value > OVERRIDE_LIMITS[key]:
+                raise UsageError(f"{flag} must be at most {OVERRIDE_LIMITS[key]:,}, got {value:,}")
             out[key] = value
     if window is not None:
         out["window"] = parse_count(window, "--window")
@@ -162,19 +227,56 @@ PlotOpt = Annotated[
     Optional[str],
     typer.Option("--plot", help="Draw a chart: alone in the terminal, or to FILE.svg/.png/.pdf (needs kvcalc[plot])."),
 ]
-PlotSizeOpt = Annotated[str, typer.Option("--plot-size", help="Chart file size in pixels, WIDTHxHEIGHT.")]
+PlotSizeOpt = Annotated[
+    Optional[str], typer.Option("--plot-size", help="Chart file size in pixels, WIDTHxHEIGHT (default 1000x600).")
+]
+DEFAULT_PLOT_SIZE = "1000x600"
+MAX_PLOT_PIXELS = 10_000  # per side: a 10,000 x 10,000 PNG is 400 MB in memory; larger ones ran out
 
 
-def _plot_ready(plot: str | None) -> None:
-    """Fail before any output when the plot extra is missing."""
+def _plot_pixels(size: str) -> tuple[int, int]:
+    m = __import__("re").fullmatch(r"\s*(\d{1,9})\s*x\s*(\d{1,9})\s*", size.lower())
+    if not m:
+        raise UsageError(f"--plot-size '{size}' is not WIDTHxHEIGHT in pixels", hint="e.g. 1200x800")
+    width, height = int(m.group(1)), int(m.group(2))
+    if not (100 <= width <= MAX_PLOT_PIXELS and 100 <= height <= MAX_PLOT_PIXELS):
+        raise UsageError(
+            f"--plot-size {size}: each side must be 100 to {MAX_PLOT_PIXELS:,} pixels", hint="e.g. 1200x800"
+        )
+    return width, height
+
+
+def _plot_ready(plot: str | None, size: str | None = None) -> None:
+    """Before any output: the chart can be drawn and written (suffix, library, folder, size)."""
+    size = None if size == DEFAULT_PLOT_SIZE else size  # a command that still spells out the default
     if plot is None:
+        if size is not None:
+            raise UsageError("--plot-size needs --plot FILE", hint="e.g. --plot chart.png --plot-size 1200x800")
         return
     from kvcalc import plot as plotting
 
     plotting.check(plot)
+    if plot == "-":
+        if size is not None:
+            raise UsageError(
+                "--plot-size sets a chart file's pixels; the terminal chart takes the terminal's width",
+                hint="write a file: --plot chart.png",
+            )
+        return
+    from pathlib import Path
+
+    path = Path(plot).expanduser()
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write the chart to {plot}: folder '{folder}' does not exist")
+    if path.is_dir():
+        raise UsageError(f"cannot write the chart to {plot}: it is a folder")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write the chart to {plot}: permission denied")
+    _plot_pixels(DEFAULT_PLOT_SIZE if size is None else size)
 
 
-def _draw(plot: str | None, chart_fn, size: str) -> None:  # noqa: ANN001
+def _draw(plot: str | None, chart_fn, size: str | None = None) -> None:  # noqa: ANN001
     if plot is None:
         return
     from kvcalc import plot as plotting
@@ -185,17 +287,41 @@ def _draw(plot: str | None, chart_fn, size: str) -> None:  # noqa: ANN001
 
         console = Console()
         color = console.is_terminal and not os.environ.get("NO_COLOR")
-        typer.echo(plotting.terminal(chart, width=console.width, color=color))
+        typer.echo(plotting.terminal(chart, width=min(console.width, 200), color=color))
         return
     from pathlib import Path
 
-    m = __import__("re").fullmatch(r"(\d+)x(\d+)", size.strip().lower())
-    if not m or int(m.group(1)) < 100 or int(m.group(2)) < 100:
-        raise UsageError(
-            f"--plot-size '{size}' is not WIDTHxHEIGHT in pixels", hint="e.g. 1200x800 (each at least 100)"
-        )
-    path = plotting.save(chart, Path(plot), int(m.group(1)), int(m.group(2)))
+    width, height = _plot_pixels(DEFAULT_PLOT_SIZE if size is None else size)
+    try:
+        path = plotting.save(chart, Path(plot).expanduser(), width, height)
+    except OSError as exc:
+        raise KvcalcError(f"cannot write the chart to {plot}: {exc.strerror or exc}") from None
     sys.stderr.write(f"kvcalc: chart written to {path}\n")
+
+
+def _gpu_names(text: str | None, what: str = "--gpu") -> list[str]:
+    from kvcalc.units import parse_names
+
+    return [] if text is None else parse_names(text, what)
+
+
+def _check_planner(
+    *,
+    tp: int | None = None,
+    gpus: int | None = None,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    max_batched_tokens: int | None = None,
+) -> None:
+    """fit/generate options that Typer parses but whose range it does not check (NaN, inf, 0, < 0)."""
+    import math
+
+    for flag, value in (("--tp", tp), ("--gpus", gpus), ("--max-batched-tokens", max_batched_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    for flag, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of milliseconds, got {value}")
 
 
 def _gpu(name: str):  # noqa: ANN202

@@ -17,6 +17,7 @@ from kvcalc.cli_common import (
     LayersOpt,
     ModelArg,
     WindowOpt,
+    _check_planner,
     _emit,
     _gpu,
     _model,
@@ -109,6 +110,7 @@ def fit(
     from kvcalc.render import fit_sheet
     from kvcalc.units import parse_bytes, parse_fraction
 
+    _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
     if gpus is not None and tp is not None and gpus != tp:
         raise UsageError(f"--gpus {gpus} and --tp {tp} disagree", hint="give one of them")
     ranks = tp or gpus or 1
@@ -185,7 +187,7 @@ def fit(
             result,
             tpot_ms=tpot_ms,
             ttft_ms=ttft_ms,
-            prompt=parse_count(prompt, "--prompt") if prompt else s,
+            prompt=parse_count(prompt, "--prompt") if prompt is not None else s,
             dtype=overrides.get("dtype"),
             kv_dtype=kv,
             mbu=util[0] if util else 1.0,

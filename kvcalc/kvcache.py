@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.results import CacheResult, LayerCache
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
-from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes
+from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes, plural
 
 ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
 
@@ -98,11 +98,11 @@ def cache_report(
     total = elements_to_bytes(batch * all_elements, kv_dtype)
     steps.append(f"{per_token_elements:,} elements × {_element_bytes(kv_dtype)} = {per_token_bytes:,} B per token")
     if all_elements == per_token_elements * seq:
-        steps.append(f"× {batch:,} sequences × {seq:,} tokens = {total:,} B = {fmt_bytes(total)}")
+        steps.append(f"× {plural(batch, 'sequence')} × {plural(seq, 'token')} = {total:,} B = {fmt_bytes(total)}")
     else:
         steps.append(
             f"sum of elements × tokens held over the layers = {all_elements:,} elements per sequence; "
-            f"× {batch:,} sequences × {_element_bytes(kv_dtype)} = {total:,} B = {fmt_bytes(total)}"
+            f"× {plural(batch, 'sequence')} × {_element_bytes(kv_dtype)} = {total:,} B = {fmt_bytes(total)}"
         )
     return CacheResult(
         model=spec.name,
@@ -127,7 +127,7 @@ def _explain_group(
         if tp > 1:
             note = " (replicated: each rank keeps one whole head)" if heads < tp else ""
             steps.append(
-                f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {rank_heads} KV heads per rank{note}"
+                f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {plural(rank_heads, 'KV head')} per rank{note}"
             )
         steps.append(
             f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "

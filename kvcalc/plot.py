@@ -27,12 +27,12 @@ def terminal(chart: Chart, width: int, height: int = 24, color: bool = False) ->
     if not color:
         plt.theme("clear")
     plt.title(chart.title)
-    plt.xlabel(chart.xlabel)
-    plt.ylabel(chart.ylabel)
+    # NOTE: the axis labels are our own lines (y above the axis, x centred below it): plotext puts
+    # both on its last line, where at 80 columns the y label overwrote the x label.
     if chart.bars:
         labels = [name for name, _ in chart.bars]
         plt.bar(labels, [v for _, v in chart.bars])
-        return plt.build()
+        return _labelled(plt.build(), chart, width)
     if chart.xlog:
         plt.xscale("log")
     if chart.ylog:
@@ -43,7 +43,16 @@ def terminal(chart: Chart, width: int, height: int = 24, color: bool = False) ->
             plt.scatter(s.x, s.y, marker=marker, label=s.label)
         else:
             plt.plot(s.x, s.y, marker=marker, label=s.label)
-    return plt.build()
+    return _labelled(plt.build(), chart, width)
+
+
+def _labelled(drawn: str, chart: Chart, width: int) -> str:
+    lines = drawn.rstrip("\n").split("\n")
+    title, body = (lines[0], lines[1:]) if lines and chart.title.strip() in lines[0] else ("", lines)
+    ylabel = f"↑ {chart.ylabel}"[:width]
+    xlabel = f"{chart.xlabel} →"[:width]
+    head = [title] if title else []
+    return "\n".join([*head, ylabel, *body, xlabel.center(width).rstrip()])
 
 
 def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:

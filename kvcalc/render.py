@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvcalc.results import CacheResult, CompareResult, RooflineResult
-from kvcalc.units import fmt_bytes, fmt_flop_count, fmt_flops, fmt_params, fmt_rate, fmt_seconds
+from kvcalc.units import fmt_bytes, fmt_flop_count, fmt_flops, fmt_params, fmt_rate, fmt_seconds, plural
 
 
 @dataclass
@@ -154,9 +154,13 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
     return sheet
 
 
+def _compared(result: CompareResult) -> str:
+    return f"variants of {result.model}" if result.model else ", ".join(r.name for r in result.rows)
+
+
 def compare_sheet(result: CompareResult) -> Sheet:
     sheet = Sheet(
-        title=f"KV cache compared: base {result.model}, batch {result.batch:,} x {result.seq:,} tokens",
+        title=f"KV cache compared: {_compared(result)}, batch {result.batch:,} x {result.seq:,} tokens",
         columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
     )
     for r in result.rows:
@@ -250,7 +254,7 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
         if run.window_tokens:
             detail += f" (W {run.window_tokens:,})"
         if run.kv_heads:
-            detail += f", {run.kv_heads} KV heads"
+            detail += f", {plural(run.kv_heads, 'KV head')}"
         if run.state_bytes:
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
         sheet.rows.append(["layers", detail])
@@ -280,7 +284,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     )
     kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
     if result.kv_heads_per_rank is not None:
-        kv_note += f", {result.kv_heads_per_rank} KV heads per rank"
+        kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
     sheet.rows += [
         ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
         ["KV cache", _bytes(p.kv_bytes), kv_note],

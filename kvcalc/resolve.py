@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvcalc.errors import NotFoundError, SpecError
+from kvcalc.errors import NotFoundError, SpecError, UsageError
 from kvcalc.presets import MODEL_DIR, locate, suggestions
 from kvcalc.specs import LayerKind, ModelSpec
 
@@ -60,22 +60,90 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     return spec.with_changes(**changes) if changes else spec
 
 
+# NOTE: a name ending in a letters-only suffix (.json, .jsn, .yaml, .txt) is a file name; hub repo
+# names carry version dots followed by digits (Qwen2.5-7B, Mistral-7B-v0.1, gpt-neo-1.3B).
+FILE_SUFFIX = re.compile(r"\.[A-Za-z]{2,5}$")
+
+
+def _looks_like_path(text: str) -> bool:
+    """A path (with a typo) rather than a hub id: a file suffix, a separator a hub id cannot have,
+    or an org/ part that is a folder here."""
+    if text.startswith((".", "/", "~")) or "\\" in text or FILE_SUFFIX.search(text.partition("@")[0]):
+        return True
+    if not HUB_ID.match(text):
+        return "/" in text
+    return Path(text.partition("/")[0]).is_dir()
+
+
+def _missing_path(text: str) -> NotFoundError:
+    import difflib
+
+    path = Path(text).expanduser()
+    folder = path.parent
+    hint = None
+    if folder.is_dir():
+        try:
+            names = [p.name for p in folder.iterdir()]
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
+        if close:
+            hint = "did you mean: " + ", ".join(str(folder / c) for c in close) + "?"
+    else:
+        hint = f"folder '{folder}' does not exist"
+    return NotFoundError(f"no such file or folder: {text}", hint=hint)
+
+
+def _refuse_meaningless(spec: ModelSpec, overrides: dict[str, Any]) -> None:
+    """What-if overrides that would be silently ignored are refused, with the reason."""
+    kinds = {run.kind for run, _ in spec.layer_groups()}
+    if LayerKind.MLA in kinds:
+        latent = f"a latent of kv_lora_rank + qk_rope_head_dim = {spec.kv_lora_rank} + {spec.qk_rope_head_dim}"
+        if "kv_heads" in overrides:
+            raise UsageError(
+                f"--kv-heads has no meaning for {spec.name}: its MLA cache holds {latent} elements per token, not KV heads",
+                hint="compare MLA with GQA by `kvcalc compare` variants, e.g. gqa:8 mla",
+            )
+        if "window" in overrides:
+            raise UsageError(
+                f"--window has no meaning for {spec.name}: its MLA latent layers keep every token",
+                hint="a sliding window needs full or sliding attention layers",
+            )
+    if "window" in overrides and not kinds & {LayerKind.SLIDING, LayerKind.CHUNKED}:
+        raise UsageError(f"--window has no meaning for {spec.name}: it has no attention layer a window could bound")
+
+
 def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolved:
     overrides = overrides or {}
+    resolved = _resolve(text, overrides)
+    _refuse_meaningless(resolved.spec, overrides)
+    return resolved
+
+
+def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
+    if not text.strip():
+        raise NotFoundError("the model name is empty", hint="`kvcalc models` lists the presets")
     found = locate(MODEL_DIR, text)  # a preset name or alias, built-in or user, or a FILE.yaml in its schema
     if found is not None:
+        if "kv_heads" in overrides:
+            _refuse_meaningless(found.spec, {"kv_heads": overrides["kv_heads"]})
         source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
         return Resolved(apply_overrides(found.spec, overrides), source, found.location)
     path = Path(text).expanduser()
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
-            raise NotFoundError(f"folder {path} holds no config.json")
+            raise NotFoundError(
+                f"folder {path} holds no config.json",
+                hint="pass the folder of a Hugging Face model, or its config.json",
+            )
         return _read_config(config, path.resolve().name, "file", overrides)
     if path.is_file():
         return _read_config(
             path, path.resolve().parent.name if path.name == "config.json" else path.stem, "file", overrides
         )
+    if _looks_like_path(text):
+        raise _missing_path(text)
     if HUB_ID.match(text):
         from kvcalc.hub import fetch_config
 
@@ -83,8 +151,6 @@ def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolve
         file, source = fetch_config(repo, revision or None)
         resolved = _read_config(Path(file), repo, source, overrides)
         return Resolved(resolved.spec, source, f"{text} ({file})")
-    if path.suffix == ".json" or "/" in text or text.startswith("."):
-        raise NotFoundError(f"no such file or folder: {text}")
     close = suggestions(MODEL_DIR, text)
     hint = (
         f"did you mean: {', '.join(close)}?"

@@ -74,7 +74,7 @@ class CompareRow(Result):
 
 
 class CompareResult(Result):
-    model: str
+    model: str | None  # the base model of the variants; None when only models are compared
     batch: int
     seq: int
     rows: list[CompareRow]

@@ -240,13 +240,13 @@ class GpuSpec(BaseModel):
 
 
 def validation_message(exc: ValidationError) -> str:
-    """The first error as 'field.path: message'."""
+    """The first error as 'field.path: message' (just the message for a whole-model invariant)."""
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    where = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
-    return f"{where}: {msg}"
+    return f"{where}: {msg}" if where else msg
 
 
 def build(model: type[BaseModel], data: object, where: str):

@@ -60,35 +60,87 @@ def elements_to_bytes(elements: int, dtype: str) -> int:
 # --- parsing -----------------------------------------------------------------------
 
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
+# NOTE: the largest count any option takes (2^40, about 1.1 trillion). Beyond it floats lose the
+# exact byte counts and products overflow; no real batch, context or output length comes near it.
+MAX_COUNT = 2**40
+# NOTE: the most rows one request may expand to (batch x seq x GPUs). Measured on the 2-core dev
+# machine (benchmarks/bounds.py): 10^5 cache rows take about 4 s as JSON; a grid above this is
+# refused before any work with the size it would have had.
+MAX_ROWS = 100_000
 
 
-def parse_count(text: str, what: str = "value", minimum: int = 1) -> int:
+def parse_count(text: str, what: str = "value", minimum: int = 1, maximum: int = MAX_COUNT) -> int:
     """'8k' -> 8192, '128k' -> 131072, '1m' -> 1048576, '4096' -> 4096."""
     s = str(text).strip().lower().replace("_", "")
-    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)([km]?)", s)
+    if not s:
+        raise UsageError(f"{what} is empty", hint="use an integer such as 4096, or 8k, 128k, 1m")
+    m = re.fullmatch(r"([-+]?\d+(?:\.\d+)?)([km]?)", s)
     if not m:
         raise UsageError(f"{what} '{text}' is not a number", hint="use an integer such as 4096, or 8k, 128k, 1m")
     value = Fraction(m.group(1)) * _SUFFIX[m.group(2)]
     if value.denominator != 1:
         raise UsageError(f"{what} '{text}' is not a whole number")
     if value < minimum:
-        raise UsageError(f"{what} must be at least {minimum}, got {text}")
+        raise UsageError(f"{what} must be at least {minimum:,}, got {text}")
+    if value > maximum:
+        raise UsageError(f"{what} must be at most {maximum:,}, got {text}")
     return int(value)
 
 
-def parse_range(text: str, what: str = "value") -> list[int]:
-    """'1..64' doubles (1, 2, 4, ..., 64); '8..64+8' steps; '1,8,64' lists; '8k' is one value."""
+def range_size(text: str, what: str = "value") -> int:
+    """How many values parse_range(text) would give, without building them (at most: duplicates count)."""
     s = str(text).strip().lower().replace(" ", "")
     if "," in s:
-        values = [v for part in s.split(",") if part for v in parse_range(part, what)]
+        return sum(range_size(part, what) for part in s.split(","))
+    if ".." in s:
+        start, end, step = _range_parts(s, text, what)
+        if step is None:
+            return max(1, math.ceil(math.log2(end / start))) + 1 if end > start else 1
+        return (end - start) // step + 1
+    return 1
+
+
+def _range_parts(s: str, text: str, what: str) -> tuple[int, int, int | None]:
+    start_text, _, rest = s.partition("..")
+    end_text, plus, step_text = rest.partition("+")
+    if not start_text or not end_text:
+        raise UsageError(
+            f"{what} range '{text}' needs both ends", hint="write low..high to double, or low..high+step, e.g. 1..64"
+        )
+    if ".." in end_text:
+        raise UsageError(f"{what} range '{text}' has more than one '..'", hint="e.g. 1..64 or 8..64+8")
+    start, end = parse_count(start_text, what), parse_count(end_text, what)
+    if end < start:
+        raise UsageError(f"{what} range '{text}' runs backwards", hint=f"write it low..high, e.g. {end}..{start}")
+    if not plus:
+        return start, end, None
+    if not step_text:
+        raise UsageError(f"{what} range '{text}' has '+' but no step", hint="e.g. 8..64+8")
+    return start, end, parse_count(step_text, f"{what} step")
+
+
+def parse_range(text: str, what: str = "value", limit: int = MAX_ROWS) -> list[int]:
+    """'1..64' doubles (1, 2, 4, ..., 64); '8..64+8' steps; '1,8,64' lists; '8k' is one value.
+
+    More than `limit` values is refused before any is built (a range of 10^8 would take minutes)."""
+    s = str(text).strip().lower().replace(" ", "")
+    if not s:
+        raise UsageError(f"{what} is empty", hint="e.g. 16, a list 1,8,64 or a range 1..64")
+    if "," in s:
+        parts = s.split(",")
+        if any(not part for part in parts):
+            raise UsageError(f"{what} '{text}' has an empty item in its list", hint="e.g. 1,8,64")
+    size = range_size(s, what)
+    if size > limit:
+        raise UsageError(
+            f"{what} '{text}' would give {size:,} values, more than the {limit:,} kvcalc computes in one run",
+            hint="use a coarser step, or a doubling range low..high",
+        )
+    if "," in s:
+        values = [v for part in s.split(",") for v in parse_range(part, what, limit)]
     elif ".." in s:
-        start_text, _, rest = s.partition("..")
-        end_text, plus, step_text = rest.partition("+")
-        start, end = parse_count(start_text, what), parse_count(end_text, what)
-        if end < start:
-            raise UsageError(f"{what} range '{text}' runs backwards", hint=f"write it low..high, e.g. {end}..{start}")
-        if plus:
-            step = parse_count(step_text, f"{what} step")
+        start, end, step = _range_parts(s, text, what)
+        if step is not None:
             values = list(range(start, end + 1, step))
         else:
             values = []
@@ -99,9 +151,33 @@ def parse_range(text: str, what: str = "value") -> list[int]:
             values.append(end)
     else:
         values = [parse_count(s, what)]
-    if not values:
-        raise UsageError(f"{what} '{text}' holds no values")
     return sorted(dict.fromkeys(values))
+
+
+def check_grid(what: str, *sizes: int, limit: int = MAX_ROWS) -> None:
+    """Refuse a request whose rows (the product of its list lengths) exceed `limit`, before any work."""
+    rows = math.prod(sizes)
+    if rows > limit:
+        raise UsageError(
+            f"{what} would have {rows:,} rows, more than the {limit:,} kvcalc computes in one run",
+            hint="use fewer values or a coarser range",
+        )
+
+
+def parse_names(text: str, what: str) -> list[str]:
+    """'a100,h100' -> ['a100', 'h100']; an empty name (from '', ',' or 'a100,,h100') is refused."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if any(not part for part in parts):
+        raise UsageError(
+            f"{what} '{text}' has an empty name" if text.strip() else f"{what} is empty",
+            hint="e.g. h100, or a list a100,h100; `kvcalc gpus` lists them",
+        )
+    return list(dict.fromkeys(parts))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 sequence', '2 sequences', '1 KV head', '8 KV heads'."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def parse_bytes(text: str, what: str = "memory") -> int:
@@ -113,6 +189,8 @@ def parse_bytes(text: str, what: str = "memory") -> int:
     value = Fraction(m.group(1)) * _BINARY[m.group(2) or "b"]
     if value <= 0:
         raise UsageError(f"{what} must be positive, got {text}")
+    if value > 2**60:
+        raise UsageError(f"{what} must be at most 1 EiB, got {text}")
     return int(value)
 
 

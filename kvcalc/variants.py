@@ -94,7 +94,7 @@ def _int(text: str, item: str) -> int:
 
 
 def compare_report(
-    rows: list[tuple[str, ModelSpec, str]], batch: int, seq: int, base_name: str, steps: list[str] | None = None
+    rows: list[tuple[str, ModelSpec, str]], batch: int, seq: int, base_name: str | None, steps: list[str] | None = None
 ) -> CompareResult:
     """Cache size of each (label, spec, kv dtype) at batch × seq, relative to the first row."""
     out: list[CompareRow] = []

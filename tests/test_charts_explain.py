@@ -14,14 +14,39 @@ def _ids(svg_path):
     return [el.get("id") for el in root.iter() if el.get("id")]
 
 
+def _markers(svg_path, prefix):
+    """{group id: markers drawn in it} for the SVG groups whose id starts with prefix."""
+    root = ET.parse(svg_path).getroot()
+    return {
+        el.get("id"): sum(1 for u in el.iter() if u.tag.endswith("use"))
+        for el in root.iter()
+        if (el.get("id") or "").startswith(prefix)
+    }
+
+
 def test_roofline_svg_has_one_marker_per_row_and_one_roof_per_gpu(tmp_path):
     path = tmp_path / "roof.svg"
     result = run("roofline", "7b", "--gpu", "a100,h100,h200", "--batch", "1,8,64", "--seq", "1k,4k", "--plot", path)
     assert result.exit_code == 0, result.stderr
     ids = _ids(path)
     assert sorted(i for i in ids if i.startswith("roof-")) == ["roof-a100", "roof-h100", "roof-h200"]
-    assert len([i for i in ids if i.startswith("point-")]) == 3 * 6  # 3 GPUs x (3 batches x 2 contexts)
+    # one series per GPU and context (3 x 2), each with a marker per batch (3): 18 rows, 18 markers
+    points = _markers(path, "point-")
+    assert len(points) == 3 * 2 and set(points.values()) == {3}
     assert len([i for i in ids if i.startswith("ridge-")]) == 3
+
+
+def test_big_sweep_plot_is_capped_and_fast(tmp_path):
+    import time
+
+    path = tmp_path / "big.svg"
+    start = time.perf_counter()
+    # 16,384 rows: 1..16384 step 1 at one context, on one GPU
+    result = run("roofline", "7b", "--gpu", "h100", "--batch", "1..16384+1", "--plot", path, "-f", "csv")
+    assert result.exit_code == 0, result.stderr
+    assert time.perf_counter() - start < 20
+    points = _markers(path, "point-")
+    assert len(points) == 1 and sum(points.values()) == 16384  # one series holds every row
 
 
 def test_png_has_requested_size(tmp_path):
@@ -54,7 +79,7 @@ def test_terminal_chart_fits_columns(columns):
     assert result.exit_code == 0, result.stderr
     chart = result.stdout.split("real kernels reach a fraction of both roofs.")[-1]
     lines = [line for line in chart.splitlines() if line.strip()]
-    assert len(lines) > 10 and "B=8 S=1k a100" in chart and "a100 roof" in chart
+    assert len(lines) > 10 and "S=1k, B=1..8 a100" in chart and "a100 roof" in chart
     assert max(len(line) for line in result.stdout.splitlines()) <= columns
     assert "\x1b[" not in result.stdout  # no colour codes when not a terminal: markers and labels carry it
 
@@ -106,7 +131,7 @@ def test_special_layers_have_their_own_step(model):
 def test_tp_replication_and_block_rounding_steps():
     out = run_json("fit", "llama-3-70b", "--gpu", "h100", "--tp", "16", "--seq", "8193", "--explain")
     text = "\n".join(out["explanation"])
-    assert "max(1, 8 KV heads // 16) = 1 KV heads per rank (replicated" in text
+    assert "max(1, 8 KV heads // 16) = 1 KV head per rank (replicated" in text
     assert "⌈8,193 / 16⌉ = 513 blocks = 8,208 token slots" in text
     assert out["explanation"][-1].endswith(f"= {out['max_batch']:,}")
 

@@ -103,3 +103,52 @@ def test_preset_hub_ids_need_no_network(tmp_path):
     env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
     out = kvcalc(env, "cache", "meta-llama/Meta-Llama-3-8B", "-f", "json")
     assert out.returncode == 0 and json.loads(out.stdout)["model"] == "llama-3-8b"
+
+
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_unreachable_hub_fails_within_3_s(tmp_path, kind):
+    """A closed port (refused at once) and a port that accepts but never answers (the deadline)."""
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # never accepted: the connection opens, no byte ever comes back
+    port = silent.getsockname()[1] if kind == "silent" else 9
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(tmp_path / "hf"))
+    try:
+        start = time.perf_counter()
+        out = kvcalc(env, "cache", "acme/tiny")
+        elapsed = time.perf_counter() - start
+    finally:
+        silent.close()
+    assert out.returncode != 0 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "the hub could not be reached" in out.stderr
+    assert elapsed < 3, elapsed
+
+
+def test_cached_config_is_used_when_the_hub_is_unreachable(hub):
+    assert kvcalc(hub, "cache", "acme/tiny").returncode == 0  # now in the cache
+    out = kvcalc({**hub, "HF_ENDPOINT": "http://127.0.0.1:9"}, "show", "acme/tiny", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["source"] == "cache"
+
+
+def test_status_line_on_a_terminal_is_erased(hub):
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvcalc", "cache", "acme/tiny", "-f", "json"],
+        env=hub,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+    )
+    out, _ = proc.communicate(timeout=60)
+    os.close(follower)
+    seen = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert proc.returncode == 0 and json.loads(out)["bytes_per_token"] == PER_TOKEN
+    assert seen == "kvcalc: fetching config.json for acme/tiny from the hub…\r\x1b[K"
