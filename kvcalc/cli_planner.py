@@ -62,8 +62,9 @@ def fit(
         float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
     ] = 0.9,
     reserve: Annotated[
-        str, typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers.")
-    ] = "2GiB",
+        Optional[str],
+        typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers (default 2GiB)."),
+    ] = None,
     block_size: Annotated[
         int,
         typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks."),
@@ -76,8 +77,12 @@ def fit(
         typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
     ] = None,
     max_batched_tokens: Annotated[
-        int, typer.Option("--max-batched-tokens", help="vLLM max_num_batched_tokens (sliding-window accounting).")
+        int, typer.Option("--max-batched-tokens", help="vLLM max_num_batched_tokens (profiling run, windows).")
     ] = 8192,
+    max_num_seqs: Annotated[
+        int, typer.Option("--max-num-seqs", help="vLLM max_num_seqs (rows of the sampler warm-up).")
+    ] = 1024,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages (with --engine vllm).")] = 1,
     tpot_ms: Annotated[
         Optional[float],
         typer.Option("--tpot-ms", help="Find the largest batch whose time per output token meets this."),
@@ -123,6 +128,26 @@ def fit(
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
     steps: list[str] | None = [] if explain else None
+    from kvcalc import cli_vllm
+
+    is_vllm, kv_bytes = cli_vllm.check_options(
+        engine, kv_memory, block_size, reserve, pp, max_num_seqs, max_batched_tokens, gpu_spec
+    )
+    util = parse_fraction(gpu_util, "--gpu-util")
+    terms = None
+    if is_vllm and kv_bytes is None:
+        # vLLM's own terms stand in for --reserve, so fit's budget and vLLM's lines agree.
+        terms = cli_vllm.predict_terms(
+            spec,
+            gpu_spec,
+            dtype=overrides.get("dtype"),
+            gpu_util=util,
+            tp=ranks,
+            pp=pp,
+            max_num_seqs=max_num_seqs,
+            max_batched_tokens=max_batched_tokens,
+            steps=steps,
+        )
     result = fit_report(
         spec,
         gpu_spec,
@@ -131,14 +156,17 @@ def fit(
         batch=b,
         dtype=overrides.get("dtype"),
         kv_dtype=kv,
-        gpu_util=parse_fraction(gpu_util, "--gpu-util"),
-        reserve_bytes=parse_bytes(reserve, "--reserve"),
+        gpu_util=util,
+        reserve_bytes=terms.profile_peak_bytes + terms.non_torch_bytes
+        if terms
+        else parse_bytes(reserve if reserve is not None else "2GiB", "--reserve"),
         block_size=block_size,
         steps=steps,
+        weights_per_gpu=terms.weights_bytes if terms else None,
     )
     per = result.per_gpu
     available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
-    if kv_memory is None and (available <= 0 or result.max_batch == 0):
+    if kv_bytes is None and (available <= 0 or result.max_batch == 0):
         from kvcalc.units import fmt_bytes
 
         where = f"{ranks} x {gpu_spec.name}" if ranks > 1 else f"one {gpu_spec.name}"
@@ -154,29 +182,19 @@ def fit(
             f"{fmt_bytes(available)} left for the KV cache per GPU",
             hint="shorten --seq, quantize the cache (--kv-dtype fp8) or add GPUs",
         )
-    if engine is not None:
-        if engine.lower() != "vllm":
-            raise UsageError(f"unknown engine '{engine}'", hint="supported: vllm")
-        from kvcalc.vllm import vllm_figures
-
-        kv_avail = parse_bytes(kv_memory, "--kv-memory") if kv_memory else available
-        result.vllm = vllm_figures(
+    if is_vllm:
+        result.vllm = cli_vllm.figures(
             spec,
-            kv_avail,
+            terms,
+            kv_bytes,
+            available,
             kv_dtype=kv,
             tp=ranks,
             seq=s,
             block_size=block_size,
-            max_num_batched_tokens=max_batched_tokens,
+            max_batched_tokens=max_batched_tokens,
+            steps=steps,
         )
-        if steps is not None:
-            v = result.vllm
-            steps += [
-                f"vLLM {v.version}: page = {v.block_size} tokens × per-layer KV = {v.page_bytes_per_layer:,} B; "
-                f"num_blocks = ⌊{v.available_kv_bytes:,} / ({v.page_bytes_per_layer:,} × {v.group_size} layers)⌋ = {v.num_blocks:,}",
-                f"vLLM {v.version}: tokens = {v.num_blocks:,} // {v.kv_cache_groups} group(s) × {v.block_size} = {v.kv_cache_tokens:,}; "
-                f"concurrency = {v.num_blocks:,} / {v.blocks_per_request:,} blocks per request = {v.max_concurrency:.2f}x",
-            ]
     if tpot_ms is not None or ttft_ms is not None:
         from kvcalc.slo import largest_batch
 

@@ -79,10 +79,12 @@ def fit_report(
     reserve_bytes: int,
     block_size: int,
     steps: list[str] | None = None,
+    weights_per_gpu: int | None = None,
 ) -> FitResult:
+    """weights_per_gpu: an engine's own figure (vLLM's weights as loaded) instead of weights / tp."""
     check_tp(spec, tp)
     budget = int(gpu.capacity_bytes * gpu_util)
-    weights = math.ceil(weight_bytes_resident(spec, dtype) / tp)
+    weights = math.ceil(weight_bytes_resident(spec, dtype) / tp) if weights_per_gpu is None else weights_per_gpu
     avail = budget - weights - reserve_bytes
     per_seq = kv_bytes_per_sequence(spec, seq, kv_dtype, tp, block_size)
     per_state = state_bytes_per_sequence(spec, tp)
@@ -94,7 +96,9 @@ def fit_report(
         resident = weight_bytes_resident(spec, dtype)
         steps += [
             f"budget per GPU: {gpu.capacity_bytes:,} B × {gpu_util:g} = {budget:,} B",
-            f"weights: {resident:,} B / {tp} rank(s) = {weights:,} B per GPU",
+            f"weights: {resident:,} B / {tp} rank(s) = {weights:,} B per GPU"
+            if weights_per_gpu is None
+            else f"weights: {weights:,} B per GPU (as vLLM loads them)",
             f"left for the KV cache: {budget:,} − {weights:,} − reserve {reserve_bytes:,} = {avail:,} B",
         ]
         if tp > 1:

@@ -53,24 +53,19 @@ def declared_dtype(cfg: Config) -> str:
 
 
 def quantization(cfg: Config, dtype: str) -> tuple[str, str | None]:
-    """(weight dtype, expert dtype) from quantization_config."""
-    q = cfg.get("quantization_config")
-    if not isinstance(q, dict):
+    """(weight dtype, expert dtype) from quantization_config (formats read by kvcalc/quant.py)."""
+    from kvcalc.quant import read_quantization
+
+    q = read_quantization(cfg.get("quantization_config"))
+    if q is None:
         return dtype, None
-    method = str(q.get("quant_method", "")).lower()
-    if method == "mxfp4":
-        # NOTE: gpt-oss quantizes only the experts; attention, router, embeddings stay bf16.
-        return dtype, "mxfp4"
-    if method in ("fp8", "fbgemm_fp8", "compressed-tensors") and "fp8" in str(q).lower():
-        return "fp8", None
-    bits = q.get("bits") or q.get("w_bit")
-    if method in ("gptq", "awq", "bitsandbytes", "quark") and bits in (4, 8):
-        return ("int4" if bits == 4 else "int8"), None
-    if q.get("load_in_4bit"):
-        return "int4", None
-    if q.get("load_in_8bit"):
-        return "int8", None
-    raise SpecError(
-        f"{cfg.where}: quantization_config with quant_method '{method}' is not understood",
-        hint="pass --dtype to say what the weights are stored in",
-    )
+    names = {"nf4": "int4"}
+    linear = names.get(q.linear.name, q.linear.name) if q.linear else dtype
+    expert = names.get(q.experts.name, q.experts.name) if q.experts else None
+    if q.problem or linear not in DTYPE_BITS or (expert and expert not in DTYPE_BITS):
+        raise SpecError(
+            f"{cfg.where}: quantization_config with quant_method '{q.method}' is not understood"
+            + (f" ({q.problem})" if q.problem else ""),
+            hint="pass --dtype to say what the weights are stored in",
+        )
+    return linear, expert

@@ -10,6 +10,7 @@ from typing import Any
 from kvcalc import hf_hybrid, hf_legacy, hf_mla, hf_moe, hf_nas, hf_windows
 from kvcalc.errors import SpecError
 from kvcalc.hf_fields import Config, declared_dtype, quantization, window
+from kvcalc.quant import checkpoint_info
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_BITS
 
@@ -188,6 +189,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, dtype),
         "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
         **hf_moe.moe_fields(cfg, model_type),
+        "checkpoint": checkpoint_info(raw),
     }
     if hf_mla.is_mla(cfg):
         fields.update(hf_mla.mla_fields(cfg))

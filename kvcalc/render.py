@@ -271,6 +271,13 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
     return sheet
 
 
+def _reserve_note(result) -> str:  # noqa: ANN001
+    v = result.vllm
+    if v is not None and v.profile_peak_bytes is not None:
+        return "vLLM profiling peak + non-torch memory"
+    return "activations, graphs, buffers (--reserve)"
+
+
 def fit_sheet(result) -> Sheet:  # noqa: ANN001
     from kvcalc.results import FitResult
 
@@ -289,7 +296,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
         ["KV cache", _bytes(p.kv_bytes), kv_note],
         ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
-        ["reserve", _bytes(p.reserve_bytes), "activations, graphs, buffers (--reserve)"],
+        ["reserve", _bytes(p.reserve_bytes), _reserve_note(result)],
         [
             "total",
             _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
@@ -317,7 +324,14 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
             f"vLLM {v.version} accounting ({v.num_blocks:,} blocks of {v.block_size}, page {v.page_bytes_per_layer:,} B per layer, "
             f"{v.kv_cache_groups} group(s) of {v.group_size} layers):"
         )
+        if v.requested_bytes is not None:
+            sheet.notes.append(
+                f"  predicted: requested {_bytes(v.requested_bytes)} ({_bytes(v.gpu_total_bytes)} x {result.gpu_util:g})"
+                f" - weights {_bytes(v.weights_bytes)} ({v.weight_format}) - profiling peak "
+                f"{_bytes(v.profile_peak_bytes)} - non-torch {_bytes(v.non_torch_bytes)}"
+            )
         sheet.notes += [f"  {line}" for line in v.log_lines]
+        sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
     if result.slo:
         s = result.slo
         goal = " and ".join(

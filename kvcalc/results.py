@@ -101,6 +101,15 @@ class VllmFigures(Result):
     blocks_per_request: int
     max_concurrency: float
     log_lines: list[str]
+    # Predicted terms (absent when --kv-memory gives the engine's own figure).
+    gpu_total_bytes: int | None = None
+    requested_bytes: int | None = None
+    weights_bytes: int | None = None
+    profile_peak_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    weight_format: str | None = None
+    activation_dtype: str | None = None
+    not_sized: list[str] = []
 
 
 class SloResult(Result):

@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kvcalc.errors import SpecError, UsageError
+from kvcalc.quant import Checkpoint
 from kvcalc.units import normalize_dtype
 
 Pos = Annotated[int, Field(gt=0)]
@@ -89,6 +90,9 @@ class ModelSpec(BaseModel):
     # Repeats cyclically to fill num_layers (gemma-2: [sliding, full]); empty means uniform.
     layer_pattern: list[LayerRun] = []
     max_position_embeddings: Pos | None = None  # the context the model was trained for, when known
+
+    # What the checkpoint loads beyond the architecture (quantization, rotary cache, vision tower).
+    checkpoint: Checkpoint | None = None
 
     @field_validator("dtype", "expert_dtype")
     @classmethod

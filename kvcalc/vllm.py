@@ -6,7 +6,8 @@ block-sized page shared by `group_size` layers, then:
 
     num_blocks      = available_bytes // (page_bytes_per_layer x group_size)
     tokens          = num_blocks // number_of_groups x block_size
-    blocks/request  = sum over groups: full ceil(S / block); sliding ceil(min(W - 1 + M, S) / block) + 1
+    blocks/request  = sum over groups: full ceil(S / block); sliding ceil(min(W - 1 + M, S) / block) + 1;
+                      chunked ceil(min(C + M, S) / block)
     concurrency     = num_blocks / blocks_per_request
 
 with M = max_num_batched_tokens. A uniform model is one group of all its layers.
@@ -27,9 +28,21 @@ VLLM_VERSION = "0.19"
 
 def _group_size(counts: list[int]) -> int:
     # NOTE: vLLM uses the smallest group ("the 1 in an n:1 pattern") unless the largest is
-    # within 1.25x of it, then the largest, to avoid many padding layers.
+    # within 1.5x of it, then the largest, to avoid many padding layers (kv_cache_utils.py
+    # _get_kv_cache_groups_uniform_page_size; 1.25 before the gpt-oss + EAGLE change, 1.5 in 0.19).
     smallest, largest = min(counts), max(counts)
-    return largest if largest < smallest * 1.25 else smallest
+    return largest if largest < smallest * 1.5 else smallest
+
+
+def _stage_spec(spec: ModelSpec, layers: range) -> ModelSpec:
+    """The layers one pipeline stage holds, as a model of its own (for its KV pages)."""
+    expanded = spec.expanded_layers()
+    pattern = [run.model_copy(update={"count": 1}) for run in (expanded[i] for i in layers)]
+    return spec.with_changes(
+        num_layers=len(layers),
+        layer_pattern=[r.model_dump() for r in pattern] if spec.layer_pattern else [],
+        dense_layers=min(spec.dense_layers, len(layers)),
+    )
 
 
 def vllm_figures(
@@ -41,6 +54,46 @@ def vllm_figures(
     seq: int,
     block_size: int = 16,
     max_num_batched_tokens: int = 8192,
+    stages: list[tuple[range, int]] | None = None,
+) -> VllmFigures:
+    """vLLM's three lines. With pipeline stages ((layers, available bytes) each), every stage sizes
+    its own blocks and the engine keeps the smallest count (kv_cache_utils.get_kv_cache_configs);
+    the logged memory is rank 0's."""
+    if stages and len(stages) > 1:
+        per = [
+            _one(_stage_spec(spec, layers), avail, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
+            for layers, avail in stages
+        ]
+        low = min(per, key=lambda f: f.num_blocks)
+        tokens = low.num_blocks // low.kv_cache_groups * block_size
+        concurrency = low.num_blocks / per[0].blocks_per_request
+        return per[0].model_copy(
+            update={
+                "num_blocks": low.num_blocks,
+                "kv_cache_tokens": tokens,
+                "max_concurrency": concurrency,
+                "log_lines": _lines(per[0].available_kv_bytes, tokens, seq, concurrency),
+            }
+        )
+    return _one(spec, available_bytes, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
+
+
+def _lines(available_bytes: int, tokens: int, seq: int, concurrency: float) -> list[str]:
+    return [
+        f"Available KV cache memory: {available_bytes / 2**30:.2f} GiB",
+        f"GPU KV cache size: {tokens:,} tokens",
+        f"Maximum concurrency for {seq:,} tokens per request: {concurrency:.2f}x",
+    ]
+
+
+def _one(
+    spec: ModelSpec,
+    available_bytes: int,
+    kv_dtype: str,
+    tp: int,
+    seq: int,
+    block_size: int,
+    max_num_batched_tokens: int,
 ) -> VllmFigures:
     types: dict[tuple[LayerKind, int | None], int] = {}
     pages: set[int] = set()
@@ -66,12 +119,16 @@ def vllm_figures(
     (page,) = pages
     group_size = _group_size(list(types.values()))
     groups = sum(math.ceil(n / group_size) for n in types.values())
-    num_blocks = available_bytes // (page * group_size)
+    num_blocks = max(available_bytes, 0) // (page * group_size)
     tokens = num_blocks // groups * block_size
     per_request = 0
     for (kind, window), n in types.items():
-        if kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+        if kind == LayerKind.SLIDING:
+            # SlidingWindowSpec.max_memory_usage_bytes: +1 as the window may start mid-block
             need = math.ceil(min(window - 1 + max_num_batched_tokens, seq) / block_size) + 1
+        elif kind == LayerKind.CHUNKED:
+            # ChunkedLocalAttentionSpec.max_memory_usage_bytes: one chunk plus a scheduled batch
+            need = math.ceil(min(window + max_num_batched_tokens, seq) / block_size)
         else:
             need = math.ceil(seq / block_size)
         per_request += need * math.ceil(n / group_size)
@@ -87,9 +144,5 @@ def vllm_figures(
         kv_cache_tokens=tokens,
         blocks_per_request=per_request,
         max_concurrency=concurrency,
-        log_lines=[
-            f"Available KV cache memory: {available_bytes / 2**30:.2f} GiB",
-            f"GPU KV cache size: {tokens:,} tokens",
-            f"Maximum concurrency for {seq:,} tokens per request: {concurrency:.2f}x",
-        ],
+        log_lines=_lines(available_bytes, tokens, seq, concurrency),
     )

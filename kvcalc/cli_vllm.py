@@ -1,0 +1,137 @@
+"""`fit --engine vllm`: option checks and the glue between fit and the vLLM memory model."""
+
+from __future__ import annotations
+
+from kvcalc.errors import UsageError
+from kvcalc.results import VllmFigures
+from kvcalc.specs import GpuSpec, ModelSpec
+
+# vllm/config/cache.py (v0.19): BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def check_options(
+    engine: str | None,
+    kv_memory: str | None,
+    block_size: int,
+    reserve: str | None,
+    pp: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    gpu: GpuSpec,
+) -> tuple[bool, int | None]:
+    """Refuse options vLLM would refuse or kvcalc would ignore; (is vllm, --kv-memory bytes)."""
+    from kvcalc.units import fmt_bytes, parse_bytes
+
+    vllm = engine is not None
+    if vllm and engine.lower() != "vllm":
+        raise UsageError(f"unknown engine '{engine}'", hint="supported: vllm")
+    if kv_memory is not None and not vllm:
+        raise UsageError(
+            "--kv-memory needs --engine vllm", hint="it is the engine's logged 'Available KV cache memory'"
+        )
+    if pp != 1 and not vllm:
+        raise UsageError("--pp needs --engine vllm", hint="kvcalc's own fit models tensor parallelism only")
+    if max_num_seqs < 1 or max_batched_tokens < 1:
+        raise UsageError("--max-num-seqs and --max-batched-tokens must be at least 1")
+    if vllm and block_size not in VLLM_BLOCK_SIZES:
+        raise UsageError(
+            f"vLLM does not accept --block-size {block_size}",
+            hint=f"vLLM 0.19 accepts {', '.join(map(str, VLLM_BLOCK_SIZES))}",
+        )
+    kv_bytes = None
+    if kv_memory is not None:
+        kv_bytes = parse_bytes(kv_memory, "--kv-memory")
+        if kv_bytes > gpu.capacity_bytes:
+            raise UsageError(
+                f"--kv-memory {kv_memory} is more than {gpu.name}'s {fmt_bytes(gpu.capacity_bytes)}",
+                hint="copy 'Available KV cache memory' from the vLLM log (per GPU)",
+            )
+    if vllm and kv_memory is None and reserve is not None:
+        raise UsageError(
+            "--reserve has no meaning with --engine vllm",
+            hint="vLLM's own terms (profiling peak, non-torch memory) replace it; --kv-memory gives its figure",
+        )
+    return vllm, kv_bytes
+
+
+def predict_terms(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    dtype: str | None,
+    gpu_util: float,
+    tp: int,
+    pp: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    steps: list[str] | None,
+):  # noqa: ANN201
+    from kvcalc.parallel import check_pp
+    from kvcalc.vllm_memory import Settings, predict
+
+    check_pp(spec, pp)
+    settings = Settings(
+        gpu_memory_utilization=gpu_util,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_batched_tokens,
+        tp=tp,
+        pp=pp,
+    )
+    return predict(spec, gpu, settings, dtype=dtype, steps=steps)
+
+
+def figures(
+    spec: ModelSpec,
+    terms,  # noqa: ANN001
+    kv_bytes: int | None,
+    available: int,
+    *,
+    kv_dtype: str,
+    tp: int,
+    seq: int,
+    block_size: int,
+    max_batched_tokens: int,
+    steps: list[str] | None,
+) -> VllmFigures:
+    from kvcalc.vllm import vllm_figures
+
+    stages = None
+    if terms is not None and len(terms.stages) > 1:
+        from kvcalc.vllm_memory import pp_layers
+
+        ranges = pp_layers(spec.num_layers, len(terms.stages))
+        stages = [(r, s.available_kv_bytes) for r, s in zip(ranges, terms.stages)]
+    v = vllm_figures(
+        spec,
+        kv_bytes if kv_bytes is not None else available,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        seq=seq,
+        block_size=block_size,
+        max_num_batched_tokens=max_batched_tokens,
+        stages=stages,
+    )
+    if terms is not None:
+        v = v.model_copy(
+            update={
+                "gpu_total_bytes": terms.gpu_total_bytes,
+                "requested_bytes": terms.requested_bytes,
+                "weights_bytes": terms.weights_bytes,
+                "profile_peak_bytes": terms.profile_peak_bytes,
+                "non_torch_bytes": terms.non_torch_bytes,
+                "weight_format": terms.weight_format,
+                "activation_dtype": terms.activation_dtype,
+                "not_sized": terms.unsized,
+            }
+        )
+    if steps is not None:
+        steps += [
+            f"vLLM {v.version}: page = {v.block_size} tokens × per-layer KV = {v.page_bytes_per_layer:,} B; "
+            f"num_blocks = ⌊{v.available_kv_bytes:,} / ({v.page_bytes_per_layer:,} × {v.group_size} layers)⌋"
+            f" = {v.num_blocks:,}",
+            f"vLLM {v.version}: tokens = {v.num_blocks:,} // {v.kv_cache_groups} group(s) × {v.block_size} = "
+            f"{v.kv_cache_tokens:,}; concurrency = {v.num_blocks:,} / {v.blocks_per_request:,} blocks per request"
+            f" = {v.max_concurrency:.2f}x",
+        ]
+    return v

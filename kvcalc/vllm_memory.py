@@ -1,0 +1,264 @@
+"""vLLM 0.19's KV-cache budget before anyone runs vLLM: weights, profiling peak, non-torch memory.
+
+vllm/v1/worker/gpu_worker.py (v0.19.0) determine_available_memory:
+
+    requested    = gpu_memory_utilization x total memory CUDA reports
+    available KV = requested - (weights + torch peak increase during profile_run + non-torch increase)
+
+(In 0.19 the CUDA-graph memory is estimated and logged - "Estimated CUDA graph memory" - but not
+subtracted; subtracting it became the default in 0.21, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS.)
+
+The torch peak comes from gpu_model_runner.py profile_run: a dummy forward of max_num_batched_tokens
+tokens (_dummy_run), then on the last pipeline stage a sampler warm-up (_dummy_sampler_run) on
+R = min(max_num_seqs, max_num_batched_tokens) rows of logits. The logits are gathered to the full
+vocabulary on every tensor-parallel rank (LogitsProcessor._gather_logits), so this term does not
+shrink with tp and grows with the vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.quant import Quantization
+from kvcalc.results import Result
+from kvcalc.specs import GpuSpec, LayerKind, ModelSpec
+from kvcalc.weights import WeightBytes, padded_vocab, quantization_of, weight_bytes
+
+GIB = 2**30
+
+# NOTE: non-torch memory that grows between the worker's first snapshot (CUDA context already
+# there) and the end of profiling: cuBLAS/cuBLASLt handles, attention and Triton kernel modules.
+# 0.24-0.26 GiB on one H100 in public vLLM 0.19 logs (llm-d-incubation/llm-d-planner PR #205,
+# accuracy/results/v0.19.0/logs: Llama-3.1-8B, Qwen2.5-7B, DeepSeek-V2-Lite, Gemma-2-2B, Phi-4).
+NON_TORCH_BASE_BYTES = round(0.25 * GIB)
+# NOTE: each NCCL communicator of two or more ranks (the tensor-parallel group, the pipeline
+# group) allocates its channel / NVLS buffers outside torch: vLLM PR #10511 logged non-torch
+# memory rising from 1.79 to 3.58 GiB going from tp 1 to tp 2 (Llama-3-8B, H100), and the 0.19
+# logs above from 0.25 to 2.07 (tp 2) and 2.13 GiB (tp 4).
+NCCL_GROUP_BYTES = round(1.85 * GIB)
+# NOTE: torch-allocated library workspaces created by the first GEMMs of the profiling run
+# (PyTorch's cuBLAS + cuBLASLt workspaces, 32 MiB each per handle and stream on Hopper;
+# CUBLAS_WORKSPACE_CONFIG default :4096:8) and small sampler scratch buffers.
+WORKSPACE_BYTES = 96 * 2**20
+
+
+class Settings(Result):
+    """The vLLM options that decide the pool (vLLM's names, OpenAI-server defaults on an H100)."""
+
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int = 1024
+    max_num_batched_tokens: int = 8192
+    tp: int = 1
+    pp: int = 1
+
+
+class StageMemory(Result):
+    """One pipeline stage's rank: what determine_available_memory sees."""
+
+    layers: int
+    weights_bytes: int
+    profile_peak_bytes: int
+    non_torch_bytes: int
+    available_kv_bytes: int
+
+
+class MemoryTerms(Result):
+    gpu_total_bytes: int
+    requested_bytes: int
+    weights_bytes: int  # rank 0 (the stage vLLM logs first)
+    profile_peak_bytes: int
+    non_torch_bytes: int
+    available_kv_bytes: int
+    activation_dtype: str
+    weight_format: str
+    stages: list[StageMemory]
+    weights: WeightBytes
+    unsized: list[str]  # terms kvcalc cannot size for this model, left out of the sums above
+
+
+def activation_dtype(spec: ModelSpec, gpu: GpuSpec, dtype: str | None) -> str:
+    """vLLM's `--dtype auto`: the config's 16-bit type; float32 checkpoints are served in 16-bit."""
+    if dtype in ("fp32", "bf16", "fp16"):
+        return dtype
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    declared = declared or (spec.dtype if spec.dtype in ("fp32", "bf16", "fp16") else "bf16")
+    if declared == "fp32":
+        # NOTE: vllm/config/model.py _resolve_auto_dtype: float32 is downcast to the platform's
+        # first supported dtype, bf16 from compute capability 8.0 on, else fp16.
+        return "bf16" if "bf16" in gpu.peak_dense_tflop_per_s else "fp16"
+    return declared
+
+
+def pp_layers(num_layers: int, pp: int) -> list[range]:
+    """Each pipeline stage's layers, as vLLM's get_pp_indices splits them."""
+    from kvcalc.parallel import pp_indices
+
+    return [range(*pp_indices(num_layers, rank, pp)) for rank in range(pp)]
+
+
+def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: range) -> int:
+    """Largest set of live activations in one decoder layer of a `tokens`-token forward, one rank."""
+    h, d = spec.hidden_size, spec.head_dim_effective
+    hr = math.ceil(spec.num_heads / tp)
+    stream = 2 * tokens * h * act  # hidden states + residual
+    if tp > 1:
+        stream += tokens * h * act  # the all-reduce output
+    peak = 0
+    expanded = spec.expanded_layers()
+    for i in layers:
+        run = expanded[i]
+        if run.kind == LayerKind.MLA:
+            nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
+            v = spec.v_head_dim or nope
+            # prefill (non-absorbed): q, the up-projected k/v, and the attention output
+            attn = tokens * hr * ((nope + rope) + (nope + v) + (nope + rope) + v) * act
+        elif run.kind == LayerKind.STATELESS:
+            attn = 0
+        else:
+            g = max(1, (run.kv_heads or spec.kv_heads) // tp)
+            attn = tokens * ((hr + 2 * g) * d + hr * d) * act
+        inter = run.intermediate_size
+        if inter is None and not (spec.is_moe and i >= spec.dense_layers):
+            inter = spec.intermediate_size
+        mlp = 0
+        if inter:
+            per = math.ceil(inter / tp)
+            mlp = tokens * ((2 if spec.mlp_gated else 1) * per + per) * act
+        elif spec.is_moe:
+            mlp = moe_workspace_bytes(spec, act, tokens, tp, layers) + tokens * h * act
+        peak = max(peak, attn, mlp)
+    return stream + peak
+
+
+def moe_workspace_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: range) -> int:
+    """The fused-MoE workspaces, sized for `tokens` tokens and kept for reuse after profiling."""
+    if not spec.is_moe or not any(i >= spec.dense_layers for i in layers):
+        return 0
+    # NOTE: fused_moe.py TritonExperts.workspace_shapes: (M, topk, max(N // 2, K)) and
+    # (M, topk, max(N, K)) with N = 2 x intermediate / tp (w13 rows) and K = hidden; the modular
+    # kernel takes them from vLLM's workspace manager, which keeps the largest buffer allocated.
+    inter = math.ceil((spec.expert_intermediate_size or spec.intermediate_size) / tp)
+    k, h = spec.experts_per_token, spec.hidden_size
+    return tokens * k * (max(inter, h) + max(2 * inter, h)) * act
+
+
+def sampler_peak_bytes(spec: ModelSpec, act: int, rows: int) -> int:
+    """The sampler warm-up's logits: the model-dtype logits plus three float32 [rows, vocab] tensors."""
+    # NOTE: _dummy_sampler_run holds compute_logits' output (rows x padded vocab, model dtype);
+    # Sampler.forward makes a float32 copy (a no-op for float32 models); FlashInfer's
+    # top_k_top_p_sampling_from_logits (the default on CUDA, "top_k_first") writes the top-k
+    # masked logits and their softmax, float32 each (flashinfer/sampling.py).
+    fp32_tensors = 2 if act == 4 else 3
+    return rows * padded_vocab(spec.vocab_size) * act + fp32_tensors * rows * spec.vocab_size * 4
+
+
+def predict(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    settings: Settings,
+    *,
+    dtype: str | None = None,
+    steps: list[str] | None = None,
+) -> MemoryTerms:
+    """Each term of vLLM 0.19's KV budget on every pipeline stage; rank 0's figures on top."""
+    act_dtype = activation_dtype(spec, gpu, dtype)
+    act = 4 if act_dtype == "fp32" else 2
+    quant = quantization_of(spec, dtype if dtype not in ("fp32", "bf16", "fp16") else None)
+    total = gpu.capacity_bytes
+    requested = int(total * settings.gpu_memory_utilization)
+    tokens = settings.max_num_batched_tokens
+    rows = min(settings.max_num_seqs, tokens)
+    tp, pp = settings.tp, settings.pp
+    unsized = _unsized(spec, quant)
+    groups = (tp > 1) + (pp > 1)
+    non_torch = NON_TORCH_BASE_BYTES + groups * NCCL_GROUP_BYTES
+    stages: list[StageMemory] = []
+    first_weights: WeightBytes | None = None
+    ranges = pp_layers(spec.num_layers, pp) if pp > 1 else [range(spec.num_layers)]
+    for layers in ranges:
+        w = weight_bytes(spec, act_dtype, quant, tp=tp, layers=layers)
+        first_weights = first_weights or w
+        peak = forward_peak_bytes(spec, act, tokens, tp, layers)
+        workspace = moe_workspace_bytes(spec, act, tokens, tp, layers)
+        if layers.start > 0:
+            # later stages receive hidden states and residual into buffers sized for
+            # max_num_batched_tokens, made during the dummy run and kept (intermediate_tensors)
+            peak += 2 * tokens * spec.hidden_size * act
+        if layers.stop == spec.num_layers:
+            # the sampler runs while the dummy run's hidden states [tokens, hidden] (and the
+            # rows picked for logits, and their random stand-in) are still referenced
+            live = (tokens + 2 * rows) * spec.hidden_size * act + workspace
+            peak = max(peak, live + sampler_peak_bytes(spec, act, rows))
+        peak += WORKSPACE_BYTES
+        stages.append(
+            StageMemory(
+                layers=len(layers),
+                weights_bytes=w.total,
+                profile_peak_bytes=peak,
+                non_torch_bytes=non_torch,
+                available_kv_bytes=requested - w.total - peak - non_torch,
+            )
+        )
+    s0 = stages[0]
+    if steps is not None:
+        steps += _explain(spec, gpu, settings, act_dtype, quant, requested, s0, stages, rows, unsized)
+    return MemoryTerms(
+        gpu_total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=s0.weights_bytes,
+        profile_peak_bytes=s0.profile_peak_bytes,
+        non_torch_bytes=s0.non_torch_bytes,
+        available_kv_bytes=s0.available_kv_bytes,
+        activation_dtype=act_dtype,
+        weight_format=_format_name(quant, act_dtype),
+        stages=stages,
+        weights=first_weights,
+        unsized=unsized,
+    )
+
+
+def _format_name(quant: Quantization | None, act_dtype: str) -> str:
+    if quant is None:
+        return act_dtype
+    parts = [f"{quant.method}:"]
+    if quant.linear:
+        parts.append(f"linear {quant.linear.name}")
+    if quant.experts:
+        parts.append(f"experts {quant.experts.name}")
+    return " ".join(parts)
+
+
+def _unsized(spec: ModelSpec, quant: Quantization | None) -> list[str]:
+    out = []
+    if quant is not None and quant.problem:
+        out.append(f"quantized weights ({quant.method}: {quant.problem}); counted in the activation dtype")
+    ck = spec.checkpoint
+    if not spec.max_position_embeddings:
+        out.append("the rotary cos/sin cache (max_position_embeddings unknown for this model)")
+    if ck and ck.vision:
+        out.append("the vision encoder's weights and its dummy-image profiling (vision_config not sized)")
+    return out
+
+
+def _explain(spec, gpu, settings, act_dtype, quant, requested, s0, stages, rows, unsized) -> list[str]:
+    g = GIB
+    lines = [
+        f"vLLM 0.19 requested memory: {gpu.capacity_bytes:,} B (CUDA total) × {settings.gpu_memory_utilization:g}"
+        f" = {requested:,} B ({requested / g:.2f} GiB)",
+        f"weights as loaded ({_format_name(quant, act_dtype)}, activations {act_dtype}, tp {settings.tp}): "
+        f"{s0.weights_bytes:,} B ({s0.weights_bytes / g:.2f} GiB) per GPU",
+        f"profiling peak: forward of {settings.max_num_batched_tokens:,} tokens, sampler warm-up of {rows:,} rows × "
+        f"{spec.vocab_size:,} vocabulary (model-dtype logits + 3 float32 copies) + workspaces = "
+        f"{s0.profile_peak_bytes:,} B ({s0.profile_peak_bytes / g:.2f} GiB)",
+        f"non-torch: {NON_TORCH_BASE_BYTES / g:.2f} GiB libraries + {NCCL_GROUP_BYTES / g:.2f} GiB per NCCL group "
+        f"of ≥ 2 ranks = {s0.non_torch_bytes:,} B ({s0.non_torch_bytes / g:.2f} GiB)",
+        f"available KV = {requested:,} − {s0.weights_bytes:,} − {s0.profile_peak_bytes:,} − {s0.non_torch_bytes:,} "
+        f"= {s0.available_kv_bytes:,} B ({s0.available_kv_bytes / g:.2f} GiB)",
+    ]
+    if len(stages) > 1:
+        lines.append(
+            "pipeline stages (layers, available KV GiB): "
+            + ", ".join(f"{s.layers}: {s.available_kv_bytes / g:.2f}" for s in stages)
+        )
+    lines += [f"not sized: {u}" for u in unsized]
+    return lines
