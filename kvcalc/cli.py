@@ -374,4 +374,4 @@ def lab(
 
 
 # The serving commands (fit, generate) live in cli_planner.py; importing it registers them.
-from kvcalc import cli_planner  # noqa: E402, F401
+from kvcalc import cli_planner, cli_probe  # noqa: E402, F401  (kvcalc probe: cli_probe.py)

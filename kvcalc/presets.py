@@ -271,10 +271,8 @@ def get_gpu(name: str) -> GpuSpec:
 # --- writing ------------------------------------------------------------------------------
 
 
-def save_user_preset(kind: str, name: str, data: dict, header: str = "", replace: bool = False) -> Path:
-    """Validate `data` as a preset and write it to the user folder as NAME.yaml; returns the path."""
-    import yaml
-
+def check_user_name(kind: str, name: str, replace: bool = False) -> Path:
+    """The file a new user preset NAME would be written to; refuses built-in names and existing files."""
     what = "model" if kind == MODEL_DIR else "GPU"
     if not NAME.match(name):
         raise UsageError(
@@ -285,6 +283,15 @@ def save_user_preset(kind: str, name: str, data: dict, header: str = "", replace
     path = user_folder(kind) / f"{name}.yaml"
     if path.exists() and not replace:
         raise UsageError(f"user {what} preset {path} exists", hint="pick another name, or add --replace")
+    return path
+
+
+def save_user_preset(kind: str, name: str, data: dict, header: str = "", replace: bool = False) -> Path:
+    """Validate `data` as a preset and write it to the user folder as NAME.yaml; returns the path."""
+    import yaml
+
+    what = "model" if kind == MODEL_DIR else "GPU"
+    path = check_user_name(kind, name, replace)
     build(ModelSpec if kind == MODEL_DIR else GpuSpec, {"name": name, **data}, f"{what} preset '{name}'")
     path.parent.mkdir(parents=True, exist_ok=True)
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
