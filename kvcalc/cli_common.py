@@ -201,16 +201,30 @@ def _emit(fmt: Fmt, payload: Any, sheets: list, csv_rows: list[dict], explanatio
         if explanation:
             typer.echo("\n```\n" + "\n".join(explanation) + "\n```")
     else:
-        from rich.console import Console
         from rich.text import Text
 
-        console = Console()
+        console = _console()
+        width = None if console.width >= UNBOUNDED else console.width
         for sheet in sheets:
-            console.print(to_rich(sheet))
+            console.print(to_rich(sheet, width))
         if explanation:
             console.print(Text("How this was computed:", style="bold"))
             for line in explanation:
                 console.print(Text(line), soft_wrap=True)
+
+
+UNBOUNDED = 100_000
+
+
+def _console():  # noqa: ANN202
+    """Rich's console; when stdout is not a terminal and COLUMNS is unset, tables keep their natural
+    width instead of Rich's 80 columns (a pipe or file has no width to wrap to)."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(width=UNBOUNDED)
+    return console
 
 
 def _dump(results: list) -> dict:
@@ -283,11 +297,10 @@ def _draw(plot: str | None, chart_fn, size: str | None = None) -> None:  # noqa:
 
     chart = chart_fn()
     if plot == "-":
-        from rich.console import Console
-
-        console = Console()
+        console = _console()
         color = console.is_terminal and not os.environ.get("NO_COLOR")
-        typer.echo(plotting.terminal(chart, width=min(console.width, 200), color=color))
+        width = 100 if console.width >= UNBOUNDED else min(console.width, 200)
+        typer.echo(plotting.terminal(chart, width=width, color=color))
         return
     from pathlib import Path
 

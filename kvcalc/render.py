@@ -22,16 +22,106 @@ class Sheet:
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     text_columns: tuple[int, ...] = (0,)  # left-aligned prose that may wrap; the rest are right-aligned figures
+    # Columns that may be left out when the terminal is too narrow, first to go first (default: the
+    # figure columns from the right, never the first column).
+    optional: tuple[int, ...] | None = None
 
 
-def to_rich(sheet: Sheet) -> Group:
+GAP, EDGES = 2, 2  # between cells (a box space + collapsed padding), and the box's two outer spaces
+
+
+def _min_width(sheet: Sheet, i: int) -> int:
+    """The narrowest a column can be without cutting a figure or a word: a figure (or a name, which
+    has no spaces) is one unbreakable word; prose wraps only at spaces."""
+    from rich.cells import cell_len
+
+    cells = [sheet.columns[i], *(row[i] for row in sheet.rows)]
+    words = [
+        w for cell in cells for line in cell.split("\n") for w in (line.split() if i in sheet.text_columns else [line])
+    ]
+    return max((cell_len(w) for w in words), default=1)
+
+
+def fit_columns(sheet: Sheet, width: int | None) -> tuple[list[int], list[int]]:
+    """(columns kept, columns left out) so that no figure is cut at `width` columns."""
+    keep = list(range(len(sheet.columns)))
+    if width is None:
+        return keep, []
+    mins = {i: _min_width(sheet, i) for i in keep}
+    order = sheet.optional
+    if order is None:
+        order = tuple(i for i in reversed(keep[1:]) if i not in sheet.text_columns)
+    dropped: list[int] = []
+    for i in order:
+        if sum(mins[k] for k in keep) + GAP * (len(keep) - 1) + EDGES <= width:
+            break
+        keep.remove(i)
+        dropped.append(i)
+    return keep, dropped
+
+
+def to_rich(sheet: Sheet, width: int | None = None) -> Group:
+    """The sheet as a Rich table. Figures and names are never cut or split: at a narrow `width`
+    whole optional columns are left out (and named in a note); when even that is too wide, each
+    row is printed as its own block of "column: value" lines."""
+    keep, dropped = fit_columns(sheet, width)
+    mins = {i: _min_width(sheet, i) for i in keep}
+    if width is not None and sum(mins.values()) + GAP * (len(keep) - 1) + EDGES > width:
+        return _stacked(sheet)
+    widths = _widths(sheet, keep, mins, width)
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
-    for i, col in enumerate(sheet.columns):
+    for i in keep:
         text = i in sheet.text_columns
-        table.add_column(col, justify="left" if text else "right", no_wrap=not text, overflow="fold")
+        table.add_column(
+            sheet.columns[i],
+            justify="left" if text else "right",
+            no_wrap=not text,
+            min_width=mins[i],
+            width=widths.get(i),
+            overflow="fold",
+        )
     for row in sheet.rows:
-        table.add_row(*row)
-    return Group(Text(sheet.title, style="bold"), table, *(Text(note) for note in sheet.notes))
+        table.add_row(*(row[i] for i in keep))
+    notes = [Text(note) for note in sheet.notes]
+    if dropped:
+        names = ", ".join(sheet.columns[i].replace("\n", " ") for i in sorted(dropped))
+        notes.append(Text(f"Left out at this width: {names} (a wider terminal, or --format csv/json, shows them)."))
+    return Group(Text(sheet.title, style="bold"), table, *notes)
+
+
+def _widths(sheet: Sheet, keep: list[int], mins: dict[int, int], width: int | None) -> dict[int, int]:
+    """Explicit widths when the natural ones do not fit: figures keep theirs, the widest prose column
+    gives up a cell at a time (never below its longest word). Rich's own squeeze cuts figures."""
+    from rich.cells import cell_len
+
+    natural = {
+        i: max(cell_len(line) for cell in [sheet.columns[i], *(r[i] for r in sheet.rows)] for line in cell.split("\n"))
+        for i in keep
+    }
+    if width is None:
+        return {}
+    budget = width - GAP * (len(keep) - 1) - EDGES
+    if sum(natural.values()) <= budget:
+        return {}
+    sizes = dict(natural)
+    prose = [i for i in keep if i in sheet.text_columns]
+    while sum(sizes.values()) > budget:
+        shrinkable = [i for i in prose if sizes[i] > mins[i]]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: sizes[i])
+        sizes[widest] -= 1
+    return sizes
+
+
+def _stacked(sheet: Sheet) -> Group:
+    lines: list[Text] = [Text(sheet.title, style="bold")]
+    for row in sheet.rows:
+        lines.append(Text(""))
+        for name, value in zip(sheet.columns, row):
+            lines.append(Text(f"{name.replace(chr(10), ' ')}: {value}"))
+    lines += [Text(""), *(Text(note) for note in sheet.notes)]
+    return Group(*lines)
 
 
 def to_markdown(sheet: Sheet) -> str:
@@ -132,6 +222,7 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
             f"step\n{tu} >=",
             "tok/s\n<=",
         ],
+        optional=(2, 4, 5, 6, 3),  # weights (one value), FLOPs, intensity, bound, KV read
     )
     for r in rows:
         sheet.rows.append(
@@ -193,6 +284,7 @@ def models_sheet(rows: list[dict]) -> Sheet:
         title="Model presets (params: total / active per token)",
         columns=["name", "layers", "heads", "KV\nheads", "head\ndim", "attention", "params", "KV / token\n(bf16)"],
         text_columns=(0, 5, 6),
+        optional=(2, 4, 1, 5),  # query heads, head dim, layers, attention kinds
     )
     for r in rows:
         sheet.rows.append(
@@ -215,8 +307,8 @@ def models_sheet(rows: list[dict]) -> Sheet:
 def gpus_sheet(rows: list[dict]) -> Sheet:
     sheet = Sheet(
         title="GPU presets (dense peaks, no sparsity; memory as used by fit)",
-        columns=["name", "GPU", "memory", "HBM", "bf16\nTFLOP/s", "fp8\nTFLOP/s", "ridge bf16\nFLOP/B"],
-        text_columns=(0, 1),
+        columns=["name", "memory", "HBM", "bf16\nTFLOP/s", "fp8\nTFLOP/s", "ridge bf16\nFLOP/B"],
+        notes=["Full names, aliases, every dtype's peak and the sources: kvcalc gpus --format json."],
     )
     for r in rows:
         bf16, fp8 = r["peak_dense_tflop_per_s"].get("bf16"), r["peak_dense_tflop_per_s"].get("fp8")
@@ -224,7 +316,6 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
         sheet.rows.append(
             [
                 _origin(r),
-                r["full_name"],
                 _bytes(r["capacity_bytes"]),
                 fmt_rate(r["bandwidth_bytes_per_s"]),
                 f"{bf16:,g}" if bf16 else "-",

@@ -1,0 +1,66 @@
+"""Tables at any width: no figure cut or split, names whole, columns dropped deliberately (issue 12)."""
+
+import re
+
+import pytest
+from conftest import run
+from rich.cells import cell_len
+
+COMMANDS = [
+    ["roofline", "llama-3-8b", "--gpu", "h100", "--batch", "1,64", "--seq", "128k"],
+    ["roofline", "7b", "--gpu", "a100,h100,h200", "--batch", "1..4096", "--seq", "1k,1m"],
+    ["cache", "gemma-2-9b", "--batch", "1,128", "--seq", "8k,1m", "--gpu", "h100"],
+    ["models"],
+    ["gpus"],
+    ["compare", "mha", "gqa", "mqa", "mla", "swa:4096", "gqa+fp8"],
+    ["show", "deepseek-v3"],
+    ["fit", "llama-3-70b", "--gpu", "h100", "--tp", "4"],
+    ["generate", "llama-3-8b", "--gpu", "h100", "--efficiency", "0.6"],
+]
+FIGURE = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def _figures(text):
+    return set(FIGURE.findall(text))
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a[:2]) for a in COMMANDS])
+@pytest.mark.parametrize("columns", [40, 60, 80, 100])
+def test_no_figure_is_cut_at_any_width(args, columns):
+    wide = run(*args, env={"COLUMNS": "1000"})
+    narrow = run(*args, env={"COLUMNS": str(columns)})
+    assert narrow.exit_code == 0, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= columns
+    # a cut figure ("131,07", "5,358.") would be a number the wide table never printed
+    assert _figures(narrow.stdout) <= _figures(wide.stdout)
+
+
+def test_roofline_at_60_drops_whole_columns_and_says_so():
+    out = run("roofline", "llama-3-8b", "--gpu", "h100", "--batch", "1,64", "--seq", "128k", env={"COLUMNS": "60"})
+    assert "131,072" in out.stdout and "332.69" in out.stdout and "192.4" in out.stdout
+    assert "Left out at this width: weights GiB, GFLOP" in " ".join(out.stdout.split())
+
+
+def test_model_names_never_break():
+    out = run("models", env={"COLUMNS": "80"}).stdout
+    for name in ("llama-3.1-405b", "deepseek-v2-lite", "qwen3-30b-a3b"):
+        assert re.search(rf"^ {re.escape(name)}\s", out, re.M), name
+
+
+def test_not_a_terminal_keeps_the_natural_width():
+    out = run("roofline", "7b", "--gpu", "a100", "--batch", "1", env={"COLUMNS": ""}).stdout
+    title = out.splitlines()[0]
+    assert title.startswith("Decode roofline: 7b on a100") and title.endswith("FLOP/B)")  # one line, no wrap at 80
+    assert cell_len(title) > 80
+
+
+def test_gpus_table_is_compact():
+    out = run("gpus", env={"COLUMNS": "80"}).stdout
+    header = " ".join(out.split("─")[0].split())
+    assert "name memory HBM bf16 fp8 TFLOP/s TFLOP/s ridge bf16 FLOP/B" in header.replace("\n", " ") or (
+        "memory" in header and "ridge" in header
+    )
+    assert "A100 80GB SXM" not in out  # full names and sources live in --format json
+    assert max(cell_len(line) for line in out.splitlines()) <= 80
+    assert "the sources: kvcalc gpus --format json" in " ".join(out.split())
