@@ -15,7 +15,7 @@ LOGIN_HINT = "accept the licence on the model page, then `hf auth login` or set 
 # retries (waits 1+2+4+8+8 s; file_download.py, `_ETAG_RETRY_TIMEOUT`, utils/_http.py): 23.5 s
 # here. We ask once with this deadline, enforced by a thread because name resolution is not
 # covered by httpx's timeouts. HF_HUB_ETAG_TIMEOUT overrides it, as it does in the library.
-PROBE_SECONDS = 2.0
+PROBE_SECONDS = 1.5
 _TRANSIENT = (408, 429, 500, 502, 503, 504)  # the statuses huggingface_hub itself retries
 
 
@@ -63,7 +63,7 @@ def _ask_hub(repo_id: str, revision: str | None, seconds: float) -> BaseExceptio
 
     worker = threading.Thread(target=ask, daemon=True)
     worker.start()
-    worker.join(seconds + 0.5)
+    worker.join(seconds)
     return outcome[0] if outcome else TimeoutError(f"no answer within {seconds:g} s")
 
 
