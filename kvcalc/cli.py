@@ -9,10 +9,12 @@ import typer
 from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.cli:app)
     BatchOpt,
     DtypeOpt,
+    EncoderSeqOpt,
     ExplainOpt,
     Fmt,
     FmtOpt,
     HeadDimOpt,
+    ImagesOpt,
     KvDtypeOpt,
     KvHeadsOpt,
     LayersOpt,
@@ -21,6 +23,7 @@ from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.c
     PlotSizeOpt,
     SeqOpt,
     WindowOpt,
+    _cross_overrides,
     _draw,
     _dump,
     _emit,
@@ -54,6 +57,8 @@ def cache(
     head_dim: HeadDimOpt = None,
     window: WindowOpt = None,
     dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
     from kvcalc.kvcache import cache_report
@@ -68,7 +73,7 @@ def cache(
     gpu_names = _gpu_names(gpu)
     if len(gpu_names) > 1:
         raise UsageError("cache takes one --gpu", hint="`kvcalc roofline` compares several GPUs")
-    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
     from kvcalc.parallel import check_tp
 
@@ -304,12 +309,13 @@ def show(
     from kvcalc.render import show_sheet
 
     resolved = _model(model, _overrides(layers, kv_heads, head_dim, window, dtype))
-    counts = param_counts(resolved.spec)
+    # NOTE: a config without vocab_size / intermediate_size still has a cache: show it, parameters unknown.
+    counts = None if resolved.spec.params_unknown else param_counts(resolved.spec)
     payload = {
         "source": resolved.source,
         "location": resolved.location,
         "spec": resolved.spec.model_dump(mode="json"),
-        "params": counts.model_dump(),
+        "params": counts.model_dump() if counts else None,
         "kv_bytes_per_token_bf16": bytes_per_token(resolved.spec, "bf16"),
     }
     sheet = show_sheet(resolved, counts)

@@ -154,6 +154,28 @@ WindowOpt = Annotated[
     typer.Option("--window", help="Sliding window in tokens (sets it on sliding layers, or makes full layers slide)."),
 ]
 
+ImagesOpt = Annotated[
+    Optional[int],
+    typer.Option("--images", help="Images per sequence for cross-attention vision models (default 1)."),
+]
+EncoderSeqOpt = Annotated[
+    Optional[str],
+    typer.Option("--encoder-seq", help="Encoder tokens cross-attention holds (encoder-decoders; default: --seq)."),
+]
+
+
+def _cross_overrides(images: int | None, encoder_seq: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if images is not None:
+        if images < 0:
+            raise UsageError(f"--images must be 0 or more, got {images}")
+        out["images"] = images
+    if encoder_seq is not None:
+        out["encoder_seq"] = parse_count(encoder_seq, "--encoder-seq")
+    if len(out) == 2:
+        raise UsageError("give --images or --encoder-seq, not both")
+    return out
+
 
 # NOTE: upper bounds for the what-if overrides: real models have at most a few hundred layers and
 # a few hundred heads; far larger values only make the per-layer arithmetic slow.

@@ -44,7 +44,8 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
     return cfg.int_field("num_key_value_heads", "num_kv_heads", "n_head_kv")
 
 
-def intermediate(cfg: Config, model_type: str, hidden: int) -> int:
+def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
+    """The dense MLP width, or None when the config does not say (parameters are then unknown)."""
     if model_type == "mpt":
         return int(cfg.get("expansion_ratio", default=4) * hidden)
     if model_type == "qwen":
@@ -52,7 +53,5 @@ def intermediate(cfg: Config, model_type: str, hidden: int) -> int:
         return cfg.int_field("intermediate_size") // 2
     value = cfg.get("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     if value is None:
-        if model_type in UNGATED:
-            return 4 * hidden
-        return cfg.int_field("intermediate_size", override=None)
-    return value
+        return 4 * hidden if model_type in UNGATED else None
+    return cfg.int_field("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc import hf_hybrid, hf_legacy, hf_mla, hf_moe, hf_nas, hf_windows
+from kvcalc import hf_encdec, hf_hybrid, hf_legacy, hf_mla, hf_moe, hf_nas, hf_vision, hf_windows
 from kvcalc.errors import SpecError
 from kvcalc.hf_fields import Config, declared_dtype, quantization, window
+from kvcalc.hf_hybrid import StateDtypes
 from kvcalc.quant import checkpoint_info
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec, build
-from kvcalc.units import DTYPE_BITS
+from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
 # Published class defaults (transformers' *Config.__init__) for fields that real configs
 # omit. NOTE: Gemma 3's text_config often lists no head counts; its class defaults supply them.
@@ -51,7 +52,26 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "nemotron_h": {"tie_word_embeddings": False},
     "chatglm": {"tie_word_embeddings": False},
     "qwen": {"tie_word_embeddings": False},
+    # Cohere2Config: sliding_window 4096; without layer_types every 4th layer is full attention.
+    "cohere2": {"tie_word_embeddings": True, "sliding_window": 4096, "sliding_window_pattern": 4},
+    # GraniteMoeHybridConfig.__init__ defaults (granite-4.0-h).
+    "granitemoehybrid": {
+        "tie_word_embeddings": False,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "shared_intermediate_size": 1024,
+        "mamba_n_heads": 128,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 256,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    },
+    "lfm2": {"tie_word_embeddings": True, "conv_L_cache": 3},
+    "hunyuan_v1_moe": {"tie_word_embeddings": False},
 }
+# Layer-type names each family uses in layer_types, beyond attention ones.
+MAMBA_TYPES = {"granitemoehybrid"}
+CONV_TYPES = {"lfm2"}
 ENCODER_DECODER = {
     "whisper",
     "t5",
@@ -82,7 +102,9 @@ def _merge_text_config(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return dict(raw), model_type
 
 
-def _layer_types(cfg: Config, types: list[Any], layers: int, hidden: int, state_el: float) -> list[LayerRun]:
+def _layer_types(
+    cfg: Config, model_type: str, types: list[Any], layers: int, hidden: int, el: StateDtypes
+) -> list[LayerRun]:
     """One LayerRun per entry of an explicit per-layer list (layer_types)."""
     if len(types) != layers:
         raise cfg.refuse(f"layer_types has {len(types)} entries for {layers} layers")
@@ -96,31 +118,42 @@ def _layer_types(cfg: Config, types: list[Any], layers: int, hidden: int, state_
         elif t == "chunked_attention":
             runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=cfg.int_field("attention_chunk_size")))
         elif t == "linear_attention":
-            state, params = hf_hybrid.gated_deltanet(cfg, hidden, state_el)
+            state, params = hf_hybrid.gated_deltanet(cfg, hidden, el)
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+        elif t == "mamba" and model_type in MAMBA_TYPES:
+            state, params = hf_hybrid.mamba2(cfg, hidden, el)
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+        elif t == "conv" and model_type in CONV_TYPES:
+            state, params = hf_hybrid.short_conv(cfg, hidden, el)
             runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
         else:
-            raise cfg.refuse(f"layer type '{t}' in layer_types is not supported")
+            raise cfg.refuse(f"layer type '{t}' in layer_types of a '{model_type}' model is not supported")
     return runs
 
 
-def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, dtype: str) -> list[LayerRun]:
+def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
     """One LayerRun per layer (count 1), or [] for a uniform model."""
-    state_el = float(DTYPE_BITS[dtype]) / 8
     if hf_mla.is_mla(cfg):
         return []  # uniform MLA
     if isinstance(cfg.get("block_configs"), list):
         return hf_nas.block_configs(cfg, layers, hidden)
-    types = cfg.get("layer_types")
+    types = cfg.get("layer_types", "layers_block_type")
     interval = cfg.get("full_attention_interval")
     if types is None and isinstance(interval, int) and interval > 0:
         # Qwen3-Next: every `interval`-th layer is full attention, the rest linear attention.
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if types is None and model_type in MAMBA_TYPES:
+        types = ["mamba"] * layers  # GraniteMoeHybridConfig.layers_block_type without layer_types
+    if types is None and model_type in CONV_TYPES:
+        # Lfm2Config: full_attn_idxs (default: every layer) name the attention layers.
+        full = cfg.get("full_attn_idxs", default=list(range(layers)))
+        types = ["full_attention" if i in full else "conv" for i in range(layers)]
     if isinstance(types, list):
-        return _layer_types(cfg, types, layers, hidden, state_el)
+        return _layer_types(cfg, model_type, types, layers, hidden, el)
     if isinstance(cfg.get("hybrid_override_pattern"), str):
-        return hf_hybrid.nemotron_h(cfg, layers, hidden, state_el)
+        return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
     if cfg.get("attn_layer_period"):
-        return hf_hybrid.jamba(cfg, layers, hidden, state_el)
+        return hf_hybrid.jamba(cfg, layers, hidden, el)
     if cfg.get("attention_chunk_size"):
         return hf_windows.llama4_chunked(cfg, layers)
     cross = cfg.get("cross_attention_layers")
@@ -130,20 +163,81 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, dtype: str)
     return runs or []
 
 
+def _state_dtypes(cfg: Config) -> StateDtypes:
+    """Conv state in the activation dtype the config declares; SSM state in mamba_ssm_cache_dtype when
+    named (Nemotron 3 says float32), else the activation dtype."""
+    # NOTE: vLLM's NemotronH hook (model_executor/models/config.py) defaults the SSM state to float32
+    # even when the config names none; kvcalc follows the config, as the configs that matter name it.
+    activation = declared_dtype(cfg)
+    raw = str(cfg.get("mamba_ssm_cache_dtype", default="auto")).removeprefix("torch.")
+    ssm = DTYPE_ALIASES.get(raw, raw) if raw != "auto" else activation
+    if ssm not in DTYPE_BITS:
+        raise cfg.refuse(f"mamba_ssm_cache_dtype '{raw}' is not a known dtype")
+    return StateDtypes(conv=float(DTYPE_BITS[activation]) / 8, ssm=float(DTYPE_BITS[ssm]) / 8)
+
+
+def _refuse_unread(cfg: Config, model_type: str) -> None:
+    """Fields whose effect on the cache kvcalc does not model: refuse rather than guess."""
+    if cfg.get("use_cla"):
+        raise cfg.refuse(
+            "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
+        )
+    if cfg.get("moe_layer_num_skipped"):
+        raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and "E" in pattern and not cfg.get("n_routed_experts", "num_experts"):
+        raise cfg.refuse("hybrid_override_pattern has MoE layers (E) but no n_routed_experts")
+    if model_type in ("lfm2_moe", "lfm2_vl_moe"):
+        raise cfg.refuse(
+            f"'{model_type}' (LFM2 with experts) is not read yet",
+            hint="its cache is not estimated, rather than guessed",
+        )
+
+
 def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
     """Map a config.json dict to a ModelSpec, or refuse with the file and field that is wrong."""
     overrides = overrides or {}
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: config.json must be a JSON object")
     data, model_type = _merge_text_config(raw)
-    if raw.get("is_encoder_decoder") or model_type in ENCODER_DECODER or raw.get("model_type") in ENCODER_DECODER:
-        raise SpecError(
-            f"{where}: '{raw.get('model_type')}' is an encoder-decoder model; kvcalc models decoder-only caches",
-            hint="its decoder self-attention and cross-attention caches are not estimated, rather than guessed",
-        )
+    encdec = raw.get("is_encoder_decoder") or model_type in ENCODER_DECODER or raw.get("model_type") in ENCODER_DECODER
+    if encdec:
+        model_type = str(raw.get("model_type", model_type))
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
     cfg = Config(data, where, overrides)
+    _refuse_unread(cfg, model_type)
+    dtype = overrides.get("dtype") or declared_dtype(cfg)
+    weight_dtype, expert_dtype = quantization(cfg, dtype) if "dtype" not in overrides else (dtype, None)
+    vocab = cfg.get("vocab_size", "padded_vocab_size")
+    if vocab is not None:
+        vocab = cfg.int_field("vocab_size", "padded_vocab_size")
+    fields: dict[str, Any] = {
+        "name": name,
+        "source": where,
+        "vocab_size": vocab,
+        "dtype": weight_dtype,
+        "expert_dtype": expert_dtype,
+        "checkpoint": checkpoint_info(raw),
+    }
+    if vocab is None:
+        fields["params_unknown"] = "config.json has no vocab_size"
+    if encdec:
+        fields.update(hf_encdec.encdec_fields(cfg, model_type))
+        if "layers" in overrides:
+            raise SpecError(
+                f"{where}: --layers is not supported for an encoder-decoder", hint="edit a copy of config.json"
+            )
+        return build(ModelSpec, fields, where)
+    decoder = _decoder_fields(cfg, model_type, raw)
+    missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
+    fields.update(decoder)
+    if missing:
+        fields["params_unknown"] = "; ".join(missing)
+    return build(ModelSpec, fields, where)
 
+
+def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[str, Any]:
+    where, overrides = cfg.where, cfg.overrides
     layers = overrides.get("layers") or cfg.int_field(
         "num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers"
     )
@@ -163,34 +257,48 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
             f"{where}: num_attention_heads ({heads}) is not divisible by the KV heads ({kv_heads})",
             hint="query heads must split evenly into KV-head groups",
         )
-    vocab = cfg.int_field("vocab_size", "padded_vocab_size")
-    dtype = overrides.get("dtype") or declared_dtype(cfg)
-    weight_dtype, expert_dtype = quantization(cfg, dtype) if "dtype" not in overrides else (dtype, None)
     positions = cfg.get("max_position_embeddings", "n_positions", "max_seq_len")  # for the --seq warning
-
     fields: dict[str, Any] = {
-        "name": name,
-        "source": where,
         "num_layers": layers,
         "hidden_size": hidden,
         "num_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
-        # block_configs give every layer its own FFN width; there is no global one.
-        "intermediate_size": 0 if cfg.get("block_configs") else hf_legacy.intermediate(cfg, model_type, hidden),
-        "vocab_size": vocab,
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", default=True)),
         "mlp_gated": model_type not in hf_legacy.UNGATED,
         "attention_bias": bool(
             cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))
         ),
-        "dtype": weight_dtype,
-        "expert_dtype": expert_dtype,
-        "layer_pattern": _pattern(cfg, model_type, layers, hidden, dtype),
+        # NOTE: attention_bias covers o_proj too in Llama, Granite, Qwen3, Cohere and gpt-oss; Qwen 1/2's
+        # default qkv bias (and qkv_bias / add_qkv_bias) leave o_proj without one.
+        "o_proj_bias": bool(cfg.get("attention_bias")) and model_type not in ("qwen2", "qwen2_moe", "qwen"),
+        # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
+        "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
+        "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg)),
         "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
         **hf_moe.moe_fields(cfg, model_type),
-        "checkpoint": checkpoint_info(raw),
     }
+    # block_configs give every layer its own FFN width; there is no global one.
+    if cfg.get("block_configs"):
+        fields["intermediate_size"] = 0
+    elif model_type in CONV_TYPES:
+        fields["intermediate_size"] = hf_hybrid.lfm2_intermediate(cfg)
+    elif model_type == "granitemoehybrid" and not fields.get("experts"):
+        fields["intermediate_size"] = cfg.int_field("shared_intermediate_size")  # dense: the shared MLP is the MLP
+    else:
+        inter = hf_legacy.intermediate(cfg, model_type, hidden)
+        if inter is None:
+            fields["params_unknown"] = "config.json has no intermediate_size"
+            inter = 0
+        fields["intermediate_size"] = inter
     if hf_mla.is_mla(cfg):
         fields.update(hf_mla.mla_fields(cfg))
-    return build(ModelSpec, fields, where)
+    if str(raw.get("model_type")) == "mllama":
+        vision = hf_vision.mllama_fields(cfg, raw.get("vision_config"), hidden)
+        images = vision.pop("images")
+        fields.update(vision)
+        fields["layer_pattern"] = [
+            r.model_copy(update={"cross_tokens": images * vision["image_tokens"]}) if r.kind == LayerKind.CROSS else r
+            for r in fields["layer_pattern"]
+        ]
+    return fields

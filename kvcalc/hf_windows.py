@@ -40,8 +40,10 @@ def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool)
             LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)) if i % 2 == 0 else LayerRun()
             for i in range(layers)
         ]
-    if model_type == "gemma3_text":
-        every = cfg.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
+    if model_type in ("gemma3_text", "cohere2") or cfg.get("sliding_window_pattern") is not None:
+        # Gemma3Config and Cohere2Config derive layer_types alike: layer i is full attention when
+        # (i + 1) % sliding_window_pattern == 0, sliding otherwise.
+        every = cfg.int_field("sliding_window_pattern", "_sliding_window_pattern", default=6)
         return [
             LayerRun() if (i + 1) % every == 0 else LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win))
             for i in range(layers)

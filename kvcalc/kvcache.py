@@ -6,7 +6,9 @@ from kvcalc.results import CacheResult, LayerCache
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes, plural
 
-ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+# Layers that cache K and V per token, kv_heads x head_dim each (cross-attention caches the
+# encoder's or the images' tokens rather than the text's).
+ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS)
 
 
 def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
@@ -31,7 +33,17 @@ def tokens_held(run: LayerRun, seq: int) -> int:
         return seq
     if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
         return min(seq, run.window_tokens)
+    if run.kind == LayerKind.CROSS:
+        return seq if run.cross_tokens is None else run.cross_tokens
     return 0
+
+
+def grows_with_seq(run: LayerRun) -> bool:
+    """Whether a layer's holding grows with the sequence (cross-attention over fixed encoder or
+    image tokens, and recurrent state, do not)."""
+    if run.kind == LayerKind.CROSS:
+        return run.cross_tokens is None
+    return run.kind != LayerKind.STATELESS
 
 
 def replicates_kv_heads(spec: ModelSpec, tp: int) -> bool:
@@ -49,7 +61,7 @@ def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 
 
 def token_elements(spec: ModelSpec, tp: int = 1) -> int:
     """Elements one more token adds to all layers (one rank) while every window still grows."""
-    return sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups())
+    return sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups() if grows_with_seq(run))
 
 
 def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
@@ -133,7 +145,10 @@ def _explain_group(
             f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "
             f"{spec.head_dim_effective} head dim = {n * per_token:,} elements per token"
         )
-        if run.kind != LayerKind.FULL:
+        if run.kind == LayerKind.CROSS:
+            source = f"{run.cross_tokens:,} encoder/image tokens" if run.cross_tokens is not None else "the sequence"
+            steps.append(f"  each cross-attention layer holds {source}, not the text: {held:,} tokens")
+        elif run.kind != LayerKind.FULL:
             what = "window" if run.kind == LayerKind.SLIDING else "chunk"
             steps.append(
                 f"  each {run.kind.value} layer holds min({seq:,} tokens, {what} {run.window_tokens:,}) = {held:,} tokens"
@@ -143,8 +158,6 @@ def _explain_group(
             f"MLA layers: ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} RoPE key) × {n} layers = "
             f"{n * per_token:,} elements per token (the latent is stored whole on every rank)"
         )
-    elif run.kind == LayerKind.CROSS:
-        steps.append(f"{n} cross-attention layers: they cache image/encoder tokens, not text tokens: 0")
     else:
         state = f"; constant state {run.state_bytes:,} B per sequence each" if run.state_bytes else ""
         steps.append(f"{n} layers without attention: no per-token KV{state}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from kvcalc.errors import SpecError
 from kvcalc.results import Result
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import dtype_bits
@@ -21,6 +22,7 @@ class ParamCounts(Result):
     expert_params: int  # one routed expert of one layer
     moe_layers: int
     norms: int
+    extra: int  # outside the decoder layers: vision tower, encoder, position tables
     total: int
     active: int  # per token, both embeddings counted (Mistral's, Qwen's convention)
     active_excl_embedding: int  # less the input-embedding table (OpenAI's gpt-oss convention)
@@ -42,15 +44,25 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
         return q + kv_a + kv_b + h * v * hidden
     g = run.kv_heads or spec.kv_heads
     bias = (h * d + 2 * g * d) if spec.attention_bias else 0
+    bias += hidden if spec.o_proj_bias else 0
     return hidden * h * d + 2 * hidden * g * d + h * d * hidden + bias
 
 
 def _mlp(spec: ModelSpec, intermediate: int) -> int:
-    return (3 if spec.mlp_gated else 2) * spec.hidden_size * intermediate
+    weights = (3 if spec.mlp_gated else 2) * spec.hidden_size * intermediate
+    if not spec.mlp_bias or not intermediate:
+        return weights
+    # NOTE: gate and up (or fc1) biases are intermediate-wide, the down (fc2) bias hidden-wide.
+    return weights + (2 if spec.mlp_gated else 1) * intermediate + spec.hidden_size
 
 
 def param_counts(spec: ModelSpec) -> ParamCounts:
     """Parameters from the architecture (an explicit `params` is not consulted here)."""
+    if spec.params_unknown or spec.vocab_size is None:
+        raise SpecError(
+            f"model '{spec.name}': parameters unknown: {spec.params_unknown or 'no vocab_size'}",
+            hint="the cache size needs no parameters; for weights use a preset or a complete config.json",
+        )
     hidden = spec.hidden_size
     embedding = spec.vocab_size * hidden
     lm_head = 0 if spec.tie_embeddings else embedding
@@ -68,8 +80,10 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         else:
             dense += _mlp(spec, spec.intermediate_size)
     norms = (2 * spec.num_layers + 1) * hidden
-    total = embedding + lm_head + attention + dense + router + shared + experts + norms
-    active = total - experts + moe_layers * spec.experts_per_token * expert_params
+    extra = spec.extra_params
+    total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
+    # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
+    active = total - extra - experts + moe_layers * spec.experts_per_token * expert_params
     return ParamCounts(
         embedding=embedding,
         lm_head=lm_head,
@@ -81,6 +95,7 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         expert_params=expert_params,
         moe_layers=moe_layers,
         norms=norms,
+        extra=extra,
         total=total,
         active=active,
         active_excl_embedding=active - (embedding if lm_head else 0),
@@ -139,6 +154,7 @@ def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) ->
     c = param_counts(spec)
     dense = (
         c.total
+        - c.extra
         - c.experts
         - c.embedding
         + (min(tokens, spec.vocab_size) * spec.hidden_size if c.lm_head else c.embedding)

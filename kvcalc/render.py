@@ -349,6 +349,9 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
         if run.state_bytes:
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
         sheet.rows.append(["layers", detail])
+    if counts is None:
+        sheet.rows.append(["parameters", f"unknown: {spec.params_unknown}"])
+        return sheet
     sheet.rows.append(["parameters (from the architecture)", f"{fmt_params(counts.total)} ({counts.total:,})"])
     if counts.active != counts.total:
         sheet.rows.append(

