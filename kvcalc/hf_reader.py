@@ -69,6 +69,18 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "lfm2": {"tie_word_embeddings": True, "conv_L_cache": 3},
     "hunyuan_v1_moe": {"tie_word_embeddings": False},
 }
+# Families whose attention_bias also puts a bias on o_proj.
+O_PROJ_BIAS = {
+    "llama",
+    "gpt_oss",
+    "qwen3",
+    "qwen3_moe",
+    "granite",
+    "granitemoe",
+    "granitemoehybrid",
+    "cohere",
+    "cohere2",
+}
 # Layer-type names each family uses in layer_types, beyond attention ones.
 MAMBA_TYPES = {"granitemoehybrid"}
 CONV_TYPES = {"lfm2"}
@@ -269,9 +281,10 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "attention_bias": bool(
             cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))
         ),
-        # NOTE: attention_bias covers o_proj too in Llama, Granite, Qwen3, Cohere and gpt-oss; Qwen 1/2's
-        # default qkv bias (and qkv_bias / add_qkv_bias) leave o_proj without one.
-        "o_proj_bias": bool(cfg.get("attention_bias")) and model_type not in ("qwen2", "qwen2_moe", "qwen"),
+        # NOTE: attention_bias covers o_proj only where the modeling code says so (transformers
+        # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
+        # Qwen 1/2 bias q, k, v alone.
+        "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg)),
@@ -287,6 +300,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields["intermediate_size"] = cfg.int_field("shared_intermediate_size")  # dense: the shared MLP is the MLP
     else:
         inter = hf_legacy.intermediate(cfg, model_type, hidden)
+        if inter is None and fields.get("experts") and not fields.get("dense_layers"):
+            inter = 0  # every layer is MoE (Qwen3.5 MoE text configs): no dense MLP width is needed
         if inter is None:
             fields["params_unknown"] = "config.json has no intermediate_size"
             inter = 0
