@@ -244,7 +244,9 @@ def generate(
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    compute = gpu_spec.compute_dtype(overrides.get("dtype") or spec.dtype)
+    from kvcalc.weights import matmul_dtype
+
+    compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
     args = dict(
         batch=parse_count(batch, "--batch"),
         prompt=parse_count(prompt, "--prompt"),

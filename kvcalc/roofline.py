@@ -134,7 +134,9 @@ def roofline_report(
     steps: list[str] | None = None,
 ) -> RooflineResult:
     weight_dtype = dtype or spec.dtype
-    compute_dtype = gpu.compute_dtype(weight_dtype)
+    from kvcalc.weights import matmul_dtype
+
+    compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
     rows = [decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype, steps) for s in seqs for b in batches]
     return RooflineResult(
         model=spec.name,

@@ -22,7 +22,9 @@ def largest_batch(
     mbu: float,
     mfu: float,
 ) -> SloResult:
-    compute = gpu.compute_dtype(dtype or spec.dtype)
+    from kvcalc.weights import matmul_dtype
+
+    compute = gpu.compute_dtype(matmul_dtype(spec, dtype))
 
     def tpot(b: int) -> float:
         return decode_step_seconds(spec, gpu, b, fit.seq, dtype, kv_dtype, compute, mbu, mfu)

@@ -159,6 +159,27 @@ def weight_bytes(
     )
 
 
+def matmul_dtype(spec: ModelSpec, dtype: str | None) -> str:
+    """The peak a model's matmuls run at, from the weight format rather than the storage dtype:
+    weight-only formats (GPTQ / AWQ int4 or int8, w4a16, mxfp4 experts) multiply in 16-bit, w8a8
+    int8 at the int8 rate, fp8 w8a8 at the fp8 rate, nvfp4 (w4a4) at the fp4 rate. GpuSpec.compute_dtype
+    falls back to 16-bit where the GPU has no such rate (vLLM then runs the weights through Marlin)."""
+    from kvcalc.quant import compute_format
+
+    if dtype in ("fp32", "bf16", "fp16"):
+        return dtype
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    half = declared if declared in ("bf16", "fp16") else "bf16"
+    if (
+        dtype is None
+        and spec.dtype in ("fp32", "bf16", "fp16")
+        and not (spec.checkpoint and spec.checkpoint.quantization)
+    ):
+        return spec.dtype if spec.expert_dtype is None else half
+    fmt = compute_format(quantization_of(spec, dtype))
+    return {"16-bit": half, "fp32": "fp32"}.get(fmt, fmt)
+
+
 def rotary_dim(spec: ModelSpec) -> int:
     """Columns of the rotary cache: the config's partial rotary width, else the (rope) head dim."""
     if spec.checkpoint and spec.checkpoint.rotary_dim:

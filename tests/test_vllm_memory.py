@@ -274,3 +274,56 @@ def test_pipeline_stages_keep_the_smallest_pool():
     # each stage holds half the layers and half the weights: more than twice the tokens
     assert 2 < v["vllm"]["kv_cache_tokens"] / one["kv_cache_tokens"] < 2.4
     assert v["vllm"]["non_torch_bytes"] > one["non_torch_bytes"]  # the pipeline group's NCCL buffers
+
+
+# --- compute peak per weight format ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("quantization", "gpu", "peak"),
+    [
+        ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "h100", "bf16"),  # weight-only int8: 16-bit
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "h100", "bf16"),
+        (FORMATS[1][0], "h100", "int8"),  # w8a8 int8
+        (FORMATS[2][0], "h100", "fp8"),  # w8a8 fp8
+        (FORMATS[2][0], "a100", "bf16"),  # no fp8 rate on Ampere: vLLM runs fp8 weights through Marlin
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "b200", "fp4"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "h100", "bf16"),
+    ],
+)
+def test_compute_peak_follows_the_weight_format(tmp_path, quantization, gpu, peak):
+    config = json.loads(shared_path("configs", "llama-3.1-8b.json").read_text())
+    config["quantization_config"] = quantization
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert run_json("roofline", path, "--gpu", gpu)["compute_dtype"] == peak
+
+
+# --- GPU capacities against their sources ----------------------------------------------------
+
+
+def test_capacities_match_their_sources():
+    from kvcalc.presets import get_gpu
+
+    profiles = _profiles()
+    # "NVIDIA H100 80GB HBM3 (CUDA reports 79.19 GiB total)", and 0.95 of it is the logged 75.23 GiB
+    assert "79.19 GiB total" in profiles[0]["gpu"]
+    assert get_gpu("h100").capacity_bytes / GiB == pytest.approx(79.19, abs=0.005)
+    assert int(get_gpu("h100").capacity_bytes * 0.95) / GiB == pytest.approx(75.23, abs=0.005)
+    import yaml
+
+    reference = {g["id"]: g for g in yaml.safe_load(shared_path("reference", "gpus.yaml").read_text())["accelerators"]}
+    assert get_gpu("h200").capacity_bytes == reference["h200-sxm"]["measured_usable_memory_bytes"]
+    assert "42,405,855,232" in reference["a100-40gb-sxm"]["notes"]
+    assert get_gpu("a100-40gb").capacity_bytes == 42_405_855_232
+    # an "80 GB" A100 has 80 GiB of HBM, of which CUDA reports 79.15 GiB: not 80e9 B (74.5 GiB)
+    assert get_gpu("a100").capacity_bytes / GiB == pytest.approx(79.15, abs=0.005)
+
+
+def test_every_driver_total_names_its_source():
+    from conftest import REPO
+
+    for path in sorted((REPO / "gpu_presets").glob("*.yaml")):
+        for line in path.read_text().splitlines():
+            if line.startswith("usable_memory_bytes:"):
+                assert "  # " in line and len(line.split("#", 1)[1]) > 20, path.name
