@@ -327,7 +327,7 @@ def lab(
     names: Annotated[
         Optional[list[str]],
         typer.Argument(
-            help="Checks to run (default: all but speed): causality, cached-equals-full, mask, gqa-equals-mha, pooling, positions, savings, speed."
+            help="Checks to run (default: all but speed): causality, cached-equals-full, mask, gqa-equals-mha, pooling, positions, savings, cache-size, roofline, speed."
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random lab model and tokens.")] = 0,
@@ -338,7 +338,8 @@ def lab(
     plot: PlotOpt = None,
     plot_size: PlotSizeOpt = None,
 ) -> None:
-    """Demonstrate the premises on a tiny float64 decoder: the cache is exact, and what it saves (needs kvcalc[lab])."""
+    """Demonstrate the premises on a tiny float64 decoder: the cache is exact, what it saves, its size at real
+    model shapes, and decode against prefill on this machine's measured roofs (needs kvcalc[lab])."""
     from kvcalc.lab import run_lab
     from kvcalc.render import lab_sheet
 

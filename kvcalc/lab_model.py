@@ -156,3 +156,53 @@ class TinyDecoder:
         cache: list[LayerCache] = []
         self.forward(tokens, cache)
         return cache
+
+
+# --- cache arrays at real model shapes, and decode / prefill-shaped products (lab groups 4 and 5) ---
+
+
+def cache_arrays(n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, dtype: str) -> list[LayerCache]:
+    """One sequence's cache in TinyDecoder's layout: per layer, K and V of (n_kv_heads, tokens, head_dim).
+    bf16 has no NumPy type; float16 has its 2 bytes, which is all nbytes counts."""
+    kind = {"bf16": np.float16, "fp16": np.float16, "fp32": np.float32, "fp64": np.float64}[dtype]
+    shape = (n_kv_heads, tokens, head_dim)
+    return [LayerCache(np.zeros(shape, kind), np.zeros(shape, kind)) for _ in range(n_layers)]
+
+
+def cache_nbytes(caches: list[list[LayerCache]]) -> int:
+    """What the arrays of a batch of per-sequence caches hold, as NumPy counts it."""
+    return sum(layer.k.nbytes + layer.v.nbytes for cache in caches for layer in cache)
+
+
+@dataclass
+class Products:
+    """y = W x (decode-shaped: a matrix-vector product per token) and Y = W X over `tokens` columns
+    (prefill-shaped), float32 through BLAS, with the bytes each must move and the FLOPs it does."""
+
+    n: int
+    tokens: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        rng = np.random.default_rng(self.seed)
+        self.w = rng.standard_normal((self.n, self.n), dtype=np.float32)
+        self.x = rng.standard_normal(self.n, dtype=np.float32)
+        self.xs = rng.standard_normal((self.n, self.tokens), dtype=np.float32)
+
+    def decode(self) -> np.ndarray:
+        return self.w @ self.x
+
+    def prefill(self) -> np.ndarray:
+        return self.w @ self.xs
+
+    def decode_flops(self) -> int:
+        return 2 * self.n * self.n
+
+    def decode_bytes(self) -> int:  # W read once, x read, y written
+        return 4 * (self.n * self.n + 2 * self.n)
+
+    def prefill_flops(self) -> int:
+        return 2 * self.n * self.n * self.tokens
+
+    def prefill_bytes(self) -> int:  # W read once, X read, Y written
+        return 4 * (self.n * self.n + 2 * self.n * self.tokens)

@@ -100,3 +100,42 @@ def test_lab_without_numpy_says_how_to_install(monkeypatch):
     result = run("lab")
     assert result.exit_code != 0 and result.stdout == ""
     assert "pip install 'kvcalc[lab]'" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_cache_arrays_hold_the_formula_and_scale_to_the_70b():
+    from kvcalc.lab_model import cache_arrays, cache_nbytes
+
+    # The 70B of THEORY.md section 2 (L 80, G 8, d_head 128), bf16 (2 B), 2 sequences x 16 tokens:
+    # 2 (K, V) x 80 x 8 x 128 x 16 x 2 B = 5,242,880 B per sequence, 10,485,760 for two.
+    caches = [cache_arrays(80, 8, 128, 16, "bf16") for _ in range(2)]
+    assert caches[0][0].k.shape == (8, 16, 128) and len(caches[0]) == 80
+    assert cache_nbytes(caches) == 10_485_760
+    check = lab.check_cache_size(0)
+    assert check.passed and check.value == 80 * 2**30
+    assert "70b 10,485,760" in check.measured and "70b 32 x 8,192 bf16 80 GiB" in check.measured
+    assert "7b 1 x 2,048 fp16 1 GiB" in check.measured and "llama-3-8b 16 x 8,192 bf16 16 GiB" in check.measured
+    # the tiny decoder's own float64 cache after 20 tokens: 2 layers x 2 x 4 heads x 20 x 8 x 8 B = 20,480
+    assert "the lab decoder's own 20,480 (formula 20,480)" in check.measured
+
+
+def test_decode_and_prefill_intensities():
+    from kvcalc.lab_model import Products
+
+    work = Products(64, 8)
+    # decode: 2 n^2 FLOPs over 4 (n^2 + 2n) bytes; prefill over 8 columns: 2 n^2 x 8 over 4 (n^2 + 2 x 8 n)
+    assert (work.decode_flops(), work.decode_bytes()) == (8_192, 16_896)
+    assert (work.prefill_flops(), work.prefill_bytes()) == (65_536, 20_480)
+    assert work.decode().shape == (64,) and work.prefill().shape == (64, 8)
+    # the lab's sizes: W 4,096 x 4,096 fp32, 512 columns: 17,179,869,184 / 83,886,080 = 204.8 FLOP/B
+    big = Products.__new__(Products)
+    big.n, big.tokens = 4096, 512
+    assert big.prefill_flops() / big.prefill_bytes() == 204.8
+    assert big.decode_flops() / big.decode_bytes() == pytest.approx(0.49975, abs=1e-5)
+
+
+def test_lab_runs_nine_checks():
+    assert len(lab.CHECKS) >= 9 and {"cache-size", "roofline"} <= set(lab.CHECKS)
+    out = json.loads(run("lab", "roofline", "--format", "json").stdout)
+    (check,) = out["checks"]
+    assert check["name"] == "roofline" and "0.50 FLOP/B" in check["measured"] and "205 FLOP/B" in check["measured"]
+    assert check["value"] > 0
