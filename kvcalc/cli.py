@@ -23,6 +23,8 @@ from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.c
     PlotSizeOpt,
     SeqOpt,
     WindowOpt,
+    _complete_gpus,
+    _complete_models,
     _cross_overrides,
     _draw,
     _dump,
@@ -46,7 +48,10 @@ def cache(
     batch: BatchOpt = "1",
     seq: SeqOpt = "4096",
     kv_dtype: KvDtypeOpt = "bf16",
-    gpu: Annotated[Optional[str], typer.Option("--gpu", "-g", help="Show the share of this GPU's memory.")] = None,
+    gpu: Annotated[
+        Optional[str],
+        typer.Option("--gpu", "-g", help="Show the share of this GPU's memory.", autocompletion=_complete_gpus),
+    ] = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: show the cache of one rank.")] = 1,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -61,6 +66,7 @@ def cache(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
+    from kvcalc.api import with_gpu_share
     from kvcalc.kvcache import cache_report
     from kvcalc.render import cache_sheet
 
@@ -84,14 +90,7 @@ def cache(
     for s in seqs:
         for b in batches:
             r = cache_report(spec, b, s, kv, tp, steps=steps)
-            if gpu_spec:
-                r.gpu, r.gpu_memory_bytes = gpu_spec.name, gpu_spec.capacity_bytes
-                r.gpu_memory_share = r.total_bytes / gpu_spec.capacity_bytes
-                if steps is not None:
-                    steps.append(
-                        f"share of one {gpu_spec.name}: {r.total_bytes:,} / {gpu_spec.capacity_bytes:,} B = {r.gpu_memory_share:.1%}"
-                    )
-            results.append(r)
+            results.append(with_gpu_share(r, gpu_spec, steps) if gpu_spec else r)
     rows = [{k: v for k, v in r.model_dump().items() if k != "layers"} for r in results]
     _emit(fmt, _dump(results), [cache_sheet(results)], rows, steps)
 
@@ -118,7 +117,13 @@ def cache(
 def roofline(
     model: ModelArg,
     gpu: Annotated[
-        str, typer.Option("--gpu", "-g", help="GPU preset, or several: a100,h100,h200 (kvcalc gpus lists them).")
+        str,
+        typer.Option(
+            "--gpu",
+            "-g",
+            help="GPU preset, or several: a100,h100,h200 (kvcalc gpus lists them).",
+            autocompletion=_complete_gpus,
+        ),
     ],
     batch: BatchOpt = "1..64",
     seq: SeqOpt = "1024",
@@ -175,7 +180,9 @@ def compare(
             help="Variants (mha, gqa, gqa:4, mqa, mla, mla:512+64, swa:4096, each +fp8/+int4) or model names."
         ),
     ],
-    model: Annotated[str, typer.Option("--model", "-m", help="Base model for the variants.")] = "70b",
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
+    ] = "70b",
     batch: BatchOpt = "32",
     seq: SeqOpt = "8192",
     kv_dtype: KvDtypeOpt = "bf16",

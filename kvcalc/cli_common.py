@@ -132,9 +132,39 @@ def main(
     """LLM inference memory and speed from the architecture up: KV cache, roofline, fit."""
 
 
+# --- shell completion: file listings only, never a YAML parse (a completion runs per keypress) ---
+
+
+def _complete_models(incomplete: str) -> list[str]:
+    from kvcalc.presets import MODEL_DIR, all_names
+
+    return [name for name in all_names(MODEL_DIR) if name.startswith(incomplete.lower())]
+
+
+def _complete_gpus(incomplete: str) -> list[str]:
+    """GPU names, also after a comma (--gpu a100,h1<TAB>)."""
+    from kvcalc.presets import GPU_DIR, all_names
+
+    done, comma, last = incomplete.rpartition(",")
+    return [done + comma + name for name in all_names(GPU_DIR) if name.startswith(last.lower())]
+
+
+def _complete_kv_dtypes(incomplete: str) -> list[str]:
+    return [d for d in KV_DTYPES if d.startswith(incomplete.lower())]
+
+
+def _complete_weight_dtypes(incomplete: str) -> list[str]:
+    return [d for d in WEIGHT_DTYPES if d.startswith(incomplete.lower())]
+
+
 # --- shared options ------------------------------------------------------------------
 
-ModelArg = Annotated[str, typer.Argument(help="Preset name or alias, hub id (org/name[@rev]), config.json or folder.")]
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="Preset name or alias, hub id (org/name[@rev]), config.json or folder.", autocompletion=_complete_models
+    ),
+]
 FmtOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format.")]
 BatchOpt = Annotated[
     str, typer.Option("--batch", "-b", help="Sequences: 16, a list 1,8,64, a range 1..64 (doubling) or 8..64+8.")
@@ -142,9 +172,17 @@ BatchOpt = Annotated[
 SeqOpt = Annotated[
     str, typer.Option("--seq", "-s", help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range.")
 ]
-KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help=f"Cache element type: {', '.join(KV_DTYPES)}.")]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option("--kv-dtype", help=f"Cache element type: {', '.join(KV_DTYPES)}.", autocompletion=_complete_kv_dtypes),
+]
 DtypeOpt = Annotated[
-    Optional[str], typer.Option("--dtype", help=f"Weight type: {', '.join(WEIGHT_DTYPES)} (default: the model's).")
+    Optional[str],
+    typer.Option(
+        "--dtype",
+        help=f"Weight type: {', '.join(WEIGHT_DTYPES)} (default: the model's).",
+        autocompletion=_complete_weight_dtypes,
+    ),
 ]
 LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Override the number of layers.")]
 KvHeadsOpt = Annotated[Optional[int], typer.Option("--kv-heads", help="Override the KV heads (what-if GQA/MQA).")]

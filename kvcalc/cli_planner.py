@@ -18,6 +18,7 @@ from kvcalc.cli_common import (
     ModelArg,
     WindowOpt,
     _check_planner,
+    _complete_gpus,
     _emit,
     _gpu,
     _model,
@@ -27,7 +28,9 @@ from kvcalc.cli_common import (
 from kvcalc.errors import UsageError
 from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
 
-GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).")]
+GpuOpt = Annotated[
+    str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).", autocompletion=_complete_gpus)
+]
 EffOpt = Annotated[
     Optional[float],
     typer.Option("--efficiency", help="Scale both roofs by F (0-1] for an estimate beside the ceiling."),

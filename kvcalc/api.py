@@ -1,0 +1,238 @@
+"""kvcalc as a Python library: the commands as functions that return the result models `--format json` prints.
+
+    import kvcalc
+    r = kvcalc.cache("llama-3-8b", batch=16, seq="8k")      # CacheResult
+    r.total_bytes                                            # 17179869184
+    kvcalc.roofline("7b", "a100", batch=[1, 64]).rows       # RooflineResult, one row per batch x seq
+
+Numbers take what the command line takes (16, "8k", "1..64", "1,8,64") or Python ints and lists;
+a list or range gives a list of results where the command would print several. Models and GPUs are
+preset names, aliases, config.json paths or hub ids (or ModelSpec / GpuSpec objects). Bad input raises
+a kvcalc.errors.KvcalcError with the message the CLI would print. Each function is a thin call into
+the same core function its command uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from kvcalc.errors import UsageError
+from kvcalc.results import CacheResult, CompareResult, FitResult, GenerateResult, RooflineResult
+from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_bytes, parse_count, parse_fraction, parse_range
+
+Counts = Union[int, str, "list[int]"]
+
+__all__ = ["cache", "roofline", "fit", "generate", "compare"]
+
+
+def _counts(value: Counts, what: str) -> list[int]:
+    if isinstance(value, bool):
+        raise UsageError(f"{what} must be a count, got {value!r}")
+    if isinstance(value, int):
+        return [parse_count(str(value), what)]
+    if isinstance(value, (list, tuple, range)):
+        return sorted({v for item in value for v in _counts(item, what)})
+    return parse_range(str(value), what)
+
+
+def _count(value: int | str, what: str) -> int:
+    values = _counts(value, what)
+    if len(values) != 1:
+        raise UsageError(f"{what} takes one value here, got {len(values)}")
+    return values[0]
+
+
+def _model(model: str | ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
+    if isinstance(model, ModelSpec):
+        from kvcalc.resolve import apply_overrides
+
+        return apply_overrides(model, overrides)
+    from kvcalc.cli_common import _model as resolve
+
+    return resolve(str(model), overrides).spec
+
+
+def _gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
+    from kvcalc.presets import get_gpu
+    from kvcalc.units import parse_names
+
+    if isinstance(gpu, GpuSpec):
+        return [gpu]
+    if isinstance(gpu, (list, tuple)):
+        return [g for item in gpu for g in _gpus(item)]
+    return [get_gpu(name) for name in parse_names(str(gpu), "gpu")]
+
+
+def _overrides(**given: Any) -> dict[str, Any]:
+    from kvcalc.cli_common import _overrides as check
+
+    window = given.pop("window")
+    return check(**given, window=None if window is None else str(window))
+
+
+def with_gpu_share(result: CacheResult, gpu: GpuSpec, steps: list[str] | None = None) -> CacheResult:
+    """The cache as a share of one GPU's memory (the CLI's `cache --gpu`)."""
+    result.gpu, result.gpu_memory_bytes = gpu.name, gpu.capacity_bytes
+    result.gpu_memory_share = result.total_bytes / gpu.capacity_bytes
+    if steps is not None:
+        steps.append(
+            f"share of one {gpu.name}: {result.total_bytes:,} / {gpu.capacity_bytes:,} B = {result.gpu_memory_share:.1%}"
+        )
+    return result
+
+
+def cache(
+    model: str | ModelSpec,
+    *,
+    batch: Counts = 1,
+    seq: Counts = 4096,
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+    gpu: str | GpuSpec | None = None,
+    layers: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    window: int | str | None = None,
+    dtype: str | None = None,
+) -> CacheResult | list[CacheResult]:
+    """KV cache of `model` for batch x seq tokens (`kvcalc cache`); one result per (seq, batch)."""
+    from kvcalc.kvcache import cache_report
+    from kvcalc.parallel import check_tp
+
+    batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
+    check_grid("cache batch x seq", len(batches), len(seqs))
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
+    spec = _model(model, overrides)
+    tp = _count(tp, "tp")
+    check_tp(spec, tp)
+    gpus = _gpus(gpu) if gpu is not None else []
+    if len(gpus) > 1:
+        raise UsageError("cache takes one gpu")
+    results = [cache_report(spec, b, s, kv, tp) for s in seqs for b in batches]
+    if gpus:
+        results = [with_gpu_share(r, gpus[0]) for r in results]
+    return results[0] if len(results) == 1 else results
+
+
+def roofline(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec | list,
+    *,
+    batch: Counts = "1..64",
+    seq: Counts = 1024,
+    kv_dtype: str = "bf16",
+    dtype: str | None = None,
+    layers: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    window: int | str | None = None,
+) -> RooflineResult | list[RooflineResult]:
+    """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq."""
+    from kvcalc.roofline import roofline_report
+
+    batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
+    gpus = _gpus(gpu)
+    check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
+    spec = _model(model, overrides)
+    results = [roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv) for g in gpus]
+    return results[0] if len(results) == 1 else results
+
+
+def fit(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec,
+    *,
+    seq: int | str = "8k",
+    batch: int | str = 1,
+    tp: int = 1,
+    kv_dtype: str = "bf16",
+    dtype: str | None = None,
+    gpu_util: float = 0.9,
+    reserve: str | int = "2GiB",
+    block_size: int = 16,
+) -> FitResult:
+    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals)."""
+    from kvcalc.fit import fit_report
+    from kvcalc.parallel import check_tp
+
+    (gpu_spec,) = _gpus(gpu)
+    overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
+    spec = _model(model, overrides)
+    tp = _count(tp, "tp")
+    check_tp(spec, tp)
+    if _count(block_size, "block_size") < 1:
+        raise UsageError(f"block_size must be at least 1, got {block_size}")
+    return fit_report(
+        spec,
+        gpu_spec,
+        tp=tp,
+        seq=_count(seq, "seq"),
+        batch=_count(batch, "batch"),
+        dtype=overrides.get("dtype"),
+        kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
+        gpu_util=parse_fraction(gpu_util, "gpu_util"),
+        reserve_bytes=reserve if isinstance(reserve, int) and reserve > 0 else parse_bytes(str(reserve), "reserve"),
+        block_size=block_size,
+    )
+
+
+def generate(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec,
+    *,
+    prompt: int | str = "1k",
+    new: int | str = 256,
+    batch: int | str = 1,
+    kv_dtype: str = "bf16",
+    dtype: str | None = None,
+    mbu: float = 1.0,
+    mfu: float = 1.0,
+) -> GenerateResult:
+    """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless mbu/mfu < 1."""
+    from kvcalc.generate import generate_report
+
+    (gpu_spec,) = _gpus(gpu)
+    overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
+    spec = _model(model, overrides)
+    return generate_report(
+        spec,
+        gpu_spec,
+        batch=_count(batch, "batch"),
+        prompt=_count(prompt, "prompt"),
+        new=_count(new, "new"),
+        dtype=overrides.get("dtype"),
+        kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
+        compute_dtype=gpu_spec.compute_dtype(overrides.get("dtype") or spec.dtype),
+        mbu=parse_fraction(mbu, "mbu"),
+        mfu=parse_fraction(mfu, "mfu"),
+    )
+
+
+def compare(
+    *items: str,
+    model: str = "70b",
+    batch: Counts = 32,
+    seq: Counts = 8192,
+    kv_dtype: str = "bf16",
+) -> CompareResult | list[CompareResult]:
+    """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""
+    from kvcalc.variants import apply_variant, compare_report, is_variant, split_dtype
+
+    if not items:
+        raise UsageError("compare needs at least one variant or model")
+    batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
+    check_grid("compare batch x seq x items", len(batches), len(seqs), len(items))
+    default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    variants = [is_variant(item) for item in items]
+    base = _model(model, {}) if any(variants) else None
+    rows = []
+    for item, variant in zip(items, variants):
+        text, item_kv = split_dtype(item)
+        spec = apply_variant(base, item) if variant else _model(text, {})
+        rows.append((item, spec, item_kv or default_kv))
+    results = [compare_report(rows, b, s, base.name if base else None) for s in seqs for b in batches]
+    return results[0] if len(results) == 1 else results

@@ -1,0 +1,87 @@
+"""The Python API (kvcalc/api.py): the same result models as --format json, from the same core."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import GiB, run_json
+
+import kvcalc
+from kvcalc.errors import KvcalcError, NotFoundError, UsageError
+
+
+def test_import_kvcalc_stays_cheap():
+    code = "import sys, kvcalc; print(json.dumps(sorted(m for m in ('kvcalc.api', 'pydantic', 'yaml', 'rich', 'typer') if m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_cache_by_hand():
+    # llama-3-8b: 32 layers x 8 KV heads x head dim 128 x (K and V) x 2 B = 131,072 B per token;
+    # 16 sequences x 8,192 tokens x 131,072 B = 16 GiB
+    r = kvcalc.cache("llama-3-8b", batch=16, seq="8k")
+    assert r.bytes_per_token == 131_072 and r.total_bytes == 16 * GiB
+    assert r.model_dump(mode="json") == run_json("cache", "llama-3-8b", "--batch", "16", "--seq", "8k")
+
+
+def test_cache_grid_and_gpu_share_match_the_cli():
+    rs = kvcalc.cache("llama-3-8b", batch=[1, 16], seq="8k", gpu="a100")
+    assert [r.total_bytes for r in rs] == [GiB, 16 * GiB]
+    assert rs[1].gpu_memory_share == 16 * GiB / (80 * 10**9)
+    cli = run_json("cache", "llama-3-8b", "--batch", "1,16", "--seq", "8k", "--gpu", "a100")["rows"]
+    assert [r.model_dump(mode="json") for r in rs] == cli
+
+
+def test_roofline_fit_generate_compare_match_the_cli():
+    assert kvcalc.roofline("7b", "a100", batch="1,64", seq="4k").model_dump(mode="json") == run_json(
+        "roofline", "7b", "--gpu", "a100", "--batch", "1,64", "--seq", "4k"
+    )
+    assert kvcalc.fit("llama-3-70b", "h100", tp=2, seq="8k").model_dump(mode="json") == run_json(
+        "fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--seq", "8k"
+    )
+    assert kvcalc.generate("7b", "h100", prompt="1k", new=256).model_dump(mode="json") == run_json(
+        "generate", "7b", "--gpu", "h100", "--prompt", "1k", "--new", "256"
+    )
+    assert kvcalc.compare("mha", "gqa", "mla").model_dump(mode="json") == run_json("compare", "mha", "gqa", "mla")
+
+
+def test_theory_7b_on_a100():
+    # THEORY.md: 7b on a100 at batch 1, 1k context: 140.3 tokens/s ceiling
+    row = kvcalc.roofline("7b", "a100", batch=1, seq=1024).rows[0]
+    assert round(row.tokens_per_s, 1) == 140.3
+
+
+def test_api_names_survive_importing_the_core_modules():
+    import kvcalc.fit
+    import kvcalc.generate
+    import kvcalc.roofline  # noqa: F401  (binds the submodules on the package)
+
+    assert callable(kvcalc.roofline) and callable(kvcalc.fit) and callable(kvcalc.generate)
+    assert kvcalc.roofline("7b", ["a100", "h100"], batch=1)[1].gpu == "h100"
+    from kvcalc.roofline import roofline_report
+
+    assert callable(roofline_report)
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda: kvcalc.cache("lama-3-8b"), NotFoundError),
+        (lambda: kvcalc.cache("7b", batch=0), UsageError),
+        (lambda: kvcalc.cache("7b", seq="1..1m+1"), UsageError),
+        (lambda: kvcalc.cache("deepseek-v3", window=4096), UsageError),
+        (lambda: kvcalc.roofline("7b", ""), UsageError),
+        (lambda: kvcalc.fit("7b", "h100", gpu_util=float("nan")), UsageError),
+        (lambda: kvcalc.generate("7b", "h100", new=-1), UsageError),
+        (lambda: kvcalc.compare(), UsageError),
+    ],
+)
+def test_bad_input_raises_a_kvcalc_error(call, error):
+    with pytest.raises(error) as info:
+        call()
+    assert isinstance(info.value, KvcalcError) and "\n" not in info.value.message
+
+
+def test_results_dump_as_json():
+    json.dumps(kvcalc.generate("7b", "h100").model_dump(mode="json"))
