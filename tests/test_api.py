@@ -28,7 +28,7 @@ def test_cache_by_hand():
 def test_cache_grid_and_gpu_share_match_the_cli():
     rs = kvcalc.cache("llama-3-8b", batch=[1, 16], seq="8k", gpu="a100")
     assert [r.total_bytes for r in rs] == [GiB, 16 * GiB]
-    assert rs[1].gpu_memory_share == 16 * GiB / (80 * 10**9)
+    assert rs[1].gpu_memory_share == 16 * GiB / rs[1].gpu_memory_bytes
     cli = run_json("cache", "llama-3-8b", "--batch", "1,16", "--seq", "8k", "--gpu", "a100")["rows"]
     assert [r.model_dump(mode="json") for r in rs] == cli
 
