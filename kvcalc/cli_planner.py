@@ -80,11 +80,18 @@ def fit(
         typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
     ] = None,
     max_batched_tokens: Annotated[
-        int, typer.Option("--max-batched-tokens", help="vLLM max_num_batched_tokens (profiling run, windows).")
-    ] = 8192,
+        Optional[int],
+        typer.Option(
+            "--max-batched-tokens",
+            help="vLLM max_num_batched_tokens: profiling run, windows (default: vLLM's for the GPU, 8192 or 2048).",
+        ),
+    ] = None,
     max_num_seqs: Annotated[
-        int, typer.Option("--max-num-seqs", help="vLLM max_num_seqs (rows of the sampler warm-up).")
-    ] = 1024,
+        Optional[int],
+        typer.Option(
+            "--max-num-seqs", help="vLLM max_num_seqs, sampler warm-up rows (default: vLLM's for the GPU, 1024 or 256)."
+        ),
+    ] = None,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages (with --engine vllm).")] = 1,
     tpot_ms: Annotated[
         Optional[float],
@@ -133,7 +140,7 @@ def fit(
     steps: list[str] | None = [] if explain else None
     from kvcalc import cli_vllm
 
-    is_vllm, kv_bytes = cli_vllm.check_options(
+    is_vllm, kv_bytes, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
         engine, kv_memory, block_size, reserve, pp, max_num_seqs, max_batched_tokens, gpu_spec
     )
     util = parse_fraction(gpu_util, "--gpu-util")

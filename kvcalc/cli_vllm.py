@@ -16,12 +16,18 @@ def check_options(
     block_size: int,
     reserve: str | None,
     pp: int,
-    max_num_seqs: int,
-    max_batched_tokens: int,
+    max_num_seqs: int | None,
+    max_batched_tokens: int | None,
     gpu: GpuSpec,
-) -> tuple[bool, int | None]:
-    """Refuse options vLLM would refuse or kvcalc would ignore; (is vllm, --kv-memory bytes)."""
+) -> tuple[bool, int | None, int, int]:
+    """Refuse options vLLM would refuse or kvcalc would ignore; (is vllm, --kv-memory bytes,
+    max_num_seqs, max_num_batched_tokens), the last two defaulting as vLLM does on this GPU."""
     from kvcalc.units import fmt_bytes, parse_bytes
+    from kvcalc.vllm_memory import default_limits
+
+    seqs, tokens = default_limits(gpu)
+    max_num_seqs = seqs if max_num_seqs is None else max_num_seqs
+    max_batched_tokens = tokens if max_batched_tokens is None else max_batched_tokens
 
     vllm = engine is not None
     if vllm and engine.lower() != "vllm":
@@ -52,7 +58,7 @@ def check_options(
             "--reserve has no meaning with --engine vllm",
             hint="vLLM's own terms (profiling peak, non-torch memory) replace it; --kv-memory gives its figure",
         )
-    return vllm, kv_bytes
+    return vllm, kv_bytes, max_num_seqs, max_batched_tokens
 
 
 def predict_terms(

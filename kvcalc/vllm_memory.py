@@ -42,6 +42,16 @@ NCCL_GROUP_BYTES = round(1.85 * GIB)
 WORKSPACE_BYTES = 96 * 2**20
 
 
+def default_limits(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) the OpenAI server picks on this GPU.
+
+    vllm/engine/arg_utils.py _set_default_args: 1024 and 8192 on GPUs of at least 70 GiB that are
+    not A100s (H100, H200, MI300X, B200), else 256 and 2048."""
+    if gpu.capacity_bytes >= 70 * GIB and "a100" not in gpu.name.lower():
+        return 1024, 8192
+    return 256, 2048
+
+
 class Settings(Result):
     """The vLLM options that decide the pool (vLLM's names, OpenAI-server defaults on an H100)."""
 
@@ -236,7 +246,9 @@ def _unsized(spec: ModelSpec, quant: Quantization | None) -> list[str]:
     if not spec.max_position_embeddings:
         out.append("the rotary cos/sin cache (max_position_embeddings unknown for this model)")
     if ck and ck.vision:
-        out.append("the vision encoder's weights and its dummy-image profiling (vision_config not sized)")
+        if not spec.extra_params:
+            out.append("the vision encoder's weights (vision_config not sized for this family)")
+        out.append("the vision encoder's dummy-image profiling run and encoder cache")
     return out
 
 

@@ -47,6 +47,7 @@ class WeightBytes(Result):
     norms: int
     mixers: int  # SSM / linear-attention mixers (16-bit)
     mla_absorbed: int  # bf16 copies of a quantized kv_b_proj that MLA decode multiplies with
+    extra: int  # outside the decoder: a vision tower and projector (spec.extra_params), 16-bit, split by tp
     rotary_cache: int | None  # None: the checkpoint's max_position_embeddings is unknown
     total: int
 
@@ -143,7 +144,10 @@ def weight_bytes(
         # NOTE: one cos/sin cache of max_position_embeddings x rotary_dim in the model dtype
         # (rotary_embedding.py: RotaryEmbedding registers cos_sin_cache; get_rope shares instances).
         rotary = allocated(spec.max_position_embeddings * rotary_dim(spec) * (a.weight_bits // 8))
-    parts = (embedding, lm_head, attention, mlp, experts, router, norms, mixers, absorbed, rotary or 0)
+    # NOTE: vLLM's vision encoders (mllama, SigLIP, Qwen-VL ViTs) use tensor-parallel linear layers
+    # and sit on the first pipeline stage; checkpoints leave them unquantized.
+    extra = math.ceil(spec.extra_params * (a.weight_bits // 8) / tp) if first else 0
+    parts = (embedding, lm_head, attention, mlp, experts, router, norms, mixers, absorbed, rotary or 0, extra)
     return WeightBytes(
         embedding=embedding,
         lm_head=lm_head,
@@ -154,6 +158,7 @@ def weight_bytes(
         norms=norms,
         mixers=mixers,
         mla_absorbed=absorbed,
+        extra=extra,
         rotary_cache=rotary,
         total=sum(parts),
     )

@@ -327,3 +327,20 @@ def test_every_driver_total_names_its_source():
         for line in path.read_text().splitlines():
             if line.startswith("usable_memory_bytes:"):
                 assert "  # " in line and len(line.split("#", 1)[1]) > 20, path.name
+
+
+def test_defaults_follow_vllm_for_the_gpu():
+    # arg_utils._set_default_args: 1024 seqs / 8192 tokens on >= 70 GiB GPUs that are not A100s, else 256 / 2048
+    h100 = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm")["vllm"]
+    a100 = run_json("fit", "llama-3.1-8b", "--gpu", "a100", "--engine", "vllm")["vllm"]
+    hidden = 4096 * 2
+    assert h100["profile_peak_bytes"] == 1024 * 128256 * 14 + (8192 + 2 * 1024) * hidden + 96 * MiB
+    assert a100["profile_peak_bytes"] == 256 * 128256 * 14 + (2048 + 2 * 256) * hidden + 96 * MiB
+
+
+def test_vision_tower_weights_counted():
+    config = shared_path("configs", "llama-3.2-11b-vision.json")
+    v = run_json("fit", config, "--gpu", "h100", "--engine", "vllm")["vllm"]
+    # the mllama tower and projector (about 0.9B parameters) in bf16 on top of the decoder's weights
+    assert v["weights_bytes"] > 10.5e9 * 2 * 0.95
+    assert any("dummy-image" in u for u in v["not_sized"])
