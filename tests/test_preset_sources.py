@@ -23,8 +23,8 @@ ENTRIES = INDEX["presets"]
 GENERATED = sorted(name for name, entry in ENTRIES.items() if not entry.get("pending"))
 HAND_WRITTEN = INDEX["hand_written"]
 MODELS = presets.preset_names(presets.MODEL_DIR)
-# REPOSITORY @ COMMIT : PATH, the commit at least 7 hex digits.
-READ_FROM = re.compile(r"^[\w.-]+/[\w.-]+ @ [0-9a-f]{7,40} : \S.*$")
+# REPOSITORY @ COMMIT : PATH, the commit at least 7 hex digits; a hub page is huggingface.co/ORG/NAME.
+READ_FROM = re.compile(r"^(huggingface\.co/)?[\w.-]+/[\w.-]+ @ [0-9a-f]{7,40} : \S.*$")
 
 
 def _config(entry: dict) -> dict:
