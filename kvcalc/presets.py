@@ -181,6 +181,15 @@ def _clash(kind: str, user_stem: str, name: str) -> SpecError:
 # --- lookup -------------------------------------------------------------------------------
 
 
+def _no_file(path: Path, text: str) -> NotFoundError:
+    folder = path.parent
+    if not folder.is_dir():
+        return NotFoundError(f"no such preset file: {text}", hint=f"folder '{folder}' does not exist")
+    close = difflib.get_close_matches(path.name, [p.name for p in folder.iterdir() if p.suffix in SUFFIXES], n=3)
+    hint = "did you mean: " + ", ".join(str(folder / c) for c in close) + "?" if close else None
+    return NotFoundError(f"no such preset file: {text}", hint=hint)
+
+
 def is_preset_file(text: str) -> bool:
     return text.strip().lower().endswith(SUFFIXES)
 
@@ -192,7 +201,7 @@ def locate(kind: str, name: str) -> Found | None:
     if is_preset_file(text):
         path = Path(text).expanduser()
         if not path.is_file():
-            raise NotFoundError(f"no such preset file: {text}")
+            raise _no_file(path, text)
         return Found(_load_file(kind, path, strict_name=False), "file", str(path))
     key = text.lower()
     builtin = key if key in preset_names(kind) else None

@@ -113,8 +113,12 @@ def test_malformed_files_name_file_and_field(folder):
     assert run("cache", "7b", "--gpu", "broken").stderr.startswith(
         f"kvcalc: error: {folder / 'gpus' / 'broken.yaml'}: flops: unknown field"
     )
-    missing = run("cache", "7b", "--gpu", folder / "nothere.yml")
-    assert missing.exit_code == 1 and "no such preset file" in missing.stderr
+    missing = run("cache", "7b", "--gpu", folder / "gpus" / "bx.yaml")
+    assert missing.exit_code == 1 and missing.stderr == (
+        f"kvcalc: error: no such preset file: {folder / 'gpus' / 'bx.yaml'} "
+        f"(did you mean: {folder / 'gpus' / 'box.yaml'}, {folder / 'gpus' / 'broken.yaml'}?)\n"
+    )
+    assert "folder 'nowhere' does not exist" in run("show", "nowhere/m.yaml").stderr
 
 
 def test_lookup_reads_one_file(folder):
