@@ -31,11 +31,15 @@ GIB = 2**30
 # 0.24-0.26 GiB on one H100 in public vLLM 0.19 logs (llm-d-incubation/llm-d-planner PR #205,
 # accuracy/results/v0.19.0/logs: Llama-3.1-8B, Qwen2.5-7B, DeepSeek-V2-Lite, Gemma-2-2B, Phi-4).
 NON_TORCH_BASE_BYTES = round(0.25 * GIB)
-# NOTE: each NCCL communicator of two or more ranks (the tensor-parallel group, the pipeline
-# group) allocates its channel / NVLS buffers outside torch: vLLM PR #10511 logged non-torch
-# memory rising from 1.79 to 3.58 GiB going from tp 1 to tp 2 (Llama-3-8B, H100), and the 0.19
-# logs above from 0.25 to 2.07 (tp 2) and 2.13 GiB (tp 4).
-NCCL_GROUP_BYTES = round(1.85 * GIB)
+# NOTE: on NVSwitch systems with NVLink SHARP (H100/H200/B200 SXM, NVLink 4 and 5) NCCL sets up
+# NVLS buffers outside torch for the tensor-parallel group's collectives: vLLM PR #10511 logged
+# non-torch memory rising from 1.79 to 3.58 GiB going from tp 1 to tp 2 (Llama-3-8B, H100), the
+# 0.19 logs above from 0.25 to 2.07 (tp 2) and 2.13 GiB (tp 4); NVIDIA's NeMo launcher sets
+# NCCL_NVLS_ENABLE=0 "for memory saving" (NeMo-Framework-Launcher PR #127). Without NVLS (PCIe,
+# NVLink bridges, A100) the ring buffers are far smaller (0.09 GiB in all at tp 4 in a public
+# vLLM log) and are named as not sized. Pipeline stages only send and receive: their NCCL
+# point-to-point buffers are not sized either.
+NVLS_BYTES = round(1.85 * GIB)
 # NOTE: torch-allocated library workspaces created by the first GEMMs of the profiling run
 # (PyTorch's cuBLAS + cuBLASLt workspaces, 32 MiB each per handle and stream on Hopper;
 # CUBLAS_WORKSPACE_CONFIG default :4096:8) and small sampler scratch buffers.
@@ -84,6 +88,11 @@ class MemoryTerms(Result):
     stages: list[StageMemory]
     weights: WeightBytes
     unsized: list[str]  # terms kvcalc cannot size for this model, left out of the sums above
+
+
+def has_nvls(gpu: GpuSpec) -> bool:
+    """NVLink SHARP through NVSwitch: NVLink 4 / 5 parts (not the bridged PCIe / NVL cards)."""
+    return bool(gpu.interconnect) and gpu.interconnect.startswith(("NVLink 4", "NVLink 5"))
 
 
 def activation_dtype(spec: ModelSpec, gpu: GpuSpec, dtype: str | None) -> str:
@@ -180,8 +189,12 @@ def predict(
     rows = min(settings.max_num_seqs, tokens)
     tp, pp = settings.tp, settings.pp
     unsized = _unsized(spec, quant)
-    groups = (tp > 1) + (pp > 1)
-    non_torch = NON_TORCH_BASE_BYTES + groups * NCCL_GROUP_BYTES
+    nvls = has_nvls(gpu)
+    non_torch = NON_TORCH_BASE_BYTES + (NVLS_BYTES if tp > 1 and nvls else 0)
+    if tp > 1 and not nvls:
+        unsized.append(f"NCCL ring buffers of the tensor-parallel group ({gpu.interconnect or 'no NVLink SHARP'})")
+    if pp > 1:
+        unsized.append("NCCL send/receive buffers between pipeline stages")
     stages: list[StageMemory] = []
     first_weights: WeightBytes | None = None
     ranges = pp_layers(spec.num_layers, pp) if pp > 1 else [range(spec.num_layers)]
@@ -262,8 +275,8 @@ def _explain(spec, gpu, settings, act_dtype, quant, requested, s0, stages, rows,
         f"profiling peak: forward of {settings.max_num_batched_tokens:,} tokens, sampler warm-up of {rows:,} rows × "
         f"{spec.vocab_size:,} vocabulary (model-dtype logits + 3 float32 copies) + workspaces = "
         f"{s0.profile_peak_bytes:,} B ({s0.profile_peak_bytes / g:.2f} GiB)",
-        f"non-torch: {NON_TORCH_BASE_BYTES / g:.2f} GiB libraries + {NCCL_GROUP_BYTES / g:.2f} GiB per NCCL group "
-        f"of ≥ 2 ranks = {s0.non_torch_bytes:,} B ({s0.non_torch_bytes / g:.2f} GiB)",
+        f"non-torch: {NON_TORCH_BASE_BYTES / g:.2f} GiB libraries + {NVLS_BYTES / g:.2f} GiB of NCCL NVLS buffers "
+        f"when tp ≥ 2 over NVSwitch = {s0.non_torch_bytes:,} B ({s0.non_torch_bytes / g:.2f} GiB)",
         f"available KV = {requested:,} − {s0.weights_bytes:,} − {s0.profile_peak_bytes:,} − {s0.non_torch_bytes:,} "
         f"= {s0.available_kv_bytes:,} B ({s0.available_kv_bytes / g:.2f} GiB)",
     ]

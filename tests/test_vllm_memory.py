@@ -273,7 +273,17 @@ def test_pipeline_stages_keep_the_smallest_pool():
     one = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm")["vllm"]
     # each stage holds half the layers and half the weights: more than twice the tokens
     assert 2 < v["vllm"]["kv_cache_tokens"] / one["kv_cache_tokens"] < 2.4
-    assert v["vllm"]["non_torch_bytes"] > one["non_torch_bytes"]  # the pipeline group's NCCL buffers
+    # pipeline stages only send and receive: no NVLS buffers; their point-to-point buffers are named
+    assert v["vllm"]["non_torch_bytes"] == one["non_torch_bytes"]
+    assert any("pipeline stages" in u for u in v["vllm"]["not_sized"])
+
+
+def test_nvls_buffers_only_over_nvswitch():
+    h100 = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--tp", "2")["vllm"]
+    pcie = run_json("fit", "llama-3.1-8b", "--gpu", "h100-pcie", "--engine", "vllm", "--tp", "2")["vllm"]
+    assert h100["non_torch_bytes"] - pcie["non_torch_bytes"] == round(1.85 * GiB)
+    assert any("NCCL ring buffers" in u for u in pcie["not_sized"])
+    assert not any("NCCL" in u for u in h100["not_sized"])
 
 
 # --- compute peak per weight format ----------------------------------------------------------
