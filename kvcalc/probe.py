@@ -402,5 +402,12 @@ def preset_data(result: ProbeResult, name: str) -> tuple[str, dict]:
         "notes": f"Achieved, not peak: best bandwidth kernel of {kernels}; matmul best per dtype."
         + (" --quick sizes: the arrays may sit in a cache." if result.quick else ""),
     }
+    if not result.backend.startswith("cpu"):
+        # NOTE: PyTorch's total is what the driver lets a process see, the figure vLLM budgets from.
+        data = {
+            **dict(list(data.items())[:2]),
+            "usable_memory_bytes": result.memory_bytes,
+            **dict(list(data.items())[2:]),
+        }
     header = f"# {name}: written by `kvcalc probe --save {name}` on {result.date} ({result.backend}).\n"
     return header, data

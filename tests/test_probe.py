@@ -128,3 +128,6 @@ def test_statistics_and_saved_preset_fields():
     assert header.startswith("# box: written by `kvcalc probe --save box`")
     gpu = build(GpuSpec, {"name": "box", **data}, "saved")
     assert gpu.peak_dense_tflop_per_s == {} and gpu.memory_bytes == 2**30  # fp64 is not a preset dtype
+    assert gpu.usable_memory_bytes is None  # a CPU's memory is not a GPU's usable memory
+    on_gpu = result.model_copy(update={"backend": "cuda (torch)"})
+    assert list(probe.preset_data(on_gpu, "box")[1])[:3] == ["full_name", "memory_bytes", "usable_memory_bytes"]
