@@ -9,66 +9,14 @@ from typing import Any
 
 from kvcalc import hf_encdec, hf_hybrid, hf_legacy, hf_mla, hf_moe, hf_nas, hf_vision, hf_windows
 from kvcalc.errors import SpecError
+from kvcalc.hf_defaults import TYPE_DEFAULTS
 from kvcalc.hf_fields import Config, declared_dtype, quantization, window
 from kvcalc.hf_hybrid import StateDtypes
+from kvcalc.hf_unread import refuse_unread
 from kvcalc.quant import checkpoint_info
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
-# Published class defaults (transformers' *Config.__init__) for fields that real configs
-# omit. NOTE: Gemma 3's text_config often lists no head counts; its class defaults supply them.
-TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {
-        "vocab_size": 262208,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "sliding_window": 4096,
-        "sliding_window_pattern": 6,
-        "tie_word_embeddings": True,
-    },
-    "gemma2": {"head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True},
-    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
-    "llama": {"tie_word_embeddings": False},
-    "mistral": {"tie_word_embeddings": False, "sliding_window": 4096},
-    "mixtral": {"tie_word_embeddings": False},
-    "qwen2": {"tie_word_embeddings": False},
-    "qwen3": {"tie_word_embeddings": False},
-    "qwen2_moe": {"tie_word_embeddings": False},
-    "qwen3_moe": {"tie_word_embeddings": False},
-    "qwen3_next": {"tie_word_embeddings": False},
-    "phi3": {"tie_word_embeddings": False},
-    "starcoder2": {"tie_word_embeddings": True},
-    "gpt_oss": {"tie_word_embeddings": False},
-    "deepseek_v2": {"tie_word_embeddings": False},
-    "deepseek_v3": {"tie_word_embeddings": False},
-    "glm4_moe": {"tie_word_embeddings": False},
-    "cohere": {"tie_word_embeddings": True},
-    "llama4_text": {"tie_word_embeddings": False, "no_rope_layer_interval": 4},
-    "mllama_text_model": {"tie_word_embeddings": False},
-    "nemotron_h": {"tie_word_embeddings": False},
-    "chatglm": {"tie_word_embeddings": False},
-    "qwen": {"tie_word_embeddings": False},
-    # Cohere2Config: sliding_window 4096; without layer_types every 4th layer is full attention.
-    "cohere2": {"tie_word_embeddings": True, "sliding_window": 4096, "sliding_window_pattern": 4},
-    # GraniteMoeHybridConfig.__init__ defaults (granite-4.0-h).
-    "granitemoehybrid": {
-        "tie_word_embeddings": False,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "shared_intermediate_size": 1024,
-        "mamba_n_heads": 128,
-        "mamba_n_groups": 1,
-        "mamba_d_state": 256,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-    },
-    "lfm2": {"tie_word_embeddings": True, "conv_L_cache": 3},
-    "hunyuan_v1_moe": {"tie_word_embeddings": False},
-}
 # Families whose attention_bias also puts a bias on o_proj.
 O_PROJ_BIAS = {
     "llama",
@@ -82,7 +30,7 @@ O_PROJ_BIAS = {
     "cohere2",
 }
 # Layer-type names each family uses in layer_types, beyond attention ones.
-MAMBA_TYPES = {"granitemoehybrid"}
+MAMBA_TYPES = {"granitemoehybrid", "bamba"}
 CONV_TYPES = {"lfm2"}
 ENCODER_DECODER = {
     "whisper",
@@ -154,6 +102,10 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     if types is None and isinstance(interval, int) and interval > 0:
         # Qwen3-Next: every `interval`-th layer is full attention, the rest linear attention.
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if types is None and model_type == "bamba":
+        # BambaConfig.layers_block_type: attention at attn_layer_indices, Mamba-2 elsewhere.
+        attention = cfg.get("attn_layer_indices") or []
+        types = ["attention" if i in attention else "mamba" for i in range(layers)]
     if types is None and model_type in MAMBA_TYPES:
         types = ["mamba"] * layers  # GraniteMoeHybridConfig.layers_block_type without layer_types
     if types is None and model_type in CONV_TYPES:
@@ -175,6 +127,16 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     return runs or []
 
 
+def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> list[LayerRun]:
+    """Hunyuan CLA: layer i computes K and V when i % cla_share_factor == 0; the layers after it attend
+    over those (HunYuanCrossAttention has q_proj and o_proj only; vLLM hunyuan_v1.py shares the cache)."""
+    factor = cfg.int_field("cla_share_factor", default=1)
+    base = runs or [LayerRun()] * layers
+    if any(r.kind != LayerKind.FULL for r in base):
+        raise cfg.refuse("use_cla with windowed or hybrid layers is not read")
+    return [r.model_copy(update={"kv_shared": i % factor != 0}) for i, r in enumerate(base)]
+
+
 def _state_dtypes(cfg: Config) -> StateDtypes:
     """Conv state in the activation dtype the config declares; SSM state in mamba_ssm_cache_dtype when
     named (Nemotron 3 says float32), else the activation dtype."""
@@ -188,24 +150,6 @@ def _state_dtypes(cfg: Config) -> StateDtypes:
     return StateDtypes(conv=float(DTYPE_BITS[activation]) / 8, ssm=float(DTYPE_BITS[ssm]) / 8)
 
 
-def _refuse_unread(cfg: Config, model_type: str) -> None:
-    """Fields whose effect on the cache kvcalc does not model: refuse rather than guess."""
-    if cfg.get("use_cla"):
-        raise cfg.refuse(
-            "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
-        )
-    if cfg.get("moe_layer_num_skipped"):
-        raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
-    pattern = cfg.get("hybrid_override_pattern")
-    if isinstance(pattern, str) and "E" in pattern and not cfg.get("n_routed_experts", "num_experts"):
-        raise cfg.refuse("hybrid_override_pattern has MoE layers (E) but no n_routed_experts")
-    if model_type in ("lfm2_moe", "lfm2_vl_moe"):
-        raise cfg.refuse(
-            f"'{model_type}' (LFM2 with experts) is not read yet",
-            hint="its cache is not estimated, rather than guessed",
-        )
-
-
 def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
     """Map a config.json dict to a ModelSpec, or refuse with the file and field that is wrong."""
     overrides = overrides or {}
@@ -217,7 +161,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         model_type = str(raw.get("model_type", model_type))
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
     cfg = Config(data, where, overrides)
-    _refuse_unread(cfg, model_type)
+    refuse_unread(cfg, model_type)
     dtype = overrides.get("dtype") or declared_dtype(cfg)
     weight_dtype, expert_dtype = quantization(cfg, dtype) if "dtype" not in overrides else (dtype, None)
     vocab = cfg.get("vocab_size", "padded_vocab_size")
@@ -308,6 +252,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields["intermediate_size"] = inter
     if hf_mla.is_mla(cfg):
         fields.update(hf_mla.mla_fields(cfg))
+    if cfg.get("use_cla"):
+        fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
     if str(raw.get("model_type")) == "mllama":
         vision = hf_vision.mllama_fields(cfg, raw.get("vision_config"), hidden)
         images = vision.pop("images")

@@ -19,6 +19,8 @@ def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
 
 def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
     """Cached elements one token adds to one layer on one tensor-parallel rank."""
+    if run.kv_shared:
+        return 0  # it reads the K and V an earlier layer cached
     if run.kind in ATTENTION_KINDS:
         return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.head_dim_effective
     if run.kind == LayerKind.MLA:
@@ -47,7 +49,10 @@ def grows_with_seq(run: LayerRun) -> bool:
 
 
 def replicates_kv_heads(spec: ModelSpec, tp: int) -> bool:
-    return any(run.kind in ATTENTION_KINDS and (run.kv_heads or spec.kv_heads) < tp for run, _ in spec.layer_groups())
+    return any(
+        run.kind in ATTENTION_KINDS and not run.kv_shared and (run.kv_heads or spec.kv_heads) < tp
+        for run, _ in spec.layer_groups()
+    )
 
 
 def cache_elements(spec: ModelSpec, batch: int, seq: int, tp: int = 1) -> int:
@@ -133,7 +138,9 @@ def cache_report(
 def _explain_group(
     steps: list[str], spec: ModelSpec, run: LayerRun, n: int, per_token: int, held: int, seq: int, tp: int
 ) -> None:
-    if run.kind in ATTENTION_KINDS:
+    if run.kv_shared:
+        steps.append(f"{n} {run.kind.value} layers share an earlier layer's K and V (cross-layer attention): 0")
+    elif run.kind in ATTENTION_KINDS:
         heads = run.kv_heads or spec.kv_heads
         rank_heads = kv_heads_per_rank(heads, tp)
         if tp > 1:

@@ -42,7 +42,7 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
         kv_a = hidden * (spec.kv_lora_rank + rope) + spec.kv_lora_rank
         kv_b = spec.kv_lora_rank * h * (nope + v)
         return q + kv_a + kv_b + h * v * hidden
-    g = run.kv_heads or spec.kv_heads
+    g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
     bias = (h * d + 2 * g * d) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
     return hidden * h * d + 2 * hidden * g * d + h * d * hidden + bias

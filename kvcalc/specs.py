@@ -41,6 +41,8 @@ class LayerRun(BaseModel):
     # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
     # the sequence itself (an encoder-decoder whose encoder input is as long as --seq).
     cross_tokens: NonNeg | None = 0
+    # Attends over an earlier layer's K and V (Hunyuan's cross-layer attention): caches nothing itself.
+    kv_shared: bool = False
 
     @model_validator(mode="after")
     def _window_matches_kind(self) -> LayerRun:
@@ -51,6 +53,8 @@ class LayerRun(BaseModel):
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
         if self.state_bytes and self.kind != LayerKind.STATELESS:
             raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
+        if self.kv_shared and self.kind not in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+            raise ValueError("kv_shared is only for attention layers")
         if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
             raise ValueError("cross_tokens is only for cross-attention layers")
         return self

@@ -176,3 +176,20 @@ def test_gpt_oss_biases():
     params = run_json("show", "gpt-oss-120b")["params"]
     assert params["total"] == 116_829_149_760
     assert abs(params["total"] - 116_829_156_672) == 128 * 36 + 64 * 36
+
+
+def test_hunyuan_cross_layer_attention():
+    # use_cla with cla_share_factor 2: layers 0, 2, 4, ... cache K and V (4,096 B per token each, 8 KV heads x
+    # 128); the 16 layers between read them. Those have q_proj and o_proj only: 2 x 4,096 x 1,024 fewer
+    # parameters each (k and v, 8 KV heads x 128) than without sharing.
+    assert cache("hunyuan-cla", "--seq", 1000)["total_bytes"] == 16 * 4096 * 1000
+    shared = run_json("show", CONFIGS / "hunyuan-cla.json")["params"]["attention"]
+    plain = run_json("show", CONFIGS / "hunyuan-a13b.json")["params"]["attention"]
+    assert plain - shared == 16 * 2 * 4096 * 1024
+
+
+def test_bamba_attention_indices():
+    # attn_layer_indices [2, 5] of 6: 2 attention layers x 2 KV heads x 32 (256 / 8) x 2 x 2 B = 256 B each;
+    # 4 Mamba-2 layers: 8 heads x 64 x 16 + 3 x (512 + 2 x 16) conv steps, bf16
+    assert cache("bamba-hybrid", "--seq", 1000)["total_bytes"] == 2 * 256 * 1000
+    assert cache("bamba-hybrid", "--seq", 10)["state_bytes"] == 4 * (8 * 64 * 16 + 3 * (512 + 2 * 16)) * 2

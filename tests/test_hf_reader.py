@@ -129,7 +129,9 @@ def test_overrides_fill_and_change():
     ("name", "message"),
     [
         ("marian-encdec", "'marian' is an encoder-decoder kvcalc does not read yet"),
-        ("hunyuan-cla", "use_cla (cross-layer KV sharing) is not read"),
+        ("falcon-h1", "Falcon-H1 runs attention and Mamba-2 side by side in every layer"),
+        ("deepseek-v32-indexer", "lightning indexer keeps a second per-token cache"),
+        ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
         (
             "unknown-missing",
             "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)",

@@ -1,0 +1,69 @@
+"""Class defaults (transformers' *Config.__init__) for fields that real configs omit, by model_type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Published class defaults (transformers' *Config.__init__) for fields that real configs
+# omit. NOTE: Gemma 3's text_config often lists no head counts; its class defaults supply them.
+TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+    "gemma2": {"head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True},
+    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
+    "llama": {"tie_word_embeddings": False},
+    "mistral": {"tie_word_embeddings": False, "sliding_window": 4096},
+    "mixtral": {"tie_word_embeddings": False},
+    "qwen2": {"tie_word_embeddings": False},
+    "qwen3": {"tie_word_embeddings": False},
+    "qwen2_moe": {"tie_word_embeddings": False},
+    "qwen3_moe": {"tie_word_embeddings": False},
+    "qwen3_next": {"tie_word_embeddings": False},
+    "phi3": {"tie_word_embeddings": False},
+    "starcoder2": {"tie_word_embeddings": True},
+    "gpt_oss": {"tie_word_embeddings": False},
+    "deepseek_v2": {"tie_word_embeddings": False},
+    "deepseek_v3": {"tie_word_embeddings": False},
+    "glm4_moe": {"tie_word_embeddings": False},
+    "cohere": {"tie_word_embeddings": True},
+    "llama4_text": {"tie_word_embeddings": False, "no_rope_layer_interval": 4},
+    "mllama_text_model": {"tie_word_embeddings": False},
+    "nemotron_h": {"tie_word_embeddings": False},
+    "chatglm": {"tie_word_embeddings": False},
+    "qwen": {"tie_word_embeddings": False},
+    # Cohere2Config: sliding_window 4096; without layer_types every 4th layer is full attention.
+    "cohere2": {"tie_word_embeddings": True, "sliding_window": 4096, "sliding_window_pattern": 4},
+    # GraniteMoeHybridConfig.__init__ defaults (granite-4.0-h).
+    "granitemoehybrid": {
+        "tie_word_embeddings": False,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "shared_intermediate_size": 1024,
+        "mamba_n_heads": 128,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 256,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    },
+    "lfm2": {"tie_word_embeddings": True, "conv_L_cache": 3},
+    # BambaConfig.__init__ defaults.
+    "bamba": {
+        "tie_word_embeddings": False,
+        "mamba_n_heads": 128,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 256,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    },
+    "hunyuan_v1_moe": {"tie_word_embeddings": False},
+}

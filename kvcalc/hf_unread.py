@@ -1,0 +1,41 @@
+"""What the config reader refuses, and why: fields whose effect on the cache kvcalc does not model."""
+
+from __future__ import annotations
+
+from kvcalc.hf_fields import Config
+
+
+def refuse_unread(cfg: Config, model_type: str) -> None:
+    """Fields whose effect on the cache kvcalc does not model: refuse rather than guess."""
+    if cfg.get("use_cla") and model_type not in ("hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"):
+        raise cfg.refuse(
+            "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
+        )
+    if cfg.get("moe_layer_num_skipped"):
+        raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and "E" in pattern and not cfg.get("n_routed_experts", "num_experts"):
+        raise cfg.refuse("hybrid_override_pattern has MoE layers (E) but no n_routed_experts")
+    if model_type == "falcon_h1" or cfg.get("mamba_d_ssm"):
+        raise cfg.refuse(
+            "Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
+            hint="its cache and state are not estimated, rather than guessed",
+        )
+    if cfg.get("index_topk") or model_type == "deepseek_v32":
+        raise cfg.refuse(
+            "DeepSeek-V3.2's lightning indexer keeps a second per-token cache (index_head_dim keys in fp8) "
+            "that kvcalc does not model",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    if cfg.get("num_kv_shared_layers"):
+        raise cfg.refuse("num_kv_shared_layers (Gemma 3n's KV sharing across layers) is not read")
+    if cfg.get("linear_attn_config") or model_type == "kimi_linear":
+        raise cfg.refuse("Kimi Linear's KDA linear attention is not read")
+    attn_types = cfg.get("attn_type_list")
+    if isinstance(attn_types, list) and any(t != 1 for t in attn_types):
+        raise cfg.refuse("attn_type_list has lightning (linear) attention layers (MiniMax-01); they are not read")
+    if model_type in ("lfm2_moe", "lfm2_vl_moe"):
+        raise cfg.refuse(
+            f"'{model_type}' (LFM2 with experts) is not read yet",
+            hint="its cache is not estimated, rather than guessed",
+        )
