@@ -19,6 +19,7 @@ from kvcalc.cli_common import (
     WindowOpt,
     _check_planner,
     _complete_gpus,
+    _complete_kv_dtypes,
     _emit,
     _gpu,
     _model,
@@ -60,7 +61,14 @@ def fit(
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel ranks (same as --gpus).")] = None,
     seq: Annotated[str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output).")] = "8k",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Concurrent sequences to check.")] = "1",
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: Annotated[
+        Optional[str],
+        typer.Option(
+            "--kv-dtype",
+            help=f"Cache element type: {', '.join(KV_DTYPES)} (default bf16; with --engine vllm, vLLM's auto: the model dtype).",
+            autocompletion=_complete_kv_dtypes,
+        ),
+    ] = None,
     gpu_util: Annotated[
         float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
     ] = 0.9,
@@ -133,12 +141,15 @@ def fit(
     b = parse_count(batch, "--batch")
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
     steps: list[str] | None = [] if explain else None
     from kvcalc import cli_vllm
+
+    if kv is None:
+        kv = cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
 
     is_vllm, kv_bytes, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
         engine, kv_memory, block_size, reserve, pp, max_num_seqs, max_batched_tokens, gpu_spec

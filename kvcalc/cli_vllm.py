@@ -61,6 +61,15 @@ def check_options(
     return vllm, kv_bytes, max_num_seqs, max_batched_tokens
 
 
+def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str | None) -> str:
+    """--kv-dtype left out: bf16, or with --engine vllm its `auto` (the dtype the model is served in)."""
+    if engine is None or engine.lower() != "vllm":
+        return "bf16"
+    from kvcalc.vllm_memory import activation_dtype
+
+    return activation_dtype(spec, gpu, dtype)
+
+
 def predict_terms(
     spec: ModelSpec,
     gpu: GpuSpec,

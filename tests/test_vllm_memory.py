@@ -354,3 +354,11 @@ def test_vision_tower_weights_counted():
     # the mllama tower and projector (about 0.9B parameters) in bf16 on top of the decoder's weights
     assert v["weights_bytes"] > 10.5e9 * 2 * 0.95
     assert any("dummy-image" in u for u in v["not_sized"])
+
+
+def test_kv_dtype_auto_follows_the_served_dtype():
+    # vLLM's kv_cache_dtype "auto" is the model dtype: fp32 weights (--dtype fp32) mean fp32 pages
+    fp32 = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--dtype", "fp32", "--tp", "2")
+    assert fp32["kv_dtype"] == "fp32" and fp32["vllm"]["page_bytes_per_layer"] == 16 * 4 * 2 * 128 * 4
+    plain = run_json("fit", "llama-3.1-8b", "--gpu", "h100")
+    assert plain["kv_dtype"] == "bf16"
