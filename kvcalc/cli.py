@@ -137,6 +137,8 @@ def roofline(
     head_dim: HeadDimOpt = None,
     window: WindowOpt = None,
     dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """Decode roofline of MODEL on a GPU: bytes, FLOPs, intensity, and time and tokens/s ceilings."""
     from kvcalc.render import roofline_sheet
@@ -147,7 +149,7 @@ def roofline(
     gpu_names = _gpu_names(gpu)
     check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
     gpu_specs = [_gpu(name) for name in gpu_names]
     steps: list[str] | None = [] if explain else None
@@ -309,13 +311,17 @@ def show(
     head_dim: HeadDimOpt = None,
     window: WindowOpt = None,
     dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """The resolved spec of MODEL, where it came from, and its parameter counts."""
     from kvcalc.kvcache import bytes_per_token
     from kvcalc.params import param_counts
     from kvcalc.render import show_sheet
 
-    resolved = _model(model, _overrides(layers, kv_heads, head_dim, window, dtype))
+    resolved = _model(
+        model, {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
+    )
     # NOTE: a config without vocab_size / intermediate_size still has a cache: show it, parameters unknown.
     counts = None if resolved.spec.params_unknown else param_counts(resolved.spec)
     payload = {

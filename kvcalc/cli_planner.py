@@ -8,10 +8,12 @@ import typer
 
 from kvcalc.cli_common import (
     DtypeOpt,
+    EncoderSeqOpt,
     ExplainOpt,
     Fmt,
     FmtOpt,
     HeadDimOpt,
+    ImagesOpt,
     KvDtypeOpt,
     KvHeadsOpt,
     LayersOpt,
@@ -20,6 +22,7 @@ from kvcalc.cli_common import (
     _check_planner,
     _complete_gpus,
     _complete_kv_dtypes,
+    _cross_overrides,
     _emit,
     _gpu,
     _model,
@@ -121,6 +124,8 @@ def fit(
     head_dim: HeadDimOpt = None,
     window: WindowOpt = None,
     dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """Does MODEL fit on GPUs at batch x seq? Largest batch and context, KV capacity, concurrency, latency goals.
 
@@ -142,7 +147,7 @@ def fit(
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
-    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
     steps: list[str] | None = [] if explain else None
@@ -255,13 +260,15 @@ def generate(
     head_dim: HeadDimOpt = None,
     window: WindowOpt = None,
     dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
     (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies."""
     from kvcalc.generate import generate_report
     from kvcalc.render import generate_sheet
 
-    overrides = _overrides(layers, kv_heads, head_dim, window, dtype)
+    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
     kv = normalize_dtype(kv_dtype, KV_DTYPES)

@@ -12,7 +12,7 @@ from kvcalc.errors import SpecError
 from kvcalc.hf_defaults import TYPE_DEFAULTS
 from kvcalc.hf_fields import Config, declared_dtype, quantization, window
 from kvcalc.hf_hybrid import StateDtypes
-from kvcalc.hf_unread import refuse_unread
+from kvcalc.hf_unread import parameter_doubts, refuse_unread
 from kvcalc.quant import checkpoint_info
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
@@ -186,6 +186,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         return build(ModelSpec, fields, where)
     decoder = _decoder_fields(cfg, model_type, raw)
     missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
+    missing += parameter_doubts(cfg)
     fields.update(decoder)
     if missing:
         fields["params_unknown"] = "; ".join(missing)

@@ -39,3 +39,32 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             f"'{model_type}' (LFM2 with experts) is not read yet",
             hint="its cache is not estimated, rather than guessed",
         )
+
+
+# Mixture-of-experts keys the reader reads, or that do not change the parameter count.
+MOE_KEYS_READ = {
+    "num_local_experts", "n_routed_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
+    "moe_top_k", "num_selected_experts", "moe_topk", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
+    "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_shared_expert",
+    "use_mixed_mlp_moe", "shared_intermediate_size", "expert_layer_period", "expert_layer_offset",
+    "moe_drop_tokens", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
+}  # fmt: skip
+
+
+def parameter_doubts(cfg: Config) -> list[str]:
+    """Config fields that would change the parameter count in ways the reader does not model. The cache
+    is still answered; parameters are then reported as unknown rather than a different number."""
+    doubts = []
+    step = cfg.get("decoder_sparse_step")
+    if step not in (None, 0, 1) or cfg.get("mlp_only_layers"):
+        doubts.append("decoder_sparse_step / mlp_only_layers (dense layers between MoE layers) are not read")
+    if cfg.get("moe_layer_freq") not in (None, 1):
+        doubts.append("moe_layer_freq other than 1 is not read")
+    for key, value in cfg.data.items():
+        if key in MOE_KEYS_READ or not ("expert" in key or key.startswith("moe_")):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, list)):
+            continue
+        if (isinstance(value, int) and value > 1) or (isinstance(value, list) and value):
+            doubts.append(f"{key} is not read")
+    return doubts

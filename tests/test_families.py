@@ -193,3 +193,19 @@ def test_bamba_attention_indices():
     # 4 Mamba-2 layers: 8 heads x 64 x 16 + 3 x (512 + 2 x 16) conv steps, bf16
     assert cache("bamba-hybrid", "--seq", 1000)["total_bytes"] == 2 * 256 * 1000
     assert cache("bamba-hybrid", "--seq", 10)["state_bytes"] == 4 * (8 * 64 * 16 + 3 * (512 + 2 * 16)) * 2
+
+
+@pytest.mark.parametrize(
+    ("change", "doubt"),
+    [
+        ({"mlp_only_layers": [0]}, "mlp_only_layers"),
+        ({"decoder_sparse_step": 2}, "decoder_sparse_step"),
+        ({"moe_num_experts": 64, "moe_k": 8}, "moe_num_experts is not read"),
+    ],
+)
+def test_unread_expert_fields_make_parameters_unknown(tmp_path, change, doubt):
+    # The cache does not depend on them, so it is answered; the parameter count would, so it is unknown.
+    config = {**json.loads((CONFIGS / "qwen3-headdim.json").read_text()), **change}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert run_json("cache", tmp_path, "--seq", 100)["total_bytes"] == 100 * 2048
+    assert doubt in run_json("show", tmp_path)["spec"]["params_unknown"]
