@@ -61,6 +61,11 @@ def check_options(
     return vllm, kv_bytes, max_num_seqs, max_batched_tokens
 
 
+def _gib(n: int) -> str:
+    # vLLM's format_gib: two decimals, trailing zeros dropped ("16.7", "2.21")
+    return f"{round(n / 2**30, 2)}"
+
+
 def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str | None) -> str:
     """--kv-dtype left out: bf16, or with --engine vllm its `auto` (the dtype the model is served in)."""
     if engine is None or engine.lower() != "vllm":
@@ -138,6 +143,15 @@ def figures(
                 "weight_format": terms.weight_format,
                 "activation_dtype": terms.activation_dtype,
                 "not_sized": terms.unsized,
+                # vLLM's own wording for the predicted terms (gpu_worker.py and utils memory_profiling)
+                "log_lines": [
+                    f"Requested memory: {terms.requested_bytes / terms.gpu_total_bytes:.6f} (util), "
+                    f"{terms.requested_bytes / 2**30:.2f} GiB",
+                    f"Total non KV cache memory: {_gib(terms.weights_bytes + terms.profile_peak_bytes + terms.non_torch_bytes)}"
+                    f"GiB; torch peak memory increase: {_gib(terms.profile_peak_bytes)}GiB; non-torch forward increase "
+                    f"memory: {_gib(terms.non_torch_bytes)}GiB; weights memory: {_gib(terms.weights_bytes)}GiB.",
+                    *v.log_lines,
+                ],
             }
         )
     if steps is not None:
