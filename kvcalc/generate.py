@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvcalc.kvcache import bytes_per_token
 from kvcalc.params import compute_params, weight_bytes_read
 from kvcalc.results import GenerateResult
-from kvcalc.roofline import decode_attention_flops, decode_row, prefill_attention_flops, prefill_row
+from kvcalc.roofline import decode_attention_flops, decode_row, prefill_attention_flops, prefill_flops, prefill_row
 from kvcalc.specs import GpuSpec, ModelSpec
 from kvcalc.units import fmt_seconds
 
@@ -83,7 +83,7 @@ def generate_report(
     total = ttft + decode
     per_token = 2 * compute_params(spec)
     flops_cached = batch * (
-        forward_flops(spec, prompt) + sum(per_token + decode_attention_flops(spec, prompt + t) for t in range(1, new))
+        prefill_flops(spec, prompt) + sum(per_token + decode_attention_flops(spec, prompt + t) for t in range(1, new))
     )
     # Without a cache, token t (t = 0 .. new - 1) needs a full forward over all prompt + t tokens.
     flops_uncached = batch * sum(forward_flops(spec, prompt + t) for t in range(new))
@@ -93,8 +93,9 @@ def generate_report(
     tokens_per_s = batch * new / total
     if steps is not None:
         steps += [
-            f"[{basis}] prefill of {batch:,} × {prompt:,} tokens: FLOPs {batch:,} × (2 × {compute_params(spec):,} × {prompt:,} "
-            f"+ {prefill_attention_flops(spec, prompt):,} causal attention); TTFT = max(FLOPs / peak, bytes / bandwidth) = {fmt_seconds(ttft)}",
+            f"[{basis}] prefill of {batch:,} × {prompt:,} tokens: FLOPs {batch:,} × {prefill_flops(spec, prompt):,} (every "
+            f"prompt token through the layers, the LM head for the last one only, {prefill_attention_flops(spec, prompt):,} of "
+            f"them causal attention); TTFT = max(FLOPs / peak, bytes / bandwidth) = {fmt_seconds(ttft)}",
             f"[{basis}] {len(times):,} decode steps over contexts {prompt + 1:,} .. {prompt + new - 1:,}: "
             f"first {fmt_seconds(times[0] if times else 0)}, last {fmt_seconds(times[-1] if times else 0)}, sum {fmt_seconds(decode)}",
             f"[{basis}] total = {fmt_seconds(ttft)} + {fmt_seconds(decode)} = {fmt_seconds(total)}; "

@@ -1,6 +1,6 @@
 """FLOPs as engines run them, against hand sums: absorbed MLA decode, chunked attention, one-logit prefill."""
 
-from conftest import FIXTURES, run
+from conftest import FIXTURES, run, run_json
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -106,3 +106,9 @@ def test_cross_run_pairs_for_encoder_decoder():
         layer_pattern=[LayerRun(kind=LayerKind.FULL), LayerRun(kind=LayerKind.CROSS, cross_tokens=None)],
     )
     assert prefill_attention_flops(m, 10) == 2 * 4 * 32 * (10 * 11 // 2 + 10 * 10)
+
+
+def test_generate_counts_one_logit_per_prefill():
+    # --new 1: the cached run is the prompt pass alone, the LM head for its last position only
+    out = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "--prompt", "1000", "--new", "1")
+    assert out["flops_cached"] == prefill_flops(spec("llama-3.1-8b"), 1000)
