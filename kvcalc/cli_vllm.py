@@ -155,6 +155,11 @@ def figures(
             }
         )
     if steps is not None:
+        if v.block_size != block_size:
+            steps.append(
+                f"vLLM {v.version} hybrid: attention block raised from {block_size} to {v.block_size} tokens (steps of 16) "
+                "so one layer's page holds an SSM / linear-attention layer's state; that state's page is padded to match"
+            )
         steps += [
             f"vLLM {v.version}: page = {v.block_size} tokens × per-layer KV = {v.page_bytes_per_layer:,} B; "
             f"num_blocks = ⌊{v.available_kv_bytes:,} / ({v.page_bytes_per_layer:,} × {v.group_size} layers)⌋"

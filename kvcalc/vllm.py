@@ -7,7 +7,7 @@ block-sized page shared by `group_size` layers, then:
     num_blocks      = available_bytes // (page_bytes_per_layer x group_size)
     tokens          = num_blocks // number_of_groups x block_size
     blocks/request  = sum over groups: full ceil(S / block); sliding ceil(min(W - 1 + M, S) / block) + 1;
-                      chunked ceil(min(C + M, S) / block)
+                      chunked ceil(min(C + M, S) / block); SSM / linear-attention (hybrids) 1 block
     concurrency     = num_blocks / blocks_per_request
 
 with M = max_num_batched_tokens. A uniform model is one group of all its layers.
@@ -96,27 +96,35 @@ def _one(
     max_num_batched_tokens: int,
 ) -> VllmFigures:
     types: dict[tuple[LayerKind, int | None], int] = {}
-    pages: set[int] = set()
+    per_token: set[int] = set()
+    mamba_layers, mamba_state = 0, 0
     for run, n in spec.layer_groups():
         if run.kind in (LayerKind.CROSS,):
             continue
         if run.kind == LayerKind.STATELESS:
             if run.state_bytes:
-                raise UsageError(
-                    f"--engine vllm: {spec.name} has SSM / linear-attention layers; vLLM's hybrid Mamba page "
-                    "accounting is not modelled",
-                    hint="drop --engine vllm for kvcalc's own estimate",
-                )
+                # SSM / linear-attention state of one layer on one rank (heads split over tp)
+                mamba_layers += n
+                mamba_state = max(mamba_state, math.ceil(run.state_bytes / tp))
             continue
-        pages.add(elements_to_bytes(block_size * elements_per_token(spec, run, tp), kv_dtype))
+        per_token.add(elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype))
         key = (run.kind, run.window_tokens)
         types[key] = types.get(key, 0) + n
-    if len(pages) != 1:
+    if len(per_token) != 1:
         raise UsageError(
             f"--engine vllm: {spec.name}'s layers have different page sizes; vLLM pads them, which is not modelled",
             hint="drop --engine vllm for kvcalc's own estimate",
         )
-    (page,) = pages
+    (token_bytes,) = per_token
+    if mamba_layers:
+        # NOTE: hybrid models (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig):
+        # the attention block grows, in steps of 16 tokens, until one layer's page holds a mamba
+        # layer's state; the state's page is padded to the same size; a request needs one block
+        # per mamba group (MambaSpec without prefix caching).
+        needed = 16 * math.ceil(mamba_state / (16 * token_bytes))
+        block_size = max(block_size, needed)
+        types[(LayerKind.STATELESS, None)] = mamba_layers
+    page = block_size * token_bytes
     group_size = _group_size(list(types.values()))
     groups = sum(math.ceil(n / group_size) for n in types.values())
     num_blocks = max(available_bytes, 0) // (page * group_size)
@@ -126,6 +134,8 @@ def _one(
         if kind == LayerKind.SLIDING:
             # SlidingWindowSpec.max_memory_usage_bytes: +1 as the window may start mid-block
             need = math.ceil(min(window - 1 + max_num_batched_tokens, seq) / block_size) + 1
+        elif kind == LayerKind.STATELESS:
+            need = 1
         elif kind == LayerKind.CHUNKED:
             # ChunkedLocalAttentionSpec.max_memory_usage_bytes: one chunk plus a scheduled batch
             need = math.ceil(min(window + max_num_batched_tokens, seq) / block_size)

@@ -362,3 +362,27 @@ def test_kv_dtype_auto_follows_the_served_dtype():
     assert fp32["kv_dtype"] == "fp32" and fp32["vllm"]["page_bytes_per_layer"] == 16 * 4 * 2 * 128 * 4
     plain = run_json("fit", "llama-3.1-8b", "--gpu", "h100")
     assert plain["kv_dtype"] == "bf16"
+
+
+def test_hybrid_mamba_pages():
+    # tests/fixtures nemotronh-hybrid ("M-M*-*"): 2 mamba layers of 5,248 B state (ssm 8 x 16 x 16 x 2 B +
+    # conv 3 x (128 + 2 x 2 x 16) x 2 B) and 2 attention layers of 2 x 2 x 32 x 2 = 256 B per token.
+    # Attention block: 16 x ceil(5248 / (16 x 256)) = 32 tokens, page 32 x 256 = 8,192 B (mamba padded to it);
+    # 2 + 2 layers: group size 2, 2 groups. 100 blocks of 2 layers: 1,638,400 B.
+    from conftest import FIXTURES
+
+    v = run_json(
+        "fit",
+        FIXTURES / "configs" / "nemotronh-hybrid.json",
+        "--gpu",
+        "h100",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        str(8192 * 2 * 100),
+        "--seq",
+        "4096",
+    )["vllm"]
+    assert (v["block_size"], v["page_bytes_per_layer"], v["group_size"], v["kv_cache_groups"]) == (32, 8192, 2, 2)
+    assert v["num_blocks"] == 100 and v["kv_cache_tokens"] == 100 // 2 * 32
+    assert v["blocks_per_request"] == 4096 // 32 + 1  # full attention + one block of state
