@@ -16,6 +16,8 @@ UNGATED = {
     "starcoder2",
     "opt",
     "nemotron_h",
+    "nemotron",  # Nemotron-4 / Minitron: up_proj, relu^2, down_proj
+    "arcee",  # AFM: the same relu^2 MLP
     "phi",
 }
 
@@ -36,6 +38,9 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
         if kind == "multiquery_attention":
             return 1
         return attn.get("kv_n_heads") or heads if kind == "grouped_query_attention" else heads
+    if model_type == "dbrx":
+        # DBRX keeps its KV heads in attn_config (transformers DbrxAttentionConfig.kv_n_heads, default 1).
+        return (cfg.get("attn_config") or {}).get("kv_n_heads", 1)
     if cfg.get("multi_query") is True:  # gpt_bigcode (StarCoder, SantaCoder)
         return 1
     value = cfg.get("num_key_value_heads", "num_kv_heads", "n_head_kv")

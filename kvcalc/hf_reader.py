@@ -160,6 +160,14 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     if encdec:
         model_type = str(raw.get("model_type", model_type))
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
+    if model_type == "dbrx":
+        # DbrxFFNConfig nests the experts: moe_num_experts, moe_top_k, ffn_hidden_size (each expert's width).
+        ffn = data.get("ffn_config") or {}
+        data.update(
+            num_local_experts=ffn.get("moe_num_experts", 4),
+            num_experts_per_tok=ffn.get("moe_top_k", 1),
+            intermediate_size=ffn.get("ffn_hidden_size", 3584),
+        )
     cfg = Config(data, where, overrides)
     refuse_unread(cfg, model_type)
     dtype = overrides.get("dtype") or declared_dtype(cfg)

@@ -27,6 +27,12 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "that kvcalc does not model",
             hint="its cache is not estimated, rather than guessed",
         )
+    if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v"):
+        raise cfg.refuse(
+            "global_head_dim / num_global_key_value_heads / attention_k_eq_v (Gemma 4's full-attention layers "
+            "have their own KV shape) are not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
     if cfg.get("num_kv_shared_layers"):
         raise cfg.refuse("num_kv_shared_layers (Gemma 3n's KV sharing across layers) is not read")
     if cfg.get("linear_attn_config") or model_type == "kimi_linear":
@@ -58,6 +64,8 @@ def parameter_doubts(cfg: Config) -> list[str]:
     step = cfg.get("decoder_sparse_step")
     if step not in (None, 0, 1) or cfg.get("mlp_only_layers"):
         doubts.append("decoder_sparse_step / mlp_only_layers (dense layers between MoE layers) are not read")
+    if cfg.get("hidden_size_per_layer_input") or cfg.get("vocab_size_per_layer_input"):
+        doubts.append("per-layer input embeddings (Gemma 3n / 4) are not counted")
     if cfg.get("moe_layer_freq") not in (None, 1):
         doubts.append("moe_layer_freq other than 1 is not read")
     for key, value in cfg.data.items():

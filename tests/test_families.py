@@ -209,3 +209,11 @@ def test_unread_expert_fields_make_parameters_unknown(tmp_path, change, doubt):
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert run_json("cache", tmp_path, "--seq", 100)["total_bytes"] == 100 * 2048
     assert doubt in run_json("show", tmp_path)["spec"]["params_unknown"]
+
+
+def test_dbrx_nested_attention_and_experts():
+    # DBRX (databricks/dbrx-base shape): attn_config.kv_n_heads 8 x 128 (6,144 / 48) -> 4,096 B per layer per
+    # token over 40 layers; ffn_config: 16 experts of 10,752, 4 per token -> 132B total, 36B active published.
+    assert cache("dbrx", "--seq", 1000)["total_bytes"] == 40 * 4096 * 1000
+    params = run_json("show", CONFIGS / "dbrx.json")["params"]
+    assert near(params["total"], 132e9, 1e9) and near(params["active"], 36e9, 1e9)

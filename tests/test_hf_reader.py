@@ -132,6 +132,7 @@ def test_overrides_fill_and_change():
         ("falcon-h1", "Falcon-H1 runs attention and Mamba-2 side by side in every layer"),
         ("deepseek-v32-indexer", "lightning indexer keeps a second per-token cache"),
         ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
+        ("gemma4-global", "Gemma 4's full-attention layers have their own KV shape"),
         (
             "unknown-missing",
             "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)",
