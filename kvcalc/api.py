@@ -128,8 +128,13 @@ def roofline(
     kv_heads: int | None = None,
     head_dim: int | None = None,
     window: int | str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    interconnect: str | None = None,
 ) -> RooflineResult | list[RooflineResult]:
-    """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq."""
+    """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
+    with tp / pp, bytes and FLOPs per GPU and the deployment's communication."""
+    from kvcalc.cli_deploy import deployment
     from kvcalc.roofline import roofline_report
 
     batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
@@ -138,7 +143,13 @@ def roofline(
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
     spec = _model(model, overrides)
-    results = [roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv) for g in gpus]
+    deps = [
+        deployment(
+            spec, g, tp=_count(tp, "tp"), pp=_count(pp, "pp"), interconnect=interconnect, gpu_util=0.9, reserve="2GiB"
+        )
+        for g in gpus
+    ]
+    results = [roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d) for g, d in zip(gpus, deps)]
     return results[0] if len(results) == 1 else results
 
 
@@ -191,13 +202,27 @@ def generate(
     dtype: str | None = None,
     mbu: float = 1.0,
     mfu: float = 1.0,
+    tp: int = 1,
+    pp: int = 1,
+    interconnect: str | None = None,
 ) -> GenerateResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless mbu/mfu < 1."""
+    from kvcalc.cli_deploy import deployment
     from kvcalc.generate import generate_report
+    from kvcalc.weights import matmul_dtype
 
     (gpu_spec,) = _gpus(gpu)
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
+    dep = deployment(
+        spec,
+        gpu_spec,
+        tp=_count(tp, "tp"),
+        pp=_count(pp, "pp"),
+        interconnect=interconnect,
+        gpu_util=0.9,
+        reserve="2GiB",
+    )
     return generate_report(
         spec,
         gpu_spec,
@@ -206,9 +231,10 @@ def generate(
         new=_count(new, "new"),
         dtype=overrides.get("dtype"),
         kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
-        compute_dtype=gpu_spec.compute_dtype(overrides.get("dtype") or spec.dtype),
+        compute_dtype=gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype"))),
         mbu=parse_fraction(mbu, "mbu"),
         mfu=parse_fraction(mfu, "mfu"),
+        dep=dep,
     )
 
 

@@ -36,6 +36,17 @@ from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.c
     _plot_ready,
     app,
 )
+from kvcalc.cli_deploy import (
+    EffOpt,
+    GpusOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+)
 from kvcalc.errors import KvcalcError, UsageError
 from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 
@@ -132,6 +143,15 @@ def roofline(
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
     plot_size: PlotSizeOpt = None,
+    tp: TpOpt = None,
+    gpus: GpusOpt = None,
+    pp: PpOpt = None,
+    interconnect: InterconnectOpt = None,
+    gpu_util: GpuUtilOpt = 0.9,
+    reserve: ReserveOpt = "2GiB",
+    efficiency: EffOpt = None,
+    mbu: MbuOpt = None,
+    mfu: MfuOpt = None,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -140,24 +160,36 @@ def roofline(
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
-    """Decode roofline of MODEL on a GPU: bytes, FLOPs, intensity, and time and tokens/s ceilings."""
+    """Decode roofline of MODEL on a GPU: bytes, FLOPs, intensity, and time and tokens/s ceilings.
+
+    With --tp/--pp: weights, KV and FLOPs are per GPU (the most loaded pipeline stage), the step adds
+    the all-reduces and stage-to-stage sends, and tokens/s is for the whole deployment. Every row
+    says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util.
+    """
+    from kvcalc.cli_deploy import deployment, ranks, utilization
     from kvcalc.render import roofline_sheet
     from kvcalc.roofline import roofline_report
 
     _plot_ready(plot, plot_size)
+    n_tp, n_pp = ranks(tp, gpus, pp)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     gpu_names = _gpu_names(gpu)
     check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    util = utilization(efficiency, mbu, mfu)
     overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
     gpu_specs = [_gpu(name) for name in gpu_names]
+    deps = [
+        deployment(spec, g, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+        for g in gpu_specs
+    ]
     steps: list[str] | None = [] if explain else None
     results = []
-    for g in gpu_specs:
+    for g, dep in zip(gpu_specs, deps):
         if steps is not None and len(gpu_specs) > 1:
             steps.append(f"on {g.name}:")
-        results.append(roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, steps))
+        results.append(roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, steps, dep=dep, util=util))
     rows = [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows]
     payload = (
         results[0].model_dump(mode="json")

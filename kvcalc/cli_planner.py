@@ -23,47 +23,52 @@ from kvcalc.cli_common import (
     _complete_gpus,
     _complete_kv_dtypes,
     _cross_overrides,
+    _dump,
     _emit,
     _gpu,
     _model,
     _overrides,
     app,
 )
+from kvcalc.cli_deploy import (
+    EffOpt,
+    GpusOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+    deployment,
+    ranks,
+    utilization,
+)
 from kvcalc.errors import UsageError
-from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
+from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
 
 GpuOpt = Annotated[
     str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).", autocompletion=_complete_gpus)
 ]
-EffOpt = Annotated[
-    Optional[float],
-    typer.Option("--efficiency", help="Scale both roofs by F (0-1] for an estimate beside the ceiling."),
-]
-MbuOpt = Annotated[Optional[float], typer.Option("--mbu", help="Memory-bandwidth utilization (0-1] for the estimate.")]
-MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Model FLOP/s utilization (0-1] for the estimate.")]
-
-
-def _utilization(efficiency: float | None, mbu: float | None, mfu: float | None) -> tuple[float, float] | None:
-    """(MBU, MFU) for an estimate, or None for the plain ceiling."""
-    from kvcalc.units import parse_fraction
-
-    if efficiency is None and mbu is None and mfu is None:
-        return None
-    base = parse_fraction(efficiency, "--efficiency") if efficiency is not None else 1.0
-    return (
-        parse_fraction(mbu, "--mbu") if mbu is not None else base,
-        parse_fraction(mfu, "--mfu") if mfu is not None else base,
-    )
+# Exit status of `kvcalc fit`, documented in its --help and the README.
+EXIT_FITS = 0  # every combination fits and meets the latency goals given
+EXIT_DOES_NOT_FIT = 3  # some combination does not fit, or misses a goal (the table is still printed)
 
 
 @app.command()
 def fit(
     model: ModelArg,
     gpu: GpuOpt,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs serving one replica (tensor parallel).")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel ranks (same as --gpus).")] = None,
-    seq: Annotated[str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output).")] = "8k",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Concurrent sequences to check.")] = "1",
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    interconnect: InterconnectOpt = None,
+    seq: Annotated[
+        str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output): 8k, or a list/range.")
+    ] = "8k",
+    batch: Annotated[
+        str, typer.Option("--batch", "-b", help="Concurrent sequences to check: 16, a list 1,8,64 or a range.")
+    ] = "1",
     kv_dtype: Annotated[
         Optional[str],
         typer.Option(
@@ -72,9 +77,7 @@ def fit(
             autocompletion=_complete_kv_dtypes,
         ),
     ] = None,
-    gpu_util: Annotated[
-        float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
-    ] = 0.9,
+    gpu_util: GpuUtilOpt = 0.9,
     reserve: Annotated[
         Optional[str],
         typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers (default 2GiB)."),
@@ -103,7 +106,6 @@ def fit(
             "--max-num-seqs", help="vLLM max_num_seqs, sampler warm-up rows (default: vLLM's for the GPU, 1024 or 256)."
         ),
     ] = None,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages (with --engine vllm).")] = 1,
     tpot_ms: Annotated[
         Optional[float],
         typer.Option("--tpot-ms", help="Find the largest batch whose time per output token meets this."),
@@ -129,117 +131,126 @@ def fit(
 ) -> None:
     """Does MODEL fit on GPUs at batch x seq? Largest batch and context, KV capacity, concurrency, latency goals.
 
-    Per GPU: weights / tp + KV cache of one rank (paged) + SSM state + --reserve must stay within
-    capacity x --gpu-util. --reserve (default 2 GiB) stands for what vLLM calls non-KV memory beyond
-    the weights: the activation peak of a max_num_batched_tokens forward, CUDA graphs and
-    communication buffers (2.1-2.5 GiB in vLLM 0.19 logs of 7-16B models on one H100; ~4 GiB at tp 4).
+    Per GPU: its weights (1/tp of the matrices; its pipeline stage's layers with --pp) + KV cache of
+    one rank (paged) + SSM state + --reserve must stay within capacity x --gpu-util. --reserve
+    (default 2 GiB) stands for what vLLM calls non-KV memory beyond the weights: the activation peak
+    of a max_num_batched_tokens forward, CUDA graphs and communication buffers (2.1-2.5 GiB in vLLM
+    0.19 logs of 7-16B models on one H100; ~4 GiB at tp 4). --batch and --seq take lists and ranges:
+    one row per combination.
+
+    Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
+    --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
     """
-    from kvcalc.fit import fit_report
-    from kvcalc.render import fit_sheet
-    from kvcalc.units import parse_bytes, parse_fraction
+    from kvcalc import cli_vllm
+    from kvcalc.fit import fit_report, verdict
+    from kvcalc.render import fit_grid_sheet, fit_sheet
 
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
-    if gpus is not None and tp is not None and gpus != tp:
-        raise UsageError(f"--gpus {gpus} and --tp {tp} disagree", hint="give one of them")
-    ranks = tp or gpus or 1
-    s = parse_count(seq, "--seq")
-    b = parse_count(batch, "--batch")
+    n_tp, n_pp = ranks(tp, gpus, pp)
+    seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
+    check_grid("fit --batch x --seq", len(batches), len(seqs))
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
+    util = utilization(efficiency, mbu, mfu)
     overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
     gpu_spec = _gpu(gpu)
-    steps: list[str] | None = [] if explain else None
-    from kvcalc import cli_vllm
-
     if kv is None:
         kv = cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
-
-    is_vllm, kv_bytes, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
-        engine, kv_memory, block_size, reserve, pp, max_num_seqs, max_batched_tokens, gpu_spec
+    is_vllm, kv_logged, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
+        engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
     )
-    util = parse_fraction(gpu_util, "--gpu-util")
+    dep = deployment(
+        spec,
+        gpu_spec,
+        tp=n_tp,
+        pp=n_pp,
+        interconnect=interconnect,
+        gpu_util=gpu_util,
+        reserve=reserve if reserve is not None else "2GiB",
+    )
+    steps: list[str] | None = [] if explain else None
     terms = None
-    if is_vllm and kv_bytes is None:
+    if is_vllm and kv_logged is None:
         # vLLM's own terms stand in for --reserve, so fit's budget and vLLM's lines agree.
         terms = cli_vllm.predict_terms(
             spec,
             gpu_spec,
             dtype=overrides.get("dtype"),
-            gpu_util=util,
-            tp=ranks,
-            pp=pp,
+            gpu_util=dep.gpu_util,
+            tp=n_tp,
+            pp=n_pp,
             max_num_seqs=max_num_seqs,
             max_batched_tokens=max_batched_tokens,
             steps=steps,
         )
-    result = fit_report(
-        spec,
-        gpu_spec,
-        tp=ranks,
-        seq=s,
-        batch=b,
-        dtype=overrides.get("dtype"),
-        kv_dtype=kv,
-        gpu_util=util,
-        reserve_bytes=terms.profile_peak_bytes + terms.non_torch_bytes
-        if terms
-        else parse_bytes(reserve if reserve is not None else "2GiB", "--reserve"),
-        block_size=block_size,
-        steps=steps,
-        weights_per_gpu=terms.weights_bytes if terms else None,
-    )
-    per = result.per_gpu
-    available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
-    if kv_bytes is None and (available <= 0 or result.max_batch == 0):
-        from kvcalc.units import fmt_bytes
-
-        where = f"{ranks} x {gpu_spec.name}" if ranks > 1 else f"one {gpu_spec.name}"
-        if available <= 0:
-            raise UsageError(
-                f"{spec.name} does not fit on {where}: weights {fmt_bytes(per.weight_bytes)} + reserve "
-                f"{fmt_bytes(per.reserve_bytes)} per GPU exceed the budget {fmt_bytes(per.budget_bytes)} "
-                f"({fmt_bytes(per.capacity_bytes)} x {result.gpu_util:g})",
-                hint="use more GPUs (--tp), smaller weights (--dtype fp8/int4) or a larger GPU",
+    reserve_bytes = terms.profile_peak_bytes + terms.non_torch_bytes if terms else dep.reserve_bytes
+    goals = tpot_ms is not None or ttft_ms is not None
+    prompt_tokens = parse_count(prompt, "--prompt") if prompt is not None else None
+    results = []
+    for s in seqs:
+        for b in batches:
+            if steps is not None and len(seqs) * len(batches) > 1:
+                steps.append(f"batch {b:,} x {s:,} tokens:")
+            result = fit_report(
+                spec,
+                gpu_spec,
+                tp=n_tp,
+                pp=n_pp,
+                seq=s,
+                batch=b,
+                dtype=overrides.get("dtype"),
+                kv_dtype=kv,
+                gpu_util=dep.gpu_util,
+                reserve_bytes=reserve_bytes,
+                block_size=block_size,
+                steps=steps,
+                weights_per_gpu=terms.weights_bytes if terms else None,
             )
-        raise UsageError(
-            f"{spec.name} on {where}: not even one sequence of {s:,} tokens fits in the "
-            f"{fmt_bytes(available)} left for the KV cache per GPU",
-            hint="shorten --seq, quantize the cache (--kv-dtype fp8) or add GPUs",
-        )
-    if is_vllm:
-        result.vllm = cli_vllm.figures(
-            spec,
-            terms,
-            kv_bytes,
-            available,
-            kv_dtype=kv,
-            tp=ranks,
-            seq=s,
-            block_size=block_size,
-            max_batched_tokens=max_batched_tokens,
-            steps=steps,
-        )
-    if tpot_ms is not None or ttft_ms is not None:
-        from kvcalc.slo import largest_batch
+            per = result.per_gpu
+            available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
+            if is_vllm and (kv_logged is not None or available > 0):
+                result.vllm = cli_vllm.figures(
+                    spec,
+                    terms,
+                    kv_logged,
+                    available,
+                    kv_dtype=kv,
+                    tp=n_tp,
+                    seq=s,
+                    block_size=block_size,
+                    max_batched_tokens=max_batched_tokens,
+                    steps=steps,
+                )
+            if goals:
+                from kvcalc.slo import largest_batch
 
-        util = _utilization(efficiency, mbu, mfu)
-        result.slo = largest_batch(
-            spec,
-            gpu_spec,
-            result,
-            tpot_ms=tpot_ms,
-            ttft_ms=ttft_ms,
-            prompt=parse_count(prompt, "--prompt") if prompt is not None else s,
-            dtype=overrides.get("dtype"),
-            kv_dtype=kv,
-            mbu=util[0] if util else 1.0,
-            mfu=util[1] if util else 1.0,
-        )
-    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo")}
+                result.slo = largest_batch(
+                    spec,
+                    gpu_spec,
+                    result,
+                    tpot_ms=tpot_ms,
+                    ttft_ms=ttft_ms,
+                    prompt=prompt_tokens or s,
+                    dtype=overrides.get("dtype"),
+                    kv_dtype=kv,
+                    mbu=util[0] if util else 1.0,
+                    mfu=util[1] if util else 1.0,
+                    dep=dep,
+                )
+            result.ok, result.verdict = verdict(result)
+            results.append(result)
+    sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
+    _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
+    if not all(r.ok for r in results):
+        raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _fit_csv_row(result) -> dict:  # noqa: ANN001
+    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo", "warnings")}
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
-    _emit(fmt, result.model_dump(mode="json"), [fit_sheet(result)], [row], steps)
+    return row
 
 
 @app.command()
@@ -250,6 +261,12 @@ def generate(
     new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence.")] = "256",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
     kv_dtype: KvDtypeOpt = "bf16",
+    tp: TpOpt = None,
+    gpus: GpusOpt = None,
+    pp: PpOpt = None,
+    interconnect: InterconnectOpt = None,
+    gpu_util: GpuUtilOpt = 0.9,
+    reserve: ReserveOpt = "2GiB",
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
@@ -264,30 +281,38 @@ def generate(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies."""
+    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+
+    With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
+    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""
     from kvcalc.generate import generate_report
     from kvcalc.render import generate_sheet
 
+    n_tp, n_pp = ranks(tp, gpus, pp)
     overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
-    spec = _model(model, overrides).spec
-    gpu_spec = _gpu(gpu)
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    from kvcalc.weights import matmul_dtype
-
-    compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
+    util = utilization(efficiency, mbu, mfu)
     args = dict(
         batch=parse_count(batch, "--batch"),
         prompt=parse_count(prompt, "--prompt"),
         new=parse_count(new, "--new"),
         dtype=overrides.get("dtype"),
         kv_dtype=kv,
-        compute_dtype=compute,
     )
+    spec = _model(model, overrides).spec
+    gpu_spec = _gpu(gpu)
+    dep = deployment(spec, gpu_spec, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+    from kvcalc.weights import matmul_dtype
+
+    compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
     steps: list[str] | None = [] if explain else None
-    results = [generate_report(spec, gpu_spec, **args, steps=steps)]
-    util = _utilization(efficiency, mbu, mfu)
+    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep)]
     if util:
-        results.append(generate_report(spec, gpu_spec, **args, mbu=util[0], mfu=util[1], steps=steps))
+        results.append(
+            generate_report(
+                spec, gpu_spec, **args, compute_dtype=compute, mbu=util[0], mfu=util[1], steps=steps, dep=dep
+            )
+        )
     payload = results[0].model_dump(mode="json")
     if util:
         payload["estimate"] = results[1].model_dump(mode="json")

@@ -36,8 +36,6 @@ def check_options(
         raise UsageError(
             "--kv-memory needs --engine vllm", hint="it is the engine's logged 'Available KV cache memory'"
         )
-    if pp != 1 and not vllm:
-        raise UsageError("--pp needs --engine vllm", hint="kvcalc's own fit models tensor parallelism only")
     if max_num_seqs < 1 or max_batched_tokens < 1:
         raise UsageError("--max-num-seqs and --max-batched-tokens must be at least 1")
     if vllm and block_size not in VLLM_BLOCK_SIZES:

@@ -1,4 +1,4 @@
-"""Pure memory-fit arithmetic: per-GPU budget, tensor parallelism, paged blocks, largest batch and context."""
+"""Pure memory-fit arithmetic: per-GPU budget, tensor and pipeline parallelism, paged blocks, largest batch and context."""
 
 from __future__ import annotations
 
@@ -7,19 +7,17 @@ from typing import Callable
 
 from kvcalc.kvcache import (
     ATTENTION_KINDS,
-    bytes_per_token,
     cache_report,
     elements_per_token,
     kv_heads_per_rank,
     replicates_kv_heads,
-    state_bytes,
     tokens_held,
 )
-from kvcalc.parallel import check_tp
 from kvcalc.params import weight_bytes_resident
 from kvcalc.results import FitResult, PerGpu
 from kvcalc.specs import GpuSpec, ModelSpec
-from kvcalc.units import elements_to_bytes
+from kvcalc.step import Deployment, Stage, context_warning, stages
+from kvcalc.units import elements_to_bytes, fmt_bytes
 
 MAX_SEARCH_SEQ = 1 << 30  # beyond any published context length
 
@@ -30,7 +28,7 @@ def paged(tokens: int, block_size: int) -> int:
 
 
 def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, block_size: int) -> int:
-    """One sequence's cache on one rank, each layer's tokens rounded up to whole blocks."""
+    """One sequence's cache on one rank (all layers), each layer's tokens rounded up to whole blocks."""
     elements = sum(
         n * elements_per_token(spec, run, tp) * paged(tokens_held(run, seq), block_size)
         for run, n in spec.layer_groups()
@@ -38,17 +36,15 @@ def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, blo
     return elements_to_bytes(elements, kv_dtype)
 
 
-def state_bytes_per_sequence(spec: ModelSpec, tp: int) -> int:
-    # NOTE: SSM / linear-attention heads are split across tensor-parallel ranks like attention heads.
-    return math.ceil(state_bytes(spec, 1) / tp)
+def stage_kv_per_sequence(stage: Stage, seq: int, kv_dtype: str, block_size: int) -> int:
+    """One sequence's cache on one GPU of a pipeline stage, paged."""
+    elements = sum(t.layers * t.elements * paged(tokens_held(t.run, seq), block_size) for t in stage.terms)
+    return elements_to_bytes(elements, kv_dtype)
 
 
-def _max_seq(spec: ModelSpec, batch: int, avail: int, kv_dtype: str, tp: int, block_size: int) -> int | None:
+def _max_seq(stage: Stage, batch: int, avail: int, kv_dtype: str, block_size: int) -> int | None:
     def fits(s: int) -> bool:
-        return (
-            batch * (kv_bytes_per_sequence(spec, s, kv_dtype, tp, block_size) + state_bytes_per_sequence(spec, tp))
-            <= avail
-        )
+        return batch * (stage_kv_per_sequence(stage, s, kv_dtype, block_size) + stage.state_bytes) <= avail
 
     if fits(MAX_SEARCH_SEQ):
         return None
@@ -79,26 +75,49 @@ def fit_report(
     reserve_bytes: int,
     block_size: int,
     steps: list[str] | None = None,
+    pp: int = 1,
     weights_per_gpu: int | None = None,
 ) -> FitResult:
-    """weights_per_gpu: an engine's own figure (vLLM's weights as loaded) instead of weights / tp."""
-    check_tp(spec, tp)
+    """Per GPU of each pipeline stage: its weights, the paged KV of its layers, state and reserve
+    against capacity x gpu_util. The figures reported are the tightest stage's. weights_per_gpu: an
+    engine's own figure (vLLM's weights as loaded) instead of kvcalc's shard, on every stage."""
+    dep = Deployment(tp=tp, pp=pp, gpu_util=gpu_util, reserve_bytes=reserve_bytes)
+    staged = stages(spec, dep, dtype)
     budget = int(gpu.capacity_bytes * gpu_util)
-    weights = math.ceil(weight_bytes_resident(spec, dtype) / tp) if weights_per_gpu is None else weights_per_gpu
-    avail = budget - weights - reserve_bytes
-    per_seq = kv_bytes_per_sequence(spec, seq, kv_dtype, tp, block_size)
-    per_state = state_bytes_per_sequence(spec, tp)
-    attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
-    per_token = bytes_per_token(spec, kv_dtype, tp)
+
+    def resident(st: Stage) -> int:
+        return st.resident_bytes if weights_per_gpu is None else weights_per_gpu
+
+    def room(st: Stage) -> tuple[int, int, int]:
+        """(bytes left for KV and state, one sequence's KV, its state) on one GPU of the stage."""
+        return (
+            budget - resident(st) - reserve_bytes,
+            stage_kv_per_sequence(st, seq, kv_dtype, block_size),
+            st.state_bytes,
+        )
+
+    def capacity(st: Stage) -> int:
+        avail, per_seq, per_state = room(st)
+        return max(avail, 0) // (per_seq + per_state) if per_seq + per_state else MAX_SEARCH_SEQ
+
+    stage = min(staged, key=lambda st: (capacity(st), room(st)[0]))
+    avail, per_seq, per_state = room(stage)
+    weights = resident(stage)
     usable = max(avail, 0)
-    max_batch = usable // (per_seq + per_state) if per_seq + per_state else 0
+    max_batch = min(capacity(st) for st in staged) if per_seq + per_state else 0
+    per_token = sum(t.layers * t.elements for t in stage.terms)  # while every window still grows
+    per_token_bytes = elements_to_bytes(per_token, kv_dtype)
+    fits = all(batch * (pr[1] + pr[2]) <= pr[0] for pr in map(room, staged))
+    attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
     if steps is not None:
-        resident = weight_bytes_resident(spec, dtype)
+        all_weights = weight_bytes_resident(spec, dtype)
+        where = f" (pipeline stage {stage.index}, layers {stage.start}-{stage.end - 1}: the tightest)" if pp > 1 else ""
         steps += [
             f"budget per GPU: {gpu.capacity_bytes:,} B × {gpu_util:g} = {budget:,} B",
-            f"weights: {resident:,} B / {tp} rank(s) = {weights:,} B per GPU"
-            if weights_per_gpu is None
-            else f"weights: {weights:,} B per GPU (as vLLM loads them)",
+            f"weights: {weights:,} B per GPU (as vLLM loads them)"
+            if weights_per_gpu is not None
+            else f"weights: {all_weights:,} B in all; one GPU{where} holds {weights:,} B "
+            + ("(1/tp of the matrices, embedding and LM head; norms and routers whole)" if tp > 1 else ""),
             f"left for the KV cache: {budget:,} − {weights:,} − reserve {reserve_bytes:,} = {avail:,} B",
         ]
         if tp > 1:
@@ -110,12 +129,13 @@ def fit_report(
             f"paged blocks: ⌈{seq:,} / {block_size}⌉ = {blocks:,} blocks = {blocks * block_size:,} token slots per full layer"
         )
         state = f" + constant state {per_state:,} B" if per_state else ""
-        steps.append(f"one sequence of {seq:,} tokens on one rank: {per_seq:,} B of KV{state}")
+        steps.append(f"one sequence of {seq:,} tokens on one GPU: {per_seq:,} B of KV{state}")
         steps.append(f"largest batch: ⌊{usable:,} / {per_seq + per_state:,}⌋ = {max_batch:,}")
-    return FitResult(
+    result = FitResult(
         model=spec.name,
         gpu=gpu.name,
         tp=tp,
+        pp=pp,
         seq=seq,
         batch=batch,
         dtype=dtype or spec.dtype,
@@ -124,10 +144,10 @@ def fit_report(
         block_size=block_size,
         kv_heads_per_rank=kv_heads_per_rank(attention[0].kv_heads or spec.kv_heads, tp) if attention else None,
         kv_heads_replicated=replicates_kv_heads(spec, tp),
-        fits=batch * (per_seq + per_state) <= avail,
+        fits=fits,
         max_batch=max_batch,
-        max_seq=_max_seq(spec, batch, usable, kv_dtype, tp, block_size),
-        kv_capacity_tokens=(usable // (per_token * block_size)) * block_size if per_token else 0,
+        max_seq=_max_seq(stage, batch, usable, kv_dtype, block_size),
+        kv_capacity_tokens=(usable // (per_token_bytes * block_size)) * block_size if per_token_bytes else 0,
         max_concurrency=usable / (per_seq + per_state) if per_seq + per_state else 0.0,
         per_gpu=PerGpu(
             weight_bytes=weights,
@@ -137,4 +157,45 @@ def fit_report(
             budget_bytes=budget,
             capacity_bytes=gpu.capacity_bytes,
         ),
+        warnings=[w for w in (context_warning(spec, seq),) if w],
     )
+    result.ok, result.verdict = verdict(result)  # the caller redoes it after adding latency goals
+    return result
+
+
+def verdict(result: FitResult) -> tuple[bool, str]:
+    """(ok, one line): fits and meets the latency goals, or what is over or missed and by how much."""
+    p = result.per_gpu
+    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    budget = f"the {fmt_bytes(p.budget_bytes)} budget ({fmt_bytes(p.capacity_bytes)} x {result.gpu_util:g})"
+    if not result.fits:
+        fixed = p.weight_bytes + p.reserve_bytes
+        if fixed > p.budget_bytes:
+            return False, (
+                f"DOES NOT FIT on {where}: weights {fmt_bytes(p.weight_bytes)} + reserve {fmt_bytes(p.reserve_bytes)} "
+                f"per GPU exceed {budget} by {fmt_bytes(fixed - p.budget_bytes)}; use more GPUs (--tp, --pp), "
+                "smaller weights (--dtype fp8/int4) or a larger GPU"
+            )
+        need = fixed + p.kv_bytes + p.state_bytes
+        return False, (
+            f"DOES NOT FIT on {where}: batch {result.batch:,} x {result.seq:,} tokens needs {fmt_bytes(p.kv_bytes)} "
+            f"of KV{' and state' if p.state_bytes else ''} per GPU, over {budget} by {fmt_bytes(need - p.budget_bytes)}; "
+            f"the largest batch that fits is {result.max_batch:,}"
+        )
+    slo = result.slo
+    if slo is None:
+        return True, f"fits on {where}"
+    goals = " and ".join(
+        f"{label} {value:g} ms" for label, value in (("TPOT", slo.tpot_ms), ("TTFT", slo.ttft_ms)) if value is not None
+    )
+    if not slo.met:
+        figures = ", ".join(
+            f"{label} {value * 1e3:.2f} ms"
+            for label, value in (("TPOT", slo.tpot_s if slo.tpot_ms else None), ("TTFT", slo.ttft_s))
+            if value is not None
+        )
+        return False, (
+            f"fits on {where} but misses {goals}: batch 1 takes {figures} ({slo.basis}); "
+            "relax the goal, add GPUs (--tp) or quantize weights and cache"
+        )
+    return True, f"fits on {where} and meets {goals} up to batch {slo.batch:,} ({slo.basis})"

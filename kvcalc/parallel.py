@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import kv_heads_per_rank
-from kvcalc.params import attention_params, expected_experts, weight_dtypes
+from kvcalc.params import _mlp, attention_params, expected_experts, param_counts, weight_dtypes
 from kvcalc.results import Result
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
 from kvcalc.units import dtype_bits
@@ -113,10 +113,6 @@ def pp_indices(num_layers: int, rank: int, pp: int) -> tuple[int, int]:
 # --- one rank's weights --------------------------------------------------------------------
 
 
-def _mlp(spec: ModelSpec, intermediate: int) -> int:
-    return (3 if spec.mlp_gated else 2) * spec.hidden_size * intermediate
-
-
 def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
     """One layer's token-mixer parameters on one rank."""
     hidden = spec.hidden_size
@@ -131,6 +127,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         h, d = spec.num_heads, spec.head_dim_effective
         g = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
         bias = (Fraction(h * d, tp) + 2 * g * d) if spec.attention_bias else 0
+        bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         return Fraction(2 * hidden * h * d, tp) + 2 * hidden * g * d + bias
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
@@ -162,6 +159,10 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> 
     # vocab_parallel_embedding.py): under 64 rows, < 0.05% of any table here, so not modelled.
     out = Fraction(0)
     first, last = stage == 0, stage == pp - 1
+    if first and tokens is None:
+        # NOTE: weights outside the decoder (vision tower, encoder) are held, split like the rest,
+        # but do not run for a generated token.
+        out += Fraction(spec.extra_params, tp)
     # Tied and on one stage, the input table is the LM head's: held and read once, below.
     if first and not (spec.tie_embeddings and pp == 1):
         # A step reads only its tokens' rows of the input table.
@@ -176,6 +177,7 @@ def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | No
     if spec.params:
         # NOTE: an explicit count has no per-layer breakdown: a stage holds its share of layers.
         return Fraction(spec.params * (end - start), spec.num_layers * tp), Fraction(0)
+    param_counts(spec)  # refuses, with the reason, a model whose parameters cannot be counted
     dense, experts = _ends(spec, tp, stage, pp, tokens), Fraction(0)
     layers = spec.expanded_layers()
     for i in range(start, end):
@@ -214,6 +216,7 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
     start, end = pp_indices(spec.num_layers, stage, pp)
     if spec.params:
         return math.ceil(Fraction(spec.params * (end - start), spec.num_layers * tp))
+    param_counts(spec)  # refuses a model whose parameters cannot be counted
     total = Fraction(0)
     layers = spec.expanded_layers()
     for i in range(start, end):

@@ -205,11 +205,16 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
     ku, ks = _unit([r.kv_bytes for r in rows], BYTE_UNITS)
     fu, fs = _unit([r.flops for r in rows], FLOP_UNITS, by=min)
     tu, ts = _unit([r.step_seconds for r in rows], TIME_UNITS)
+    parallel = result.tp * result.pp > 1
+    where = result.gpu
+    if parallel:
+        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}, {result.interconnect})"
+    estimate = result.mbu is not None
     sheet = Sheet(
         title=(
-            f"Decode roofline: {result.model} on {result.gpu} ({result.dtype} weights, {result.kv_dtype} KV, "
+            f"Decode roofline: {result.model} on {where} ({result.dtype} weights, {result.kv_dtype} KV, "
             f"{result.compute_dtype} peak {fmt_flops(result.peak_flop_per_s)}, HBM {fmt_rate(result.bandwidth_bytes_per_s)}, "
-            f"ridge {result.ridge_flop_per_byte:,.1f} FLOP/B)"
+            f"ridge {result.ridge_flop_per_byte:,.1f} FLOP/B)" + ("; bytes and FLOPs per GPU" if parallel else "")
         ),
         columns=[
             "batch",
@@ -219,8 +224,11 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
             fu,
             "FLOP/B",
             "bound",
+            *([f"comm\n{tu}"] if parallel else []),
             f"step\n{tu} >=",
             "tok/s\n<=",
+            *(["tok/s\nestimate"] if estimate else []),
+            "fits",
         ],
         optional=(2, 4, 5, 6, 3),  # weights (one value), FLOPs, intensity, bound, KV read
     )
@@ -234,14 +242,21 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
                 f"{r.flops / fs:,.1f}",
                 f"{r.arithmetic_intensity:,.2f}",
                 r.bound,
+                *([f"{r.comm_seconds / ts:,.2f}"] if parallel else []),
                 f"{r.step_seconds / ts:,.2f}",
                 f"{r.tokens_per_s:,.1f}",
+                *([f"{r.estimate_tokens_per_s:,.1f}"] if estimate else []),
+                "yes" if r.fits else "NO",
             ]
         )
     sheet.notes.append(
-        "Ceilings: step time >= max(bytes / bandwidth, FLOPs / peak), tokens/s <= batch / step time; "
-        "real kernels reach a fraction of both roofs."
+        "Ceilings: step time >= max(bytes / bandwidth, FLOPs / peak)"
+        + (" per stage + all-reduces and sends" if parallel else "")
+        + ", tokens/s <= batch / step time; real kernels reach a fraction of both roofs."
     )
+    if estimate:
+        sheet.notes.append(f"Estimate: both roofs scaled by MBU {result.mbu:g} and MFU {result.mfu:g} (not a bound).")
+    sheet.notes += [f"Warning: {w}" for w in result.warnings]
     return sheet
 
 
@@ -377,7 +392,9 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
 
     assert isinstance(result, FitResult)
     p = result.per_gpu
-    where = f"{result.tp} x {result.gpu} (tensor parallel)" if result.tp > 1 else f"one {result.gpu}"
+    where = f"one {result.gpu}"
+    if result.tp * result.pp > 1:
+        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
     sheet = Sheet(
         title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
         columns=["per GPU", "bytes", ""],
@@ -399,9 +416,8 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
     ]
     sheet.rows = [r for r in sheet.rows if r]
-    sheet.notes.append(
-        f"Fits: {'yes' if result.fits else 'no'}. Largest batch at {result.seq:,} tokens: {result.max_batch:,}."
-    )
+    sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
+    sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
     sheet.notes.append(
         f"Largest context at batch {result.batch:,}: "
         + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
@@ -436,17 +452,76 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
             )
             if g
         )
-        sheet.notes.append(
-            f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
-            f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+        if s.met:
+            sheet.notes.append(
+                f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
+                f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+            )
+        else:
+            sheet.notes.append(
+                f"No batch meets {goal} ({s.basis}): batch 1 takes TPOT {fmt_seconds(s.tpot_s)}"
+                + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+            )
+    sheet.notes += [f"Warning: {w}" for w in result.warnings]
+    return sheet
+
+
+def fit_grid_sheet(results: list) -> Sheet:
+    """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
+    first = results[0]
+    where = (
+        f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+        if first.tp * first.pp > 1
+        else f"one {first.gpu}"
+    )
+    goals = first.slo is not None
+    sheet = Sheet(
+        title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
+        columns=[
+            "batch",
+            "seq",
+            "weights",
+            "KV cache",
+            "total",
+            "budget",
+            "fits",
+            "largest\nbatch",
+            *(["batch for\ngoals"] if goals else []),
+        ],
+        text_columns=(),
+    )
+    for r in results:
+        p = r.per_gpu
+        sheet.rows.append(
+            [
+                f"{r.batch:,}",
+                f"{r.seq:,}",
+                _bytes(p.weight_bytes),
+                _bytes(p.kv_bytes + p.state_bytes),
+                _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
+                _bytes(p.budget_bytes),
+                "yes" if r.fits else "NO",
+                f"{r.max_batch:,}",
+                *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+            ]
         )
+    bad = [r for r in results if not r.ok]
+    sheet.notes.append(
+        f"Verdict: all {len(results):,} combinations fit" + (" and meet the goals." if goals else ".")
+        if not bad
+        else f"Verdict: {len(bad):,} of {len(results):,} do not; the first: {bad[0].verdict}."
+    )
+    sheet.notes += [f"Warning: {w}" for w in dict.fromkeys(w for r in results for w in r.warnings)]
     return sheet
 
 
 def generate_sheet(results: list) -> Sheet:
     first = results[0]
+    where = first.gpu
+    if first.tp * first.pp > 1:
+        where = f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
     sheet = Sheet(
-        title=f"Generate: {first.model} on {first.gpu}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
+        title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
         columns=["", *[r.basis for r in results]],
     )
     sheet.rows += [
@@ -457,11 +532,15 @@ def generate_sheet(results: list) -> Sheet:
         ["total", *[fmt_seconds(r.total_s) for r in results]],
         ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results]],
     ]
+    if first.tp * first.pp > 1:
+        sheet.rows.append(["communication per step", *[fmt_seconds(r.comm_seconds_per_step) for r in results]])
+    sheet.rows.append(["fits in memory", *["yes" if r.fits else "NO" for r in results]])
     sheet.notes.append(
         "Ceilings: no real run beats them."
         if len(results) == 1
         else "The ceiling is a bound; the estimate scales both roofs."
     )
+    sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
     sheet.notes.append(
         f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
         f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
@@ -471,6 +550,7 @@ def generate_sheet(results: list) -> Sheet:
         f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
         f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
     )
+    sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet
 
 

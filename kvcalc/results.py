@@ -50,6 +50,10 @@ class RooflineRow(Result):
     tokens_per_s: float  # ceiling: an upper bound on throughput
     memory_seconds: float
     compute_seconds: float
+    comm_seconds: float = 0.0  # all-reduces and pipeline sends on the step's critical path
+    fits: bool = True  # weights + KV + state + reserve within capacity x gpu_util on every GPU
+    estimate_step_seconds: float | None = None  # with --efficiency / --mbu / --mfu
+    estimate_tokens_per_s: float | None = None
 
 
 class RooflineResult(Result):
@@ -61,7 +65,15 @@ class RooflineResult(Result):
     peak_flop_per_s: float
     bandwidth_bytes_per_s: float
     ridge_flop_per_byte: float
-    rows: list[RooflineRow]
+    tp: int = 1
+    pp: int = 1
+    interconnect: str | None = None
+    gpu_util: float = 0.9
+    reserve_bytes: int = 0
+    mbu: float | None = None
+    mfu: float | None = None
+    warnings: list[str] = []
+    rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
 
 
 class CompareRow(Result):
@@ -120,12 +132,14 @@ class SloResult(Result):
     ttft_s: float | None = None
     tokens_per_s: float
     basis: str  # "ceiling" or "estimate"
+    met: bool = True  # False: no batch that fits meets the goals; tpot_s / ttft_s are then batch 1's
 
 
 class FitResult(Result):
     model: str
     gpu: str
     tp: int
+    pp: int = 1
     seq: int
     batch: int
     dtype: str
@@ -142,6 +156,9 @@ class FitResult(Result):
     per_gpu: PerGpu
     vllm: VllmFigures | None = None
     slo: SloResult | None = None
+    warnings: list[str] = []
+    ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
+    verdict: str = ""
 
 
 class GenerateResult(Result):
@@ -150,6 +167,10 @@ class GenerateResult(Result):
     batch: int
     prompt: int
     new: int
+    tp: int = 1
+    pp: int = 1
+    fits: bool = True  # weights + KV of prompt + new tokens + state + reserve within each GPU's budget
+    comm_seconds_per_step: float = 0.0
     ttft_s: float
     tpot_s: float  # mean
     tpot_first_s: float
@@ -165,3 +186,5 @@ class GenerateResult(Result):
     prealloc_positions_written: int
     concat_bytes_copied: int
     prealloc_bytes_written: int
+    memory_note: str = ""
+    warnings: list[str] = []

@@ -1,14 +1,32 @@
-"""Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill."""
+"""Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill, per GPU
+of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage costs)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.kvcache import cache_bytes, tokens_held
-from kvcalc.params import compute_params, weight_bytes_read
+from kvcalc.kvcache import tokens_held
+from kvcalc.parallel import allreduce_seconds, kv_heads_per_rank, send_seconds
+from kvcalc.params import compute_params
 from kvcalc.results import RooflineResult, RooflineRow
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
-from kvcalc.units import fmt_seconds
+from kvcalc.step import (
+    SINGLE,
+    Deployment,
+    Fit,
+    Stage,
+    activation_bytes,
+    comm_seconds,
+    context_warning,
+    kv_bytes,
+    memory_fit,
+    needs_link,
+    stage_decode_flops,
+    stage_prefill_flops,
+    stages,
+    weight_bytes_read,
+)
+from kvcalc.units import fmt_rate, fmt_seconds
 
 
 def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:
@@ -117,6 +135,52 @@ def prefill_flops(spec: ModelSpec, prompt: int) -> int:
     return 2 * body * prompt + 2 * lm_head_params(spec) + prefill_attention_flops(spec, prompt)
 
 
+def stage_seconds(
+    gpu: GpuSpec, compute_dtype: str, nbytes: int, flops: int, mbu: float = 1.0, mfu: float = 1.0
+) -> tuple[float, float]:
+    """(memory, compute) seconds of one GPU's share of a step: bytes / (bandwidth x MBU) and
+    FLOPs / (peak x MFU). The ceiling when both utilizations are 1."""
+    return nbytes / (gpu.bandwidth_bytes_per_s * mbu), flops / (gpu.peak_flop_per_s(compute_dtype) * mfu)
+
+
+def _row(
+    gpu: GpuSpec,
+    compute_dtype: str,
+    batch: int,
+    seq: int,
+    per_stage: list[tuple[int, int, int]],
+    comm: float,
+    fits: bool,
+    util: tuple[float, float] | None = None,
+) -> RooflineRow:
+    """A step from each stage's (weight bytes, KV bytes, FLOPs) on one GPU: the stages run one after
+    another, each at max(memory, compute), plus the communication on the critical path."""
+    times = [stage_seconds(gpu, compute_dtype, w + k, f) for w, k, f in per_stage]
+    memory_s, compute_s = sum(m for m, _ in times), sum(c for _, c in times)
+    step = sum(max(m, c) for m, c in times) + comm
+    # Per GPU: the stage that moves the most bytes (all of them when pp is 1).
+    weight, kv, flops = max(per_stage, key=lambda t: t[0] + t[1])
+    row = RooflineRow(
+        batch=batch,
+        seq=seq,
+        weight_bytes=weight,
+        kv_bytes=kv,
+        flops=flops,
+        arithmetic_intensity=flops / (weight + kv),
+        bound="memory" if memory_s >= compute_s else "compute",
+        step_seconds=step,
+        tokens_per_s=batch / step,
+        memory_seconds=memory_s,
+        compute_seconds=compute_s,
+        comm_seconds=comm,
+        fits=fits,
+    )
+    if util is not None:
+        est = sum(max(stage_seconds(gpu, compute_dtype, w + k, f, *util)) for w, k, f in per_stage) + comm
+        row.estimate_step_seconds, row.estimate_tokens_per_s = est, batch / est
+    return row
+
+
 def decode_row(
     spec: ModelSpec,
     gpu: GpuSpec,
@@ -126,67 +190,120 @@ def decode_row(
     kv_dtype: str,
     compute_dtype: str,
     steps: list[str] | None = None,
-    weight_bytes: int | None = None,
+    *,
+    dep: Deployment = SINGLE,
+    staged: tuple[Stage, ...] | None = None,
+    util: tuple[float, float] | None = None,
 ) -> RooflineRow:
-    """One decode step for `batch` sequences that each hold `seq` cached tokens (`weight_bytes`:
-    the step's weight reads when the caller already has them)."""
-    weight = weight_bytes_read(spec, batch, dtype) if weight_bytes is None else weight_bytes
-    kv = cache_bytes(spec, batch, seq, kv_dtype)
-    n_compute, attention = compute_params(spec), decode_attention_flops(spec, seq)
-    flops = batch * (2 * n_compute + attention)
-    row = _row(gpu, compute_dtype, batch, seq, weight, kv, flops, tokens=batch)
-    if steps is not None:
-        qk, v = _qk_v_dims(spec, absorbed=True)
-        moe = (
-            f" (routed experts: those {batch:,} tokens are expected to reach)"
-            if spec.is_moe and not spec.params
-            else ""
+    """One decode step for `batch` sequences that each hold `seq` cached tokens, on `dep`."""
+    staged = staged or stages(spec, dep, dtype)
+    per_stage = [
+        (
+            weight_bytes_read(spec, dep, st, batch, dtype),
+            kv_bytes(st, batch, seq, kv_dtype),
+            stage_decode_flops(st, batch, seq),
         )
-        steps += [
-            f"batch {batch:,}, context {seq:,}:",
-            f"  weights read once per step: {weight:,} B{moe}",
-            f"  KV read: {batch:,} sequences × their cached tokens = {kv:,} B",
-            f"  {attention_form(spec, 'decode')}",
-            f"  FLOPs = {batch:,} × (2 × {n_compute:,} params + 2 × {spec.num_heads} heads × ({qk} + {v}) × "
-            f"{float(attended_keys(spec, seq)):,g} cached keys over the layers) = {flops:,}",
-            f"  intensity = {flops:,} FLOP / {weight + kv:,} B = {row.arithmetic_intensity:,.2f} FLOP/B "
-            f"(ridge {gpu.ridge_flop_per_byte(compute_dtype):,.1f}: {row.bound}-bound)",
-            f"  step >= max({weight + kv:,} B / {gpu.bandwidth_bytes_per_s:,} B/s, {flops:,} / {gpu.peak_flop_per_s(compute_dtype):,.0f} "
-            f"FLOP/s) = max({fmt_seconds(row.memory_seconds)}, {fmt_seconds(row.compute_seconds)}) = {fmt_seconds(row.step_seconds)}",
-            f"  tokens/s <= {batch:,} / {fmt_seconds(row.step_seconds)} = {row.tokens_per_s:,.1f}",
-        ]
+        for st in staged
+    ]
+    comm = comm_seconds(spec, dep, batch)
+    fit = memory_fit(gpu, dep, staged, batch, seq, kv_dtype)
+    row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, util)
+    if steps is not None:
+        _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit)
     return row
 
 
 def prefill_row(
-    spec: ModelSpec, gpu: GpuSpec, batch: int, prompt: int, dtype: str | None, kv_dtype: str, compute_dtype: str
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batch: int,
+    prompt: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
+    *,
+    dep: Deployment = SINGLE,
+    staged: tuple[Stage, ...] | None = None,
+    util: tuple[float, float] | None = None,
 ) -> RooflineRow:
-    """The prompt pass: every prompt token through the weights, K/V written once."""
-    weight = weight_bytes_read(spec, batch * prompt, dtype)
-    kv = cache_bytes(spec, batch, prompt, kv_dtype)
-    flops = batch * prefill_flops(spec, prompt)
-    return _row(gpu, compute_dtype, batch, prompt, weight, kv, flops, tokens=batch)
+    """The prompt pass: every prompt token through the weights, K/V written once, the all-reduces
+    carrying batch x prompt activations."""
+    staged = staged or stages(spec, dep, dtype)
+    per_stage = [
+        (
+            weight_bytes_read(spec, dep, st, batch * prompt, dtype),
+            kv_bytes(st, batch, prompt, kv_dtype),
+            stage_prefill_flops(st, batch, prompt),
+        )
+        for st in staged
+    ]
+    fit = memory_fit(gpu, dep, staged, batch, prompt, kv_dtype)
+    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm_seconds(spec, dep, batch * prompt), fit.fits, util)
 
 
-def _row(
-    gpu: GpuSpec, compute_dtype: str, batch: int, seq: int, weight: int, kv: int, flops: int, tokens: int
-) -> RooflineRow:
-    memory_s = (weight + kv) / gpu.bandwidth_bytes_per_s
-    compute_s = flops / gpu.peak_flop_per_s(compute_dtype)
-    step = max(memory_s, compute_s)
-    return RooflineRow(
-        batch=batch,
-        seq=seq,
-        weight_bytes=weight,
-        kv_bytes=kv,
-        flops=flops,
-        arithmetic_intensity=flops / (weight + kv),
-        bound="memory" if memory_s >= compute_s else "compute",
-        step_seconds=step,
-        tokens_per_s=tokens / step,
-        memory_seconds=memory_s,
-        compute_seconds=compute_s,
-    )
+def _explain_decode(
+    steps: list[str],
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    staged: tuple[Stage, ...],
+    per_stage: list[tuple[int, int, int]],
+    row: RooflineRow,
+    compute_dtype: str,
+    fit: Fit,
+) -> None:
+    b, s = row.batch, row.seq
+    moe = " (routed experts: those the batch's tokens are expected to reach)" if spec.is_moe and not spec.params else ""
+    steps += [f"batch {b:,}, context {s:,}:", f"  {attention_form(spec, 'decode')}"]
+    if dep.gpus > 1:
+        kv = (
+            f"{kv_heads_per_rank(spec.kv_heads, dep.tp)} of {spec.kv_heads} KV heads"
+            if not spec.is_mla
+            else "the whole MLA latent"
+        )
+        steps.append(
+            f"  per GPU (tp {dep.tp} x pp {dep.pp}): 1/{dep.tp} of the attention, MLP, expert, embedding and LM-head "
+            f"matrices, norms and routers whole, {spec.num_heads // dep.tp} query heads and {kv} per rank"
+        )
+    bw, peak = gpu.bandwidth_bytes_per_s, gpu.peak_flop_per_s(compute_dtype)
+    for st, (w, k, f) in zip(staged, per_stage):
+        where = (
+            f"  stage {st.index} (layers {st.start}-{st.end - 1}) per GPU:"
+            if dep.pp > 1
+            else "  per GPU:"
+            if dep.gpus > 1
+            else " "
+        )
+        m, c = w + k, f
+        steps += [
+            f"{where} weights read {w:,} B{moe}; KV read {k:,} B ({b:,} sequence{'s' if b > 1 else ''} x {s:,} cached tokens); FLOPs {f:,}",
+            f"    max({m:,} B / {bw:,} B/s, {c:,} FLOP / {peak:,.0f} FLOP/s) = "
+            f"max({fmt_seconds(m / bw)}, {fmt_seconds(c / peak)}) = {fmt_seconds(max(m / bw, c / peak))}",
+        ]
+    if dep.gpus > 1 and dep.link is not None:
+        message = b * spec.hidden_size * activation_bytes(spec)
+        if dep.tp > 1:
+            one = allreduce_seconds(message, dep.tp, dep.link)
+            steps.append(
+                f"  all-reduce ({dep.link.name}, {fmt_rate(dep.link.bandwidth_bytes_per_s)} each way): "
+                f"2 per layer x {spec.num_layers} layers x (alpha {fmt_seconds(dep.link.latency_s)} + "
+                f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(dep.link.bandwidth_bytes_per_s)}) "
+                f"= {2 * spec.num_layers} x {fmt_seconds(one)} = {fmt_seconds(2 * spec.num_layers * one)}"
+            )
+        if dep.pp > 1:
+            steps.append(
+                f"  pipeline sends: {dep.pp - 1} x (alpha + {message:,} B / "
+                f"{fmt_rate(dep.link.bandwidth_bytes_per_s)}) = {fmt_seconds((dep.pp - 1) * send_seconds(message, dep.link))}"
+            )
+    summed = " + ".join(fmt_seconds(max(stage_seconds(gpu, compute_dtype, w + k, f))) for w, k, f in per_stage)
+    steps += [
+        f"  step >= {summed}"
+        + (f" + communication {fmt_seconds(row.comm_seconds)}" if row.comm_seconds else "")
+        + f" = {fmt_seconds(row.step_seconds)} ({row.bound}-bound, intensity {row.arithmetic_intensity:,.2f} FLOP/B"
+        f" against a ridge of {gpu.ridge_flop_per_byte(compute_dtype):,.1f})",
+        f"  tokens/s <= {b:,} / {fmt_seconds(row.step_seconds)} = {row.tokens_per_s:,.1f}",
+        "  memory: " + fit.message(f"{'fits' if fit.fits else 'DOES NOT FIT'}"),
+    ]
 
 
 def roofline_report(
@@ -197,12 +314,32 @@ def roofline_report(
     dtype: str | None,
     kv_dtype: str,
     steps: list[str] | None = None,
+    *,
+    dep: Deployment = SINGLE,
+    util: tuple[float, float] | None = None,
 ) -> RooflineResult:
     weight_dtype = dtype or spec.dtype
     from kvcalc.weights import matmul_dtype
 
     compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
-    rows = [decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype, steps) for s in seqs for b in batches]
+    needs_link(dep, gpu)
+    staged = stages(spec, dep, dtype)
+    rows = [
+        decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype, steps, dep=dep, staged=staged, util=util)
+        for s in seqs
+        for b in batches
+    ]
+    warnings = [w for w in (context_warning(spec, max(seqs)),) if w]
+    bad = [r for r in rows if not r.fits]
+    if bad:
+        worst = max(bad, key=lambda r: memory_fit(gpu, dep, staged, r.batch, r.seq, kv_dtype).over_bytes)
+        fit = memory_fit(gpu, dep, staged, worst.batch, worst.seq, kv_dtype)
+        where = f"{dep.tp * dep.pp} x {gpu.name}" if dep.gpus > 1 else f"one {gpu.name}"
+        warnings.insert(
+            0,
+            f"{len(bad):,} of {len(rows):,} rows do not fit on {where} (fits: NO); the worst, batch {worst.batch:,} "
+            f"x {worst.seq:,} tokens, per GPU" + fit.message(""),
+        )
     return RooflineResult(
         model=spec.name,
         gpu=gpu.name,
@@ -212,5 +349,13 @@ def roofline_report(
         peak_flop_per_s=gpu.peak_flop_per_s(compute_dtype),
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
         ridge_flop_per_byte=gpu.ridge_flop_per_byte(compute_dtype),
+        tp=dep.tp,
+        pp=dep.pp,
+        interconnect=dep.link.name if dep.link and dep.gpus > 1 else None,
+        gpu_util=dep.gpu_util,
+        reserve_bytes=dep.reserve_bytes,
+        mbu=util[0] if util else None,
+        mfu=util[1] if util else None,
+        warnings=warnings,
         rows=rows,
     )

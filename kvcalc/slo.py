@@ -1,12 +1,14 @@
-"""Latency goals: the largest batch that meets a time-per-output-token or time-to-first-token target."""
+"""Latency goals: the largest batch that meets a time-per-output-token or time-to-first-token target
+on a (possibly parallel) deployment, among the batches that fit in memory."""
 
 from __future__ import annotations
 
 from kvcalc.errors import UsageError
 from kvcalc.fit import largest_satisfying
-from kvcalc.generate import decode_step_seconds, prefill_seconds
 from kvcalc.results import FitResult, SloResult
+from kvcalc.roofline import decode_row, prefill_row
 from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.step import SINGLE, Deployment, needs_link, stages
 
 
 def largest_batch(
@@ -21,42 +23,43 @@ def largest_batch(
     kv_dtype: str,
     mbu: float,
     mfu: float,
+    dep: Deployment = SINGLE,
 ) -> SloResult:
+    """Never refuses: when no batch meets the goals (or none fits), `met` is False and the figures
+    are batch 1's, so the verdict can say by how much the goal is missed."""
+    for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be positive, got {value:g}")
     from kvcalc.weights import matmul_dtype
 
     compute = gpu.compute_dtype(matmul_dtype(spec, dtype))
+    needs_link(dep, gpu)
+    staged = stages(spec, dep, dtype)
+    util = None if mbu == 1.0 and mfu == 1.0 else (mbu, mfu)
+
+    def seconds(row) -> float:  # noqa: ANN001
+        return row.estimate_step_seconds if util else row.step_seconds
 
     def tpot(b: int) -> float:
-        return decode_step_seconds(spec, gpu, b, fit.seq, dtype, kv_dtype, compute, mbu, mfu)
+        return seconds(decode_row(spec, gpu, b, fit.seq, dtype, kv_dtype, compute, dep=dep, staged=staged, util=util))
 
     def ttft(b: int) -> float:
-        return prefill_seconds(spec, gpu, b, prompt, dtype, kv_dtype, compute, mbu, mfu)
+        return seconds(prefill_row(spec, gpu, b, prompt, dtype, kv_dtype, compute, dep=dep, staged=staged, util=util))
 
     def ok(b: int) -> bool:
         return (tpot_ms is None or tpot(b) * 1e3 <= tpot_ms) and (ttft_ms is None or ttft(b) * 1e3 <= ttft_ms)
 
-    for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
-        if value is not None and value <= 0:
-            raise UsageError(f"{name} must be positive, got {value:g}")
     best = largest_satisfying(fit.max_batch, ok)
-    basis = "ceiling" if mbu == 1.0 and mfu == 1.0 else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
-    if best == 0:
-        goals = " and ".join(
-            f"{label} {value:g} ms (batch 1: {f(1) * 1e3:.2f} ms, {basis})"
-            for label, value, f in (("TPOT", tpot_ms, tpot), ("TTFT", ttft_ms, ttft))
-            if value is not None
-        )
-        raise UsageError(
-            f"no batch of {spec.name} on {gpu.name} meets {goals}",
-            hint="relax the goal, add GPUs, or quantize weights and cache",
-        )
-    step = tpot(best)
+    basis = "ceiling" if util is None else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
+    batch = max(best, 1)
+    step = tpot(batch)
     return SloResult(
         tpot_ms=tpot_ms,
         ttft_ms=ttft_ms,
         batch=best,
         tpot_s=step,
-        ttft_s=ttft(best) if ttft_ms is not None else None,
+        ttft_s=ttft(batch) if ttft_ms is not None else None,
         tokens_per_s=best / step,
         basis=basis,
+        met=best > 0,
     )

@@ -19,14 +19,16 @@ def test_llama3_70b_on_two_h100_at_8k():
     params = 2 * 128256 * 8192 + 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 161 * 8192
     assert params == 70_553_706_496
     per_gpu = out["per_gpu"]
-    assert per_gpu["weight_bytes"] == params * 2 // 2  # bf16, split over 2 ranks
+    # bf16, the matrices, embedding and LM head split over 2 ranks; the 161 norms whole on each
+    weights = (params - 161 * 8192) * 2 // 2 + 161 * 8192 * 2
+    assert per_gpu["weight_bytes"] == weights == 70_555_025_408
     assert out["kv_heads_per_rank"] == 4 and not out["kv_heads_replicated"]
     kv_per_token_per_rank = 80 * 2 * 4 * 128 * 2
     assert kv_per_token_per_rank == 163_840
     assert per_gpu["kv_bytes"] == 8192 * kv_per_token_per_rank
     budget = int(H100_CAPACITY * 0.9)
     assert per_gpu["budget_bytes"] == budget and per_gpu["reserve_bytes"] == 2 * GiB
-    available = budget - params - 2 * GiB
+    available = budget - weights - 2 * GiB
     assert out["max_batch"] == available // (8192 * kv_per_token_per_rank) == 2
     assert out["fits"] is True
     assert out["kv_capacity_tokens"] == available // (16 * kv_per_token_per_rank) * 16
@@ -59,12 +61,16 @@ def test_tp_must_divide_query_heads():
 
 
 def test_model_that_does_not_fit_says_so():
+    # One behaviour for "does not fit": the table, a verdict saying what is over and by how much, exit 3.
     result = run("fit", "llama-3-70b", "--gpu", "h100")
-    assert result.exit_code != 0 and result.stdout == ""
+    assert result.exit_code == 3 and result.stderr == ""
+    assert "DOES NOT FIT" in result.stdout
     assert (
-        "llama-3-70b does not fit on one h100: weights 131.42 GiB + reserve 2 GiB per GPU exceed the budget"
-        in result.stderr
+        "DOES NOT FIT on one h100: weights 131.42 GiB + reserve 2 GiB per GPU exceed the 71.27 GiB budget"
+        in " ".join(result.stdout.split())
     )
+    out = json.loads(run("fit", "llama-3-70b", "--gpu", "h100", "--format", "json").stdout)
+    assert out["fits"] is False and out["ok"] is False and out["verdict"].startswith("DOES NOT FIT")
 
 
 def test_block_rounding():
@@ -160,8 +166,14 @@ def test_tpot_goal_search():
 
 
 def test_slo_no_batch_meets():
+    # The table is kept, the verdict says the goal is missed and by what, and the exit status is 3.
     result = run("fit", "llama-3-8b", "--gpu", "h100", "--tpot-ms", "1")
-    assert result.exit_code != 0 and "no batch of llama-3-8b on h100 meets TPOT 1 ms (batch 1:" in result.stderr
+    assert result.exit_code == 3 and result.stderr == ""
+    text = " ".join(result.stdout.split())
+    # batch 1: (15,009,857,536 B of weights read + 8,192 x 131,072 B of KV) / 3.35 TB/s = 4.80 ms
+    assert "fits on one h100 but misses TPOT 1 ms: batch 1 takes TPOT 4.80 ms (ceiling)" in text
+    out = json.loads(run("fit", "llama-3-8b", "--gpu", "h100", "--tpot-ms", "1", "--format", "json").stdout)
+    assert out["slo"]["met"] is False and out["slo"]["batch"] == 0 and out["fits"] is True and out["ok"] is False
 
 
 # vLLM 0.19.0 start-up logs (llm-d-incubation/llm-d-planner PR #205, accuracy/results/v0.19.0/logs, H100 80GB,

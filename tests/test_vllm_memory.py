@@ -258,7 +258,6 @@ def test_chunked_layers_need_a_chunk_plus_a_batch():
         (["--engine", "vllm", "--kv-memory", "500GiB"], "--kv-memory 500GiB is more than h100's 79.19 GiB"),
         (["--engine", "vllm", "--block-size", "7"], "vLLM 0.19 accepts 1, 8, 16, 32, 64, 128, 256"),
         (["--engine", "vllm", "--reserve", "3GiB"], "--reserve has no meaning with --engine vllm"),
-        (["--pp", "2"], "--pp needs --engine vllm"),
     ],
 )
 def test_refused_vllm_options(args, message):

@@ -1,0 +1,251 @@
+"""Pure cost of one forward step on a parallel deployment: per-GPU bytes and FLOPs of each pipeline
+stage as functions of the context, the communication on the step's critical path, and whether
+each GPU's weights + KV + state + reserve fit its memory budget."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kvcalc.errors import UsageError
+from kvcalc.kvcache import elements_per_token, tokens_held
+from kvcalc.parallel import (
+    Link,
+    allreduce_seconds,
+    check_pp,
+    check_tp,
+    pp_indices,
+    rank_compute_params,
+    rank_weight_bytes_read,
+    rank_weight_bytes_resident,
+    send_seconds,
+)
+from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.units import elements_to_bytes, fmt_bytes
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """How one model replica is spread: tp GPUs per stage, pp stages, the link between them, and
+    the per-GPU memory budget (capacity x gpu_util, less a reserve for activations and buffers)."""
+
+    tp: int = 1
+    pp: int = 1
+    link: Link | None = None
+    gpu_util: float = 0.9
+    reserve_bytes: int = 2 * GIB
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+SINGLE = Deployment()
+
+
+@dataclass(frozen=True)
+class Term:
+    """`layers` layers of a stage with the same shape (`run`), as one GPU sees them."""
+
+    run: LayerRun  # its kind and window say which tokens it holds and attends to
+    layers: int
+    elements: int  # KV elements one held token adds to one of these layers on one rank
+    decode_flops: int  # attention FLOPs per attended key for one new token (MLA: absorbed widths)
+    prefill_flops: int  # attention FLOPs per query-key pair of a prompt pass
+
+    @property
+    def window(self) -> int | None:
+        """Where holding stops growing (sliding and chunked layers)."""
+        return self.run.window_tokens if self.run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) else None
+
+
+@dataclass(frozen=True)
+class Stage:
+    index: int
+    start: int
+    end: int
+    terms: tuple[Term, ...]
+    compute_params: int  # multiplied through per token on one GPU of this stage
+    lm_head_params: int  # of which the LM head's slice (last stage), computed once per prefill
+    resident_bytes: int  # weights one GPU of this stage holds
+    state_bytes: int  # SSM / linear-attention state of one sequence on one rank
+    attention_heads: int  # query heads per rank
+
+
+def held(window: int | None, context: int) -> int:
+    return context if window is None else min(context, window)
+
+
+def validate(spec: ModelSpec, dep: Deployment) -> None:
+    check_tp(spec, dep.tp)
+    check_pp(spec, dep.pp)
+
+
+def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
+    """The pipeline stages of a valid deployment, each as one of its GPUs sees it."""
+    from kvcalc.roofline import _attends, _qk_v_dims
+
+    validate(spec, dep)
+    tp, pp = dep.tp, dep.pp
+    heads = spec.num_heads // tp
+    qk, v = _qk_v_dims(spec)
+    dqk, dv = _qk_v_dims(spec, absorbed=True)
+    layers = spec.expanded_layers()
+    out = []
+    for s in range(pp):
+        start, end = pp_indices(spec.num_layers, s, pp)
+        groups: dict[LayerRun, int] = {}
+        state = 0
+        for run in layers[start:end]:
+            key = run.model_copy(update={"count": 1})
+            groups[key] = groups.get(key, 0) + 1
+            state += run.state_bytes
+        terms = tuple(
+            Term(
+                run=run,
+                layers=n,
+                elements=elements_per_token(spec, run, tp),
+                decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
+                prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
+            )
+            for run, n in groups.items()
+        )
+        last = s == pp - 1 and not spec.params
+        out.append(
+            Stage(
+                index=s,
+                start=start,
+                end=end,
+                terms=tuple(t for t in terms if t.elements or t.decode_flops),
+                compute_params=rank_compute_params(spec, tp, s, pp),
+                lm_head_params=math.ceil(Fraction(spec.vocab_size * spec.hidden_size, tp)) if last else 0,
+                resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype),
+                # NOTE: SSM / linear-attention heads split across ranks like attention heads.
+                state_bytes=math.ceil(state / tp),
+                attention_heads=heads,
+            )
+        )
+    return tuple(out)
+
+
+def kv_elements(stage: Stage, context: int) -> int:
+    """KV elements one sequence of `context` tokens holds on one GPU of the stage."""
+    return sum(t.layers * t.elements * tokens_held(t.run, context) for t in stage.terms)
+
+
+def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
+    return elements_to_bytes(batch * kv_elements(stage, context), kv_dtype)
+
+
+def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
+    """One new token per sequence over `context` cached tokens, on one GPU of the stage."""
+    from kvcalc.roofline import decode_keys
+
+    attention = sum((t.layers * t.decode_flops * decode_keys(t.run, context) for t in stage.terms), Fraction(0))
+    return batch * (2 * stage.compute_params + int(attention))
+
+
+def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
+    """A causal pass over `prompt` tokens per sequence, on one GPU of the stage: the LM head only for
+    the last position (what vLLM samples from)."""
+    from kvcalc.roofline import layer_pairs
+
+    attention = sum(t.layers * t.prefill_flops * layer_pairs(t.run, prompt) for t in stage.terms)
+    body = stage.compute_params - stage.lm_head_params
+    return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention)
+
+
+def weight_bytes_read(spec: ModelSpec, dep: Deployment, stage: Stage, tokens: int, dtype: str | None) -> int:
+    return rank_weight_bytes_read(spec, tokens, dep.tp, stage.index, dep.pp, dtype)
+
+
+# --- communication ------------------------------------------------------------------------
+
+
+def activation_bytes(spec: ModelSpec) -> int:
+    # NOTE: activations travel in the model's compute dtype (bf16/fp16) even for fp8 or int4
+    # weights; fp32 models send 4 bytes.
+    return 4 if spec.dtype == "fp32" else 2
+
+
+def needs_link(dep: Deployment, gpu: GpuSpec) -> Link | None:
+    if dep.gpus == 1:
+        return None
+    if dep.link is None:
+        raise UsageError(
+            f"{gpu.name}'s preset has no sourced interconnect, needed for {dep.tp} x {dep.pp} GPUs",
+            hint="give --interconnect (nvlink4, pcie5, ... or a bandwidth such as 100GB/s)",
+        )
+    return dep.link
+
+
+def comm_seconds(spec: ModelSpec, dep: Deployment, tokens: int) -> float:
+    """Communication on a step's critical path for `tokens` tokens in flight: two all-reduces per
+    layer under tensor parallelism (after attention, after the MLP; Megatron-style column then
+    row parallel), and pp - 1 activation sends between pipeline stages."""
+    if dep.gpus == 1 or dep.link is None:
+        return 0.0
+    message = tokens * spec.hidden_size * activation_bytes(spec)
+    seconds = 2 * spec.num_layers * allreduce_seconds(message, dep.tp, dep.link)
+    return seconds + (dep.pp - 1) * send_seconds(message, dep.link)
+
+
+# --- memory fit ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    fits: bool
+    stage: int  # the stage with the least room (or the most over)
+    stages: int
+    need_bytes: int  # weights + KV + state + reserve on one GPU of that stage
+    budget_bytes: int
+    weight_bytes: int
+    kv_bytes: int
+    state_bytes: int
+
+    @property
+    def over_bytes(self) -> int:
+        return self.need_bytes - self.budget_bytes
+
+    def message(self, where: str) -> str:
+        stage = f" (pipeline stage {self.stage})" if self.stages > 1 else ""
+        verdict = "over by" if not self.fits else "room left"
+        return (
+            f"{where}{stage}: weights {fmt_bytes(self.weight_bytes)} + KV {fmt_bytes(self.kv_bytes)}"
+            + (f" + state {fmt_bytes(self.state_bytes)}" if self.state_bytes else "")
+            + f" + reserve {fmt_bytes(self.need_bytes - self.weight_bytes - self.kv_bytes - self.state_bytes)}"
+            f" = {fmt_bytes(self.need_bytes)} of a {fmt_bytes(self.budget_bytes)} budget, "
+            f"{verdict} {fmt_bytes(abs(self.over_bytes))}"
+        )
+
+
+def memory_fit(
+    gpu: GpuSpec, dep: Deployment, staged: tuple[Stage, ...], batch: int, context: int, kv_dtype: str
+) -> Fit:
+    """Does every GPU hold its weights, the KV of `batch` x `context` tokens (unpaged), the
+    recurrent state and the reserve within capacity x gpu_util? Reports the tightest stage."""
+    budget = int(gpu.capacity_bytes * dep.gpu_util)
+    worst = None
+    for st in staged:
+        kv = kv_bytes(st, batch, context, kv_dtype)
+        state = batch * st.state_bytes
+        need = st.resident_bytes + kv + state + dep.reserve_bytes
+        fit = Fit(need <= budget, st.index, len(staged), need, budget, st.resident_bytes, kv, state)
+        if worst is None or fit.over_bytes > worst.over_bytes:
+            worst = fit
+    assert worst is not None
+    return worst
+
+
+def context_warning(spec: ModelSpec, context: int) -> str | None:
+    limit = spec.max_position_embeddings
+    if limit is not None and context > limit:
+        return (
+            f"context {context:,} tokens exceeds {spec.name}'s max_position_embeddings {limit:,}: "
+            "the model was not trained for it (a what-if, not a plan)"
+        )
+    return None
