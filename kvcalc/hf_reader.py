@@ -229,7 +229,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "num_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
-        "tie_embeddings": bool(cfg.get("tie_word_embeddings", default=True)),
+        # Lfm2Config reads LFM's original key tie_embedding as tie_word_embeddings.
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", "tie_embedding", default=True)),
         "mlp_gated": model_type not in hf_legacy.UNGATED,
         "attention_bias": bool(
             cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))
@@ -238,6 +239,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
         # Qwen 1/2 bias q, k, v alone.
         "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
+        "attn_output_gate": bool(cfg.get("attn_output_gate", default=model_type == "qwen3_next")),
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg)),
@@ -263,6 +265,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields.update(hf_mla.mla_fields(cfg))
     if cfg.get("use_cla"):
         fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
+    if isinstance(raw.get("vision_config"), dict) and str(raw.get("model_type")) != "mllama":
+        fields["description"] = "language model only: the vision tower's parameters are not counted"
     if str(raw.get("model_type")) == "mllama":
         vision = hf_vision.mllama_fields(cfg, raw.get("vision_config"), hidden)
         images = vision.pop("images")

@@ -45,7 +45,8 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
     bias = (h * d + 2 * g * d) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
-    return hidden * h * d + 2 * hidden * g * d + h * d * hidden + bias
+    gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
+    return hidden * h * d + gate + 2 * hidden * g * d + h * d * hidden + bias
 
 
 def _mlp(spec: ModelSpec, intermediate: int) -> int:

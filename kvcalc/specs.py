@@ -81,6 +81,7 @@ class ModelSpec(BaseModel):
     mlp_gated: bool = True
     attention_bias: bool = False  # q, k, v biases
     o_proj_bias: bool = False
+    attn_output_gate: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next, Qwen3.5)
     mlp_bias: bool = False  # biases on every MLP / expert projection (gpt-oss, BART, Whisper)
     # Weights outside the decoder layers and token embeddings: a vision tower and projector, an
     # encoder, position tables. Held in memory, not read by a decode step.

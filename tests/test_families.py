@@ -217,3 +217,14 @@ def test_dbrx_nested_attention_and_experts():
     assert cache("dbrx", "--seq", 1000)["total_bytes"] == 40 * 4096 * 1000
     params = run_json("show", CONFIGS / "dbrx.json")["params"]
     assert near(params["total"], 132e9, 1e9) and near(params["active"], 36e9, 1e9)
+
+
+def test_qwen3_next_output_gate_in_parameters(tmp_path):
+    # Qwen3-Next's q_proj is 2 x h x d wide (query and a per-head output gate): hidden x h x d more weights in
+    # each of the 2 full-attention layers than the same config with attn_output_gate off.
+    config = json.loads((CONFIGS / "qwen3next-hybrid.json").read_text())
+    gated = run_json("show", CONFIGS / "qwen3next-hybrid.json")["params"]["attention"]
+    (tmp_path / "config.json").write_text(json.dumps({**config, "attn_output_gate": False}))
+    plain = run_json("show", tmp_path)["params"]["attention"]
+    h, d, hidden = config["num_attention_heads"], config["head_dim"], config["hidden_size"]
+    assert gated - plain == 2 * hidden * h * d
