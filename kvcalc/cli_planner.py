@@ -18,16 +18,20 @@ from kvcalc.cli_common import (
     KvHeadsOpt,
     LayersOpt,
     ModelArg,
+    PlotOpt,
+    PlotSizeOpt,
     WindowOpt,
     _check_planner,
     _complete_gpus,
     _complete_kv_dtypes,
     _cross_overrides,
+    _draw,
     _dump,
     _emit,
     _gpu,
     _model,
     _overrides,
+    _plot_ready,
     app,
 )
 from kvcalc.cli_deploy import (
@@ -121,6 +125,8 @@ def fit(
     mfu: MfuOpt = None,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -146,6 +152,7 @@ def fit(
     from kvcalc.render import fit_grid_sheet, fit_sheet
 
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
+    _plot_ready(plot, plot_size)
     n_tp, n_pp = ranks(tp, gpus, pp)
     seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
     check_grid("fit --batch x --seq", len(batches), len(seqs))
@@ -243,6 +250,31 @@ def fit(
             results.append(result)
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
+
+    def chart():  # noqa: ANN202
+        from kvcalc.chart_planner import fit_chart, sample
+        from kvcalc.roofline import decode_row
+        from kvcalc.step import stages
+        from kvcalc.weights import matmul_dtype
+
+        staged = stages(spec, dep, overrides.get("dtype"))
+        compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
+        top = max(max(batches), max(r.max_batch for r in results), 1)
+        xs = [b for b in sample(0, round(top.bit_length() * 8)) if b] or [1]
+        grid = sorted({max(1, min(top, round(2 ** (x / 8)))) for x in xs})
+        lines = []
+        for s in seqs:
+            times = [
+                decode_row(
+                    spec, gpu_spec, b, s, overrides.get("dtype"), kv, compute, dep=dep, staged=staged
+                ).step_seconds
+                for b in grid
+            ]
+            lines.append((f"seq {s:,} (ceiling)", grid, times))
+        where = f"{dep.gpus} x {gpu_spec.name}" if dep.gpus > 1 else gpu_spec.name
+        return fit_chart(f"Time per output token: {spec.name} on {where}", lines, tpot_ms, grid)
+
+    _draw(plot, chart, plot_size)
     if not all(r.ok for r in results):
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -272,6 +304,8 @@ def generate(
     mfu: MfuOpt = None,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -289,6 +323,7 @@ def generate(
     from kvcalc.render import generate_sheet
 
     n_tp, n_pp = ranks(tp, gpus, pp)
+    _plot_ready(plot, plot_size)
     overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     util = utilization(efficiency, mbu, mfu)
@@ -317,3 +352,24 @@ def generate(
     if util:
         payload["estimate"] = results[1].model_dump(mode="json")
     _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
+
+    def chart():  # noqa: ANN202
+        from kvcalc.chart_planner import generate_chart, sample
+        from kvcalc.roofline import decode_row
+        from kvcalc.step import stages
+
+        first = results[0]
+        staged = stages(spec, dep, overrides.get("dtype"))
+        contexts = sample(first.prompt + 1, max(first.prompt + first.new - 1, first.prompt + 1))
+        lines = []
+        for r in results:
+            u = None if r.basis == "ceiling" else (r.mbu, r.mfu)
+            rows = [
+                decode_row(spec, gpu_spec, first.batch, c, args["dtype"], kv, compute, dep=dep, staged=staged, util=u)
+                for c in contexts
+            ]
+            lines.append((r.basis, contexts, [row.estimate_step_seconds or row.step_seconds for row in rows]))
+        where = f"{dep.gpus} x {gpu_spec.name}" if dep.gpus > 1 else gpu_spec.name
+        return generate_chart(f"Decode steps: {spec.name} on {where}, batch {first.batch:,}", lines)
+
+    _draw(plot, chart, plot_size)

@@ -312,3 +312,19 @@ def test_generate_a_million_tokens_is_fast():
     out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--new", "1m")
     assert time.perf_counter() - start < 1.0
     assert out["new"] == 1 << 20 and out["tpot_last_s"] > out["tpot_first_s"]
+
+
+def test_generate_and_fit_plot_step_times(tmp_path):
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "generate.svg"
+    out = run("generate", "llama-3-8b", "--gpu", "h100", "--new", "4k", "--efficiency", "0.5", "--plot", str(svg))
+    assert out.exit_code == 0, out.stderr
+    text = svg.read_text()
+    assert 'id="tpot-ceiling"' in text and 'id="tpot-estimate (MBU 0.5, MFU 0.5)"' in text
+    svg = tmp_path / "fit.svg"
+    out = run(
+        "fit", "llama-3-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k,32k", "--tpot-ms", "30", "--plot", str(svg)
+    )
+    assert out.exit_code == 0, out.stderr
+    text = svg.read_text()
+    assert 'id="tpot-seq 8,192 (ceiling)"' in text and 'id="tpot-seq 32,768 (ceiling)"' in text
