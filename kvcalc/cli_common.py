@@ -101,7 +101,25 @@ class _Boundary(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-app = typer.Typer(
+class _App(typer.Typer):
+    """Typer builds a Click command for every registered function (signatures, annotations, options)
+    on each run; a run that names its command builds only that one (start-up time is the product)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        argv = kwargs.get("args", sys.argv[1:])
+        first = next((a for a in argv if not a.startswith("-")), None) if argv else None
+        by_name = {(c.name or c.callback.__name__).replace("_", "-"): c for c in self.registered_commands if c.callback}
+        if first not in by_name or any(k.endswith("_COMPLETE") for k in os.environ) or argv[0].startswith("-"):
+            return super().__call__(*args, **kwargs)
+        every = self.registered_commands
+        self.registered_commands = [by_name[first]]
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self.registered_commands = every
+
+
+app = _App(
     cls=_Boundary,
     help="LLM inference memory and speed from the architecture up: KV cache, roofline, fit.",
     no_args_is_help=True,

@@ -64,3 +64,18 @@ def test_gpus_table_is_compact():
     assert "A100 80GB SXM" not in out  # full names and sources live in --format json
     assert max(cell_len(line) for line in out.splitlines()) <= 80
     assert "the sources: kvcalc gpus --format json" in " ".join(out.split())
+
+
+def test_a_long_table_is_laid_out_fast_and_the_same():
+    import time
+
+    from kvcalc.render import PLAIN_ROWS
+
+    start = time.perf_counter()
+    big = run("roofline", "7b", "--gpu", "h100", "--batch", "1..16384+1", env={"COLUMNS": ""})
+    assert big.exit_code == 0 and time.perf_counter() - start < 5
+    assert len(big.stdout.splitlines()) > 16384
+    # one row more than PLAIN_ROWS takes the direct layout; its first lines equal Rich's table
+    rich_made = run("roofline", "7b", "--gpu", "h100", "--batch", f"1..{PLAIN_ROWS}+1", env={"COLUMNS": ""})
+    direct = run("roofline", "7b", "--gpu", "h100", "--batch", f"1..{PLAIN_ROWS + 1}+1", env={"COLUMNS": ""})
+    assert direct.stdout.splitlines()[: PLAIN_ROWS + 4] == rich_made.stdout.splitlines()[: PLAIN_ROWS + 4]
