@@ -55,6 +55,13 @@ def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool)
                 LayerRun(kind=LayerKind.SLIDING, window_tokens=win) if i >= first else LayerRun() for i in range(layers)
             ]
         return []
-    if win and (model_type in SLIDE_ALL or "window" in cfg.overrides or not known_type):
+    if win and (model_type in SLIDE_ALL or "window" in cfg.overrides):
         return [LayerRun(kind=LayerKind.SLIDING, window_tokens=win)] * layers
+    if win and not known_type:
+        # NOTE: families disagree on which layers a bare sliding_window applies to (all of them in
+        # Mistral; some, by a pattern or a layer list, elsewhere): for an unread type, refuse.
+        raise cfg.refuse(
+            f"sliding_window {win} in a '{model_type}' config without layer_types: which layers slide is not known",
+            hint="pass --window to make every layer slide, if that is what the model does",
+        )
     return None

@@ -118,6 +118,12 @@ def test_params_by_hand_for_a_tiny_llama():
     assert run_json("show", CONFIGS / "llama2-mha.json")["params"]["total"] == expected == 3_135_744
 
 
+def test_window_override_answers_an_unread_sliding_type():
+    # --window says every layer slides: 4 layers x 4 KV heads x 32 x 2 x 2 B = 2,048 B per token, W 16
+    out = run_json("cache", CONFIGS / "unknown-sliding.json", "--window", "16", "--seq", "1000")
+    assert out["total_bytes"] == 4 * 512 * 16
+
+
 def test_overrides_fill_and_change():
     out = run_json("cache", CONFIGS / "llama2-mha.json", "--kv-heads", "2", "--seq", "100")
     assert out["total_bytes"] == 100 * 4096 // 4
@@ -133,6 +139,7 @@ def test_overrides_fill_and_change():
         ("deepseek-v32-indexer", "lightning indexer keeps a second per-token cache"),
         ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
         ("gemma4-global", "Gemma 4's full-attention layers have their own KV shape"),
+        ("unknown-sliding", "sliding_window 64 in a 'mystery' config without layer_types: which layers slide"),
         (
             "unknown-missing",
             "no num_hidden_layers / n_layer / n_layers / num_layers in config.json (pass --layers to supply it)",
