@@ -245,6 +245,7 @@ def fit(
                     mbu=util[0] if util else 1.0,
                     mfu=util[1] if util else 1.0,
                     dep=dep,
+                    steps=steps,
                 )
             result.ok, result.verdict = verdict(result)
             results.append(result)

@@ -9,7 +9,15 @@ from fractions import Fraction
 from kvcalc.kvcache import bytes_per_token
 from kvcalc.params import compute_params
 from kvcalc.results import GenerateResult
-from kvcalc.roofline import _attends, _qk_v_dims, decode_row, prefill_attention_flops, prefill_flops, prefill_row
+from kvcalc.roofline import (
+    _attends,
+    _qk_v_dims,
+    comm_lines,
+    decode_row,
+    prefill_attention_flops,
+    prefill_flops,
+    prefill_row,
+)
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
 from kvcalc.step import (
     SINGLE,
@@ -257,7 +265,23 @@ def generate_report(
     comm = comm_seconds(spec, dep, batch)
     fit = memory_fit(gpu, dep, staged, batch, prompt + new, kv_dtype)
     if steps is not None:
-        _explain(steps, basis, (mbu, mfu), batch, prompt, new, pre, ttft, rows, decode, total, tokens_per_s, comm, fit)
+        _explain(
+            steps,
+            basis,
+            (mbu, mfu),
+            comm_lines(spec, dep, batch),
+            batch,
+            prompt,
+            new,
+            pre,
+            ttft,
+            rows,
+            decode,
+            total,
+            tokens_per_s,
+            comm,
+            fit,
+        )
     return GenerateResult(
         model=spec.name,
         gpu=gpu.name,
@@ -288,22 +312,34 @@ def generate_report(
     )
 
 
-def _explain(steps, basis, util, batch, prompt, new, pre, ttft, rows, decode, total, tokens_per_s, comm, fit):  # noqa: ANN001, ANN202
+def _explain(
+    steps, basis, util, comm_lines_for, batch, prompt, new, pre, ttft, rows, decode, total, tokens_per_s, comm, fit
+):  # noqa: ANN001, ANN202
     n = max(new - 1, 0)
     mbu, mfu = util
+
+    def terms(r, what: str) -> str:  # noqa: ANN001
+        mem, comp = fmt_seconds(r.memory_seconds / mbu), fmt_seconds(r.compute_seconds / mfu)
+        if fit.stages > 1:
+            # Stages run one after another: each stage's max, summed (memory and compute shown summed).
+            return f"sum over {fit.stages} stages of max(bytes / (bandwidth x {mbu:g}), FLOPs / (peak x {mfu:g})); memory {mem}, compute {comp} in all"
+        return (
+            f"max({r.weight_bytes + r.kv_bytes:,} B / (bandwidth x {mbu:g}) = {mem}, {r.flops:,} FLOPs{what} / "
+            f"(peak x {mfu:g}) = {comp})"
+        )
+
     comm_text = f" + communication {fmt_seconds(pre.comm_seconds)}" if pre.comm_seconds else ""
     steps.append(
-        f"[{basis}] prefill of {batch:,} x {prompt:,} tokens, per GPU: max({pre.weight_bytes + pre.kv_bytes:,} B of "
-        f"weights and KV / (bandwidth x {mbu:g}) = {fmt_seconds(pre.memory_seconds / mbu)}, {pre.flops:,} FLOPs "
-        "(every prompt token through the layers, the LM head for the last one only) / "
-        f"(peak x {mfu:g}) = {fmt_seconds(pre.compute_seconds / mfu)}){comm_text}: TTFT = {fmt_seconds(ttft)}"
+        f"[{basis}] prefill of {batch:,} x {prompt:,} tokens, per GPU: "
+        + terms(pre, " (every prompt token through the layers, the LM head for the last one only)")
+        + f"{comm_text}: TTFT = {fmt_seconds(ttft)}"
     )
+    steps += [f"[{basis}] per decode step: " + line.strip() for line in comm_lines_for]
     for label, r in zip(("first", "last"), rows):
         step = r.estimate_step_seconds or r.step_seconds
         steps.append(
-            f"[{basis}] {label} decode step (context {r.seq:,}): max({r.weight_bytes + r.kv_bytes:,} B / (bandwidth x {mbu:g}) "
-            f"= {fmt_seconds(r.memory_seconds / mbu)}, {r.flops:,} FLOPs / (peak x {mfu:g}) = "
-            f"{fmt_seconds(r.compute_seconds / mfu)})"
+            f"[{basis}] {label} decode step (context {r.seq:,}): "
+            + terms(r, "")
             + (f" + communication {fmt_seconds(comm)}" if comm else "")
             + f" = {fmt_seconds(step)}"
         )

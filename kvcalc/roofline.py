@@ -280,21 +280,7 @@ def _explain_decode(
             f"    max({m:,} B / {bw:,} B/s, {c:,} FLOP / {peak:,.0f} FLOP/s) = "
             f"max({fmt_seconds(m / bw)}, {fmt_seconds(c / peak)}) = {fmt_seconds(max(m / bw, c / peak))}",
         ]
-    if dep.gpus > 1 and dep.link is not None:
-        message = b * spec.hidden_size * activation_bytes(spec)
-        if dep.tp > 1:
-            one = allreduce_seconds(message, dep.tp, dep.link)
-            steps.append(
-                f"  all-reduce ({dep.link.name}, {fmt_rate(dep.link.bandwidth_bytes_per_s)} each way): "
-                f"2 per layer x {spec.num_layers} layers x (alpha {fmt_seconds(dep.link.latency_s)} + "
-                f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(dep.link.bandwidth_bytes_per_s)}) "
-                f"= {2 * spec.num_layers} x {fmt_seconds(one)} = {fmt_seconds(2 * spec.num_layers * one)}"
-            )
-        if dep.pp > 1:
-            steps.append(
-                f"  pipeline sends: {dep.pp - 1} x (alpha + {message:,} B / "
-                f"{fmt_rate(dep.link.bandwidth_bytes_per_s)}) = {fmt_seconds((dep.pp - 1) * send_seconds(message, dep.link))}"
-            )
+    steps += comm_lines(spec, dep, b)
     summed = " + ".join(fmt_seconds(max(stage_seconds(gpu, compute_dtype, w + k, f))) for w, k, f in per_stage)
     steps += [
         f"  step >= {summed}"
@@ -304,6 +290,28 @@ def _explain_decode(
         f"  tokens/s <= {b:,} / {fmt_seconds(row.step_seconds)} = {row.tokens_per_s:,.1f}",
         "  memory: " + fit.message(f"{'fits' if fit.fits else 'DOES NOT FIT'}"),
     ]
+
+
+def comm_lines(spec: ModelSpec, dep: Deployment, tokens: int) -> list[str]:
+    """--explain lines for the communication of a step over `tokens` tokens in flight."""
+    if dep.gpus == 1 or dep.link is None:
+        return []
+    link, lines = dep.link, []
+    message = tokens * spec.hidden_size * activation_bytes(spec)
+    if dep.tp > 1:
+        one = allreduce_seconds(message, dep.tp, link)
+        lines.append(
+            f"  all-reduce ({link.name}, {fmt_rate(link.bandwidth_bytes_per_s)} each way): "
+            f"2 per layer x {spec.num_layers} layers x (alpha {fmt_seconds(link.latency_s)} + "
+            f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(link.bandwidth_bytes_per_s)}) "
+            f"= {2 * spec.num_layers} x {fmt_seconds(one)} = {fmt_seconds(2 * spec.num_layers * one)}"
+        )
+    if dep.pp > 1:
+        lines.append(
+            f"  pipeline sends: {dep.pp - 1} x (alpha + {message:,} B / "
+            f"{fmt_rate(link.bandwidth_bytes_per_s)}) = {fmt_seconds((dep.pp - 1) * send_seconds(message, link))}"
+        )
+    return lines
 
 
 def roofline_report(

@@ -24,6 +24,7 @@ def largest_batch(
     mbu: float,
     mfu: float,
     dep: Deployment = SINGLE,
+    steps: list[str] | None = None,
 ) -> SloResult:
     """Never refuses: when no batch meets the goals (or none fits), `met` is False and the figures
     are batch 1's, so the verdict can say by how much the goal is missed."""
@@ -53,6 +54,23 @@ def largest_batch(
     basis = "ceiling" if util is None else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
     batch = max(best, 1)
     step = tpot(batch)
+    if steps is not None:
+        from kvcalc.roofline import comm_lines
+        from kvcalc.units import fmt_seconds
+
+        goals = " and ".join(
+            f"{label} <= {v:g} ms" for label, v in (("TPOT", tpot_ms), ("TTFT", ttft_ms)) if v is not None
+        )
+        steps.append(
+            f"latency goal ({basis}, {dep.tp} x {dep.pp} GPUs): the largest batch up to {fit.max_batch:,} (memory) with "
+            f"{goals}, by bisection: {best:,}"
+        )
+        for b in dict.fromkeys(x for x in (batch, best + 1) if 1 <= x <= max(fit.max_batch, 1)):
+            figures = [f"TPOT {fmt_seconds(tpot(b))}"] + (
+                [f"TTFT {fmt_seconds(ttft(b))}"] if ttft_ms is not None else []
+            )
+            steps.append(f"  batch {b:,}: {', '.join(figures)}")
+        steps += comm_lines(spec, dep, batch)
     return SloResult(
         tpot_ms=tpot_ms,
         ttft_ms=ttft_ms,

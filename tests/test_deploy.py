@@ -328,3 +328,11 @@ def test_generate_and_fit_plot_step_times(tmp_path):
     assert out.exit_code == 0, out.stderr
     text = svg.read_text()
     assert 'id="tpot-seq 8,192 (ceiling)"' in text and 'id="tpot-seq 32,768 (ceiling)"' in text
+
+
+def test_fit_explain_shows_the_latency_search_and_its_allreduce():
+    out = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "4", "--seq", "8k", "--tpot-ms", "20", "--explain")
+    text = "\n".join(out["explanation"])
+    best = out["slo"]["batch"]
+    assert f"by bisection: {best:,}" in text and f"batch {best + 1:,}: TPOT" in text
+    assert "2 per layer x 80 layers" in text
