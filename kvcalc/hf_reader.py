@@ -187,10 +187,15 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         fields["params_unknown"] = "config.json has no vocab_size"
     if encdec:
         fields.update(hf_encdec.encdec_fields(cfg, model_type))
-        if "layers" in overrides:
-            raise SpecError(
-                f"{where}: --layers is not supported for an encoder-decoder", hint="edit a copy of config.json"
-            )
+        for flag in ("layers", "window"):
+            if flag in overrides:
+                raise SpecError(
+                    f"{where}: --{flag} is not supported for an encoder-decoder", hint="edit a copy of config.json"
+                )
+        if "kv_heads" in overrides:
+            fields["num_kv_heads"] = overrides["kv_heads"]
+        if "head_dim" in overrides:
+            fields["head_dim"] = overrides["head_dim"]
         return build(ModelSpec, fields, where)
     decoder = _decoder_fields(cfg, model_type, raw)
     missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]

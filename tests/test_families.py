@@ -228,3 +228,10 @@ def test_qwen3_next_output_gate_in_parameters(tmp_path):
     plain = run_json("show", tmp_path)["params"]["attention"]
     h, d, hidden = config["num_attention_heads"], config["head_dim"], config["hidden_size"]
     assert gated - plain == 2 * hidden * h * d
+
+
+def test_encoder_decoder_what_ifs():
+    # --kv-heads 2 on T5-small: 2 heads x 64 x 2 x 2 B = 512 B per layer per token, self and cross alike
+    assert cache("t5-encdec", "--seq", 100, "--kv-heads", 2)["total_bytes"] == 2 * 6 * 512 * 100
+    result = run("cache", CONFIGS / "t5-encdec.json", "--window", "64")
+    assert result.exit_code != 0 and "--window is not supported for an encoder-decoder" in result.stderr
