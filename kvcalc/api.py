@@ -131,10 +131,16 @@ def roofline(
     tp: int = 1,
     pp: int = 1,
     interconnect: str | None = None,
+    gpu_util: float = 0.9,
+    reserve: str = "2GiB",
+    efficiency: float | None = None,
+    mbu: float | None = None,
+    mfu: float | None = None,
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
-    with tp / pp, bytes and FLOPs per GPU and the deployment's communication."""
-    from kvcalc.cli_deploy import deployment
+    with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
+    mbu / mfu) an estimate beside each ceiling."""
+    from kvcalc.cli_deploy import deployment, utilization
     from kvcalc.roofline import roofline_report
 
     batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
@@ -145,11 +151,21 @@ def roofline(
     spec = _model(model, overrides)
     deps = [
         deployment(
-            spec, g, tp=_count(tp, "tp"), pp=_count(pp, "pp"), interconnect=interconnect, gpu_util=0.9, reserve="2GiB"
+            spec,
+            g,
+            tp=_count(tp, "tp"),
+            pp=_count(pp, "pp"),
+            interconnect=interconnect,
+            gpu_util=gpu_util,
+            reserve=reserve,
         )
         for g in gpus
     ]
-    results = [roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d) for g, d in zip(gpus, deps)]
+    util = utilization(efficiency, mbu, mfu)
+    results = [
+        roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util)
+        for g, d in zip(gpus, deps)
+    ]
     return results[0] if len(results) == 1 else results
 
 
@@ -160,6 +176,7 @@ def fit(
     seq: int | str = "8k",
     batch: int | str = 1,
     tp: int = 1,
+    pp: int = 1,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
     gpu_util: float = 0.9,
@@ -167,14 +184,16 @@ def fit(
     block_size: int = 16,
 ) -> FitResult:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals)."""
+    from kvcalc.cli_deploy import deployment, ranks
     from kvcalc.fit import fit_report
     from kvcalc.parallel import check_tp
 
     (gpu_spec,) = _gpus(gpu)
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
-    tp = _count(tp, "tp")
+    tp, pp = ranks(_count(tp, "tp"), None, _count(pp, "pp"))
     check_tp(spec, tp)
+    deployment(spec, gpu_spec, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve=str(reserve))
     if _count(block_size, "block_size") < 1:
         raise UsageError(f"block_size must be at least 1, got {block_size}")
     return fit_report(
@@ -188,6 +207,7 @@ def fit(
         gpu_util=parse_fraction(gpu_util, "gpu_util"),
         reserve_bytes=reserve if isinstance(reserve, int) and reserve > 0 else parse_bytes(str(reserve), "reserve"),
         block_size=block_size,
+        pp=pp,
     )
 
 
@@ -205,6 +225,8 @@ def generate(
     tp: int = 1,
     pp: int = 1,
     interconnect: str | None = None,
+    gpu_util: float = 0.9,
+    reserve: str = "2GiB",
 ) -> GenerateResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless mbu/mfu < 1."""
     from kvcalc.cli_deploy import deployment
@@ -220,8 +242,8 @@ def generate(
         tp=_count(tp, "tp"),
         pp=_count(pp, "pp"),
         interconnect=interconnect,
-        gpu_util=0.9,
-        reserve="2GiB",
+        gpu_util=gpu_util,
+        reserve=reserve,
     )
     return generate_report(
         spec,

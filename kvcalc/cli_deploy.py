@@ -77,7 +77,7 @@ def deployment(
     from kvcalc.step import Deployment, validate
     from kvcalc.units import parse_bytes, parse_fraction
 
-    link = parse_interconnect(interconnect, "--interconnect") if interconnect else link_for(gpu)
+    link = parse_interconnect(interconnect, "--interconnect") if interconnect is not None else link_for(gpu)
     dep = Deployment(
         tp=tp,
         pp=pp,

@@ -118,6 +118,10 @@ def probe(
     from kvcalc import probe as measure
     from kvcalc.presets import GPU_DIR, get_gpu, preset_names, save_user_preset
 
+    if replace and save is None:
+        from kvcalc.errors import UsageError
+
+        raise UsageError("--replace needs --save NAME", hint="it overwrites the user preset --save writes")
     if save is not None:  # refuse a bad name before measuring for seconds
         from kvcalc.presets import check_user_name
 

@@ -46,6 +46,18 @@ def test_roofline_fit_generate_compare_match_the_cli():
     assert kvcalc.compare("mha", "gqa", "mla").model_dump(mode="json") == run_json("compare", "mha", "gqa", "mla")
 
 
+def test_parallel_and_estimates_match_the_cli():
+    assert kvcalc.roofline("llama-3-70b", "h100", batch="1,64", tp=4, efficiency=0.6).model_dump(
+        mode="json"
+    ) == run_json("roofline", "llama-3-70b", "--gpu", "h100", "--batch", "1,64", "--tp", "4", "--efficiency", "0.6")
+    assert kvcalc.generate("llama-3-70b", "h100", tp=2, pp=2, new="1m").model_dump(mode="json") == run_json(
+        "generate", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--pp", "2", "--new", "1m"
+    )
+    assert kvcalc.fit("llama-3-70b", "h100", tp=2, pp=2).model_dump(mode="json") == run_json(
+        "fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--pp", "2"
+    )
+
+
 def test_theory_7b_on_a100():
     # THEORY.md: 7b on a100 at batch 1, 1k context: 140.3 tokens/s ceiling
     row = kvcalc.roofline("7b", "a100", batch=1, seq=1024).rows[0]
