@@ -109,7 +109,11 @@ def _cases():
     cases += [("lab", "--seed", v) for v in ["-1", "x", "99999999999999999999"]]
     cases += [("lab", "causality", "--plot")]  # the lab chart needs --bench
     # deployments on the speed commands (kv-tp's options): ranks, links, budgets
-    for cmd in (("roofline", "7b", "--gpu", "h100"), ("generate", "7b", "--gpu", "h100"), ("fit", "7b", "--gpu", "h100")):
+    for cmd in (
+        ("roofline", "7b", "--gpu", "h100"),
+        ("generate", "7b", "--gpu", "h100"),
+        ("fit", "7b", "--gpu", "h100"),
+    ):
         cases += [(*cmd, opt, v) for opt in ("--tp", "--gpus", "--pp") for v in ["0", "-1", "x", "100000"]]
         cases += [(*cmd, opt, "3") for opt in ("--tp", "--gpus")]  # 3 does not divide 32 heads (vLLM's rule)
         cases += [(*cmd, "--interconnect", v) for v in ["", "warp-drive", "-5GB/s", "0GB/s", "nan"]]
@@ -121,7 +125,12 @@ def _cases():
     cases += [("fit", "7b", "--gpu", "h100", "--seq", v) for v in BAD_RANGES]
     # the probe: bad options fail before any measurement
     cases += [("probe", "--repeat", v) for v in ["0", "-1", "x"]]
-    cases += [("probe", "--device", "tpu"), ("probe", "--gpu", "h1000"), ("probe", "--gpu", ""), ("probe", "--save", "")]
+    cases += [
+        ("probe", "--device", "tpu"),
+        ("probe", "--gpu", "h1000"),
+        ("probe", "--gpu", ""),
+        ("probe", "--save", ""),
+    ]
     cases += [("probe", "--save", "../escape"), ("probe", "--replace"), ("probe", "-f", "xml")]
     return cases
 
