@@ -173,3 +173,11 @@ def test_generate_and_vllm_explanations_end_in_figures():
     )
     assert f"= {fit['vllm']['kv_cache_tokens']:,};" in fit["explanation"][-1]
     assert fit["explanation"][-1].endswith(f"= {fit['vllm']['max_concurrency']:.2f}x")
+
+
+def test_cache_chart_marks_the_seq_values_asked_for(tmp_path):
+    path = tmp_path / "cache.svg"
+    result = run("cache", "llama-3-8b", "--batch", "1,8", "--seq", "1k,32k,100000", "--plot", path)
+    assert result.exit_code == 0, result.stderr
+    asked = _markers(path, "asked")
+    assert asked == {"asked": 2 * 3}  # one marker per batch line and --seq value
