@@ -92,6 +92,15 @@ class _Boundary(TyperGroup):
         except typer.Abort:
             _error_line("aborted")
             sys.exit(1)
+        except OSError as exc:
+            # A file the system refused (name too long, permission, a folder where a file was meant):
+            # the user's input, not a bug.
+            if os.environ.get("KVCALC_DEBUG"):
+                raise
+            name = str(exc.filename or "")
+            where = f": {name[:60]}…" if len(name) > 60 else (f": {name}" if name else "")
+            _error_line(f"{exc.strerror or exc}{where}")
+            sys.exit(1)
         except Exception as exc:  # noqa: BLE001
             # NOTE: a bug must still not print a traceback at a user; KVCALC_DEBUG=1 shows it.
             if os.environ.get("KVCALC_DEBUG"):

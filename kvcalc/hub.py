@@ -69,8 +69,19 @@ def _ask_hub(repo_id: str, revision: str | None, seconds: float) -> BaseExceptio
 
 def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
     """(path of config.json, 'hub' or 'cache'). Raises HubError / NotFoundError with a hint."""
-    # NOTE: imported here, not at module level: it costs ~0.3 s and only hub ids need it.
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    # NOTE: imported here, not at module level: it costs ~0.3 s and only hub ids need it. The library
+    # reads its HF_* variables on import and raises on a malformed one (printing a line of its own).
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            from huggingface_hub import file_download, hf_hub_download, try_to_load_from_cache  # noqa: F401
+    except ValueError as exc:
+        raise HubError(
+            f"huggingface_hub cannot start: {exc}",
+            hint="check the HF_* environment variables: HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT take whole seconds",
+        ) from None
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,

@@ -143,6 +143,10 @@ def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolve
 def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     if not text.strip():
         raise NotFoundError("the model name is empty", hint="`kvcalc models` lists the presets")
+    # NOTE: the file system refuses names over 255 bytes (ENAMETOOLONG, an OSError from is_dir);
+    # no preset, file or hub id is that long.
+    if len(text) > 1024 or any(len(part.encode()) > 255 for part in re.split(r"[/\\]", text)):
+        raise NotFoundError(f"no preset, file or hub id is named '{text[:40]}…' ({len(text):,} characters)")
     found = locate(MODEL_DIR, text)  # a preset name or alias, built-in or user, or a FILE.yaml in its schema
     if found is not None:
         if "kv_heads" in overrides:

@@ -132,6 +132,10 @@ def _cases():
         ("probe", "--save", ""),
     ]
     cases += [("probe", "--save", "../escape"), ("probe", "--replace"), ("probe", "-f", "xml")]
+    # names the file system refuses (over 255 bytes)
+    long = "a" * 5000
+    cases += [("roofline", "7b", "--gpu", long + ".yaml"), ("cache", "7b", "--plot", long + ".png")]
+    cases += [("cache", long + ".yaml"), ("probe", "--save", long), ("fit", "7b", "--gpu", long)]
     return cases
 
 

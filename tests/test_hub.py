@@ -152,3 +152,11 @@ def test_status_line_on_a_terminal_is_erased(hub):
     os.close(leader)
     assert proc.returncode == 0 and json.loads(out)["bytes_per_token"] == PER_TOKEN
     assert seen == "kvcalc: fetching config.json for acme/tiny from the hub…\r\x1b[K"
+
+
+def test_malformed_hub_setting_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"), HF_HUB_ETAG_TIMEOUT="abc")
+    out = kvcalc(env, "cache", "acme/tiny")
+    assert out.returncode != 0 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "HF_HUB_ETAG_TIMEOUT" in out.stderr and "internal" not in out.stderr
