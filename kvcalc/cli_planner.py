@@ -57,6 +57,7 @@ GpuOpt = Annotated[
 # Exit status of `kvcalc fit`, documented in its --help and the README.
 EXIT_FITS = 0  # every combination fits and meets the latency goals given
 EXIT_DOES_NOT_FIT = 3  # some combination does not fit, or misses a goal (the table is still printed)
+FIT_MAX_ROWS = 10_000  # a fit row costs ~0.2 ms and a per-GPU breakdown; more is not a plan anyone reads
 
 
 @app.command()
@@ -155,7 +156,7 @@ def fit(
     _plot_ready(plot, plot_size)
     n_tp, n_pp = ranks(tp, gpus, pp)
     seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
-    check_grid("fit --batch x --seq", len(batches), len(seqs))
+    check_grid("fit --batch x --seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
@@ -195,6 +196,10 @@ def fit(
     reserve_bytes = terms.profile_peak_bytes + terms.non_torch_bytes if terms else dep.reserve_bytes
     goals = tpot_ms is not None or ttft_ms is not None
     prompt_tokens = parse_count(prompt, "--prompt") if prompt is not None else None
+    from kvcalc.step import stages
+
+    staged = stages(spec, dep, overrides.get("dtype"))
+    slos: dict[int, object] = {}  # the latency search depends on the context, not on --batch
     results = []
     for s in seqs:
         for b in batches:
@@ -214,6 +219,7 @@ def fit(
                 block_size=block_size,
                 steps=steps,
                 weights_per_gpu=terms.weights_bytes if terms else None,
+                staged=staged,
             )
             per = result.per_gpu
             available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
@@ -230,10 +236,12 @@ def fit(
                     max_batched_tokens=max_batched_tokens,
                     steps=steps,
                 )
-            if goals:
+            if goals and s in slos:
+                result.slo = slos[s]
+            elif goals:
                 from kvcalc.slo import largest_batch
 
-                result.slo = largest_batch(
+                result.slo = slos[s] = largest_batch(
                     spec,
                     gpu_spec,
                     result,

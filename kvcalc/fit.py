@@ -77,12 +77,13 @@ def fit_report(
     steps: list[str] | None = None,
     pp: int = 1,
     weights_per_gpu: int | None = None,
+    staged: tuple[Stage, ...] | None = None,
 ) -> FitResult:
     """Per GPU of each pipeline stage: its weights, the paged KV of its layers, state and reserve
     against capacity x gpu_util. The figures reported are the tightest stage's. weights_per_gpu: an
     engine's own figure (vLLM's weights as loaded) instead of kvcalc's shard, on every stage."""
     dep = Deployment(tp=tp, pp=pp, gpu_util=gpu_util, reserve_bytes=reserve_bytes)
-    staged = stages(spec, dep, dtype)
+    staged = staged or stages(spec, dep, dtype)
     budget = int(gpu.capacity_bytes * gpu_util)
 
     def resident(st: Stage) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import kv_heads_per_rank
@@ -134,18 +135,29 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
     return Fraction(attention_params(spec, run), tp)
 
 
-def _layer_rank(spec: ModelSpec, i: int, run: LayerRun, tp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
-    """(dense, expert) parameters of layer i on one rank: resident when `tokens` is None, else
+@lru_cache(maxsize=256)
+def reached_experts(experts: int, k: int, tokens: int) -> Fraction:
+    """Expected distinct experts a layer touches for `tokens` tokens (params.expected_experts),
+    computed once per step rather than per layer. Past a few thousand tokens the exact rational
+    (1 - k/E)^tokens grows to millions of digits (8 s at 8M tokens), so it is evaluated in floats
+    there: the miss probability is below 1e-12 of an expert by then."""
+    if tokens <= 4096:
+        return expected_experts(experts, k, tokens)
+    return Fraction(experts * -math.expm1(tokens * math.log1p(-k / experts)))
+
+
+def _layer_rank(spec: ModelSpec, moe: bool, run: LayerRun, tp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
+    """(dense, expert) parameters of one layer on one rank: resident when `tokens` is None, else
     what one step over `tokens` tokens reads."""
     hidden = spec.hidden_size
     dense = _mixer_rank(spec, run, tp) + 2 * hidden  # two norms, whole
     experts = Fraction(0)
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)
-    elif spec.is_moe and i >= spec.dense_layers:
+    elif moe:
         one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
         dense += hidden * spec.experts + Fraction(_mlp(spec, spec.shared_expert_intermediate_size), tp)
-        reached = spec.experts if tokens is None else expected_experts(spec.experts, spec.experts_per_token, tokens)
+        reached = spec.experts if tokens is None else reached_experts(spec.experts, spec.experts_per_token, tokens)
         experts = reached * Fraction(one, tp)
     else:
         dense += Fraction(_mlp(spec, spec.intermediate_size), tp)
@@ -172,17 +184,32 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> 
     return out
 
 
+def _stage_layers(spec: ModelSpec, start: int, end: int) -> list[tuple[LayerRun, bool, int]]:
+    """Layers start .. end - 1 grouped by shape and by whether their MLP is routed experts."""
+    groups: dict[tuple[LayerRun, bool], int] = {}
+    layers = spec.expanded_layers()
+    for i in range(start, end):
+        run = layers[i]
+        key = (run, spec.is_moe and run.intermediate_size is None and i >= spec.dense_layers)
+        groups[key] = groups.get(key, 0) + 1
+    return [(run, moe, n) for (run, moe), n in groups.items()]
+
+
+def _countable(spec: ModelSpec) -> None:
+    if getattr(spec, "params_unknown", None) or spec.vocab_size is None:
+        param_counts(spec)  # refuses, with the reason, a model whose parameters cannot be counted
+
+
 def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
     start, end = pp_indices(spec.num_layers, stage, pp)
     if spec.params:
         # NOTE: an explicit count has no per-layer breakdown: a stage holds its share of layers.
         return Fraction(spec.params * (end - start), spec.num_layers * tp), Fraction(0)
-    param_counts(spec)  # refuses, with the reason, a model whose parameters cannot be counted
+    _countable(spec)
     dense, experts = _ends(spec, tp, stage, pp, tokens), Fraction(0)
-    layers = spec.expanded_layers()
-    for i in range(start, end):
-        d, e = _layer_rank(spec, i, layers[i], tp, tokens)
-        dense, experts = dense + d, experts + e
+    for run, moe, n in _stage_layers(spec, start, end):
+        d, e = _layer_rank(spec, moe, run, tp, tokens)
+        dense, experts = dense + n * d, experts + n * e
     return dense, experts
 
 
@@ -200,13 +227,39 @@ def rank_weight_bytes_resident(
     return _to_bytes(spec, _rank_params(spec, tp, stage, pp, None), dtype)
 
 
+def rank_read_parts(
+    spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1
+) -> tuple[Fraction, Fraction, int, Fraction]:
+    """What a step's weight reads on one GPU of a stage are made of, computed once per stage:
+    (dense parameters read whatever the tokens, input-embedding parameters per token, MoE layers,
+    parameters of one expert's slice)."""
+    if spec.params:
+        return _rank_params(spec, tp, stage, pp, 1)[0], Fraction(0), 0, Fraction(0)
+    dense, _ = _rank_params(spec, tp, stage, pp, 1)
+    rows = Fraction(spec.hidden_size, tp) if stage == 0 and not (spec.tie_embeddings and pp == 1) else Fraction(0)
+    start, end = pp_indices(spec.num_layers, stage, pp)
+    moe_layers = sum(n for _, moe, n in _stage_layers(spec, start, end) if moe)
+    one = (
+        Fraction(_mlp(spec, spec.expert_intermediate_size or spec.intermediate_size), tp) if moe_layers else Fraction(0)
+    )
+    return dense - rows, rows, moe_layers, one
+
+
+def read_bytes(spec: ModelSpec, parts: tuple[Fraction, Fraction, int, Fraction], tokens: int, dtype: str | None) -> int:
+    """Weight bytes read by a step over `tokens` tokens, from rank_read_parts."""
+    base, rows, moe_layers, one = parts
+    dense = base + rows * min(tokens, spec.vocab_size or 0)
+    experts = moe_layers * reached_experts(spec.experts, spec.experts_per_token, tokens) * one if moe_layers else 0
+    return _to_bytes(spec, (dense, Fraction(experts)), dtype)
+
+
 def rank_weight_bytes_read(
     spec: ModelSpec, tokens: int, tp: int = 1, stage: int = 0, pp: int = 1, dtype: str | None = None
 ) -> int:
     """Weight bytes one GPU of stage `stage` reads in a forward step over `tokens` tokens: its
     slice of every dense matrix, the tokens' embedding rows, and its slice of the experts the
     tokens are expected to reach."""
-    return _to_bytes(spec, _rank_params(spec, tp, stage, pp, tokens), dtype)
+    return read_bytes(spec, rank_read_parts(spec, tp, stage, pp), tokens, dtype)
 
 
 def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1) -> int:
@@ -216,15 +269,14 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
     start, end = pp_indices(spec.num_layers, stage, pp)
     if spec.params:
         return math.ceil(Fraction(spec.params * (end - start), spec.num_layers * tp))
-    param_counts(spec)  # refuses a model whose parameters cannot be counted
+    _countable(spec)
     total = Fraction(0)
-    layers = spec.expanded_layers()
-    for i in range(start, end):
-        dense, _ = _layer_rank(spec, i, layers[i], tp, 1)
-        total += dense
-        if spec.is_moe and layers[i].intermediate_size is None and i >= spec.dense_layers:
+    for run, moe, n in _stage_layers(spec, start, end):
+        dense, _ = _layer_rank(spec, moe, run, tp, 1)
+        total += n * dense
+        if moe:
             one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
-            total += spec.experts_per_token * Fraction(one, tp)
+            total += n * spec.experts_per_token * Fraction(one, tp)
     if stage == pp - 1:
         total += spec.hidden_size + Fraction(spec.vocab_size * spec.hidden_size, tp)
     return math.ceil(total)

@@ -17,8 +17,9 @@ from kvcalc.parallel import (
     check_tp,
     pp_indices,
     rank_compute_params,
-    rank_weight_bytes_read,
+    rank_read_parts,
     rank_weight_bytes_resident,
+    read_bytes,
     send_seconds,
 )
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
@@ -73,6 +74,7 @@ class Stage:
     resident_bytes: int  # weights one GPU of this stage holds
     state_bytes: int  # SSM / linear-attention state of one sequence on one rank
     attention_heads: int  # query heads per rank
+    read_parts: tuple  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
 
 
 def held(window: int | None, context: int) -> int:
@@ -126,6 +128,7 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 # NOTE: SSM / linear-attention heads split across ranks like attention heads.
                 state_bytes=math.ceil(state / tp),
                 attention_heads=heads,
+                read_parts=rank_read_parts(spec, tp, s, pp),
             )
         )
     return tuple(out)
@@ -159,7 +162,7 @@ def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
 
 
 def weight_bytes_read(spec: ModelSpec, dep: Deployment, stage: Stage, tokens: int, dtype: str | None) -> int:
-    return rank_weight_bytes_read(spec, tokens, dep.tp, stage.index, dep.pp, dtype)
+    return read_bytes(spec, stage.read_parts, tokens, dtype)
 
 
 # --- communication ------------------------------------------------------------------------
