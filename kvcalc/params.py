@@ -118,7 +118,12 @@ def expected_experts(experts: int, k: int, tokens: int) -> Fraction:
     """Expected distinct experts a layer touches for `tokens` tokens under uniform routing."""
     # NOTE: each token picks k of E experts; an expert is missed by one token with
     # probability 1 - k/E, by all of them with (1 - k/E)^tokens.
-    return experts * (1 - (1 - Fraction(k, experts)) ** tokens)
+    # NOTE: exact for up to 256 tokens; beyond, the exact power has hundreds of thousands of digits
+    # (a batch of 1m took minutes), so it is taken in floating point: log1p/expm1 keep the missed
+    # share accurate when it is tiny.
+    if tokens <= 256:
+        return experts * (1 - (1 - Fraction(k, experts)) ** tokens)
+    return Fraction(experts * -math.expm1(tokens * math.log1p(-k / experts)))
 
 
 def _bytes(params: int | Fraction, dtype: str) -> Fraction:

@@ -63,10 +63,11 @@ _SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 # NOTE: the largest count any option takes (2^40, about 1.1 trillion). Beyond it floats lose the
 # exact byte counts and products overflow; no real batch, context or output length comes near it.
 MAX_COUNT = 2**40
-# NOTE: the most rows one request may expand to (batch x seq x GPUs). Measured on the 2-core dev
-# machine (benchmarks/bounds.py): 10^5 cache rows take about 4 s as JSON; a grid above this is
-# refused before any work with the size it would have had.
-MAX_ROWS = 100_000
+# NOTE: the most rows one request may expand to (batch x seq x GPUs), so that any request answers
+# within a few seconds: measured on the 2-core dev machine (benchmarks/bounds.py), 100,000 roofline
+# rows took 6.3 s as a table, 50,000 about 3 s. A larger grid is refused before any work, with the
+# size it would have had.
+MAX_ROWS = 50_000
 
 
 def parse_count(text: str, what: str = "value", minimum: int = 1, maximum: int = MAX_COUNT) -> int:
