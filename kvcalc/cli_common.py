@@ -275,7 +275,7 @@ def _model(text: str, overrides: dict[str, Any] | None = None):  # noqa: ANN202
 def _emit(fmt: Fmt, payload: Any, sheets: list, csv_rows: list[dict], explanation: list[str] | None = None) -> None:
     """Print a result: JSON from the result models, CSV from raw rows, tables from sheets; with
     --explain, the arithmetic after the table (and under "explanation" in JSON)."""
-    from kvcalc.render import to_csv, to_markdown, to_rich
+    from kvcalc.sheet import to_csv, to_markdown, to_rich
 
     if fmt == Fmt.json:
         if explanation is not None:
