@@ -45,16 +45,16 @@ COMMANDS = {
     "roofline 7b --gpu a100": [sys.executable, "-m", "kvcalc", "roofline", "7b", "--gpu", "a100"],
 }
 RESULTS = """
-2026-11-30 23:50 UTC, 2-core dev machine shared with five other jobs (noisy: read +-0.2), Python 3.11.7,
-typer 0.29.2, --runs 15:
-  kvcalc cache llama-3-8b                  259.9 ms   reference 204.6 ms   1.27x (median of pairs 1.54x)
-  kvcalc cache meta-llama/Meta-Llama-3-8B  456.0 ms   reference 319.3 ms   1.43x
-  kvcalc roofline 7b --gpu a100            495.9 ms   reference 343.0 ms   1.45x
-The 1.10x goal is not met. In-process, beyond what the reference pays (typer, typer._adapters, rich):
-kvcalc's CLI modules 14 ms, the pydantic spec/result/quantization models 12 ms (plus the plugin loader
-the reference pays later), PyYAML 8 ms, presets and resolve 4.5 ms, core modules 6 ms, render 6 ms,
-preset validation 3.5 ms. Already done: only the invoked command is built (typer builds every
-command's parameters otherwise), one preset file read, lazy hub/plot/numpy imports.
+2026-12-01 00:19 UTC, 2-core dev machine (load 0.9), Python 3.11.7, typer 0.29.2, --runs 21:
+  kvcalc cache llama-3-8b                  208.0 ms   reference 148.7 ms   1.40x (median of pairs 1.40x)
+  kvcalc cache meta-llama/Meta-Llama-3-8B  210.5 ms   reference 147.8 ms   1.42x
+  kvcalc roofline 7b --gpu a100            223.2 ms   reference 150.8 ms   1.48x
+The 1.10x goal is not met (+59 ms where +15 ms is allowed). In-process, beyond what the reference
+pays (typer, typer._adapters, rich): kvcalc's CLI modules 14 ms, the pydantic spec/result/
+quantization models about 12 ms, PyYAML 8 ms, presets and resolve 4.5 ms, core modules 6 ms, render
+6 ms, preset validation 3.5 ms, the run itself about 5 ms. Already done: only the invoked command is
+built (Typer otherwise builds every command's parameters), one preset file read, lazy imports of the
+hub, plotting and NumPy.
 """
 
 
