@@ -310,7 +310,9 @@ def test_closed_form_series(a, n, window):
 def test_generate_a_million_tokens_is_fast():
     start = time.perf_counter()
     out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--new", "1m")
-    assert time.perf_counter() - start < 1.0
+    # The token-by-token loop took 118 s; the closed form takes about 0.3 s (benchmarks/bounds.py).
+    # 5 s is the hang limit, loose enough for a loaded machine.
+    assert time.perf_counter() - start < 5
     assert out["new"] == 1 << 20 and out["tpot_last_s"] > out["tpot_first_s"]
 
 
