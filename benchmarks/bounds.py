@@ -6,7 +6,7 @@ its exit status. The figures last measured are in benchmarks/bounds_results.txt.
 Cases:
 - the hub refuses the connection, and the hub accepts but never answers (no network, no cache);
 - a 10^8-value range and a 10^6-row grid, refused before any work (units.MAX_ROWS = 50,000);
-- `generate --new 1m` (its decode sum; kv-tp's closed form);
+- `generate --new 1m` (its decode sum in closed form);
 - a 16,384-row roofline sweep with --plot to a PNG (one point series per GPU and context).
 """
 

@@ -108,7 +108,7 @@ def _cases():
     cases += [("models", "extra"), ("gpus", "extra"), ("models", "-f", "xml"), ("lab", "nonsense"), ("nosuchcommand",)]
     cases += [("lab", "--seed", v) for v in ["-1", "x", "99999999999999999999"]]
     cases += [("lab", "causality", "--plot")]  # the lab chart needs --bench
-    # deployments on the speed commands (kv-tp's options): ranks, links, budgets
+    # deployments on the speed commands: ranks, links, budgets
     for cmd in (
         ("roofline", "7b", "--gpu", "h100"),
         ("generate", "7b", "--gpu", "h100"),
