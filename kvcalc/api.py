@@ -71,17 +71,6 @@ def _overrides(**given: Any) -> dict[str, Any]:
     return check(**given, window=None if window is None else str(window))
 
 
-def with_gpu_share(result: CacheResult, gpu: GpuSpec, steps: list[str] | None = None) -> CacheResult:
-    """The cache as a share of one GPU's memory (the CLI's `cache --gpu`)."""
-    result.gpu, result.gpu_memory_bytes = gpu.name, gpu.capacity_bytes
-    result.gpu_memory_share = result.total_bytes / gpu.capacity_bytes
-    if steps is not None:
-        steps.append(
-            f"share of one {gpu.name}: {result.total_bytes:,} / {gpu.capacity_bytes:,} B = {result.gpu_memory_share:.1%}"
-        )
-    return result
-
-
 def cache(
     model: str | ModelSpec,
     *,
@@ -97,7 +86,7 @@ def cache(
     dtype: str | None = None,
 ) -> CacheResult | list[CacheResult]:
     """KV cache of `model` for batch x seq tokens (`kvcalc cache`); one result per (seq, batch)."""
-    from kvcalc.kvcache import cache_report
+    from kvcalc.kvcache import cache_report, with_gpu_share
     from kvcalc.parallel import check_tp
 
     batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")

@@ -77,8 +77,7 @@ def cache(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
-    from kvcalc.api import with_gpu_share
-    from kvcalc.kvcache import cache_report
+    from kvcalc.kvcache import cache_report, with_gpu_share
     from kvcalc.render import cache_sheet
 
     _plot_ready(plot, plot_size)

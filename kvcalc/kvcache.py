@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvcalc.results import CacheResult, LayerCache
-from kvcalc.specs import LayerKind, LayerRun, ModelSpec
+from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
 from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes, plural
 
 # Layers that cache K and V per token, kv_heads x head_dim each (cross-attention caches the
@@ -168,3 +168,14 @@ def _explain_group(
     else:
         state = f"; constant state {run.state_bytes:,} B per sequence each" if run.state_bytes else ""
         steps.append(f"{n} layers without attention: no per-token KV{state}")
+
+
+def with_gpu_share(result: CacheResult, gpu: GpuSpec, steps: list[str] | None = None) -> CacheResult:
+    """The cache as a share of one GPU's memory (the CLI's `cache --gpu`)."""
+    result.gpu, result.gpu_memory_bytes = gpu.name, gpu.capacity_bytes
+    result.gpu_memory_share = result.total_bytes / gpu.capacity_bytes
+    if steps is not None:
+        steps.append(
+            f"share of one {gpu.name}: {result.total_bytes:,} / {gpu.capacity_bytes:,} B = {result.gpu_memory_share:.1%}"
+        )
+    return result
