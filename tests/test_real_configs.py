@@ -87,6 +87,10 @@ PUBLISHED = [
     ("qwen3-30b-a3b", 30.5e9, 3.3e9, "active", 0.1e9),
     ("gpt-oss-120b", 117e9, 5.1e9, "active_excl_embedding", 0.1e9),
     ("gpt-oss-20b", 20.9e9, 3.6e9, "active_excl_embedding", 0.1e9),
+    # NVIDIA's card: 31.6B total, 3.2B active (3.6B with embeddings)
+    ("nemotron-3-nano-30b-a3b", 31.6e9, 3.2e9, "active_excl_embedding", 0.1e9),
+    # MiniMax's card: 230B total, 10B activated (the MTP modules are not counted by kvcalc)
+    ("minimax-m2.5", 230e9, 10e9, "active_excl_embedding", 1e9),
 ]
 
 

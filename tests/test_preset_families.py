@@ -1,0 +1,22 @@
+"""Presets of the families issue 11 added, by hand: the cache at two context lengths, from the real configs."""
+
+import pytest
+from conftest import run_json
+
+B = 2  # bf16 bytes per element
+
+
+@pytest.mark.parametrize(
+    ("name", "short", "short_bytes", "long", "long_bytes"),
+    [
+        # MiniMax-M2.5: 62 full-attention layers, 8 KV heads x head_dim 128 -> 2 x 8 x 128 x 2 B = 4,096 B per
+        # layer per token, 253,952 B per token; no sliding layers, so it grows with every token.
+        ("minimax-m2.5", 1000, 62 * 4096 * 1000, 131072, 62 * 4096 * 131072),
+        # Nemotron 3 Nano: 6 '*' (attention) blocks of 52, 2 KV heads x 128 -> 1,024 B per layer per token; the
+        # 23 Mamba-2 blocks hold a fixed state (counted apart, as state_bytes).
+        ("nemotron-3-nano-30b-a3b", 1000, 6 * 1024 * 1000, 262144, 6 * 1024 * 262144),
+    ],
+)
+def test_preset_cache_by_hand(name, short, short_bytes, long, long_bytes):
+    assert run_json("cache", name, "--seq", short, "--kv-dtype", "bf16")["total_bytes"] == short_bytes
+    assert run_json("cache", name, "--seq", long, "--kv-dtype", "bf16")["total_bytes"] == long_bytes
