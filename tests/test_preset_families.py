@@ -15,6 +15,12 @@ B = 2  # bf16 bytes per element
         # Nemotron 3 Nano: 6 '*' (attention) blocks of 52, 2 KV heads x 128 -> 1,024 B per layer per token; the
         # 23 Mamba-2 blocks hold a fixed state (counted apart, as state_bytes).
         ("nemotron-3-nano-30b-a3b", 1000, 6 * 1024 * 1000, 262144, 6 * 1024 * 262144),
+        # Hunyuan-A13B: 32 layers, 8 KV heads x attention_head_dim 128 -> 4,096 B per layer per token, no
+        # cross-layer sharing (use_cla false): 131,072 B per token.
+        ("hunyuan-a13b", 1000, 32 * 4096 * 1000, 32768, 32 * 4096 * 32768),
+        # SmolLM3 3B: 36 layers, 4 KV heads x 128 (2048 / 16) -> 2,048 B per layer per token; NoPE layers hold
+        # the same cache as RoPE ones, and no layer slides.
+        ("smollm3-3b", 1000, 36 * 2048 * 1000, 65536, 36 * 2048 * 65536),
     ],
 )
 def test_preset_cache_by_hand(name, short, short_bytes, long, long_bytes):

@@ -34,9 +34,6 @@ def _config(entry: dict) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-# NOTE: not met yet: real configs with a recorded source were found for 78 models (see the report in
-# PROVENANCE.yaml's hand_written and pending entries); strict, so reaching 80 makes this fail until removed.
-@pytest.mark.xfail(strict=True, reason="78 of the 80 presets have a real config found so far")
 def test_at_least_80_presets_come_from_real_configs():
     assert len(GENERATED) >= 80, f"{len(GENERATED)} generated presets"
 

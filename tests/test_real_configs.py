@@ -91,6 +91,10 @@ PUBLISHED = [
     ("nemotron-3-nano-30b-a3b", 31.6e9, 3.2e9, "active_excl_embedding", 0.1e9),
     # MiniMax's card: 230B total, 10B activated (the MTP modules are not counted by kvcalc)
     ("minimax-m2.5", 230e9, 10e9, "active_excl_embedding", 1e9),
+    # Tencent's card: 80B total, 13B active
+    ("hunyuan-a13b", 80e9, 13e9, "active", 1e9),
+    # Hugging Face's card: "a 3B parameter language model"
+    ("smollm3-3b", 3e9, None, None, 1e9),
 ]
 
 
