@@ -21,6 +21,8 @@ B = 2  # bf16 bytes per element
         # SmolLM3 3B: 36 layers, 4 KV heads x 128 (2048 / 16) -> 2,048 B per layer per token; NoPE layers hold
         # the same cache as RoPE ones, and no layer slides.
         ("smollm3-3b", 1000, 36 * 2048 * 1000, 65536, 36 * 2048 * 65536),
+        # SmolLM2 135M: 30 layers, 3 KV heads x 64 -> 768 B per layer per token (23,040 B per token).
+        ("smollm2-135m", 1000, 30 * 768 * 1000, 8192, 30 * 768 * 8192),
     ],
 )
 def test_preset_cache_by_hand(name, short, short_bytes, long, long_bytes):

@@ -95,6 +95,8 @@ PUBLISHED = [
     ("hunyuan-a13b", 80e9, 13e9, "active", 1e9),
     # Hugging Face's card: "a 3B parameter language model"
     ("smollm3-3b", 3e9, None, None, 1e9),
+    # Hugging Face's card: SmolLM2 "135M"
+    ("smollm2-135m", 135e6, None, None, 1e6),
 ]
 
 
