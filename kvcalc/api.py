@@ -86,8 +86,7 @@ def cache(
     dtype: str | None = None,
 ) -> CacheResult | list[CacheResult]:
     """KV cache of `model` for batch x seq tokens (`kvcalc cache`); one result per (seq, batch)."""
-    from kvcalc.kvcache import cache_report, with_gpu_share
-    from kvcalc.parallel import check_tp
+    from kvcalc.kvcache import cache_report, check_tp, with_gpu_share
 
     batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
     check_grid("cache batch x seq", len(batches), len(seqs))
@@ -175,7 +174,7 @@ def fit(
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals)."""
     from kvcalc.cli_deploy import deployment, ranks
     from kvcalc.fit import fit_report
-    from kvcalc.parallel import check_tp
+    from kvcalc.kvcache import check_tp
 
     (gpu_spec,) = _gpus(gpu)
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)

@@ -77,7 +77,7 @@ def cache(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
-    from kvcalc.kvcache import cache_report, with_gpu_share
+    from kvcalc.kvcache import cache_report, check_tp, with_gpu_share
     from kvcalc.render import cache_sheet
 
     _plot_ready(plot, plot_size)
@@ -91,8 +91,6 @@ def cache(
         raise UsageError("cache takes one --gpu", hint="`kvcalc roofline` compares several GPUs")
     overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
     spec = _model(model, overrides).spec
-    from kvcalc.parallel import check_tp
-
     check_tp(spec, tp)  # vLLM's rule, as fit and roofline apply it
     gpu_spec = _gpu(gpu_names[0]) if gpu_names else None
     steps: list[str] | None = [] if explain else None

@@ -19,7 +19,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from kvcalc.errors import UsageError
-from kvcalc.kvcache import kv_heads_per_rank
+from kvcalc.kvcache import check_tp, kv_heads_per_rank, valid_tp  # the KV-head rule lives with the cache
 from kvcalc.params import _mlp, attention_params, expected_experts, param_counts, weight_dtypes
 from kvcalc.results import Result
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
@@ -46,40 +46,6 @@ __all__ = [
 
 
 # --- valid splits ----------------------------------------------------------------------
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def valid_tp(spec: ModelSpec) -> list[int]:
-    """Tensor-parallel sizes vLLM accepts for this model (up to its query-head count)."""
-    kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
-    return [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
-
-
-def check_tp(spec: ModelSpec, tp: int) -> None:
-    """Refuse a tensor-parallel size vLLM would refuse: tp must divide the query heads, and each
-    layer's KV heads must either split evenly over the ranks or be replicated evenly (tp a
-    multiple of them). MLA has one shared latent, so only the query heads constrain it."""
-    if tp < 1:
-        raise UsageError(f"tensor parallelism must be at least 1, got {tp}")
-    allowed = ", ".join(map(str, valid_tp(spec)))
-    if spec.num_heads % tp:
-        raise UsageError(
-            f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
-            hint=f"allowed: {allowed}",
-        )
-    if spec.is_mla:
-        return
-    for run, _ in spec.layer_groups():
-        g = run.kv_heads or spec.kv_heads
-        if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED) and g % tp and tp % g:
-            raise UsageError(
-                f"tensor parallelism {tp} cannot split {spec.name}'s {g} KV heads: it must divide them "
-                "or be a multiple of them",
-                hint=f"allowed: {allowed}",
-            )
 
 
 def check_pp(spec: ModelSpec, pp: int) -> None:

@@ -63,8 +63,9 @@ def spec_for(name: str, entry: dict[str, Any]):
 
 def _flow(value: Any) -> str:
     # NOTE: JSON is YAML flow syntax; lists and layer runs stay one per line, as the hand-written
-    # presets were, and strings are always quoted.
-    return json.dumps(value)
+    # presets were, and strings are always quoted. Non-ASCII stays as written (no \u escapes): the
+    # files are UTF-8, and escapes would send the file to PyYAML rather than kvcalc/presetyaml.py.
+    return json.dumps(value, ensure_ascii=False)
 
 
 def compress(spec) -> list[dict[str, Any]]:

@@ -1,0 +1,137 @@
+"""kvcalc/presetyaml.py reads the plain YAML of preset files exactly as PyYAML does, or not at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcalc import presetyaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted([*ROOT.glob("model_presets/*.yaml"), *ROOT.glob("gpu_presets/*.yaml")], key=lambda p: p.name)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_preset_is_read_without_pyyaml_and_exactly(path: Path) -> None:
+    # Every shipped file must take the fast path (else `kvcalc cache` pays PyYAML's import again)
+    # and give what PyYAML gives, types included (1 is not 1.0, True is not 1).
+    text = path.read_text(encoding="utf-8")
+    plain = presetyaml.load(text)
+    assert plain is not None, f"{path.name} leaves the plain subset: write it as the other presets are"
+    assert repr(plain) == repr(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("memory_bytes: 80_000_000_000  # as marketed\n", {"memory_bytes": 80_000_000_000}),
+        ("link_latency_s: 3.7e-6\n", {"link_latency_s": 3.7e-6}),
+        ('aliases: ["a/b", "c"]\n', {"aliases": ["a/b", "c"]}),
+        ('note: "a # inside quotes"  # a comment\n', {"note": "a # inside quotes"}),
+        ("peaks:\n  fp16: 989.4\n  fp8: 1978.9\n", {"peaks": {"fp16": 989.4, "fp8": 1978.9}}),
+        ('sources:\n  - "x"\n  - "y"\n', {"sources": ["x", "y"]}),
+        ('layer_pattern: # two kinds\n  - {"kind": "full"}\n', {"layer_pattern": [{"kind": "full"}]}),
+        ("tie_embeddings: true\nbias: null\n", {"tie_embeddings": True, "bias": None}),
+    ],
+)
+def test_plain_forms_read(text: str, expected: dict) -> None:
+    assert presetyaml.load(text) == expected == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x: 1e3\n",  # a string to PyYAML (YAML 1.1 floats need a dot), a number to JSON
+        "x: [1.5e3]\n",  # the same inside a flow list
+        "x: yes\n",  # a boolean to YAML 1.1
+        "yes: 1\n",  # a boolean key
+        "x: 0o17\n",  # octal / sexagesimal / hex: YAML 1.1 numbers
+        "x: 1:30\n",
+        "x: 0x1f\n",
+        "x: 017\n",
+        "x: 'single'\n",
+        'x: "tab\\there"\n',  # escapes differ between YAML and JSON
+        "x: .inf\n",
+        "x: [NaN]\n",
+        "x: ~\n",
+        "x:\n",  # null
+        "x: h100\n",  # a bare word: a string to YAML, left to PyYAML
+        "x: &a 1\ny: *a\n",
+        "x: 1\nx: 2\n",  # duplicate keys
+        'x: {"a": 1, "a": 2}\n',
+        "x:\n  a:\n    b: 1\n",  # deeper nesting
+        "x:\n- 1\n",  # a block list at the key's own indentation
+        "x: 1\n  y: 2\n",
+        "\tx: 1\n",
+        "---\nx: 1\n",
+        "",
+        "# only a comment\n",
+        "x: 1 # fine\ny: 2 #fine\nz: 3#not a comment\n",
+        "x: \x85\n",  # characters YAML refuses, and some it accepts that this reader leaves alone
+        "x: 1\r\ny: 2\r\n",
+        'x: "no\xa0break"\n',
+    ],
+)
+def test_everything_else_is_left_to_pyyaml(text: str) -> None:
+    assert presetyaml.load(text) is None
+
+
+def test_a_malformed_file_is_still_reported_by_pyyaml(tmp_path: Path) -> None:
+    from kvcalc.errors import SpecError
+    from kvcalc.presets import _yaml_text
+
+    with pytest.raises(SpecError, match=r"bad.yaml: malformed YAML \(line \d+, column \d+\): "):
+        _yaml_text('name: "x"\nlayers: [1, 2\n', "bad.yaml")
+
+
+# Property: whatever the fast path reads, PyYAML reads the same way. Documents are built from scalars
+# chosen to sit on the borders between YAML 1.1 and JSON.
+_TOKENS = st.sampled_from(
+    "0 -0 1 10 1_000 007 1.5 -2.25 1. 1.0e+3 1.0e-3 1e3 1.5e3 .5 true false null True yes no on off ~ "
+    "h100 0x10 1:30 .inf .nan NaN".split()
+)
+_STRINGS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12).map(
+    lambda s: '"' + s.replace("\\", "").replace('"', "") + '"'
+)
+_SCALAR = st.one_of(_TOKENS, _STRINGS)
+_FLOW = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        st.dictionaries(_STRINGS, inner, max_size=3).map(
+            lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"
+        ),
+    ),
+    max_leaves=6,
+)
+_KEYS = st.sampled_from(["a", "b_c", "num_layers", "yes", "on", "null", "x1"])
+_COMMENTS = st.sampled_from(["", "  # note", " #x", "#x"])
+
+
+@st.composite
+def _documents(draw: st.DrawFn) -> str:
+    lines = []
+    for key in draw(st.lists(_KEYS, min_size=1, max_size=4)):
+        shape = draw(st.sampled_from(["scalar", "list", "mapping"]))
+        if shape == "scalar":
+            lines.append(f"{key}: {draw(_FLOW)}{draw(_COMMENTS)}")
+        elif shape == "list":
+            lines.append(f"{key}:")
+            lines += [f"  - {v}{draw(_COMMENTS)}" for v in draw(st.lists(_FLOW, min_size=1, max_size=3))]
+        else:
+            lines.append(f"{key}:")
+            lines += [f"  {k}: {draw(_FLOW)}" for k in draw(st.lists(_KEYS, min_size=1, max_size=3))]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(_documents())
+def test_the_fast_path_agrees_with_pyyaml_or_declines(text: str) -> None:
+    plain = presetyaml.load(text)
+    if plain is None:
+        return
+    assert repr(plain) == repr(yaml.safe_load(text)), text
