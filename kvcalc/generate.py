@@ -25,6 +25,7 @@ from kvcalc.step import (
     Stage,
     comm_seconds,
     context_warning,
+    decode_state_bytes,
     memory_fit,
     needs_link,
     stages,
@@ -163,7 +164,7 @@ def decode_sum(
         edges = sorted({t.window for t in st.terms if t.window is not None and lo <= t.window < hi})
         start = lo
         for end in [*edges, hi]:
-            b0, b1 = Fraction(weights), Fraction(0)
+            b0, b1 = Fraction(weights + decode_state_bytes(st, batch)), Fraction(0)
             f0, f1 = Fraction(2 * st.compute_params), Fraction(0)
             for t in st.terms:
                 h0, h1, k0, k1 = _piece(t.run, end)
@@ -173,7 +174,7 @@ def decode_sum(
                 f1 += t.layers * t.decode_flops * k1
             total += _sum_max(b0, b1, batch * f0, batch * f1, start, end, mem, flop)
             start = end + 1
-    return float(total) + (hi - lo + 1) * comm_seconds(spec, dep, batch)
+    return float(total) + (hi - lo + 1) * comm_seconds(spec, dep, batch, dtype)
 
 
 def _sum_keys(run: LayerRun, a: int, b: int) -> Fraction:
@@ -262,14 +263,14 @@ def generate_report(
     per_position = batch * bytes_per_token(spec, kv_dtype)
     basis = "ceiling" if mbu == 1.0 and mfu == 1.0 else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
     tokens_per_s = batch * new / total
-    comm = comm_seconds(spec, dep, batch)
+    comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, prompt + new, kv_dtype)
     if steps is not None:
         _explain(
             steps,
             basis,
             (mbu, mfu),
-            comm_lines(spec, dep, batch),
+            comm_lines(spec, dep, batch, dtype),
             batch,
             prompt,
             new,

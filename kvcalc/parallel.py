@@ -30,6 +30,7 @@ __all__ = [
     "LINKS",
     "allreduce_seconds",
     "allreduce_wire_bytes",
+    "allreduces_per_step",
     "check_pp",
     "check_tp",
     "kv_heads_per_rank",
@@ -92,11 +93,14 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         return whole + Fraction(attention_params(spec, run) - whole, tp)
     if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
         h, d = spec.num_heads, spec.head_dim_effective
-        g = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
+        # A KV-sharing layer (Hunyuan's cross-layer attention) has no k/v projections (params.attention_params).
+        g = 0 if run.kv_shared else kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
         bias = (Fraction(h * d, tp) + 2 * g * d) if spec.attention_bias else 0
         bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
+        # Qwen3-Next / Qwen3.5: q_proj also yields a per-head output gate, split by heads like Q.
+        gate = hidden * h * d if spec.attn_output_gate else 0
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
-        return Fraction(2 * hidden * h * d, tp) + 2 * hidden * g * d + bias
+        return Fraction(2 * hidden * h * d + gate, tp) + 2 * hidden * g * d + bias
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
     return Fraction(attention_params(spec, run), tp)
 
@@ -303,6 +307,23 @@ def link_for(gpu: GpuSpec) -> Link | None:
         bandwidth_bytes_per_s=gpu.link_bandwidth_bytes_per_s,
         latency_s=gpu.link_latency_s if gpu.link_latency_s is not None else _ALPHA,
     )
+
+
+def allreduces_per_step(spec: ModelSpec) -> int:
+    """All-reduces on a forward step's critical path under tensor parallelism: one after each
+    row-parallel output, that is after every layer's token mixer (attention, MLA, SSM / linear
+    attention) and after its MLP or MoE block. Most decoders have both (2 per layer); a hybrid whose
+    layers are a mixer or an MLP alone (Nemotron-H's M / * / - blocks: one RowParallelLinear each
+    in vLLM's nemotron_h.py) has one, and a no-op block (Nemotron NAS) none."""
+    n = 0
+    for i, run in enumerate(spec.expanded_layers()):
+        mixer = run.kind != LayerKind.STATELESS or bool(run.mixer_params)
+        if run.intermediate_size is not None:
+            mlp = run.intermediate_size > 0
+        else:
+            mlp = (spec.is_moe and i >= spec.dense_layers) or spec.intermediate_size > 0
+        n += mixer + mlp
+    return n
 
 
 def allreduce_wire_bytes(message_bytes: int, tp: int) -> Fraction:

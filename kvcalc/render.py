@@ -118,6 +118,12 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
     )
     if estimate:
         sheet.notes.append(f"Estimate: both roofs scaled by MBU {result.mbu:g} and MFU {result.mfu:g} (not a bound).")
+    state = max(r.state_bytes for r in rows)
+    if state:
+        sheet.notes.append(
+            f"Bytes also count the SSM / linear-attention state each step reads and writes back: up to {fmt_bytes(state)}"
+            + (" per GPU." if parallel else ".")
+        )
     sheet.notes += [f"Warning: {w}" for w in result.warnings]
     return sheet
 

@@ -46,6 +46,7 @@ class RooflineRow(Result):
     flops: int
     arithmetic_intensity: float
     bound: str  # "memory" or "compute"
+    state_bytes: int = 0  # SSM / linear-attention state read and written (decode) or written (prefill)
     step_seconds: float  # ceiling: a lower bound on time
     tokens_per_s: float  # ceiling: an upper bound on throughput
     memory_seconds: float

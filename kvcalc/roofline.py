@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kvcalc.kvcache import tokens_held
-from kvcalc.parallel import allreduce_seconds, kv_heads_per_rank, send_seconds
+from kvcalc.parallel import allreduce_seconds, allreduces_per_step, kv_heads_per_rank, send_seconds
 from kvcalc.params import compute_params
 from kvcalc.results import RooflineResult, RooflineRow
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
@@ -18,6 +18,7 @@ from kvcalc.step import (
     activation_bytes,
     comm_seconds,
     context_warning,
+    decode_state_bytes,
     kv_bytes,
     memory_fit,
     needs_link,
@@ -148,25 +149,26 @@ def _row(
     compute_dtype: str,
     batch: int,
     seq: int,
-    per_stage: list[tuple[int, int, int]],
+    per_stage: list[tuple[int, int, int, int]],
     comm: float,
     fits: bool,
     util: tuple[float, float] | None = None,
 ) -> RooflineRow:
-    """A step from each stage's (weight bytes, KV bytes, FLOPs) on one GPU: the stages run one after
-    another, each at max(memory, compute), plus the communication on the critical path."""
-    times = [stage_seconds(gpu, compute_dtype, w + k, f) for w, k, f in per_stage]
+    """A step from each stage's (weight bytes, KV bytes, state bytes, FLOPs) on one GPU: the stages
+    run one after another, each at max(memory, compute), plus the communication on the critical path."""
+    times = [stage_seconds(gpu, compute_dtype, w + k + r, f) for w, k, r, f in per_stage]
     memory_s, compute_s = sum(m for m, _ in times), sum(c for _, c in times)
     step = sum(max(m, c) for m, c in times) + comm
     # Per GPU: the stage that moves the most bytes (all of them when pp is 1).
-    weight, kv, flops = max(per_stage, key=lambda t: t[0] + t[1])
+    weight, kv, state, flops = max(per_stage, key=lambda t: t[0] + t[1] + t[2])
     row = RooflineRow(
         batch=batch,
         seq=seq,
         weight_bytes=weight,
         kv_bytes=kv,
+        state_bytes=state,
         flops=flops,
-        arithmetic_intensity=flops / (weight + kv),
+        arithmetic_intensity=flops / (weight + kv + state),
         bound="memory" if memory_s >= compute_s else "compute",
         step_seconds=step,
         tokens_per_s=batch / step,
@@ -176,7 +178,7 @@ def _row(
         fits=fits,
     )
     if util is not None:
-        est = sum(max(stage_seconds(gpu, compute_dtype, w + k, f, *util)) for w, k, f in per_stage) + comm
+        est = sum(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
         row.estimate_step_seconds, row.estimate_tokens_per_s = est, batch / est
     return row
 
@@ -201,15 +203,16 @@ def decode_row(
         (
             weight_bytes_read(spec, dep, st, batch, dtype),
             kv_bytes(st, batch, seq, kv_dtype),
+            decode_state_bytes(st, batch),
             stage_decode_flops(st, batch, seq),
         )
         for st in staged
     ]
-    comm = comm_seconds(spec, dep, batch)
+    comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, seq, kv_dtype)
     row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, util)
     if steps is not None:
-        _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit)
+        _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit, dtype)
     return row
 
 
@@ -233,12 +236,15 @@ def prefill_row(
         (
             weight_bytes_read(spec, dep, st, batch * prompt, dtype),
             kv_bytes(st, batch, prompt, kv_dtype),
+            batch * st.state_bytes,  # each sequence's final state written once (none read: a new prompt)
             stage_prefill_flops(st, batch, prompt),
         )
         for st in staged
     ]
     fit = memory_fit(gpu, dep, staged, batch, prompt, kv_dtype)
-    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm_seconds(spec, dep, batch * prompt), fit.fits, util)
+    return _row(
+        gpu, compute_dtype, batch, prompt, per_stage, comm_seconds(spec, dep, batch * prompt, dtype), fit.fits, util
+    )
 
 
 def _explain_decode(
@@ -247,10 +253,11 @@ def _explain_decode(
     gpu: GpuSpec,
     dep: Deployment,
     staged: tuple[Stage, ...],
-    per_stage: list[tuple[int, int, int]],
+    per_stage: list[tuple[int, int, int, int]],
     row: RooflineRow,
     compute_dtype: str,
     fit: Fit,
+    dtype: str | None = None,
 ) -> None:
     b, s = row.batch, row.seq
     moe = " (routed experts: those the batch's tokens are expected to reach)" if spec.is_moe and not spec.params else ""
@@ -266,7 +273,7 @@ def _explain_decode(
             f"matrices, norms and routers whole, {spec.num_heads // dep.tp} query heads and {kv} per rank"
         )
     bw, peak = gpu.bandwidth_bytes_per_s, gpu.peak_flop_per_s(compute_dtype)
-    for st, (w, k, f) in zip(staged, per_stage):
+    for st, (w, k, r, f) in zip(staged, per_stage):
         where = (
             f"  stage {st.index} (layers {st.start}-{st.end - 1}) per GPU:"
             if dep.pp > 1
@@ -274,14 +281,15 @@ def _explain_decode(
             if dep.gpus > 1
             else " "
         )
-        m, c = w + k, f
+        m, c = w + k + r, f
+        state = f"; recurrent state read and written {r:,} B (2 x {b:,} x {st.state_bytes:,} B)" if r else ""
         steps += [
-            f"{where} weights read {w:,} B{moe}; KV read {k:,} B ({b:,} sequence{'s' if b > 1 else ''} x {s:,} cached tokens); FLOPs {f:,}",
+            f"{where} weights read {w:,} B{moe}; KV read {k:,} B ({b:,} sequence{'s' if b > 1 else ''} x {s:,} cached tokens){state}; FLOPs {f:,}",
             f"    max({m:,} B / {bw:,} B/s, {c:,} FLOP / {peak:,.0f} FLOP/s) = "
             f"max({fmt_seconds(m / bw)}, {fmt_seconds(c / peak)}) = {fmt_seconds(max(m / bw, c / peak))}",
         ]
-    steps += comm_lines(spec, dep, b)
-    summed = " + ".join(fmt_seconds(max(stage_seconds(gpu, compute_dtype, w + k, f))) for w, k, f in per_stage)
+    steps += comm_lines(spec, dep, b, dtype)
+    summed = " + ".join(fmt_seconds(max(stage_seconds(gpu, compute_dtype, w + k + r, f))) for w, k, r, f in per_stage)
     steps += [
         f"  step >= {summed}"
         + (f" + communication {fmt_seconds(row.comm_seconds)}" if row.comm_seconds else "")
@@ -292,19 +300,25 @@ def _explain_decode(
     ]
 
 
-def comm_lines(spec: ModelSpec, dep: Deployment, tokens: int) -> list[str]:
+def comm_lines(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | None = None) -> list[str]:
     """--explain lines for the communication of a step over `tokens` tokens in flight."""
     if dep.gpus == 1 or dep.link is None:
         return []
     link, lines = dep.link, []
-    message = tokens * spec.hidden_size * activation_bytes(spec)
+    message = tokens * spec.hidden_size * activation_bytes(spec, dtype)
     if dep.tp > 1:
         one = allreduce_seconds(message, dep.tp, link)
+        count = allreduces_per_step(spec)
+        per_layer = (
+            f"2 per layer x {spec.num_layers} layers"
+            if count == 2 * spec.num_layers
+            else f"{count} (one after each mixer and each MLP of the {spec.num_layers} layers)"
+        )
         lines.append(
             f"  all-reduce ({link.name}, {fmt_rate(link.bandwidth_bytes_per_s)} each way): "
-            f"2 per layer x {spec.num_layers} layers x (alpha {fmt_seconds(link.latency_s)} + "
+            f"{per_layer} x (alpha {fmt_seconds(link.latency_s)} + "
             f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(link.bandwidth_bytes_per_s)}) "
-            f"= {2 * spec.num_layers} x {fmt_seconds(one)} = {fmt_seconds(2 * spec.num_layers * one)}"
+            f"= {count} x {fmt_seconds(one)} = {fmt_seconds(count * one)}"
         )
     if dep.pp > 1:
         lines.append(

@@ -70,7 +70,7 @@ def largest_batch(
                 [f"TTFT {fmt_seconds(ttft(b))}"] if ttft_ms is not None else []
             )
             steps.append(f"  batch {b:,}: {', '.join(figures)}")
-        steps += comm_lines(spec, dep, batch)
+        steps += comm_lines(spec, dep, batch, dtype)
     return SloResult(
         tpot_ms=tpot_ms,
         ttft_ms=ttft_ms,

@@ -13,6 +13,7 @@ from kvcalc.kvcache import elements_per_token, tokens_held
 from kvcalc.parallel import (
     Link,
     allreduce_seconds,
+    allreduces_per_step,
     check_pp,
     check_tp,
     pp_indices,
@@ -143,6 +144,13 @@ def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
     return elements_to_bytes(batch * kv_elements(stage, context), kv_dtype)
 
 
+def decode_state_bytes(stage: Stage, batch: int) -> int:
+    """SSM / linear-attention state a decode step moves on one GPU of the stage: every sequence's
+    recurrent state is read and the updated state written back in place, whole, each step (vLLM's
+    mamba selective_state_update and fused_recurrent_gated_delta_rule load the state and store it)."""
+    return 2 * batch * stage.state_bytes
+
+
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
     """One new token per sequence over `context` cached tokens, on one GPU of the stage."""
     from kvcalc.roofline import decode_keys
@@ -168,10 +176,12 @@ def weight_bytes_read(spec: ModelSpec, dep: Deployment, stage: Stage, tokens: in
 # --- communication ------------------------------------------------------------------------
 
 
-def activation_bytes(spec: ModelSpec) -> int:
-    # NOTE: activations travel in the model's compute dtype (bf16/fp16) even for fp8 or int4
-    # weights; fp32 models send 4 bytes.
-    return 4 if spec.dtype == "fp32" else 2
+def activation_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
+    # NOTE: activations travel in the dtype the matmuls run at (bf16/fp16) even for fp8 or int4
+    # weights; only a model run in fp32 sends 4 bytes (an fp32 checkpoint given --dtype bf16 sends 2).
+    from kvcalc.weights import matmul_dtype
+
+    return 4 if matmul_dtype(spec, dtype) == "fp32" else 2
 
 
 def needs_link(dep: Deployment, gpu: GpuSpec) -> Link | None:
@@ -185,14 +195,15 @@ def needs_link(dep: Deployment, gpu: GpuSpec) -> Link | None:
     return dep.link
 
 
-def comm_seconds(spec: ModelSpec, dep: Deployment, tokens: int) -> float:
-    """Communication on a step's critical path for `tokens` tokens in flight: two all-reduces per
-    layer under tensor parallelism (after attention, after the MLP; Megatron-style column then
-    row parallel), and pp - 1 activation sends between pipeline stages."""
+def comm_seconds(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | None = None) -> float:
+    """Communication on a step's critical path for `tokens` tokens in flight: under tensor
+    parallelism one all-reduce after each row-parallel block (two per layer for attention + MLP,
+    Megatron-style column then row parallel; parallel.allreduces_per_step), and pp - 1 activation
+    sends between pipeline stages."""
     if dep.gpus == 1 or dep.link is None:
         return 0.0
-    message = tokens * spec.hidden_size * activation_bytes(spec)
-    seconds = 2 * spec.num_layers * allreduce_seconds(message, dep.tp, dep.link)
+    message = tokens * spec.hidden_size * activation_bytes(spec, dtype)
+    seconds = allreduces_per_step(spec) * allreduce_seconds(message, dep.tp, dep.link)
     return seconds + (dep.pp - 1) * send_seconds(message, dep.link)
 
 

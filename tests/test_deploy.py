@@ -104,6 +104,22 @@ def test_pipeline_adds_sends_and_splits_layers():
     assert r2["kv_bytes"] == r1["kv_bytes"] // 2
 
 
+def test_recurrent_state_is_read_and_written_each_decode_step():
+    # Qwen3-Next-80B-A3B: 36 of its 48 layers are gated-delta-net layers holding 1,097,728 B of state
+    # per sequence (bf16); at tp 4 a rank holds a quarter of the heads' state, 36 x 1,097,728 / 4 =
+    # 9,879,552 B. A decode step loads every sequence's state and stores the updated one:
+    # 2 x 64 x 9,879,552 = 1,264,582,656 B at batch 64, on top of the weights and the KV.
+    out = run_json("roofline", "qwen3-next-80b-a3b", "--gpu", "h100", "--batch", "64", "--seq", "4k", "--tp", "4")
+    row = out["rows"][0]
+    assert row["state_bytes"] == 2 * 64 * 36 * 1_097_728 // 4 == 1_264_582_656
+    total = row["weight_bytes"] + row["kv_bytes"] + row["state_bytes"]
+    assert row["memory_seconds"] == pytest.approx(total / 3.35e12)
+    assert row["arithmetic_intensity"] == pytest.approx(row["flops"] / total)
+    # A pure-attention model moves no state.
+    dense = run_json("roofline", "llama-3-8b", "--gpu", "h100", "--batch", "64", "--seq", "4k")
+    assert dense["rows"][0]["state_bytes"] == 0
+
+
 def test_interconnect_override():
     pcie = run_json(
         "roofline",
@@ -263,6 +279,8 @@ def _old_single_gpu_loop(spec, gpu, batch, prompt, new, kv):
         ("deepseek-v3", "h200", 8, 2, 16, 50, 100, (1.0, 1.0)),
         ("llama-4-scout", "h100", 8, 1, 2, 8100, 200, (1.0, 1.0)),  # crosses the 8,192 attention chunk
         ("llama-3.2-11b-vision", "h100", 2, 2, 4, 10, 100, (1.0, 1.0)),  # cross-attention to image tokens
+        ("qwen3-next-80b-a3b", "h100", 4, 2, 64, 4000, 200, (0.8, 0.5)),  # linear-attention state every step
+        ("nemotron-h-56b", "h200", 4, 1, 256, 1, 300, (1.0, 1.0)),  # Mamba-2 state, one block per layer
     ],
 )
 def test_closed_form_decode_sum_matches_the_loop(model, gpu, tp, pp, batch, prompt, new, util):

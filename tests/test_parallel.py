@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run
+from conftest import run, run_json
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +13,7 @@ from kvcalc.parallel import (
     LINKS,
     allreduce_seconds,
     allreduce_wire_bytes,
+    allreduces_per_step,
     check_pp,
     check_tp,
     parse_interconnect,
@@ -24,7 +25,7 @@ from kvcalc.parallel import (
     valid_tp,
 )
 from kvcalc.params import compute_params, weight_bytes_read, weight_bytes_resident
-from kvcalc.presets import get_model
+from kvcalc.presets import MODEL_DIR, get_model, preset_names
 
 
 def test_llama3_70b_weights_per_gpu_tp2_and_tp8():
@@ -72,13 +73,43 @@ def test_mixtral_tp2_each_rank_half_of_every_expert():
     assert read_one == dense + 2 * 32 * 2 * 3 * 4096 * 14336 // 2
 
 
-@pytest.mark.parametrize("name", ["llama-3-70b", "deepseek-v3", "mixtral-8x7b", "gemma-2-9b", "qwen3-30b-a3b", "70b"])
+@pytest.mark.parametrize("name", preset_names(MODEL_DIR))
 def test_one_rank_one_stage_is_the_whole_model(name):
+    # params.py counts the model independently (by component); one rank of one stage must hold,
+    # read and multiply exactly that. This caught the output gate of Qwen3-Next / Qwen3.5 and the
+    # k/v projections of Hunyuan's KV-sharing layers (see the two tests below).
     spec = get_model(name)
     assert rank_weight_bytes_resident(spec) == weight_bytes_resident(spec)
     for tokens in (1, 7, 512):
         assert rank_weight_bytes_read(spec, tokens) == weight_bytes_read(spec, tokens)
     assert rank_compute_params(spec) == compute_params(spec)
+
+
+def test_qwen3_next_output_gate_is_split_like_q():
+    # Qwen3-Next-80B-A3B: q_proj is 2 x 16 heads x 256 wide (queries and a per-head output gate,
+    # transformers Qwen3NextAttention), split by heads. Its 12 full-attention layers (every 4th of
+    # 48) at tp 2 each hold 2048 x 16 x 256 / 2 = 4,194,304 gate parameters per rank, bf16:
+    # 12 x 4,194,304 x 2 B = 100,663,296 B more than the same model without the gate.
+    spec = get_model("qwen3-next-80b-a3b")
+    plain = spec.model_copy(update={"attn_output_gate": False})
+    gate = 12 * 2048 * 16 * 256 // 2 * 2
+    assert gate == 100_663_296
+    assert rank_weight_bytes_resident(spec, tp=2) - rank_weight_bytes_resident(plain, tp=2) == gate
+    # FLOPs: one token multiplies through the gate slice too.
+    assert rank_compute_params(spec, tp=2) - rank_compute_params(plain, tp=2) == gate // 2
+
+
+def test_hunyuan_kv_sharing_layers_hold_no_kv_projections():
+    # Hunyuan-Large: 32 of its 64 layers reuse the previous layer's K and V (cross-layer attention),
+    # so they have no k_proj / v_proj. At tp 4 a KV-computing layer holds 2 x 6400 x (8 / 4) x 80
+    # = 2,048,000 k/v parameters per rank; the sharing ones none: 32 x 2,048,000 x 2 B = 131,072,000 B
+    # less than if every layer computed its own K and V.
+    spec = get_model("hunyuan-large")
+    unshared = spec.model_copy(
+        update={"layer_pattern": [r.model_copy(update={"kv_shared": False}) for r in spec.layer_pattern]}
+    )
+    assert sum(r.kv_shared for r in spec.expanded_layers()) == 32
+    assert rank_weight_bytes_resident(unshared, tp=4) - rank_weight_bytes_resident(spec, tp=4) == 131_072_000
 
 
 @pytest.mark.parametrize("name", ["llama-3-70b", "mixtral-8x7b", "qwen3-30b-a3b"])
@@ -173,3 +204,33 @@ def test_max_position_embeddings_read_from_config():
     }
     assert spec_from_config(config, "t", "t.json").max_position_embeddings == 8192
     assert spec_from_config({**config, "max_position_embeddings": None}, "t", "t.json").max_position_embeddings is None
+
+
+def test_allreduces_follow_the_blocks_a_layer_has():
+    # Megatron-style tensor parallelism all-reduces after each row-parallel block: attention, then MLP.
+    assert allreduces_per_step(get_model("llama-3-70b")) == 2 * 80
+    # Nemotron-H-56B: each of its 118 layers is ONE block (Mamba-2, attention or MLP; vLLM
+    # nemotron_h.py gives each one RowParallelLinear), so 118 all-reduces, not 236.
+    spec = get_model("nemotron-h-56b")
+    assert all(
+        (r.mixer_params != 0 or r.kind.value == "full") != bool(r.intermediate_size) for r in spec.expanded_layers()
+    )
+    assert allreduces_per_step(spec) == 118
+    # Whisper-tiny's 4 decoder layers: self-attention, cross-attention and MLP, 3 each (kvcalc
+    # models each as a self-attention layer without MLP and a cross-attention layer with one).
+    assert allreduces_per_step(get_model("whisper-tiny")) == 4 * 3
+    # In the step: batch 1 on 4 x H100 moves 8192 x 2 B = 16,384 B per all-reduce,
+    # alpha 3.7 us + 2 x 3/4 x 16,384 B / 450 GB/s each.
+    out = run_json("roofline", "nemotron-h-56b", "--gpu", "h100", "--batch", "1", "--seq", "1k", "--tp", "4")
+    assert out["rows"][0]["comm_seconds"] == pytest.approx(118 * (3.7e-6 + 24_576 / 450e9))
+
+
+def test_allreduce_message_in_the_dtype_the_matmuls_run_at():
+    # Whisper-tiny is an fp32 checkpoint (hidden 384, 12 all-reduces a step: 4 decoder layers x
+    # self-attention, cross-attention, MLP). Run in fp32 a batch of 64 sends 64 x 384 x 4 = 98,304 B
+    # per all-reduce; given --dtype bf16 the activations are bf16, 49,152 B. At tp 2 a ring sends
+    # 2 x 1/2 of the message over NVLink 4's 450 GB/s, after alpha 3.7 us.
+    for dtype, message in ((None, 98_304), ("bf16", 49_152)):
+        args = ("--dtype", dtype) if dtype else ()
+        out = run_json("roofline", "whisper-tiny", "--gpu", "h100", "--tp", "2", "--batch", "64", "--seq", "100", *args)
+        assert out["rows"][0]["comm_seconds"] == pytest.approx(12 * (3.7e-6 + message / 450e9))
