@@ -36,7 +36,8 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v3": {"tie_word_embeddings": False},
     "glm4_moe": {"tie_word_embeddings": False},
     "cohere": {"tie_word_embeddings": True},
-    "llama4_text": {"tie_word_embeddings": False, "no_rope_layer_interval": 4},
+    # Llama4TextConfig: chunks of 8,192 unless the config says otherwise (null: no chunking).
+    "llama4_text": {"tie_word_embeddings": False, "no_rope_layer_interval": 4, "attention_chunk_size": 8192},
     "mllama_text_model": {"tie_word_embeddings": False},
     "nemotron_h": {"tie_word_embeddings": False},
     "chatglm": {"tie_word_embeddings": False},

@@ -16,6 +16,11 @@ def _uniform(cfg: Config, name: str, value: Any) -> Any:
     return value
 
 
+def leading_dense(layout: list) -> int:
+    """How many layers at the start of an mlp_layer_types list are dense."""
+    return next((i for i, t in enumerate(layout) if t != "dense"), len(layout))
+
+
 def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     experts = _uniform(cfg, "num_experts", cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0))
     if not experts or experts <= 1:
@@ -51,6 +56,10 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     if moe_inter:
         out["expert_intermediate_size"] = moe_inter
     dense = cfg.get("first_k_dense_replace", default=0)
+    if isinstance(layout := cfg.get("mlp_layer_types"), list):
+        # transformers 5 lists each layer's MLP ("dense" / "sparse") and reads it over first_k_dense_replace;
+        # a layout other than leading dense layers makes the parameters unknown (hf_unread.parameter_doubts).
+        dense = leading_dense(layout)
     if dense:
         out["dense_layers"] = dense
     return out

@@ -97,6 +97,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return []  # uniform MLA
     if isinstance(cfg.get("block_configs"), list):
         return hf_nas.block_configs(cfg, layers, hidden)
+    if model_type == "llama4_text" or (cfg.get("attention_chunk_size") and cfg.get("layer_types") is None):
+        return hf_windows.llama4_chunked(cfg, layers)
     types = cfg.get("layer_types", "layers_block_type")
     interval = cfg.get("full_attention_interval")
     if types is None and isinstance(interval, int) and interval > 0:
@@ -118,8 +120,6 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
     if cfg.get("attn_layer_period"):
         return hf_hybrid.jamba(cfg, layers, hidden, el)
-    if cfg.get("attention_chunk_size"):
-        return hf_windows.llama4_chunked(cfg, layers)
     cross = cfg.get("cross_attention_layers")
     if isinstance(cross, list):
         return [LayerRun(kind=LayerKind.CROSS if i in cross else LayerKind.FULL) for i in range(layers)]
@@ -199,7 +199,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         return build(ModelSpec, fields, where)
     decoder = _decoder_fields(cfg, model_type, raw)
     missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
-    missing += parameter_doubts(cfg)
+    missing += parameter_doubts(cfg, model_type)
     fields.update(decoder)
     if missing:
         fields["params_unknown"] = "; ".join(missing)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvcalc.hf_fields import Config
+from kvcalc.hf_moe import leading_dense
 
 
 def refuse_unread(cfg: Config, model_type: str) -> None:
@@ -46,6 +47,7 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
     if cfg.get("kv_reuse_group") or cfg.get("global_attn_idx") is not None:
         raise cfg.refuse("kv_reuse_group / global_attn_idx (Hymba's shared and windowed KV) are not read")
+    refuse_per_layer_kv(cfg)
     if model_type in ("lfm2_moe", "lfm2_vl_moe"):
         raise cfg.refuse(
             f"'{model_type}' (LFM2 with experts) is not read yet",
@@ -63,7 +65,49 @@ MOE_KEYS_READ = {
 }  # fmt: skip
 
 
-def parameter_doubts(cfg: Config) -> list[str]:
+# Per-layer lists (one entry per layer) that the reader reads, or that do not change the parameter count.
+PER_LAYER_READ = {
+    "layer_types", "layers_block_type", "no_rope_layers", "moe_intermediate_size", "moe_topk", "num_shared_expert",
+    "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types",
+}  # fmt: skip
+# Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression).
+KV_WORDS = ("kv", "key_value", "head_dim", "window", "sliding", "cache", "compress")
+
+
+def _layer_count(cfg: Config) -> int | None:
+    layers = cfg.get("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+    return layers if isinstance(layers, int) and not isinstance(layers, bool) else None
+
+
+def unread_per_layer(cfg: Config) -> list[str]:
+    """Keys holding one value per layer that the reader does not read: a layer-by-layer variation
+    (Laguna's num_attention_heads_per_layer, gating_types) that no global field describes."""
+    layers = _layer_count(cfg)
+    if layers is None:
+        return []
+    mtp = cfg.get("num_nextn_predict_layers", default=0)
+    lengths = {layers, layers + mtp} if isinstance(mtp, int) else {layers}
+    return [
+        key
+        for key, value in cfg.data.items()
+        if isinstance(value, list)
+        and len(value) in lengths
+        and key not in PER_LAYER_READ
+        and not key.endswith(("token_id", "token_ids", "tokens"))
+    ]
+
+
+def refuse_per_layer_kv(cfg: Config) -> None:
+    """A per-layer list about the KV shape that is not read would change the cache: refuse."""
+    for key in unread_per_layer(cfg):
+        if any(word in key.lower() for word in KV_WORDS):
+            raise cfg.refuse(
+                f"{key} (one value per layer) is not read; it may change the cache",
+                hint="its cache is not estimated, rather than guessed",
+            )
+
+
+def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     """Config fields that would change the parameter count in ways the reader does not model. The cache
     is still answered; parameters are then reported as unknown rather than a different number."""
     doubts = []
@@ -74,11 +118,25 @@ def parameter_doubts(cfg: Config) -> list[str]:
         doubts.append("per-layer input embeddings (Gemma 3n / 4) are not counted")
     if cfg.get("moe_layer_freq") not in (None, 1):
         doubts.append("moe_layer_freq other than 1 is not read")
+    layout = cfg.get("mlp_layer_types")
+    if isinstance(layout, list):
+        experts = cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0)
+        sparse = layout[leading_dense(layout) :]
+        if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
+            doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
+    read = MOE_KEYS_READ | ({"moe_layers"} if model_type == "llama4_text" else set())
     for key, value in cfg.data.items():
-        if key in MOE_KEYS_READ or not ("expert" in key or key.startswith("moe_")):
+        if key in read or not ("expert" in key or key.startswith("moe_")):
             continue
         if isinstance(value, bool) or not isinstance(value, (int, list)):
             continue
-        if (isinstance(value, int) and value > 1) or (isinstance(value, list) and value):
+        # NOTE: a shared-expert count of 1 is one more MLP per layer (Ling's num_shared_experts: 1).
+        least = 1 if "shared" in key else 2
+        if (isinstance(value, int) and value >= least) or (isinstance(value, list) and value):
             doubts.append(f"{key} is not read")
+    doubts += [
+        f"{key} (one value per layer) is not read"
+        for key in unread_per_layer(cfg)
+        if f"{key} is not read" not in doubts and not (key == "moe_layers" and model_type == "llama4_text")
+    ]
     return doubts

@@ -14,18 +14,33 @@ QWEN_SLIDE = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 
 def llama4_chunked(cfg: Config, layers: int) -> list[LayerRun]:
-    """Llama 4: RoPE layers attend within chunks; every 4th (NoPE) layer is global."""
+    """Llama 4: RoPE layers attend within chunks; every 4th (NoPE) layer is global. MoE layers are
+    moe_layers, else every interleave_moe_layer_step-th; the rest have a dense MLP of intermediate_size_mlp.
+
+    Llama4TextConfig (transformers 5) derives layer_types from no_rope_layers and serializes both, so a
+    re-saved config lists chunked_attention / full_attention per layer: read them here, beside the MLP
+    layout, rather than as a plain layer_types list (which would make every layer MoE).
+    """
     nope = cfg.get("no_rope_layers")
     interval = cfg.get("no_rope_layer_interval", default=4)
     if not isinstance(nope, list) or len(nope) != layers:
         nope = [int((i + 1) % interval != 0) for i in range(layers)]
-    chunk = cfg.int_field("attention_chunk_size")
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        if len(types) != layers or any(t not in ("chunked_attention", "full_attention") for t in types):
+            raise cfg.refuse("layer_types of a Llama 4 model must list chunked_attention / full_attention per layer")
+        nope = [int(t == "chunked_attention") for t in types]
+    # vLLM llama4.py: a RoPE layer attends in chunks only when attention_chunk_size is set.
+    chunk = cfg.int_field("attention_chunk_size") if cfg.get("attention_chunk_size") is not None else None
     step = cfg.get("interleave_moe_layer_step", default=1)
+    moe = cfg.get("moe_layers")
+    if not isinstance(moe, list):
+        moe = list(range(step - 1, layers, step))  # Llama4TextConfig's default
     dense_inter = cfg.get("intermediate_size_mlp", "intermediate_size")
     runs = []
     for i in range(layers):
-        extra = {} if (i + 1) % step == 0 else {"intermediate_size": dense_inter}
-        if nope[i]:
+        extra = {} if i in moe else {"intermediate_size": dense_inter}
+        if nope[i] and chunk:
             runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=chunk, **extra))
         else:
             runs.append(LayerRun(kind=LayerKind.FULL, **extra))

@@ -235,3 +235,69 @@ def test_encoder_decoder_what_ifs():
     assert cache("t5-encdec", "--seq", 100, "--kv-heads", 2)["total_bytes"] == 2 * 6 * 512 * 100
     result = run("cache", CONFIGS / "t5-encdec.json", "--window", "64")
     assert result.exit_code != 0 and "--window is not supported for an encoder-decoder" in result.stderr
+
+
+def _write(tmp_path, config: dict):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def _maverick_shape(**text: object) -> dict:
+    # llama4-chunked's shape with Maverick's MLP layout: MoE on odd layers (interleave_moe_layer_step 2).
+    config = json.loads((CONFIGS / "llama4-chunked.json").read_text())
+    config["text_config"].update(interleave_moe_layer_step=2, **text)
+    return config
+
+
+def test_llama4_resaved_with_layer_types_keeps_dense_layers(tmp_path):
+    # transformers 5's Llama4TextConfig serializes layer_types (from no_rope_layers). Read as a plain list,
+    # every layer became MoE: a re-saved Maverick counted 784B instead of 400B. By hand, 8 layers of
+    # hidden 256: a dense layer's MLP is 3 x 256 x 512 = 393,216; an MoE layer's 4 experts of 3 x 256 x 128
+    # (393,216), a shared expert (98,304) and a router (1,024). Four of each.
+    plain = run_json("show", _write(tmp_path, _maverick_shape()))["params"]
+    assert plain["dense_mlp"] == 4 * 3 * 256 * 512 and plain["moe_layers"] == 4
+    types = ["chunked_attention"] * 3 + ["full_attention"]
+    resaved = run_json("show", _write(tmp_path, _maverick_shape(layer_types=types * 2)))["params"]
+    assert resaved == plain
+    # chunk 128 on 6 layers, global on 2: 2 x 2 x 32 x 2 B = 256 B per layer per token
+    assert run_json("cache", tmp_path, "--seq", 1000)["total_bytes"] == 6 * 256 * 128 + 2 * 256 * 1000
+    # an explicit moe_layers is the layout (Llama4TextConfig.moe_layers), not a reason to give up
+    listed = run_json("show", _write(tmp_path, _maverick_shape(moe_layers=[0, 1, 2, 3])))
+    assert listed["params"]["moe_layers"] == 4 and listed["params"]["dense_mlp"] == 4 * 3 * 256 * 512
+
+
+@pytest.mark.parametrize(
+    ("change", "doubt"),
+    [
+        # Laguna-XS.2: query heads differ by layer (48 on full-attention layers, 64 on sliding ones)
+        ({"num_attention_heads_per_layer": [8, 16, 16, 16]}, "num_attention_heads_per_layer (one value per layer)"),
+        # a dense layer between MoE layers (transformers 5's per-layer MLP list)
+        ({"num_experts": 8, "num_experts_per_tok": 2, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"]},
+         "mlp_layer_types other than leading dense layers"),
+        # Ling (bailing_moe): one shared expert per layer, under a name the reader does not know
+        ({"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1}, "num_shared_experts is not read"),
+    ],
+)  # fmt: skip
+def test_unread_per_layer_and_shared_fields_make_parameters_unknown(tmp_path, change, doubt):
+    config = {**json.loads((CONFIGS / "qwen3-headdim.json").read_text()), **change}
+    assert run_json("cache", _write(tmp_path, config), "--seq", 100)["total_bytes"] == 4 * 512 * 100
+    assert doubt in run_json("show", tmp_path)["spec"]["params_unknown"]
+
+
+def test_mlp_layer_types_leading_dense_is_read(tmp_path):
+    # ["dense", "sparse", "sparse", "sparse"] is first_k_dense_replace 1: 3 MoE layers of 8 experts of
+    # 3 x 256 x 64 = 49,152 each, one dense MLP of 3 x 256 x 512 = 393,216.
+    config = {
+        **json.loads((CONFIGS / "qwen3-headdim.json").read_text()),
+        **{"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64},
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+    }
+    params = run_json("show", _write(tmp_path, config))["params"]
+    assert params["moe_layers"] == 3 and params["experts"] == 3 * 8 * 49_152
+    assert params["dense_mlp"] == 3 * 256 * 512
+
+
+def test_unread_per_layer_kv_list_refuses_the_cache(tmp_path):
+    config = {**json.loads((CONFIGS / "qwen3-headdim.json").read_text()), "num_key_value_heads_per_layer": [2, 2, 1, 1]}
+    result = run("cache", _write(tmp_path, config))
+    assert result.exit_code != 0 and "num_key_value_heads_per_layer (one value per layer) is not read" in result.stderr
