@@ -19,7 +19,7 @@ from typing import Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.results import CacheResult, CompareResult, FitResult, GenerateResult, RooflineResult
 from kvcalc.specs import GpuSpec, ModelSpec
-from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_bytes, parse_count, parse_fraction, parse_range
+from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_fraction, parse_range
 
 Counts = Union[int, str, "list[int]"]
 
@@ -43,14 +43,25 @@ def _count(value: int | str, what: str) -> int:
     return values[0]
 
 
-def _model(model: str | ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
-    if isinstance(model, ModelSpec):
-        from kvcalc.resolve import apply_overrides
+def _counts_nonempty(value: Counts, what: str) -> list[int]:
+    values = _counts(value, what)
+    if not values:  # NOTE: an empty list would silently give no results
+        raise UsageError(f"{what} is empty", hint="e.g. 16, a list [1, 8, 64] or a range '1..64'")
+    return values
 
-        return apply_overrides(model, overrides)
+
+def _model(model: str | ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
+    import os
+
+    if isinstance(model, ModelSpec):
+        from kvcalc.resolve import override
+
+        return override(model, overrides)
+    if not isinstance(model, (str, os.PathLike)):
+        raise UsageError(f"model must be a preset name, hub id, path or ModelSpec, got {model!r}")
     from kvcalc.cli_common import _model as resolve
 
-    return resolve(str(model), overrides).spec
+    return resolve(os.fspath(model), overrides).spec
 
 
 def _gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
@@ -61,13 +72,38 @@ def _gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
         return [gpu]
     if isinstance(gpu, (list, tuple)):
         return [g for item in gpu for g in _gpus(item)]
-    return [get_gpu(name) for name in parse_names(str(gpu), "gpu")]
+    if not isinstance(gpu, str):
+        raise UsageError(f"gpu must be a preset name, FILE.yaml or GpuSpec, got {gpu!r}")
+    return [get_gpu(name) for name in parse_names(gpu, "gpu")]
+
+
+def _one_gpu(gpu: str | GpuSpec, command: str) -> GpuSpec:
+    gpus = _gpus(gpu)
+    if len(gpus) != 1:
+        raise UsageError(f"{command} takes one gpu, got {len(gpus)}", hint="roofline compares several")
+    return gpus[0]
+
+
+def _link(interconnect: str | None) -> str | None:
+    return None if interconnect is None else str(interconnect)
+
+
+def _reserve(reserve: str | int) -> str:
+    # NOTE: a bool is an int to Python, and a float of bytes is not a whole count: both are refused here
+    # rather than becoming 1 byte or a truncated figure.
+    if isinstance(reserve, bool) or not isinstance(reserve, (int, str)):
+        raise UsageError(f"reserve must be a size such as '2GiB' or a whole number of bytes, got {reserve!r}")
+    return str(reserve)
 
 
 def _overrides(**given: Any) -> dict[str, Any]:
     from kvcalc.cli_common import _overrides as check
 
     window = given.pop("window")
+    # NOTE: the CLI's checks expect ints (Typer parsed them); here they may be text or a bool.
+    given = {k: None if v is None or k == "dtype" else _count(v, k) for k, v in given.items()} | {
+        "dtype": given["dtype"]
+    }
     return check(**given, window=None if window is None else str(window))
 
 
@@ -88,7 +124,7 @@ def cache(
     """KV cache of `model` for batch x seq tokens (`kvcalc cache`); one result per (seq, batch)."""
     from kvcalc.kvcache import cache_report, check_tp, with_gpu_share
 
-    batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
+    batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
     check_grid("cache batch x seq", len(batches), len(seqs))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
@@ -131,7 +167,7 @@ def roofline(
     from kvcalc.cli_deploy import deployment, utilization
     from kvcalc.roofline import roofline_report
 
-    batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
+    batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
     gpus = _gpus(gpu)
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
@@ -143,9 +179,9 @@ def roofline(
             g,
             tp=_count(tp, "tp"),
             pp=_count(pp, "pp"),
-            interconnect=interconnect,
+            interconnect=_link(interconnect),
             gpu_util=gpu_util,
-            reserve=reserve,
+            reserve=_reserve(reserve),
         )
         for g in gpus
     ]
@@ -176,14 +212,13 @@ def fit(
     from kvcalc.fit import fit_report
     from kvcalc.kvcache import check_tp
 
-    (gpu_spec,) = _gpus(gpu)
+    gpu_spec = _one_gpu(gpu, "fit")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
     tp, pp = ranks(_count(tp, "tp"), None, _count(pp, "pp"))
     check_tp(spec, tp)
-    deployment(spec, gpu_spec, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve=str(reserve))
-    if _count(block_size, "block_size") < 1:
-        raise UsageError(f"block_size must be at least 1, got {block_size}")
+    dep = deployment(spec, gpu_spec, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve=_reserve(reserve))
+    block_size = _count(block_size, "block_size")
     return fit_report(
         spec,
         gpu_spec,
@@ -192,8 +227,8 @@ def fit(
         batch=_count(batch, "batch"),
         dtype=overrides.get("dtype"),
         kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
-        gpu_util=parse_fraction(gpu_util, "gpu_util"),
-        reserve_bytes=reserve if isinstance(reserve, int) and reserve > 0 else parse_bytes(str(reserve), "reserve"),
+        gpu_util=dep.gpu_util,
+        reserve_bytes=dep.reserve_bytes,
         block_size=block_size,
         pp=pp,
     )
@@ -221,7 +256,7 @@ def generate(
     from kvcalc.generate import generate_report
     from kvcalc.weights import matmul_dtype
 
-    (gpu_spec,) = _gpus(gpu)
+    gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
     dep = deployment(
@@ -229,9 +264,9 @@ def generate(
         gpu_spec,
         tp=_count(tp, "tp"),
         pp=_count(pp, "pp"),
-        interconnect=interconnect,
+        interconnect=_link(interconnect),
         gpu_util=gpu_util,
-        reserve=reserve,
+        reserve=_reserve(reserve),
     )
     return generate_report(
         spec,
@@ -258,9 +293,13 @@ def compare(
     """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""
     from kvcalc.variants import apply_variant, compare_report, is_variant, split_dtype
 
+    items = tuple(i for item in items for i in (item if isinstance(item, (list, tuple)) else [item]))
     if not items:
         raise UsageError("compare needs at least one variant or model")
-    batches, seqs = _counts(batch, "batch"), _counts(seq, "seq")
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise UsageError(f"compare takes variant or model names, got {item!r}", hint="e.g. 'mha', 'gqa:8', 'mla'")
+    batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
     check_grid("compare batch x seq x items", len(batches), len(seqs), len(items))
     default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
     variants = [is_variant(item) for item in items]

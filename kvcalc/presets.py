@@ -81,15 +81,38 @@ def all_names(kind: str) -> list[str]:
 # --- reading ------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _strict_loader() -> type:
+    """PyYAML's safe loader, refusing a key given twice: PyYAML keeps the last silently, so a copied
+    preset with `num_kv_heads: 4` appended would quietly replace the 8 above it (or not, if the
+    copy was made the other way round)."""
+    import yaml
+
+    class Strict(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN202
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: PyYAML's own error follows
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(None, None, f"'{key}' is given twice", key_node.start_mark)
+            return super().construct_mapping(node, deep)
+
+    return Strict
+
+
 def _yaml_text(text: str, where: str) -> object:
     plain = presetyaml.load(text)  # the shipped presets' plain subset, exactly, without PyYAML's 8 ms
     if plain is not None:
         return plain
     import yaml  # NOTE: imported here so that commands which read no preset never pay for it
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)
+        return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -136,6 +136,8 @@ def compare_sheet(result: CompareResult) -> Sheet:
     sheet = Sheet(
         title=f"KV cache compared: {_compared(result)}, batch {result.batch:,} x {result.seq:,} tokens",
         columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+        # NOTE: the answer (total, then per token) goes last; the heads and dtype are in the variant's name
+        optional=(2, 1, 5, 3),  # KV dtype, KV heads, vs first, per token
     )
     for r in result.rows:
         sheet.rows.append(
@@ -175,7 +177,7 @@ def models_sheet(rows: list[dict]) -> Sheet:
                 _origin(r),
                 str(r["num_layers"]),
                 str(r["num_heads"]),
-                str(r["kv_heads"]),
+                "latent" if r["kv_heads"] is None else str(r["kv_heads"]),
                 str(r["head_dim"]),
                 r["attention"],
                 fmt_params(r["params"])
@@ -210,6 +212,14 @@ def gpus_sheet(rows: list[dict]) -> Sheet:
     return sheet
 
 
+def _field_rows(key: str, value: object) -> list[list[str]]:
+    """A spec field as rows; a nested record (the checkpoint's quantization) as one row per set
+    sub-field, `checkpoint.quantization.method`, rather than a Python dict printed whole."""
+    if not isinstance(value, dict):
+        return [[key, str(value)]]
+    return [row for k, v in value.items() if v not in (None, False, [], {}, "") for row in _field_rows(f"{key}.{k}", v)]
+
+
 def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
     spec = resolved.spec
     sheet = Sheet(
@@ -220,9 +230,16 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
     skip = {"name", "layer_pattern", "aliases", "description"}
     for key, value in spec.model_dump(mode="json").items():
         if key not in skip and value not in (None, 0, [], "") or key in ("num_layers", "num_heads"):
-            sheet.rows.append([key, str(value)])
+            sheet.rows += _field_rows(key, value)
     sheet.rows.append(["head_dim (effective)", str(spec.head_dim_effective)])
-    sheet.rows.append(["KV heads (effective)", str(spec.kv_heads)])
+    sheet.rows.append(
+        [
+            "KV heads (effective)",
+            f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
+            if spec.is_mla
+            else str(spec.kv_heads),
+        ]
+    )
     for run, n in spec.layer_groups():
         detail = f"{n} x {run.kind.value}"
         if run.window_tokens:

@@ -133,6 +133,15 @@ def _cross_tokens(spec: ModelSpec, runs: list, overrides: dict[str, Any]) -> lis
     return [r.model_copy(update={"cross_tokens": tokens}) if r.kind == LayerKind.CROSS else r for r in runs]
 
 
+def override(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
+    """apply_overrides, refusing what-ifs that would be ignored (a spec from a preset or from Python)."""
+    if "kv_heads" in overrides:
+        _refuse_meaningless(spec, {"kv_heads": overrides["kv_heads"]})  # before the heads are replaced
+    changed = apply_overrides(spec, overrides)
+    _refuse_meaningless(changed, overrides)
+    return changed
+
+
 def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolved:
     overrides = overrides or {}
     resolved = _resolve(text, overrides)
@@ -149,10 +158,8 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
         raise NotFoundError(f"no preset, file or hub id is named '{text[:40]}…' ({len(text):,} characters)")
     found = locate(MODEL_DIR, text)  # a preset name or alias, built-in or user, or a FILE.yaml in its schema
     if found is not None:
-        if "kv_heads" in overrides:
-            _refuse_meaningless(found.spec, {"kv_heads": overrides["kv_heads"]})
         source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
-        return Resolved(apply_overrides(found.spec, overrides), source, found.location)
+        return Resolved(override(found.spec, overrides), source, found.location)
     path = Path(text).expanduser()
     if path.is_dir():
         config = path / "config.json"

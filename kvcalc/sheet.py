@@ -172,10 +172,16 @@ def _stacked(sheet: Sheet) -> Group:
     return Group(*lines)
 
 
+def _md_cell(text: str) -> str:
+    # NOTE: a '|' inside a cell (the lab's |logits - full forward|) would end the cell and shift the
+    # row; GitHub-flavoured Markdown reads '\|' as a literal bar. A newline would end the row.
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def to_markdown(sheet: Sheet) -> str:
-    lines = [f"**{sheet.title}**", "", "| " + " | ".join(c.replace("\n", " ") for c in sheet.columns) + " |"]
+    lines = [f"**{sheet.title}**", "", "| " + " | ".join(_md_cell(c) for c in sheet.columns) + " |"]
     lines.append("|" + "|".join("---" for _ in sheet.columns) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in sheet.rows]
+    lines += ["| " + " | ".join(_md_cell(cell) for cell in row) + " |" for row in sheet.rows]
     if sheet.notes:
         lines += [""] + [f"- {note}" for note in sheet.notes]
     return "\n".join(lines)

@@ -263,13 +263,28 @@ class GpuSpec(BaseModel):
 
 
 def validation_message(exc: ValidationError) -> str:
-    """The first error as 'field.path: message' (just the message for a whole-model invariant)."""
-    err = exc.errors()[0]
+    """The first error as 'field.path: message' (just the message for a whole-model invariant).
+    An unknown field comes first, with the closest known name: a typo (`num_layerz`) is the cause
+    of the 'Field required' that Pydantic lists before it."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
+        import difflib
+
         msg = "unknown field"
+        fields = _fields_at(exc.title, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1, cutoff=0.6)
+        if close:
+            msg += f" (did you mean {close[0]}?)"
     return f"{where}: {msg}" if where else msg
+
+
+def _fields_at(title: str, loc: tuple) -> list[str]:
+    """The field names a model named `title` accepts at the top level (nested paths: none offered)."""
+    model = {"ModelSpec": ModelSpec, "GpuSpec": GpuSpec}.get(title)
+    return list(model.model_fields) if model is not None and not loc else []
 
 
 def build(model: type[BaseModel], data: object, where: str):

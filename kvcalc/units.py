@@ -42,7 +42,8 @@ _BINARY = {"b": 1, "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB, "kb": 10**3, 
 
 
 def normalize_dtype(name: str, allowed: tuple[str, ...] = tuple(DTYPE_BITS)) -> str:
-    key = DTYPE_ALIASES.get(name.strip().lower(), name.strip().lower())
+    text = str(name).strip().lower()  # NOTE: str(): the Python API may hand over None or a number
+    key = DTYPE_ALIASES.get(text, text)
     if key not in allowed:
         raise UsageError(f"unknown data type '{name}'", hint=f"allowed: {', '.join(allowed)}")
     return key
@@ -188,14 +189,16 @@ def parse_bytes(text: str, what: str = "memory") -> int:
     if not m:
         raise UsageError(f"{what} '{text}' is not a size", hint="e.g. 52.79GiB, 80GB or 1073741824")
     value = Fraction(m.group(1)) * _BINARY[m.group(2) or "b"]
-    if value <= 0:
-        raise UsageError(f"{what} must be positive, got {text}")
+    if value < 1:  # NOTE: 0.5 (bytes) would become 0 after int()
+        raise UsageError(f"{what} must be at least 1 byte, got {text}")
     if value > 2**60:
         raise UsageError(f"{what} must be at most 1 EiB, got {text}")
     return int(value)
 
 
 def parse_fraction(text: str | float, what: str, low: float = 0.0, high: float = 1.0) -> float:
+    if isinstance(text, bool):  # True is 1.0 to float()
+        raise UsageError(f"{what} must be a number, got {text}")
     try:
         value = float(text)
     except (TypeError, ValueError):

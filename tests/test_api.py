@@ -87,6 +87,22 @@ def test_api_names_survive_importing_the_core_modules():
         (lambda: kvcalc.fit("7b", "h100", gpu_util=float("nan")), UsageError),
         (lambda: kvcalc.generate("7b", "h100", new=-1), UsageError),
         (lambda: kvcalc.compare(), UsageError),
+        # arguments a notebook hands over that the CLI never sees: each a KvcalcError, not a
+        # TypeError or AttributeError from deep inside, and never a silent default
+        (lambda: kvcalc.cache("7b", kv_dtype=None), UsageError),
+        (lambda: kvcalc.cache("7b", seq=[]), UsageError),  # was: [] (no result, no error)
+        (lambda: kvcalc.cache(None), UsageError),
+        (lambda: kvcalc.cache("7b", gpu=5), UsageError),
+        (lambda: kvcalc.cache("7b", layers=True), UsageError),  # was: 1 layer
+        (lambda: kvcalc.roofline("7b", "h100", layers="x"), UsageError),
+        (lambda: kvcalc.roofline("7b", "h100", tp=2, interconnect=5), UsageError),
+        (lambda: kvcalc.fit("7b", ["h100", "a100"]), UsageError),
+        (lambda: kvcalc.generate("7b", "a100,h100"), UsageError),
+        (lambda: kvcalc.fit("7b", "h100", reserve=0.5), UsageError),  # was: a reserve of 0 bytes
+        (lambda: kvcalc.fit("7b", "h100", reserve=True), UsageError),
+        (lambda: kvcalc.fit("7b", "h100", gpu_util=True), UsageError),
+        (lambda: kvcalc.compare(None), UsageError),
+        (lambda: kvcalc.compare("mha", 5), UsageError),
     ],
 )
 def test_bad_input_raises_a_kvcalc_error(call, error):
@@ -97,3 +113,25 @@ def test_bad_input_raises_a_kvcalc_error(call, error):
 
 def test_results_dump_as_json():
     json.dumps(kvcalc.generate("7b", "h100").model_dump(mode="json"))
+
+
+def test_a_spec_object_gets_the_same_refusals_as_a_name():
+    # deepseek-v3 caches one MLA latent per token (512 + 64 elements): --kv-heads and --window
+    # would be ignored, so they are refused for a ModelSpec exactly as for the preset's name
+    from kvcalc.presets import get_model
+
+    spec = get_model("deepseek-v3")
+    for kwargs in ({"kv_heads": 8}, {"window": 4096}):
+        with pytest.raises(UsageError, match="has no meaning for deepseek-v3"):
+            kvcalc.cache(spec, **kwargs)
+    # a what-if that applies still does: 7b with 8 KV heads is 32 x 8 x 128 x 2 x 2 B = 131,072 B per token
+    assert kvcalc.cache(get_model("7b"), kv_heads=8).bytes_per_token == 131_072
+
+
+def test_counts_as_text_and_lists_of_items():
+    # layers "2": 2 x (K and V) x 32 KV heads x 128 x 2 B = 32,768 B per token, x 1,024 tokens
+    assert kvcalc.roofline("7b", "h100", batch=1, layers="2").rows[0].kv_bytes == 32_768 * 1024
+    # a block size given as text is the same block size: 16
+    assert kvcalc.fit("7b", "h100", block_size="16") == kvcalc.fit("7b", "h100", block_size=16)
+    # compare(["mha", "gqa"]) is compare("mha", "gqa"): the 70B's 64 heads against its 8 KV heads
+    assert kvcalc.compare(["mha", "gqa"]).rows[1].ratio == 8 / 64

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import re
 
 import pytest
 from conftest import run, run_json
@@ -68,6 +69,16 @@ def test_markdown_and_table_show_units():
     assert "16 GiB (17,179,869,184 B)" in table
 
 
+def test_markdown_cells_keep_their_bars():
+    # the lab's claims hold absolute values, |a - b|: unescaped, each bar would open a cell
+    from kvcalc.sheet import Sheet, to_markdown
+
+    sheet = Sheet(title="t", columns=["check", "measured"], rows=[["mask", "|logits - full|: 0.0"]])
+    row = to_markdown(sheet).splitlines()[-1]
+    assert row == "| mask | \\|logits - full\\|: 0.0 |"
+    assert row.replace("\\|", "").count("|") == len(sheet.columns) + 1
+
+
 def test_grid_json_lists_rows():
     out = run_json("cache", "llama-3-8b", "--batch", "1,2", "--seq", "1k,2k")
     assert [(r["batch"], r["seq"]) for r in out["rows"]] == [(1, 1024), (2, 1024), (1, 2048), (2, 2048)]
@@ -114,3 +125,23 @@ def test_preset_start_does_not_import_hub_plotting_or_pyyaml():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().replace("'", '"')) == []
+
+
+def test_mla_has_no_kv_heads_in_any_listing():
+    # deepseek-v3 caches one latent per token, 61 layers x (kv_lora_rank 512 + rope 64) x 2 B = 70,272 B;
+    # `compare` and `cache` never showed its 128 attention heads as KV heads, `models` and `show` did
+    rows = {r["name"]: r for r in run_json("models")["rows"]}
+    assert rows["deepseek-v3"]["kv_heads"] is None and rows["deepseek-v3"]["kv_bytes_per_token_bf16"] == 61 * 576 * 2
+    assert rows["llama-3-8b"]["kv_heads"] == 8
+    assert run_json("compare", "deepseek-v3", "llama-3-8b")["rows"][0]["kv_heads"] is None
+    line = next(s for s in run("models", env={"COLUMNS": "200"}).stdout.splitlines() if s.startswith(" deepseek-v3 "))
+    assert line.split()[1:5] == ["61", "128", "latent", "128"]
+    assert "none: an MLA latent of 512 + 64 elements per token" in run("show", "deepseek-v3").stdout
+
+
+def test_show_lists_nested_fields_one_per_row():
+    # deepseek-v3's checkpoint is block-quantized fp8 with 128-wide groups: one row each, no Python dict
+    out = run("show", "deepseek-v3", env={"COLUMNS": "200"}).stdout
+    assert re.search(r"^ checkpoint\.quantization\.method\s+fp8\s*$", out, re.M)
+    assert re.search(r"^ checkpoint\.quantization\.linear\.group_size\s+128\s*$", out, re.M)
+    assert "{'" not in out and "None" not in out

@@ -106,7 +106,18 @@ def test_malformed_files_name_file_and_field(folder):
     assert result.exit_code == 1
     assert result.stderr == f"kvcalc: error: {bad}: hbm_bandwidth_bytes_per_s: Input should be greater than 0\n"
     bad.write_text(MODEL.replace("num_layers", "num_layerz"))
-    assert run("show", bad).stderr == f"kvcalc: error: {bad}: num_layers: Field required\n"
+    # the typo is named, not the field it left missing
+    assert run("show", bad).stderr == f"kvcalc: error: {bad}: num_layerz: unknown field (did you mean num_layers?)\n"
+    bad.write_text(MODEL.replace("num_kv_heads: 8", "num_kv_head: 8"))  # optional: nothing else is missing
+    assert run("show", bad).stderr == f"kvcalc: error: {bad}: num_kv_head: unknown field (did you mean num_kv_heads?)\n"
+    # a field given twice: PyYAML keeps the last silently (here 80 layers would become 40)
+    bad.write_text(MODEL + "num_layers: 40\n")
+    assert (
+        run("show", bad).stderr
+        == f"kvcalc: error: {bad}: malformed YAML (line 8, column 1): 'num_layers' is given twice\n"
+    )
+    bad.write_text(GPU.replace("{fp32: 2.0}", "{fp32: 2.0, fp32: 3.0}"))
+    assert "'fp32' is given twice" in run("roofline", "7b", "--gpu", bad).stderr
     bad.write_text("num_layers: [80\n")
     assert "malformed YAML (line 2, column 1)" in run("show", bad).stderr
     (folder / "gpus" / "broken.yaml").write_text(GPU + "flops: 3\n")

@@ -42,6 +42,15 @@ def test_roofline_at_60_drops_whole_columns_and_says_so():
     assert "Left out at this width: weights GiB, GFLOP" in " ".join(out.stdout.split())
 
 
+def test_compare_keeps_its_answer_when_narrow():
+    # 70b (80 layers, head dim 128), batch 32 x 131,072 tokens: MHA 80 x 2 x 64 x 128 x 2 B = 2.50 MiB
+    # per token, x 4,194,304 tokens = 10 TiB; GQA-8 1.25 TiB. At 40 columns the totals stay; the
+    # columns the variant names already say (heads, dtype) go first.
+    out = run("compare", "mha", "gqa", "mla:512+64", "swa:4096+fp8", "--seq", "128k", env={"COLUMNS": "40"}).stdout
+    assert re.search(r"^ mha\s.*\b10 TiB $", out, re.M) and re.search(r"^ gqa\s.*1\.25 TiB $", out, re.M), out
+    assert "Left out at this width: KV heads, KV dtype" in " ".join(out.split())
+
+
 def test_model_names_never_break():
     out = run("models", env={"COLUMNS": "80"}).stdout
     for name in ("llama-3.1-405b", "deepseek-v2-lite", "qwen3-30b-a3b"):
