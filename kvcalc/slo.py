@@ -70,7 +70,11 @@ def largest_batch(
                 [f"TTFT {fmt_seconds(ttft(b))}"] if ttft_ms is not None else []
             )
             steps.append(f"  batch {b:,}: {', '.join(figures)}")
-        steps += comm_lines(spec, dep, batch, dtype)
+        steps += [f"  decode step, batch {batch:,}:{line[1:]}" for line in comm_lines(spec, dep, batch, dtype)]
+        if ttft_ms is not None:
+            # The prompt pass all-reduces batch x prompt tokens of activations, not one token's.
+            lines = comm_lines(spec, dep, batch * prompt, dtype)
+            steps += [f"  prefill, {batch:,} x {prompt:,} tokens:{line[1:]}" for line in lines]
     return SloResult(
         tpot_ms=tpot_ms,
         ttft_ms=ttft_ms,
