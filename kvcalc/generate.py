@@ -325,7 +325,7 @@ def _explain(
             # Stages run one after another: each stage's max, summed (memory and compute shown summed).
             return f"sum over {fit.stages} stages of max(bytes / (bandwidth x {mbu:g}), FLOPs / (peak x {mfu:g})); memory {mem}, compute {comp} in all"
         return (
-            f"max({r.weight_bytes + r.kv_bytes:,} B / (bandwidth x {mbu:g}) = {mem}, {r.flops:,} FLOPs{what} / "
+            f"max({r.weight_bytes + r.kv_bytes + r.state_bytes:,} B / (bandwidth x {mbu:g}) = {mem}, {r.flops:,} FLOPs{what} / "
             f"(peak x {mfu:g}) = {comp})"
         )
 

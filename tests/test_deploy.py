@@ -367,3 +367,14 @@ def test_fit_explain_shows_the_prefill_allreduce_for_a_ttft_goal():
     assert "prefill, 1 x 8,192 tokens: all-reduce" in text and "2 x 3/4 x 134,217,728 B" in text
     assert "= 160 x 451.09 µs = 72.17 ms" in text
     assert "decode step, batch 1: all-reduce" in text and "2 x 3/4 x 16,384 B" in text
+
+
+def test_generate_explain_counts_the_state_in_the_step_bytes():
+    # The first decode step of a 1,024-token prompt runs at context 1,025; its bytes in --explain are
+    # roofline's weights + KV + recurrent state for that step (Nemotron-H: 2 x batch x its Mamba state).
+    args = ("nemotron-h-56b", "--gpu", "h100", "--tp", "4", "--batch", "8")
+    row = run_json("roofline", *args, "--seq", "1025")["rows"][0]
+    assert row["state_bytes"] > 0
+    text = "\n".join(run_json("generate", *args, "--prompt", "1k", "--explain")["explanation"])
+    total = row["weight_bytes"] + row["kv_bytes"] + row["state_bytes"]
+    assert f"first decode step (context 1,025): max({total:,} B" in text
