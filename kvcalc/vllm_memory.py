@@ -164,11 +164,14 @@ def moe_workspace_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers:
 def sampler_peak_bytes(spec: ModelSpec, act: int, rows: int) -> int:
     """The sampler warm-up's logits: the model-dtype logits plus three float32 [rows, vocab] tensors."""
     # NOTE: _dummy_sampler_run holds compute_logits' output (rows x padded vocab, model dtype);
-    # Sampler.forward makes a float32 copy (a no-op for float32 models); FlashInfer's
-    # top_k_top_p_sampling_from_logits (the default on CUDA, "top_k_first") writes the top-k
-    # masked logits and their softmax, float32 each (flashinfer/sampling.py).
-    fp32_tensors = 2 if act == 4 else 3
-    return rows * padded_vocab(spec.vocab_size) * act + fp32_tensors * rows * spec.vocab_size * 4
+    # Sampler.forward works on float32 logits; vLLM 0.19 logs "FlashInfer top-p/top-k sampling is
+    # available but disabled by default", so TopKTopPSampler.forward_native runs: the Triton top-k /
+    # top-p mask works in place, then softmax(dtype=float32) makes the probabilities and random_sample
+    # an exponential-noise tensor of the same shape (topk_topp_sampler.py). Three float32 tensors for
+    # float32 models too: vLLM 0.19's own log for Llama-3.1-8B --dtype float32 (llm-d-planner PR #205,
+    # ...tp1pp1dp1--8192-dtf32.log) shows a 2.21 GiB torch peak, 1,024 x 128,256 x (4 + 3 x 4) B plus
+    # the hidden states and workspaces; two float32 tensors would give 1.72 GiB.
+    return rows * padded_vocab(spec.vocab_size) * act + 3 * rows * spec.vocab_size * 4
 
 
 def predict(

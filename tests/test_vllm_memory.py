@@ -203,6 +203,25 @@ def test_float32_checkpoint_is_served_in_16_bit(tmp_path):
     assert fp32["activation_dtype"] == "fp32" and fp32["weights_bytes"] > 2 * auto["weights_bytes"] / 2
 
 
+def test_float32_serving_peak_keeps_three_float32_logit_tensors():
+    # vLLM 0.19, Llama-3.1-8B-Instruct with --dtype float32 on an H100 at 0.95 (llm-d-incubation/llm-d-planner
+    # PR #205, accuracy/results/v0.19.0/logs/meta-llama-llama-3--h100-80gb--tp1pp1dp1--8192-dtf32.log):
+    # "torch peak memory increase: 2.21GiB; non-torch forward increase memory: 0.25GiB; weights memory: 29.98GiB",
+    # "Available KV cache memory: 42.8 GiB", "GPU KV cache size: 175,296 tokens".
+    # The sampler warm-up holds the model's float32 logits and three float32 [rows, vocab] tensors, as with
+    # bf16 models (the float32 copy is not skipped): 1,024 x 128,256 x (4 + 3 x 4) B = 2,101,346,304 B,
+    # + hidden states (8,192 + 2 x 1,024) x 4,096 x 4 B = 167,772,160 B + 96 MiB = 2,369,781,760 B (2.207 GiB).
+    # Before: 2 float32 tensors, 1.72 GiB, and 43.29 GiB of KV promised where vLLM had 42.8.
+    v = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--gpu-util", "0.95", "--dtype", "fp32")
+    v = v["vllm"]
+    assert v["profile_peak_bytes"] == 1024 * 128256 * 16 + (8192 + 2048) * 4096 * 4 + 96 * MiB
+    assert v["weights_bytes"] / GiB == pytest.approx(29.98, abs=0.005)
+    assert v["available_kv_bytes"] / GiB == pytest.approx(42.8, abs=0.03)
+    # fp32 pages: 16 tokens x 2 x 8 heads x 128 x 4 B = 128 KiB per layer, x 32 layers = 4 MiB per block
+    assert v["kv_cache_tokens"] == v["available_kv_bytes"] // (4 * 2**20) * 16
+    assert abs(v["kv_cache_tokens"] / 175_296 - 1) < 0.002
+
+
 def test_allocator_books_whole_segments():
     assert allocated(75 * MiB) == 76 * MiB  # 1 MiB left over: not split
     assert allocated(int(24.5 * MiB)) == int(24.5 * MiB)  # 1.5 MiB left over: split
