@@ -99,6 +99,11 @@ class Checkpoint(BaseModel):
     rotary_dim: int | None = None  # columns of vLLM's cos/sin cache (head_dim x partial_rotary_factor)
     vision: bool = False  # a vision_config: an encoder and projector are loaded and profiled too
     declared_dtype: str | None = None  # torch_dtype of the config (fp32, bf16, fp16)
+    # rows of each cos/sin cache vLLM builds, when not the one max_position_embeddings table
+    rotary_rows: tuple[int, ...] | None = None
+    # the vision tower and projector vLLM loads, where kvcalc knows the family's layout:
+    # (parameters split over tensor parallelism, parameters replicated on every rank)
+    vision_params: tuple[int, int] | None = None
 
 
 def _ignored(patterns: list[str], *names: str) -> bool:
@@ -255,7 +260,76 @@ def checkpoint_info(raw: Any) -> Checkpoint | None:
         quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
+        rotary_rows=_rotary_rows(text),
+        vision_params=_vision_params(raw, text),
     )
+
+
+def _scaled_rows(max_pos: int, scaling: Any) -> int:
+    """Rows of one rotary cache (vllm/model_executor/layers/rotary_embedding, get_rope)."""
+    if not isinstance(scaling, dict):
+        return max_pos
+    kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
+    factor = scaling.get("factor")
+    if not isinstance(factor, (int, float)) or factor <= 0:
+        return max_pos
+    if kind in ("linear", "dynamic"):
+        # linear_scaling_rope.py / dynamic_ntk_scaling_rope.py: max_len = max_position_embeddings x factor
+        return int(max_pos * factor)
+    if kind in ("yarn", "deepseek_yarn"):
+        # yarn_scaling_rope.py (and DeepSeek's): ceil(original_max_position x factor), at least max_position
+        original = scaling.get("original_max_position_embeddings")
+        original = original if isinstance(original, int) and original > 0 else max_pos
+        return max(math.ceil(original * factor), max_pos)
+    return max_pos  # default, llama3, mrope, longrope's long table: max_position_embeddings rows
+
+
+def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
+    """The cos/sin caches' rows when they differ from one table of max_position_embeddings."""
+    max_pos = text.get("max_position_embeddings")
+    if not isinstance(max_pos, int) or max_pos <= 0:
+        return None
+    params = text.get("rope_parameters")
+    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
+        # transformers 5 per-layer-type rope parameters: one cache per distinct setting
+        caches = {_scaled_rows(max_pos, v) for v in params.values() if isinstance(v, dict)}
+        rows = sorted(caches, reverse=True)
+    else:
+        rows = [_scaled_rows(max_pos, text.get("rope_scaling") or params)]
+        if "rope_local_base_freq" in text:
+            # Gemma 3: sliding layers build their own default rope (gemma3.py, rope_local_base_freq)
+            rows.append(max_pos)
+    return None if rows == [max_pos] else tuple(rows)
+
+
+def _vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """Gemma 3's SigLIP tower and projector: (split over tp, replicated) parameters, else None."""
+    vision = raw.get("vision_config")
+    if str(raw.get("model_type")) != "gemma3" or not isinstance(vision, dict):
+        return None
+    if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
+        return None
+    try:
+        h, inter, layers = (
+            int(vision["hidden_size"]),
+            int(vision["intermediate_size"]),
+            int(vision["num_hidden_layers"]),
+        )
+        patch, image = int(vision["patch_size"]), int(vision["image_size"])
+        text_hidden = int(text["hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    channels = int(vision.get("num_channels", 3))
+    # NOTE: vllm/model_executor/models/siglip.py: QKVParallelLinear (3h x h + 3h bias) and fc1
+    # (ColumnParallel, I x h + I) split their rows over tp, out_proj and fc2 (RowParallel) their
+    # columns, keeping their h biases whole; two LayerNorms (4h) per layer; the patch Conv2d and
+    # post_layernorm replicated; the position table a VocabParallelEmbedding (split).
+    # gemma3_mm.py Gemma3MultiModalProjector: mm_input_projection_weight [h, text hidden] and an
+    # RMSNorm of h, replicated.
+    positions = (image // patch) ** 2
+    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter) + positions * h
+    replicated = layers * 6 * h + channels * patch * patch * h + h + 2 * h + h * text_hidden + h
+    return split, replicated
 
 
 def dtype_quantization(dtype: str) -> Quantization | None:

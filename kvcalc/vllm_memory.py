@@ -264,7 +264,7 @@ def _unsized(spec: ModelSpec, quant: Quantization | None) -> list[str]:
     if not spec.max_position_embeddings:
         out.append("the rotary cos/sin cache (max_position_embeddings unknown for this model)")
     if ck and ck.vision:
-        if not spec.extra_params:
+        if not spec.extra_params and not ck.vision_params:
             out.append("the vision encoder's weights (vision_config not sized for this family)")
         out.append("the vision encoder's dummy-image profiling run and encoder cache")
     return out

@@ -140,13 +140,21 @@ def weight_bytes(
             mlp += _mlp(spec, linear, spec.intermediate_size, tp)
     norms *= a.weight_bits // 8
     rotary = None
+    ck = spec.checkpoint
     if spec.max_position_embeddings:
-        # NOTE: one cos/sin cache of max_position_embeddings x rotary_dim in the model dtype
-        # (rotary_embedding.py: RotaryEmbedding registers cos_sin_cache; get_rope shares instances).
-        rotary = allocated(spec.max_position_embeddings * rotary_dim(spec) * (a.weight_bits // 8))
+        # NOTE: a cos/sin cache of rows x rotary_dim in the model dtype per distinct rope setting
+        # (rotary_embedding/base.py registers cos_sin_cache; get_rope shares equal instances). The rows
+        # are max_position_embeddings unless the scaling lengthens the table (quant._rotary_rows).
+        rows = (ck.rotary_rows if ck and ck.rotary_rows else None) or (spec.max_position_embeddings,)
+        rotary = sum(allocated(r * rotary_dim(spec) * (a.weight_bits // 8)) for r in rows)
     # NOTE: vLLM's vision encoders (mllama, SigLIP, Qwen-VL ViTs) use tensor-parallel linear layers
     # and sit on the first pipeline stage; checkpoints leave them unquantized.
-    extra = math.ceil(spec.extra_params * (a.weight_bits // 8) / tp) if first else 0
+    extra = 0
+    if first and spec.extra_params:
+        extra = math.ceil(spec.extra_params * (a.weight_bits // 8) / tp)
+    elif first and ck and ck.vision_params:
+        split, replicated = ck.vision_params
+        extra = (math.ceil(split / tp) + replicated) * (a.weight_bits // 8)
     parts = (embedding, lm_head, attention, mlp, experts, router, norms, mixers, absorbed, rotary or 0, extra)
     return WeightBytes(
         embedding=embedding,

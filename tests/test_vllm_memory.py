@@ -222,6 +222,63 @@ def test_float32_serving_peak_keeps_three_float32_logit_tensors():
     assert abs(v["kv_cache_tokens"] / 175_296 - 1) < 0.002
 
 
+# Gemma-3-27B-it (../shared/configs/gemma-3-27b-it.json), vLLM 0.19 on an H100 at 0.95 (llm-d-incubation/llm-d-planner
+# PR #205, accuracy/results/v0.19.0/logs/google-gemma-3-27b-it--h100-80gb--tp1pp1dp1--8192.log):
+# "weights memory: 51.45GiB". The language model alone is 50.37 GiB; vLLM also holds
+# - the SigLIP tower (siglip.py; hidden 1152, intermediate 4304, 27 layers, 896 px / 14 px patches) and the
+#   Gemma3MultiModalProjector: per layer qkv 3h^2 + 3h, out h^2 + h, fc1 hI + I, fc2 Ih + h, two LayerNorms 4h
+#   = 4 x 1,327,104 + 2 x 4,958,208 + 9 x 1,152 + 4,304 = 15,239,504; x 27 = 411,466,608; patch conv
+#   3 x 14 x 14 x 1,152 + 1,152 = 678,528; 4,096 positions x 1,152 = 4,718,592; post-LayerNorm 2,304;
+#   projector 1,152 x 5,376 + 1,152 = 6,194,304: 423,060,336 parameters, 846,120,672 B in bf16;
+# - two rotary caches: the global layers' linear scaling (factor 8) keeps 131,072 x 8 positions
+#   (LinearScalingRotaryEmbedding: max_len = max_position_embeddings x factor) and the sliding layers their own
+#   default one (rope_local_base_freq): (1,048,576 + 131,072) x 128 x 2 B = 301,989,888 B.
+GEMMA3_VISION = 423_060_336
+GEMMA3_ROTARY = (131_072 * 8 + 131_072) * 128 * 2
+
+
+def test_gemma3_vision_tower_and_both_rotary_caches():
+    config = shared_path("configs", "gemma-3-27b-it.json")
+    v = run_json("fit", config, "--gpu", "h100", "--engine", "vllm", "--gpu-util", "0.95")["vllm"]
+    assert v["weights_bytes"] / GiB == pytest.approx(51.45, abs=0.02)
+    assert not any("vision encoder's weights" in u for u in v["not_sized"])
+    assert any("dummy-image" in u for u in v["not_sized"])  # the encoder's profiling run stays unsized
+    tp2 = run_json("fit", config, "--gpu", "h100", "--engine", "vllm", "--tp", "2")["vllm"]
+    assert tp2["weights_bytes"] < v["weights_bytes"] / 2 + GEMMA3_ROTARY + GEMMA3_VISION
+
+
+def test_gemma3_weight_terms_by_hand():
+    from kvcalc.presets import get_gpu
+    from kvcalc.resolve import resolve_model
+    from kvcalc.vllm_memory import Settings, predict
+
+    spec = resolve_model(str(shared_path("configs", "gemma-3-27b-it.json"))).spec
+    w = predict(spec, get_gpu("h100"), Settings()).weights
+    assert w.extra == GEMMA3_VISION * 2
+    assert w.rotary_cache == GEMMA3_ROTARY
+    # tp 2: the tower's linear layers, qkv/fc1 biases and position table split; norms, row-parallel biases,
+    # the patch conv and the projector are replicated (27 x 6 x 1,152 + 678,528 + 2,304 + 6,194,304)
+    replicated = 27 * 6 * 1152 + 678_528 + 2_304 + 6_194_304
+    w2 = predict(spec, get_gpu("h100"), Settings(tp=2)).weights
+    assert w2.extra == (GEMMA3_VISION - replicated) * 2 // 2 + replicated * 2
+
+
+def test_rotary_rows_follow_the_scaling_type(tmp_path):
+    # vLLM's caches: linear and dynamic NTK keep max_position x factor rows; YaRN original x factor
+    # (yarn_scaling_rope.py: ceil(original_max_position x factor), at least max_position); llama3 just max_position
+    from kvcalc.quant import checkpoint_info
+
+    base = {"num_attention_heads": 32, "hidden_size": 4096, "max_position_embeddings": 4096}
+    rows = {
+        "linear": ({"rope_type": "linear", "factor": 2.0}, (8192,)),
+        "dynamic": ({"type": "dynamic", "factor": 4.0}, (16384,)),
+        "yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, (131072,)),
+        "llama3": ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}, None),
+    }
+    for scaling, expected in rows.values():
+        assert checkpoint_info({**base, "rope_scaling": scaling}).rotary_rows == expected
+
+
 def test_allocator_books_whole_segments():
     assert allocated(75 * MiB) == 76 * MiB  # 1 MiB left over: not split
     assert allocated(int(24.5 * MiB)) == int(24.5 * MiB)  # 1.5 MiB left over: split
