@@ -93,6 +93,21 @@ def _sheets(result) -> list:  # noqa: ANN001
     return [sheet]
 
 
+# NOTE: one CSV holds both kinds of row; a bare `best` was B/s on one line and FLOP/s on the next.
+_CSV_UNITS = ("bytes", "flop")
+
+
+def _csv_row(device: str, s, unit: str) -> dict:  # noqa: ANN001
+    """A kernel's figures under names that carry their unit; the other unit's columns left empty."""
+    row = {"device": device, "kernel": s.kernel, "dtype": s.dtype, "size": s.size}
+    for u in _CSV_UNITS:
+        mine = u == unit
+        row[f"work_{u}"] = s.work if mine else None
+        for stat in ("best", "median", "worst"):
+            row[f"{stat}_{u}_per_s"] = getattr(s, stat) if mine else None
+    return row
+
+
 @app.command()
 def probe(
     save: Annotated[
@@ -146,7 +161,8 @@ def probe(
         fmt,
         result.model_dump(mode="json"),
         _sheets(result),
-        [{"device": result.device, **s.model_dump(exclude={"seconds"})} for s in result.bandwidth + result.matmul],
+        [_csv_row(result.device, s, "bytes") for s in result.bandwidth]
+        + [_csv_row(result.device, s, "flop") for s in result.matmul],
     )
     if save is not None:
         header, data = measure.preset_data(result, save)

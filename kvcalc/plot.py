@@ -94,8 +94,13 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
                         markeredgecolor="black",
                         label=s.label,
                     )
-                    if len(points) <= 8:
-                        ax.annotate(s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(6, -10), fontsize=8)
+                    # NOTE: the legend names every marker; a label beside the first point helps only
+                    # when it is alone. Series start where batch 1 sits (nearly the same intensity at
+                    # every context and GPU), so several labels there printed on top of each other.
+                    if len(points) == 1:
+                        ax.annotate(
+                            s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(6, -10), fontsize=8
+                        ).set_gid(f"label-{s.gid}")
                 elif s.kind == "ridge":
                     (artist,) = ax.plot(
                         s.x,

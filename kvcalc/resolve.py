@@ -31,8 +31,15 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
         raise SpecError(f"{path}: cannot be read: {exc}") from None
     spec = spec_from_config(raw, name, str(path), overrides)
     if "images" in overrides or "encoder_seq" in overrides:
-        spec = spec.with_changes(layer_pattern=_cross_tokens(spec, spec.expanded_layers(), overrides))
+        spec = spec.with_changes(layer_pattern=_cross_tokens(spec, _per_layer(spec), overrides))
     return Resolved(spec, source, str(path))
+
+
+def _per_layer(spec: ModelSpec) -> list:
+    """The layers one run each, as a pattern of num_layers. NOTE: expanded_layers() repeats the
+    pattern's runs with their counts kept (a `count: 3` run three times): as a pattern again, Llama
+    3.2 Vision's 3 + 1 + 1 period became 11 per 5 layers and every --images was refused."""
+    return [run.model_copy(update={"count": 1}) for run in spec.expanded_layers()]
 
 
 def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
@@ -49,9 +56,7 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     if "dtype" in overrides:
         changes["dtype"], changes["expert_dtype"] = overrides["dtype"], None
     if "images" in overrides or "encoder_seq" in overrides:
-        changes["layer_pattern"] = _cross_tokens(
-            spec, changes.get("layer_pattern") or spec.expanded_layers(), overrides
-        )
+        changes["layer_pattern"] = _cross_tokens(spec, changes.get("layer_pattern") or _per_layer(spec), overrides)
     if "window" in overrides:
         w = overrides["window"]
         runs = changes.get("layer_pattern", spec.layer_pattern)

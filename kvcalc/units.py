@@ -217,18 +217,24 @@ def _trim(value: float, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _reaches(value: float, size: float) -> bool:
+    """Whether `value` shows as at least 1 of a unit of `size` at two decimals: 1,023.999 GiB prints
+    as 1.00 TiB, never as '1,024.00 GiB' (nor 999.999 ms as '1,000.00 ms')."""
+    return round(abs(value) / size, 2) >= 1
+
+
 def fmt_bytes(n: int | float) -> str:
     """Binary units: 524288 -> '512 KiB', 17179869184 -> '16 GiB'."""
     n = float(n)
     for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if abs(n) >= size:
+        if _reaches(n, size):
             return f"{_trim(n / size)} {unit}"
     return f"{_trim(n)} B"
 
 
 def _decimal(value: float, unit: str) -> str:
     for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= size:
+        if _reaches(value, size):
             return f"{_trim(value / size)} {prefix}{unit}"
     return f"{_trim(value)} {unit}"
 
@@ -248,15 +254,15 @@ def fmt_flop_count(flops: float) -> str:
 
 def fmt_params(n: float) -> str:
     for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(n) >= size:
+        if _reaches(n, size):
             return f"{n / size:.2f}{unit}"
     return str(int(n))
 
 
 def fmt_seconds(s: float) -> str:
-    if s >= 1:
+    if _reaches(s, 1):
         return f"{s:,.2f} s"
-    if s >= 1e-3:
+    if _reaches(s, 1e-3):
         return f"{s * 1e3:,.2f} ms"
     return f"{s * 1e6:,.2f} µs"
 

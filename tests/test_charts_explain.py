@@ -34,6 +34,12 @@ def test_roofline_svg_has_one_marker_per_row_and_one_roof_per_gpu(tmp_path):
     points = _markers(path, "point-")
     assert len(points) == 3 * 2 and set(points.values()) == {3}
     assert len([i for i in ids if i.startswith("ridge-")]) == 3
+    # six series start at batch 1 (intensity ~1 at both contexts on every GPU): labels there would
+    # print over each other, so the legend alone names them
+    assert not [i for i in ids if i.startswith("label-")]
+    one = tmp_path / "one.svg"
+    assert run("roofline", "7b", "--gpu", "h100", "--batch", "1,8", "--plot", one).exit_code == 0
+    assert [i for i in _ids(one) if i.startswith("label-")] == ["label-point-h100-1024"]
 
 
 def test_big_sweep_plot_is_capped_and_fast(tmp_path):

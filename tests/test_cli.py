@@ -145,3 +145,17 @@ def test_show_lists_nested_fields_one_per_row():
     assert re.search(r"^ checkpoint\.quantization\.method\s+fp8\s*$", out, re.M)
     assert re.search(r"^ checkpoint\.quantization\.linear\.group_size\s+128\s*$", out, re.M)
     assert "{'" not in out and "None" not in out
+
+
+@pytest.mark.parametrize(("images", "cross_tokens"), [(0, 0), (1, 6404), (2, 12808)])
+def test_images_on_the_llama_vision_preset(images, cross_tokens):
+    # the preset's pattern is a period of 5 layers (3 full, 1 cross, 1 full), 8 times over 40 layers.
+    # Per layer and token: 8 KV heads x 128 x (K and V) x 2 B = 4,096 B. At seq 4,096 (batch 1):
+    # 32 full layers x 4,096 x 4,096 B = 512 MiB, plus 8 cross layers x 4,096 B x 6,404 tokens per image.
+    # Every --images was refused ("layer_pattern covers 88 layers") before.
+    out = run_json("cache", "llama-3.2-11b-vision", "--images", str(images))
+    assert out["total_bytes"] == 32 * 4096 * 4096 + 8 * 4096 * cross_tokens
+    assert [(r["kind"], r["layers"], r["tokens_held"]) for r in out["layers"]] == [
+        ("full", 32, 4096),
+        ("cross", 8, cross_tokens),
+    ]

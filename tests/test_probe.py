@@ -131,3 +131,19 @@ def test_statistics_and_saved_preset_fields():
     assert gpu.usable_memory_bytes is None  # a CPU's memory is not a GPU's usable memory
     on_gpu = result.model_copy(update={"backend": "cuda (torch)"})
     assert list(probe.preset_data(on_gpu, "box")[1])[:3] == ["full_name", "memory_bytes", "usable_memory_bytes"]
+
+
+def test_probe_csv_names_the_unit_of_every_figure(folder):
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(run(*QUICK, "--format", "csv").stdout)))
+    copy = next(r for r in rows if r["kernel"] == "copy")
+    matmul = next(r for r in rows if r["kernel"] == "matmul")
+    # a rate is B/s on a bandwidth row and FLOP/s on a matmul row, never one column for both
+    assert copy["best_bytes_per_s"] and not copy["best_flop_per_s"]
+    assert matmul["best_flop_per_s"] and not matmul["best_bytes_per_s"]
+    # STREAM copy counts a read and a write of each array: 2 x its size; a square n^3 matmul is 2 n^3 FLOP
+    n = int(matmul["size"].split(" x ")[0])
+    assert int(matmul["work_flop"]) == 2 * n**3
+    assert int(copy["work_bytes"]) == 2 * int(copy["size"].split(" MiB")[0]) * 2**20

@@ -63,3 +63,14 @@ def test_formatting_units():
     assert fmt_bytes(14_000_000_000) == "13.04 GiB"
     assert fmt_rate(2.039e12) == "2.04 TB/s"
     assert fmt_flops(312e12) == "312 TFLOP/s"
+
+
+def test_a_figure_that_rounds_up_takes_the_next_unit():
+    from kvcalc.units import fmt_params, fmt_seconds
+
+    # 2^40 - 2^20 B is 1,023.999 GiB: at two decimals that is 1.00 TiB, not "1,024.00 GiB"
+    assert fmt_bytes(2**40 - 2**20) == "1.00 TiB"
+    assert fmt_bytes(2**30 - 1) == "1.00 GiB" and fmt_bytes(1000 * 2**20) == "1,000 MiB"
+    assert fmt_rate(999.999e12) == "1.00 PB/s" and fmt_rate(990e12) == "990 TB/s"
+    assert fmt_seconds(0.9999999) == "1.00 s" and fmt_seconds(0.0042) == "4.20 ms"
+    assert fmt_params(999.999e6) == "1.00B"
