@@ -230,12 +230,18 @@ def read_quantization(q: Any) -> Quantization | None:
             method=method, linear=fmt, attention_quantized=not _ignored(ignore, "model.layers.0.self_attn.q_proj")
         )
     if method == "modelopt":
-        algo = str(q.get("quant_algo") or (q.get("quantization") or {}).get("quant_algo", "")).upper()
+        nested = q.get("quantization") if isinstance(q.get("quantization"), dict) else {}
+        algo = str(q.get("quant_algo") or nested.get("quant_algo", "")).upper()
+        # NOTE: vLLM's ModelOpt configs (modelopt.py) read the modules left unquantized from the
+        # compressed-tensors style "ignore" or the older "exclude_modules" (nested under
+        # "quantization" in hf_quant_config.json); NVIDIA's checkpoints list every self_attn there.
+        ignore = [str(x) for x in q.get("ignore") or q.get("exclude_modules") or nested.get("exclude_modules") or []]
+        kept = {"attention_quantized": not _ignored(ignore, "model.layers.0.self_attn.q_proj")}
         if algo == "FP8":
             fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
-            return Quantization(method=method, linear=fmt)
+            return Quantization(method=method, linear=fmt, **kept)
         if algo == "NVFP4":
-            return Quantization(method=method, linear=NVFP4)
+            return Quantization(method=method, linear=NVFP4, **kept)
         return Quantization(method=method, problem=f"quant_algo '{algo}'")
     return Quantization(method=method or "unknown", problem="this quantization method is not modelled")
 

@@ -279,6 +279,36 @@ def test_rotary_rows_follow_the_scaling_type(tmp_path):
         assert checkpoint_info({**base, "rope_scaling": scaling}).rotary_rows == expected
 
 
+@pytest.mark.parametrize("ignore_key", ["ignore", "exclude_modules"])
+def test_modelopt_ignore_list_keeps_attention_16_bit(tmp_path, ignore_key):
+    # nvidia/MiniMax-M2.7-NVFP4 (tests/fixtures/real_configs): quant_method modelopt, NVFP4, and an ignore list
+    # naming every "model.layers.N.self_attn*" and the MoE gates: vLLM's ModelOpt config reads it (compressed-
+    # tensors style "ignore", or the older "exclude_modules") and leaves attention unquantized. Before, the
+    # attention projections were counted as NVFP4 (0.5 B + 1/16 B per weight instead of 2 B).
+    from conftest import FIXTURES
+
+    config = json.loads((FIXTURES / "real_configs" / "minimax-m2.7-nvfp4.json").read_text())
+    q = config["quantization_config"]
+    if ignore_key != "ignore":
+        q[ignore_key] = q.pop("ignore")
+    quant = read_quantization(q)
+    assert quant.linear.name == "nvfp4" and not quant.attention_quantized
+    from kvcalc.presets import get_gpu
+    from kvcalc.resolve import resolve_model
+    from kvcalc.vllm_memory import Settings, predict
+
+    def weights(cfg: dict, name: str):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        return predict(resolve_model(str(path)).spec, get_gpu("b200"), Settings(tp=8)).weights
+
+    plain = {k: v for k, v in config.items() if k != "quantization_config"}
+    nvfp4, bf16 = weights(config, "nvfp4"), weights(plain, "bf16")
+    assert nvfp4.attention == bf16.attention  # 16-bit, as vLLM holds it
+    # the experts in NVFP4: 4 bits + an fp8 scale per 16 + two fp32 globals per expert tensor
+    assert nvfp4.experts < bf16.experts * (4 + 8 / 16) / 16 * 1.01
+
+
 def test_allocator_books_whole_segments():
     assert allocated(75 * MiB) == 76 * MiB  # 1 MiB left over: not split
     assert allocated(int(24.5 * MiB)) == int(24.5 * MiB)  # 1.5 MiB left over: split
