@@ -3,8 +3,8 @@
 State shapes follow vLLM's MambaStateShapeCalculator (model_executor/layers/mamba/mamba_utils.py): a conv
 window of kernel - 1 steps over the conv channels, plus the SSM / linear-attention state. Their dtypes
 follow MambaStateDtypeCalculator: the conv state in the model's activation dtype, the SSM state in
-mamba_ssm_cache_dtype when the config names one, else the activation dtype. The weight dtype never
-enters (a --dtype int4 what-if does not shrink the state).
+mamba_ssm_cache_dtype as vLLM 0.19's per-model hooks resolve it (hf_reader._state_dtypes). The weight dtype
+never enters (a --dtype int4 what-if does not shrink the state).
 """
 
 from __future__ import annotations

@@ -137,13 +137,20 @@ def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> li
     return [r.model_copy(update={"kv_shared": i % factor != 0}) for i, r in enumerate(base)]
 
 
-def _state_dtypes(cfg: Config) -> StateDtypes:
-    """Conv state in the activation dtype the config declares; SSM state in mamba_ssm_cache_dtype when
-    named (Nemotron 3 says float32), else the activation dtype."""
-    # NOTE: vLLM's NemotronH hook (model_executor/models/config.py) defaults the SSM state to float32
-    # even when the config names none; kvcalc follows the config, as the configs that matter name it.
+def _state_dtypes(cfg: Config, model_type: str) -> StateDtypes:
+    """Conv state in the activation dtype; the SSM / linear-attention state as vLLM 0.19 resolves
+    mamba_ssm_cache_dtype 'auto' (model_executor/models/config.py): NemotronHForCausalLMConfig takes the
+    config's mamba_ssm_cache_dtype, else float16 (PR #29978; float32 only from PR #39032, after 0.19.0);
+    Qwen3_5ForConditionalGenerationConfig takes the text config's mamba_ssm_dtype (PR #34489: Qwen3.5 says
+    float32); every other family keeps the model's dtype, whatever its config names."""
     activation = declared_dtype(cfg)
-    raw = str(cfg.get("mamba_ssm_cache_dtype", default="auto")).removeprefix("torch.")
+    if model_type == "nemotron_h":
+        raw = str(cfg.get("mamba_ssm_cache_dtype", default="float16"))
+    elif model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
+        raw = str(cfg.get("mamba_ssm_dtype", default="auto"))
+    else:
+        raw = "auto"
+    raw = raw.removeprefix("torch.")
     ssm = DTYPE_ALIASES.get(raw, raw) if raw != "auto" else activation
     if ssm not in DTYPE_BITS:
         raise cfg.refuse(f"mamba_ssm_cache_dtype '{raw}' is not a known dtype")
@@ -247,7 +254,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "attn_output_gate": bool(cfg.get("attn_output_gate", default=model_type == "qwen3_next")),
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
-        "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg)),
+        "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),
         "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
         **hf_moe.moe_fields(cfg, model_type),
     }

@@ -301,3 +301,20 @@ def test_unread_per_layer_kv_list_refuses_the_cache(tmp_path):
     config = {**json.loads((CONFIGS / "qwen3-headdim.json").read_text()), "num_key_value_heads_per_layer": [2, 2, 1, 1]}
     result = run("cache", _write(tmp_path, config))
     assert result.exit_code != 0 and "num_key_value_heads_per_layer (one value per layer) is not read" in result.stderr
+
+
+def test_ssm_state_dtype_as_vllm_resolves_it(tmp_path):
+    # vLLM 0.19 resolves the SSM state's dtype per model (model_executor/models/config.py hooks).
+    # Qwen3.5 (PR #34489): the text config's mamba_ssm_dtype, float32 in Qwen3.5-9B. Its 24 linear-attention
+    # layers: 32 value heads x 128 x 128 x 4 B + conv 3 steps x (2 x 16 x 128 + 32 x 128) x 2 B (bf16)
+    # = 2,097,152 + 49,152 = 2,146,304 B each (read as bf16 it was 1,097,728).
+    qwen = run_json("cache", FIXTURES / "real_configs" / "qwen3.5-9b.json", "--seq", 10)
+    assert qwen["state_bytes"] == 24 * (32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2)
+    # Nemotron-H without mamba_ssm_cache_dtype: float16 (PR #29978), conv in the model dtype. In a float32
+    # copy of the nemotronh-hybrid fixture: 8 x 16 x 16 x 2 B + 3 x (128 + 2 x 2 x 16) x 4 B, 2 'M' layers.
+    config = {**json.loads((CONFIGS / "nemotronh-hybrid.json").read_text()), "torch_dtype": "float32"}
+    assert run_json("cache", _write(tmp_path, config))["state_bytes"] == 2 * (8 * 16 * 16 * 2 + 3 * 192 * 4)
+    # Any other family keeps the model dtype whatever its config names (vLLM's 'auto').
+    granite = json.loads((CONFIGS / "granite-4.0-h-tiny.json").read_text())
+    named = run_json("cache", _write(tmp_path, {**granite, "mamba_ssm_cache_dtype": "float32"}))
+    assert named["state_bytes"] == cache("granite-4.0-h-tiny")["state_bytes"]
