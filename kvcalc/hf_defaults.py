@@ -28,7 +28,10 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3": {"tie_word_embeddings": False},
     "qwen2_moe": {"tie_word_embeddings": False},
     "qwen3_moe": {"tie_word_embeddings": False},
-    "qwen3_next": {"tie_word_embeddings": False},
+    # Qwen3NextConfig / Qwen3_5TextConfig: without layer_types, every 4th layer is full attention.
+    "qwen3_next": {"tie_word_embeddings": False, "full_attention_interval": 4},
+    "qwen3_5_text": {"full_attention_interval": 4},
+    "qwen3_5_moe_text": {"full_attention_interval": 4},
     "phi3": {"tie_word_embeddings": False},
     "starcoder2": {"tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False},
@@ -67,4 +70,18 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_expand": 2,
     },
     "hunyuan_v1_moe": {"tie_word_embeddings": False},
+    # JambaConfig.__init__ defaults: attention at i % 8 == 4, experts at i % 2 == 1.
+    "jamba": {
+        "tie_word_embeddings": False,
+        "num_key_value_heads": 8,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "num_experts": 16,
+        "num_experts_per_tok": 2,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    },
 }

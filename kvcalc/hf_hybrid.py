@@ -25,7 +25,9 @@ def mamba2(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
     """(state bytes per sequence, mixer params) of one Mamba-2 layer (Nemotron-H and Granite-4.0-H names)."""
     heads = cfg.int_field("mamba_num_heads", "mamba_n_heads")
     d_inner_default = cfg.get("mamba_expand", "expand", default=2) * hidden
-    head_dim = cfg.int_field("mamba_head_dim", "mamba_d_head", default=d_inner_default // heads)
+    head_dim = d_inner_default // heads
+    if cfg.get("mamba_head_dim", "mamba_d_head") not in (None, "auto"):  # "auto": GraniteMoeHybridConfig's default
+        head_dim = cfg.int_field("mamba_head_dim", "mamba_d_head")
     d_state = cfg.int_field("ssm_state_size", "state_size", "mamba_d_state")
     groups = cfg.get("n_groups", "mamba_n_groups", default=1)
     kernel = cfg.get("conv_kernel", "mamba_d_conv", default=4)
@@ -46,7 +48,8 @@ def mamba1(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
     d_inner = cfg.get("mamba_expand", default=2) * hidden
     d_state = cfg.get("mamba_d_state", default=16)
     d_conv = cfg.get("mamba_d_conv", default=4)
-    dt_rank = cfg.get("mamba_dt_rank", default=math.ceil(hidden / 16))
+    dt_rank = cfg.get("mamba_dt_rank", default="auto")
+    dt_rank = math.ceil(hidden / 16) if dt_rank == "auto" else dt_rank  # JambaConfig: "auto" is hidden / 16
     state = math.ceil(d_inner * d_state * el.ssm) + math.ceil((d_conv - 1) * d_inner * el.conv)
     params = (
         hidden * 2 * d_inner
@@ -106,8 +109,38 @@ def lfm2_intermediate(cfg: Config) -> int:
     return ff
 
 
-def nemotron_h(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
+# NemotronHConfig (transformers 5) saves layers_block_type instead of hybrid_override_pattern, with these
+# names (and the legacy mamba / attention ones that remap_legacy_layer_types renames).
+NEMOTRON_SYMBOLS = {
+    "linear_attention": "M",
+    "mamba": "M",
+    "full_attention": "*",
+    "attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
+
+
+def nemotron_pattern(cfg: Config) -> str | None:
+    """The block pattern as a hybrid_override_pattern string, from either spelling, or None."""
     pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        return pattern
+    types = cfg.get("layers_block_type", "layer_types")
+    if not isinstance(types, list):
+        return None
+    unknown = sorted({str(t) for t in types} - set(NEMOTRON_SYMBOLS))
+    if unknown:
+        raise cfg.refuse(
+            f"layers_block_type entry '{unknown[0]}' is not supported (known: {', '.join(NEMOTRON_SYMBOLS)})"
+        )
+    return "".join(NEMOTRON_SYMBOLS[t] for t in types)
+
+
+def nemotron_h(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
+    pattern = nemotron_pattern(cfg)
+    if pattern is None:
+        raise cfg.refuse("a nemotron_h config needs hybrid_override_pattern or layers_block_type")
     if len(pattern) != layers:
         raise cfg.refuse(f"hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers says {layers}")
     state, params = mamba2(cfg, hidden, el)

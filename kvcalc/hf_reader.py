@@ -12,7 +12,7 @@ from kvcalc.errors import SpecError
 from kvcalc.hf_defaults import TYPE_DEFAULTS
 from kvcalc.hf_fields import Config, declared_dtype, quantization, window
 from kvcalc.hf_hybrid import StateDtypes
-from kvcalc.hf_unread import parameter_doubts, refuse_unread
+from kvcalc.hf_unread import parameter_doubts, refuse_unplaced_state, refuse_unread
 from kvcalc.quant import checkpoint_info
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
@@ -77,11 +77,12 @@ def _layer_types(
             runs.append(LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)))
         elif t == "chunked_attention":
             runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=cfg.int_field("attention_chunk_size")))
+        elif t in ("mamba", "linear_attention") and model_type in MAMBA_TYPES:
+            # transformers 5 saves Mamba layers under the new name linear_attention (remap_legacy_layer_types)
+            state, params = hf_hybrid.mamba2(cfg, hidden, el)
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
         elif t == "linear_attention":
             state, params = hf_hybrid.gated_deltanet(cfg, hidden, el)
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
-        elif t == "mamba" and model_type in MAMBA_TYPES:
-            state, params = hf_hybrid.mamba2(cfg, hidden, el)
             runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
         elif t == "conv" and model_type in CONV_TYPES:
             state, params = hf_hybrid.short_conv(cfg, hidden, el)
@@ -99,6 +100,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_nas.block_configs(cfg, layers, hidden)
     if model_type == "llama4_text" or (cfg.get("attention_chunk_size") and cfg.get("layer_types") is None):
         return hf_windows.llama4_chunked(cfg, layers)
+    if model_type == "nemotron_h":
+        return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
     types = cfg.get("layer_types", "layers_block_type")
     interval = cfg.get("full_attention_interval")
     if types is None and isinstance(interval, int) and interval > 0:
@@ -215,6 +218,12 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
 
 def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[str, Any]:
     where, overrides = cfg.where, cfg.overrides
+    if (
+        model_type == "nemotron_h"
+        and cfg.get("num_hidden_layers") is None
+        and (pattern := hf_hybrid.nemotron_pattern(cfg))
+    ):
+        cfg.data["num_hidden_layers"] = len(pattern)  # NemotronHConfig counts the blocks of layers_block_type
     layers = overrides.get("layers") or cfg.int_field(
         "num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers"
     )
@@ -258,6 +267,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
         **hf_moe.moe_fields(cfg, model_type),
     }
+    refuse_unplaced_state(cfg, sum(1 for r in fields["layer_pattern"] if r.state_bytes))
     # block_configs give every layer its own FFN width; there is no global one.
     if cfg.get("block_configs"):
         fields["intermediate_size"] = 0

@@ -14,8 +14,9 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
     if cfg.get("moe_layer_num_skipped"):
         raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
-    pattern = cfg.get("hybrid_override_pattern")
-    if isinstance(pattern, str) and "E" in pattern and not cfg.get("n_routed_experts", "num_experts"):
+    pattern = cfg.get("hybrid_override_pattern", "layers_block_type")
+    moe = isinstance(pattern, str) and "E" in pattern or isinstance(pattern, list) and "moe" in pattern
+    if moe and not cfg.get("n_routed_experts", "num_experts"):
         raise cfg.refuse("hybrid_override_pattern has MoE layers (E) but no n_routed_experts")
     if model_type == "falcon_h1" or cfg.get("mamba_d_ssm"):
         raise cfg.refuse(
@@ -52,6 +53,28 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         raise cfg.refuse(
             f"'{model_type}' (LFM2 with experts) is not read yet",
             hint="its cache is not estimated, rather than guessed",
+        )
+
+
+# Keys that describe recurrent state (Mamba, linear attention, short convolutions, RG-LRU), and the per-layer
+# layouts through which the reader places such layers.
+RECURRENT_KEYS = ("mamba_", "ssm_", "state_size", "linear_num_value_heads", "conv_l_cache", "block_types", "lru_width")
+LAYOUT_KEYS = (
+    "layer_types", "layers_block_type", "hybrid_override_pattern", "attn_layer_period", "full_attention_interval",
+    "full_attn_idxs", "attn_layer_indices", "block_configs",
+)  # fmt: skip
+
+
+def refuse_unplaced_state(cfg: Config, stateful_layers: int) -> None:
+    """A config that describes recurrent state but no layout the reader read (RecurrentGemma's block_types,
+    PLaMo 2's mamba_step) would otherwise be read as attention in every layer: refuse."""
+    if stateful_layers or any(cfg.get(key) is not None for key in LAYOUT_KEYS):
+        return
+    keys = [k for k in cfg.data if cfg.data[k] is not None and k.lower().startswith(RECURRENT_KEYS)]
+    if keys:
+        raise cfg.refuse(
+            f"{keys[0]} describes recurrent (SSM / linear-attention) layers, but which layers they are is not read",
+            hint="its cache and state are not estimated, rather than guessed",
         )
 
 

@@ -318,3 +318,63 @@ def test_ssm_state_dtype_as_vllm_resolves_it(tmp_path):
     granite = json.loads((CONFIGS / "granite-4.0-h-tiny.json").read_text())
     named = run_json("cache", _write(tmp_path, {**granite, "mamba_ssm_cache_dtype": "float32"}))
     assert named["state_bytes"] == cache("granite-4.0-h-tiny")["state_bytes"]
+
+
+def _shown(path) -> tuple:
+    out = run_json("show", path)
+    return out["params"], cache_of(path)
+
+
+def cache_of(path) -> tuple:
+    result = run_json("cache", path, "--seq", 4096)
+    return result["total_bytes"], result["state_bytes"]
+
+
+def test_hybrids_resaved_by_transformers_5_read_alike(tmp_path):
+    # NemotronHConfig (transformers 5) saves layers_block_type (linear_attention = Mamba-2, moe, full_attention,
+    # mlp) instead of hybrid_override_pattern, and no num_hidden_layers: the same 52 blocks, so the same cache
+    # (6 attention layers), state (23 Mamba layers) and parameters as the original file.
+    nano = json.loads((CONFIGS / "nemotron3-nano-30b-a3b.json").read_text())
+    names = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+    resaved = {k: v for k, v in nano.items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    resaved["layers_block_type"] = [names[c] for c in nano["hybrid_override_pattern"]]
+    assert _shown(_write(tmp_path, resaved)) == _shown(CONFIGS / "nemotron3-nano-30b-a3b.json")
+    # Granite-4.0-H with the renamed layer types, and mamba_d_head "auto" (GraniteMoeHybridConfig's default:
+    # mamba_expand x hidden / mamba_n_heads = 2 x 1,536 / 48 = 64, what the fixture names).
+    granite = json.loads((CONFIGS / "granite-4.0-h-tiny.json").read_text())
+    renamed = {"mamba": "linear_attention", "attention": "full_attention"}
+    granite.update(layer_types=[renamed[t] for t in granite["layer_types"]], mamba_d_head="auto")
+    assert _shown(_write(tmp_path, granite)) == _shown(CONFIGS / "granite-4.0-h-tiny.json")
+
+
+def test_hybrid_class_defaults(tmp_path):
+    # JambaConfig without its layout fields: attention at i % 8 == 4, experts at i % 2 == 1, mamba_dt_rank
+    # "auto" = ceil(hidden / 16). 16 layers -> attention at 4 and 12: 2 x 1 KV head x 32 x 2 B = 128 B each.
+    jamba = json.loads((CONFIGS / "jamba-hybrid.json").read_text())
+    bare = {k: v for k, v in jamba.items() if not k.startswith(("attn_layer", "expert_layer"))}
+    bare.update(num_hidden_layers=16, mamba_dt_rank="auto")
+    out = run_json("cache", _write(tmp_path, bare), "--seq", 100)
+    assert out["total_bytes"] == 2 * 128 * 100 and out["state_bytes"] == 14 * (256 * 8 + 3 * 256) * 2
+    assert run_json("show", tmp_path)["params"]["moe_layers"] == 8
+    # Qwen3NextConfig without layer_types or full_attention_interval: every 4th layer is full attention
+    # (2 of 8; 2 KV heads x 64 x 2 x 2 B = 512 B per layer per token), not all 8.
+    qwen = {k: v for k, v in json.loads((CONFIGS / "qwen3next-hybrid.json").read_text()).items()}
+    del qwen["full_attention_interval"]
+    assert run_json("cache", _write(tmp_path, qwen), "--seq", 100)["total_bytes"] == 2 * 512 * 100
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        # RecurrentGemma: two RG-LRU blocks per attention block, named in block_types
+        ({"block_types": ["recurrent", "recurrent", "attention"], "lru_width": 256}, "block_types"),
+        # PLaMo 2: Mamba layers every mamba_step layers
+        ({"mamba_step": 2, "mamba_d_state": 64, "mamba_num_heads": 8}, "mamba_step"),
+    ],
+)
+def test_recurrent_layers_without_a_read_layout_are_refused(tmp_path, extra, field):
+    # Read as a llama, every layer would hold a KV cache: refuse instead.
+    config = {**json.loads((CONFIGS / "llama2-mha.json").read_text()), "model_type": "mystery_hybrid", **extra}
+    result = run("cache", _write(tmp_path, config))
+    assert result.exit_code != 0 and "which layers they are is not read" in result.stderr
+    assert field in result.stderr
