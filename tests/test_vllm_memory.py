@@ -433,6 +433,9 @@ def test_capacities_match_their_sources():
     assert get_gpu("a100-40gb").capacity_bytes == 42_405_855_232
     # an "80 GB" A100 has 80 GiB of HBM, of which CUDA reports 79.15 GiB: not 80e9 B (74.5 GiB)
     assert get_gpu("a100").capacity_bytes / GiB == pytest.approx(79.15, abs=0.005)
+    # "48 GB" L40 / L40S: 46,068 MiB of GDDR6, of which CUDA reports 44.4-44.5 GiB, not 48e9 B (44.70 GiB)
+    assert get_gpu("l40s").capacity_bytes / GiB == pytest.approx(44.42, abs=0.005)
+    assert get_gpu("l40").capacity_bytes / GiB == pytest.approx(44.40, abs=0.005)
 
 
 def test_every_driver_total_names_its_source():
