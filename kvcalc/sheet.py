@@ -28,16 +28,35 @@ class Sheet:
 GAP, EDGES = 2, 2  # between cells (a box space + collapsed padding), and the box's two outer spaces
 
 
+def _cell_len(text: str) -> int:
+    # NOTE: len() for ASCII, which nearly every cell is: Rich's cell_len over 600,000 cells of a
+    # 50,000-row roofline took a second on its own.
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _memo(sheet: Sheet, key: tuple, compute) -> int:  # noqa: ANN001
+    """A column measure computed once per layout (to_rich clears it): each is a pass over every row."""
+    memo = sheet.__dict__.setdefault("_measures", {})
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def _min_width(sheet: Sheet, i: int) -> int:
     """The narrowest a column can be without cutting a figure or a word: a figure (or a name, which
     has no spaces) is one unbreakable word; prose wraps only at spaces."""
-    from rich.cells import cell_len
+    if i not in sheet.text_columns:
+        return _natural(sheet, i)  # a figure column never wraps: its widest line
 
-    cells = [sheet.columns[i], *(row[i] for row in sheet.rows)]
-    words = [
-        w for cell in cells for line in cell.split("\n") for w in (line.split() if i in sheet.text_columns else [line])
-    ]
-    return max((cell_len(w) for w in words), default=1)
+    def compute() -> int:
+        cells = [sheet.columns[i], *(row[i] for row in sheet.rows)]
+        return max((_cell_len(w) for cell in cells for line in cell.split("\n") for w in line.split()), default=1)
+
+    return _memo(sheet, ("min", i), compute)
 
 
 def fit_columns(sheet: Sheet, width: int | None) -> tuple[list[int], list[int]]:
@@ -62,13 +81,14 @@ def to_rich(sheet: Sheet, width: int | None = None) -> Group:
     """The sheet as a Rich table. Figures and names are never cut or split: at a narrow `width`
     whole optional columns are left out (and named in a note); when even that is too wide, each
     row is printed as its own block of "column: value" lines."""
+    sheet.__dict__.pop("_measures", None)  # rows may have been added since the last layout
     keep, dropped = fit_columns(sheet, width)
     mins = {i: _min_width(sheet, i) for i in keep}
     if width is not None and sum(mins.values()) + GAP * (len(keep) - 1) + EDGES > width:
         return _stacked(sheet)
     widths = _widths(sheet, keep, mins, width)
     if len(sheet.rows) > PLAIN_ROWS and all(widths.get(i, 10**9) >= _natural(sheet, i) for i in keep):
-        return _plain(sheet, keep, widths, dropped)
+        return _plain(sheet, keep, widths, dropped, width)
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for i in keep:
         text = i in sheet.text_columns
@@ -82,23 +102,34 @@ def to_rich(sheet: Sheet, width: int | None = None) -> Group:
         )
     for row in sheet.rows:
         table.add_row(*(row[i] for i in keep))
-    notes = [Text(note) for note in sheet.notes]
+    notes = _notes(sheet, width)
     if dropped:
         names = ", ".join(sheet.columns[i].replace("\n", " ") for i in sorted(dropped))
         notes.append(Text(f"Left out at this width: {names} (a wider terminal, or --format csv/json, shows them)."))
     return Group(Text(sheet.title, style="bold"), table, *notes)
 
 
+def _notes(sheet: Sheet, width: int | None) -> list:
+    """The notes as Rich Texts, which wrap at the terminal's width; with no width to wrap to (a pipe
+    or a file) as ready-made lines: `cache --batch 1..50000+1` has a note per row, and Rich's
+    wrapping of 50,000 Texts took 2 of its 4 seconds."""
+    if width is None and len(sheet.notes) > PLAIN_ROWS:
+        return [_Lines(sheet.notes)]
+    return [Text(note) for note in sheet.notes]
+
+
 PLAIN_ROWS = 200  # above this many rows, lay the table out directly: Rich took 14 s for 16,384 rows
 
 
 def _natural(sheet: Sheet, i: int) -> int:
-    from rich.cells import cell_len
+    def compute() -> int:
+        cells = [sheet.columns[i], *(r[i] for r in sheet.rows)]
+        return max(_cell_len(line) for cell in cells for line in cell.split("\n"))
 
-    return max(cell_len(line) for cell in [sheet.columns[i], *(r[i] for r in sheet.rows)] for line in cell.split("\n"))
+    return _memo(sheet, ("natural", i), compute)
 
 
-def _plain(sheet: Sheet, keep: list[int], widths: dict[int, int], dropped: list[int]) -> Group:
+def _plain(sheet: Sheet, keep: list[int], widths: dict[int, int], dropped: list[int], width: int | None) -> Group:
     """The same layout as the Rich table (SIMPLE_HEAD box, headers bottom-aligned, two spaces between
     columns), built as text in one pass; cells never wrap here (prose columns keep their natural width)."""
 
@@ -119,7 +150,7 @@ def _plain(sheet: Sheet, keep: list[int], widths: dict[int, int], dropped: list[
     out.append(" " + "─" * total + " ")
     out += [line([row[i] for i in keep]) for row in sheet.rows]
     out.append(" " * (total + EDGES))
-    notes = [Text(note) for note in sheet.notes]
+    notes = _notes(sheet, width)
     if dropped:
         names = ", ".join(sheet.columns[i].replace("\n", " ") for i in sorted(dropped))
         notes.append(Text(f"Left out at this width: {names} (a wider terminal, or --format csv/json, shows them)."))
