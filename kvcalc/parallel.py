@@ -261,6 +261,15 @@ class Link(Result):
     name: str
     bandwidth_bytes_per_s: float
     latency_s: float
+    mesh_peers: int | None = None  # a switchless full mesh: bandwidth split over this many peer links
+
+    def group_bandwidth(self, group: int) -> float:
+        """One direction's bandwidth a GPU can use to exchange with the other group - 1 GPUs of its
+        group: all of it behind a switch (NVSwitch, a PCIe switch); on a full mesh only the links to
+        those members, (group - 1) x bandwidth / peers (2 x MI300X: one 64 GB/s link, not 448)."""
+        if self.mesh_peers is None:
+            return self.bandwidth_bytes_per_s
+        return self.bandwidth_bytes_per_s * min(max(group - 1, 1), self.mesh_peers) / self.mesh_peers
 
 
 # NOTE: bandwidths are ONE direction per GPU (vendors quote the bidirectional sum: NVLink 4's
@@ -274,7 +283,9 @@ LINKS: dict[str, Link] = {
     "nvlink3": Link(name="NVLink 3", bandwidth_bytes_per_s=300e9, latency_s=_ALPHA),
     "nvlink4": Link(name="NVLink 4", bandwidth_bytes_per_s=450e9, latency_s=_ALPHA),
     "nvlink5": Link(name="NVLink 5", bandwidth_bytes_per_s=900e9, latency_s=_ALPHA),
-    "infinity-fabric": Link(name="Infinity Fabric (MI300X)", bandwidth_bytes_per_s=448e9, latency_s=_ALPHA),
+    "infinity-fabric": Link(
+        name="Infinity Fabric (MI300X)", bandwidth_bytes_per_s=448e9, latency_s=_ALPHA, mesh_peers=7
+    ),
     "pcie3": Link(name="PCIe Gen3 x16", bandwidth_bytes_per_s=16e9, latency_s=_ALPHA),
     "pcie4": Link(name="PCIe Gen4 x16", bandwidth_bytes_per_s=32e9, latency_s=_ALPHA),
     "pcie5": Link(name="PCIe Gen5 x16", bandwidth_bytes_per_s=64e9, latency_s=_ALPHA),
@@ -306,6 +317,7 @@ def link_for(gpu: GpuSpec) -> Link | None:
         name=gpu.interconnect or "interconnect",
         bandwidth_bytes_per_s=gpu.link_bandwidth_bytes_per_s,
         latency_s=gpu.link_latency_s if gpu.link_latency_s is not None else _ALPHA,
+        mesh_peers=gpu.link_mesh_peers,
     )
 
 
@@ -333,12 +345,13 @@ def allreduce_wire_bytes(message_bytes: int, tp: int) -> Fraction:
 
 
 def allreduce_seconds(message_bytes: int, tp: int, link: Link) -> float:
-    """Ring all-reduce: alpha + 2(tp - 1)/tp x message / one direction's bandwidth; 0 at tp 1."""
+    """Ring all-reduce: alpha + 2(tp - 1)/tp x message / one direction's bandwidth; 0 at tp 1. On a
+    full mesh the bandwidth is that of the links to the tp - 1 other members (Link.group_bandwidth)."""
     if tp <= 1:
         return 0.0
-    return link.latency_s + float(allreduce_wire_bytes(message_bytes, tp)) / link.bandwidth_bytes_per_s
+    return link.latency_s + float(allreduce_wire_bytes(message_bytes, tp)) / link.group_bandwidth(tp)
 
 
 def send_seconds(message_bytes: int, link: Link) -> float:
-    """A point-to-point send between pipeline stages."""
-    return link.latency_s + message_bytes / link.bandwidth_bytes_per_s
+    """A point-to-point send between pipeline stages (over one peer link on a full mesh)."""
+    return link.latency_s + message_bytes / link.group_bandwidth(2)

@@ -314,16 +314,22 @@ def comm_lines(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | None 
             if count == 2 * spec.num_layers
             else f"{count} (one after each mixer and each MLP of the {spec.num_layers} layers)"
         )
+        bw = link.group_bandwidth(dep.tp)
+        mesh = (
+            f", a full mesh: {min(dep.tp - 1, link.mesh_peers)} of its {link.mesh_peers} peer links"
+            if link.mesh_peers
+            else ""
+        )
         lines.append(
-            f"  all-reduce ({link.name}, {fmt_rate(link.bandwidth_bytes_per_s)} each way): "
+            f"  all-reduce ({link.name}, {fmt_rate(bw)} each way{mesh}): "
             f"{per_layer} x (alpha {fmt_seconds(link.latency_s)} + "
-            f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(link.bandwidth_bytes_per_s)}) "
+            f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(bw)}) "
             f"= {count} x {fmt_seconds(one)} = {fmt_seconds(count * one)}"
         )
     if dep.pp > 1:
         lines.append(
             f"  pipeline sends: {dep.pp - 1} x (alpha + {message:,} B / "
-            f"{fmt_rate(link.bandwidth_bytes_per_s)}) = {fmt_seconds((dep.pp - 1) * send_seconds(message, link))}"
+            f"{fmt_rate(link.group_bandwidth(2))}) = {fmt_seconds((dep.pp - 1) * send_seconds(message, link))}"
         )
     return lines
 

@@ -218,6 +218,10 @@ class GpuSpec(BaseModel):
     interconnect: str | None = None
     link_bandwidth_bytes_per_s: Pos | None = None
     link_latency_s: Annotated[float, Field(gt=0)] | None = None
+    # A fully connected mesh without a switch (AMD Infinity Fabric: 7 links, one to each peer of an
+    # 8-GPU board): the link bandwidth is split over this many peer links, and a tensor-parallel
+    # group of t GPUs reaches only the t - 1 links to its own members.
+    link_mesh_peers: Pos | None = None
 
     @field_validator("peak_dense_tflop_per_s")
     @classmethod

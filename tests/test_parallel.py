@@ -234,3 +234,17 @@ def test_allreduce_message_in_the_dtype_the_matmuls_run_at():
         args = ("--dtype", dtype) if dtype else ()
         out = run_json("roofline", "whisper-tiny", "--gpu", "h100", "--tp", "2", "--batch", "64", "--seq", "100", *args)
         assert out["rows"][0]["comm_seconds"] == pytest.approx(12 * (3.7e-6 + message / 450e9))
+
+
+def test_full_mesh_links_limit_a_small_tensor_parallel_group():
+    # MI300X boards are a switchless full mesh: 7 Infinity Fabric links of 64 GB/s each way, one to
+    # each peer (../shared/reference/gpus.yaml: 896 GB/s bidirectional aggregate, 64 GB/s per peer
+    # each way). A tp group of t GPUs uses the t - 1 links to its members: 64 GB/s at tp 2, 192 at
+    # tp 4, all 448 at tp 8. Llama-3-70B at batch 64 all-reduces 64 x 8192 x 2 = 1,048,576 B, 160 times.
+    msg = 64 * 8192 * 2
+    for tp, bandwidth in ((2, 64e9), (4, 192e9), (8, 448e9)):
+        out = run_json("roofline", "llama-3-70b", "--gpu", "mi300x", "--tp", str(tp), "--batch", "64", "--seq", "1k")
+        assert out["rows"][0]["comm_seconds"] == pytest.approx(160 * (3.7e-6 + 2 * (tp - 1) / tp * msg / bandwidth))
+    # Behind a switch (NVLink 4 on H100) every group size gets the whole 450 GB/s.
+    assert LINKS["nvlink4"].group_bandwidth(2) == LINKS["nvlink4"].group_bandwidth(8) == 450e9
+    assert LINKS["infinity-fabric"].group_bandwidth(2) == pytest.approx(64e9)
