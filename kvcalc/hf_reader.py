@@ -73,7 +73,7 @@ def _layer_types(
         if t in ("full_attention", "attention"):
             runs.append(LayerRun(kind=LayerKind.FULL))
         elif t == "sliding_attention":
-            win = cfg.overrides.get("window") or cfg.get("sliding_window")
+            win = cfg.overrides.get("window") or cfg.get("sliding_window", "sliding_window_size")
             runs.append(LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)))
         elif t == "chunked_attention":
             runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=cfg.int_field("attention_chunk_size")))

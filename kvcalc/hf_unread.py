@@ -14,6 +14,30 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
     if cfg.get("moe_layer_num_skipped"):
         raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
+    if model_type.startswith("longcat_flash"):
+        # vLLM longcat_flash.py: each of num_layers layers holds two MLA attention blocks (two caches).
+        raise cfg.refuse(
+            "LongCat-Flash's layers each hold two MLA attention blocks (num_layers counts the pairs); not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    shapes = [k for k, v in cfg.data.items() if k.startswith("swa_") and v is not None and "head" in k]
+    if shapes:
+        raise cfg.refuse(
+            f"{shapes[0]} (sliding layers with their own attention shape, MiMo-V2-Flash) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    v_dim = cfg.get("v_head_dim")
+    if v_dim is not None and not cfg.get("kv_lora_rank"):
+        k_dim = cfg.get("head_dim", "kv_channels", "attention_head_dim")
+        hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+        if k_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+            k_dim = hidden // heads
+        if v_dim != k_dim:
+            raise cfg.refuse(
+                f"v_head_dim {v_dim} differs from the key head_dim {k_dim}: values narrower or wider than keys "
+                "are not read",
+                hint="its cache is not estimated, rather than guessed",
+            )
     pattern = cfg.get("hybrid_override_pattern", "layers_block_type")
     moe = isinstance(pattern, str) and "E" in pattern or isinstance(pattern, list) and "moe" in pattern
     if moe and not cfg.get("n_routed_experts", "num_experts"):
@@ -93,8 +117,9 @@ PER_LAYER_READ = {
     "layer_types", "layers_block_type", "no_rope_layers", "moe_intermediate_size", "moe_topk", "num_shared_expert",
     "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types",
 }  # fmt: skip
-# Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression).
-KV_WORDS = ("kv", "key_value", "head_dim", "window", "sliding", "cache", "compress")
+# Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression, which
+# layers are which: MiMo-V2-Flash's hybrid_layer_pattern).
+KV_WORDS = ("kv", "key_value", "head_dim", "window", "sliding", "cache", "compress", "hybrid", "pattern")
 
 
 def _layer_count(cfg: Config) -> int | None:

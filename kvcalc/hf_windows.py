@@ -49,7 +49,7 @@ def llama4_chunked(cfg: Config, layers: int) -> list[LayerRun]:
 
 def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool) -> list[LayerRun] | None:
     """The window pattern of a family that has one, [] for uniform full attention, None if not ours."""
-    win: Any = cfg.overrides.get("window") or cfg.get("sliding_window")
+    win: Any = cfg.overrides.get("window") or cfg.get("sliding_window", "sliding_window_size")
     if model_type == "gemma2":
         return [
             LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)) if i % 2 == 0 else LayerRun()

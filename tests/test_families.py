@@ -378,3 +378,31 @@ def test_recurrent_layers_without_a_read_layout_are_refused(tmp_path, extra, fie
     result = run("cache", _write(tmp_path, config))
     assert result.exit_code != 0 and "which layers they are is not read" in result.stderr
     assert field in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        # LongCat-Flash: two MLA blocks per layer, so num_layers x 576 would be half the cache vLLM holds
+        ({"model_type": "longcat_flash", "kv_lora_rank": 512, "qk_rope_head_dim": 64}, "two MLA attention blocks"),
+        # MiMo-V2-Flash: sliding layers have 8 KV heads where full layers have 4
+        ({"swa_num_key_value_heads": 8}, "swa_num_key_value_heads (sliding layers with their own attention shape"),
+        # values 128 wide beside 192-wide keys: 2 x KV heads x head_dim would overcount V
+        ({"head_dim": 192, "v_head_dim": 128}, "v_head_dim 128 differs from the key head_dim 192"),
+        # which layers slide, one entry per layer (MiMo-V2-Flash's 0 / 1 list)
+        ({"hybrid_layer_pattern": [0, 1, 1, 1]}, "hybrid_layer_pattern (one value per layer) is not read"),
+    ],
+)
+def test_unread_kv_shapes_are_refused(tmp_path, extra, message):
+    config = {**json.loads((CONFIGS / "qwen3-headdim.json").read_text()), **extra}
+    result = run("cache", _write(tmp_path, config))
+    assert result.exit_code != 0 and message in result.stderr, result.stderr
+
+
+def test_sliding_window_size_is_the_window(tmp_path):
+    # A Mistral config naming its window sliding_window_size: every layer holds min(seq, 16) tokens;
+    # 4 layers x 2 KV heads x 64 x 2 x 2 B = 2,048 B per token.
+    config = {**json.loads((CONFIGS / "qwen3-headdim.json").read_text()), "model_type": "mistral"}
+    config.update(sliding_window=None, sliding_window_size=16)
+    del config["use_sliding_window"]
+    assert run_json("cache", _write(tmp_path, config), "--seq", 1000)["total_bytes"] == 2048 * 16
