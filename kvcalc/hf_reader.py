@@ -12,7 +12,7 @@ from kvcalc.errors import SpecError
 from kvcalc.hf_defaults import TYPE_DEFAULTS
 from kvcalc.hf_fields import Config, declared_dtype, quantization, window
 from kvcalc.hf_hybrid import StateDtypes
-from kvcalc.hf_unread import parameter_doubts, refuse_unplaced_state, refuse_unread
+from kvcalc.hf_unread import parameter_doubts, refuse_unplaced_state, refuse_unread, refuse_unread_shape
 from kvcalc.quant import checkpoint_info
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
@@ -235,6 +235,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         head_dim = hf_mla.mla_head_dim(cfg)
     if head_dim is None and model_type == "mpt":
         head_dim = hidden // heads
+    if not hf_mla.is_mla(cfg) and not {"kv_heads", "head_dim"} & set(overrides):
+        refuse_unread_shape(cfg, kv_heads or heads, head_dim or hidden // heads)
     if cross := cfg.get("cross_attention_layers"):
         if not isinstance(cross, list):
             raise SpecError(f"{where}: cross_attention_layers must be a list")

@@ -80,6 +80,29 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
 
 
+# Names other code bases give the KV-head count and the head width. The reader takes num_key_value_heads and
+# head_dim (with the aliases in hf_legacy / hf_reader); the same figure under one of these names is harmless,
+# a different one would change the cache.
+SHAPE_ALIASES = {
+    "n_kv_heads": "KV heads", "num_query_groups": "KV heads", "num_kv_groups": "KV heads", "kv_n_heads": "KV heads",
+    "hidden_size_per_head": "head width", "head_size": "head width", "d_head": "head width",
+    "attention_head_size": "head width", "kv_head_dim": "head width",
+}  # fmt: skip
+
+
+def refuse_unread_shape(cfg: Config, kv_heads: int, head_dim: int) -> None:
+    """Refuse when a KV-head count or head width under a name the reader does not take disagrees with the
+    one it resolved (Meta-style n_kv_heads, PLaMo's hidden_size_per_head)."""
+    read = {"KV heads": kv_heads, "head width": head_dim}
+    for key, what in SHAPE_ALIASES.items():
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value != read[what]:
+            raise cfg.refuse(
+                f"{key} {value} is not read, and differs from the {what} kvcalc reads ({read[what]})",
+                hint="its cache is not estimated, rather than guessed",
+            )
+
+
 # Keys that describe recurrent state (Mamba, linear attention, short convolutions, RG-LRU), and the per-layer
 # layouts through which the reader places such layers.
 RECURRENT_KEYS = ("mamba_", "ssm_", "state_size", "linear_num_value_heads", "conv_l_cache", "block_types", "lru_width")

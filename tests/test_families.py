@@ -406,3 +406,15 @@ def test_sliding_window_size_is_the_window(tmp_path):
     config.update(sliding_window=None, sliding_window_size=16)
     del config["use_sliding_window"]
     assert run_json("cache", _write(tmp_path, config), "--seq", 1000)["total_bytes"] == 2048 * 16
+
+
+def test_kv_shape_under_another_name(tmp_path):
+    # llama2-mha (no num_key_value_heads: MHA) with Meta's params.json name for 2 KV heads: read as MHA the
+    # cache would be 4x too big, so it is refused; the same figure under both names is accepted.
+    base = json.loads((CONFIGS / "llama2-mha.json").read_text())
+    result = run("cache", _write(tmp_path, {**base, "n_kv_heads": 2}))
+    assert result.exit_code != 0 and "n_kv_heads 2 is not read, and differs from the KV heads" in result.stderr
+    same = {**base, "num_key_value_heads": 2, "n_kv_heads": 2, "hidden_size_per_head": 32}
+    assert run("cache", _write(tmp_path, same)).exit_code == 0
+    result = run("cache", _write(tmp_path, {**base, "hidden_size_per_head": 128}))
+    assert result.exit_code != 0 and "hidden_size_per_head 128 is not read" in result.stderr
