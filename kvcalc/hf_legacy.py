@@ -19,6 +19,12 @@ UNGATED = {
     "nemotron",  # Nemotron-4 / Minitron: up_proj, relu^2, down_proj
     "arcee",  # AFM: the same relu^2 MLP
     "phi",
+    "apertus",  # Apertus: up_proj, xIELU, down_proj (transformers ApertusMLP, vLLM apertus.py)
+    "persimmon",  # dense_h_to_4h, relu^2, dense_4h_to_h
+    "gpt_neo",
+    "codegen",
+    "xglm",
+    "biogpt",
 }
 
 

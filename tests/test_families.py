@@ -418,3 +418,17 @@ def test_kv_shape_under_another_name(tmp_path):
     assert run("cache", _write(tmp_path, same)).exit_code == 0
     result = run("cache", _write(tmp_path, {**base, "hidden_size_per_head": 128}))
     assert result.exit_code != 0 and "hidden_size_per_head 128 is not read" in result.stderr
+
+
+def test_apertus_mlp_is_ungated(tmp_path):
+    # Apertus (swiss-ai/Apertus-8B shape): up_proj -> xIELU -> down_proj, no gate. By hand: 32 layers x
+    # (attention 2 x 4096^2 + 2 x 4096 x 1024 = 41,943,040; MLP 2 x 4096 x 21,504 = 176,160,768) + untied
+    # embeddings 2 x 131,072 x 4096 + norms (2 x 32 + 1) x 4096 = 8,053,329,920 (8B published; with a gate
+    # it came out 10.87B).
+    config = {
+        "model_type": "apertus", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 21504, "vocab_size": 131072, "hidden_act": "xielu",
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    params = run_json("show", _write(tmp_path, config))["params"]
+    assert params["total"] == 32 * (41_943_040 + 176_160_768) + 2 * 131_072 * 4096 + 65 * 4096
