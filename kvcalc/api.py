@@ -19,7 +19,7 @@ from typing import Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.results import CacheResult, CompareResult, FitResult, GenerateResult, RooflineResult
 from kvcalc.specs import GpuSpec, ModelSpec
-from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_fraction, parse_range
+from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_fraction, parse_range
 
 Counts = Union[int, str, "list[int]"]
 
@@ -32,6 +32,11 @@ def _counts(value: Counts, what: str) -> list[int]:
     if isinstance(value, int):
         return [parse_count(str(value), what)]
     if isinstance(value, (list, tuple, range)):
+        if len(value) > MAX_ROWS:  # NOTE: before iterating: range(1, 10**9) would take minutes
+            raise UsageError(
+                f"{what} has {len(value):,} values, more than the {MAX_ROWS:,} kvcalc computes in one run",
+                hint="use fewer values or a coarser range",
+            )
         return sorted({v for item in value for v in _counts(item, what)})
     return parse_range(str(value), what)
 
@@ -75,6 +80,13 @@ def _gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
     if not isinstance(gpu, str):
         raise UsageError(f"gpu must be a preset name, FILE.yaml or GpuSpec, got {gpu!r}")
     return [get_gpu(name) for name in parse_names(gpu, "gpu")]
+
+
+def _some_gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
+    gpus = _gpus(gpu)
+    if not gpus:  # an empty list would give no result and no error
+        raise UsageError("gpu is empty", hint="a preset name such as 'h100', or a list ['a100', 'h100']")
+    return gpus
 
 
 def _one_gpu(gpu: str | GpuSpec, command: str) -> GpuSpec:
@@ -131,7 +143,7 @@ def cache(
     spec = _model(model, overrides)
     tp = _count(tp, "tp")
     check_tp(spec, tp)
-    gpus = _gpus(gpu) if gpu is not None else []
+    gpus = _some_gpus(gpu) if gpu is not None else []
     if len(gpus) > 1:
         raise UsageError("cache takes one gpu")
     results = [cache_report(spec, b, s, kv, tp) for s in seqs for b in batches]
@@ -168,7 +180,7 @@ def roofline(
     from kvcalc.roofline import roofline_report
 
     batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
-    gpus = _gpus(gpu)
+    gpus = _some_gpus(gpu)
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)

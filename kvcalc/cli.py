@@ -203,12 +203,19 @@ def roofline(
     _draw(plot, chart, plot_size)
 
 
+def _complete_compare_items(incomplete: str) -> list[str]:
+    """The variants' plain forms, then model names: either may be compared."""
+    variants = [v for v in ("mha", "gqa", "mqa", "mla", "swa:4096") if v.startswith(incomplete.lower())]
+    return variants + _complete_models(incomplete)
+
+
 @app.command()
 def compare(
     items: Annotated[
         list[str],
         typer.Argument(
-            help="Variants (mha, gqa, gqa:4, mqa, mla, mla:512+64, swa:4096, each +fp8/+int4) or model names."
+            help="Variants (mha, gqa, gqa:4, mqa, mla, mla:512+64, swa:4096, each +fp8/+int4) or model names.",
+            autocompletion=_complete_compare_items,
         ),
     ],
     model: Annotated[

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli_common import Fmt, FmtOpt, _emit, _gpu, app
+from kvcalc.cli_common import Fmt, FmtOpt, _complete_gpus, _emit, _gpu, app
 from kvcalc.units import fmt_rate
 
 
@@ -115,7 +115,12 @@ def probe(
     ] = None,
     gpu: Annotated[
         Optional[str],
-        typer.Option("--gpu", "-g", help="Preset to compare with (default: the one matching a GPU's name)."),
+        typer.Option(
+            "--gpu",
+            "-g",
+            help="Preset to compare with (default: the one matching a GPU's name).",
+            autocompletion=_complete_gpus,
+        ),
     ] = None,
     device: Annotated[Device, typer.Option("--device", help="auto: a GPU through PyTorch if one is seen.")] = (
         Device.auto

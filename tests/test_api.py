@@ -103,6 +103,9 @@ def test_api_names_survive_importing_the_core_modules():
         (lambda: kvcalc.fit("7b", "h100", gpu_util=True), UsageError),
         (lambda: kvcalc.compare(None), UsageError),
         (lambda: kvcalc.compare("mha", 5), UsageError),
+        (lambda: kvcalc.roofline("7b", []), UsageError),  # was: [] (no result, no error)
+        (lambda: kvcalc.cache("7b", gpu=[]), UsageError),
+        (lambda: kvcalc.cache("7b", seq=range(1, 10**9)), UsageError),  # refused before iterating
     ],
 )
 def test_bad_input_raises_a_kvcalc_error(call, error):

@@ -24,6 +24,9 @@ def complete(line):
         ("kvcalc generate 7b --gpu h100 --kv-dtype f", {"fp8", "fp16", "fp32"}),
         ("kvcalc cache 7b --dtype mx", {"mxfp4"}),
         ("kvcalc compare mha --model qwen3-3", {"qwen3-32b"}),
+        ("kvcalc compare mha llama-3-", {"llama-3-8b", "llama-3-70b"}),  # compare takes model names too
+        ("kvcalc compare m", {"mha", "mqa", "mla", "mistral-7b"}),
+        ("kvcalc probe --gpu h2", {"h200"}),
     ],
 )
 def test_completes_names_and_dtypes(line, expected):
