@@ -309,9 +309,13 @@ def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
 
 
 def _vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
-    """Gemma 3's SigLIP tower and projector: (split over tp, replicated) parameters, else None."""
+    """The vision tower and projector vLLM loads: (split over tp, replicated) parameters, else None."""
     vision = raw.get("vision_config")
-    if str(raw.get("model_type")) != "gemma3" or not isinstance(vision, dict):
+    if not isinstance(vision, dict):
+        return None
+    if str(raw.get("model_type")) == "llama4":
+        return _llama4_vision(vision, text)
+    if str(raw.get("model_type")) != "gemma3":
         return None
     if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
         return None
@@ -350,3 +354,29 @@ def compute_format(q: Quantization | None) -> Compute:
         return "16-bit"
     fmt = q.linear or q.experts
     return fmt.compute if fmt else "16-bit"
+
+
+def _llama4_vision(vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """Llama 4's vision model, pixel-shuffle adapter and projector (vllm/model_executor/models/mllama4.py)."""
+    try:
+        h, inter, layers = (
+            int(vision["hidden_size"]),
+            int(vision["intermediate_size"]),
+            int(vision["num_hidden_layers"]),
+        )
+        patch, image, channels = int(vision["patch_size"]), int(vision["image_size"]), int(vision["num_channels"])
+        proj_in, proj_out = int(vision["projector_input_dim"]), int(vision["projector_output_dim"])
+        out_dim, text_hidden = int(vision["vision_output_dim"]), int(text["hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    bias = bool(vision.get("multi_modal_projector_bias"))
+    # NOTE: per encoder layer QKVParallelLinear (3h x h + 3h bias), RowParallelLinear o_proj (h x h,
+    # its h bias whole), Llama4VisionMLP fc1 (ColumnParallel, I x h + I) and fc2 (RowParallel, h x I, h
+    # bias whole), two LayerNorms (4h); the unfold "convolution" a ColumnParallelLinear (C p^2 -> h, no
+    # bias); class and position embeddings and two LayerNorms replicated; the pixel-shuffle adapter a
+    # Llama4VisionMLP (intermediate_size -> projector_input_dim -> projector_output_dim) and the
+    # projector's linear_1 a ColumnParallelLinear (vision_output_dim -> text hidden, no bias).
+    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter) + channels * patch * patch * h
+    split += inter * proj_in + proj_in * proj_out + (proj_in if bias else 0) + out_dim * text_hidden
+    replicated = layers * 6 * h + h + ((image // patch) ** 2 + 1) * h + 4 * h + (proj_out if bias else 0)
+    return split, replicated

@@ -263,6 +263,24 @@ def test_gemma3_weight_terms_by_hand():
     assert w2.extra == (GEMMA3_VISION - replicated) * 2 // 2 + replicated * 2
 
 
+def test_llama4_vision_tower_split_over_tp():
+    # Llama-4-Scout at tp 4, vLLM 0.19 (llm-d-planner PR #205, ...llama-4-scout--h100-80gb--tp4pp1dp1--8192.log):
+    # "weights memory: 53.12GiB". The language model is 52.72 GiB per rank; mllama4.py's vision model
+    # (hidden 1408, intermediate 5632, 34 layers, 14 px patches of 336 px images) and projector add, split over
+    # tp: 34 x (4 x 1408^2 + 3 x 1408 + 2 x 1408 x 5632 + 5632) = 809,180,416, unfold 588 x 1408 = 827,904,
+    # adapter 5632 x 4096 + 4096 x 4096 = 39,845,888, projector 4096 x 5120 = 20,971,520 -> 870,825,728;
+    # replicated: 34 x 6 x 1408 + 1408 + 577 x 1408 + 4 x 1408 = 1,106,688.
+    from kvcalc.presets import get_gpu
+    from kvcalc.resolve import resolve_model
+    from kvcalc.vllm_memory import Settings, predict
+
+    spec = resolve_model(str(shared_path("configs", "llama-4-scout-17b-16e-instruct.json"))).spec
+    terms = predict(spec, get_gpu("h100"), Settings(tp=4, gpu_memory_utilization=0.95))
+    assert terms.weights.extra == (870_825_728 // 4 + 1_106_688) * 2
+    assert terms.weights_bytes / GiB == pytest.approx(53.12, abs=0.01)
+    assert not any("vision encoder's weights" in u for u in terms.unsized)
+
+
 def test_rotary_rows_follow_the_scaling_type(tmp_path):
     # vLLM's caches: linear and dynamic NTK keep max_position x factor rows; YaRN original x factor
     # (yarn_scaling_rope.py: ceil(original_max_position x factor), at least max_position); llama3 just max_position
