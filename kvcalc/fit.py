@@ -189,6 +189,12 @@ def verdict(result: FitResult) -> tuple[bool, str]:
     goals = " and ".join(
         f"{label} {value:g} ms" for label, value in (("TPOT", slo.tpot_ms), ("TTFT", slo.ttft_ms)) if value is not None
     )
+    if slo.met and result.batch > slo.batch:
+        # The goals hold up to slo.batch (step times grow with the batch); this row asks for more.
+        return False, (
+            f"fits on {where} but batch {result.batch:,} misses {goals}: the largest batch that meets "
+            f"{'them' if ' and ' in goals else 'it'} is {slo.batch:,} (TPOT {slo.tpot_s * 1e3:.2f} ms there, {slo.basis})"
+        )
     if not slo.met:
         figures = ", ".join(
             f"{label} {value * 1e3:.2f} ms"

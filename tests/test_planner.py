@@ -244,3 +244,29 @@ def test_vllm_table_prints_its_wording():
     assert (
         "vLLM 0.19 accounting" in out and "GPU KV cache size: " in out and "Maximum concurrency for 8,192 tokens" in out
     )
+
+
+def test_a_batch_beyond_the_latency_goal_is_not_ok():
+    # Llama-3-8B on one H100 at 8k tokens: memory holds 54 sequences. A decode step at batch b reads
+    # the weights less the input table, (8,030,261,248 - 128,256 x 4,096) x 2 B = 15,009,849,344 B, plus
+    # b embedding rows of 8,192 B and b x 8,192 x 131,072 B of KV, at 3.35 TB/s (memory-bound):
+    # b = 48 takes 19.87 ms, b = 49 20.19 ms. So --batch 52 fits in memory but misses TPOT 20 ms:
+    # not ok, exit 3, and the verdict names the batch that meets the goal.
+    def step(b):
+        return (15_009_849_344 + b * 8192 + b * 8192 * 131_072) / 3.35e12
+
+    assert step(48) < 0.020 < step(49)
+    result = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20")
+    assert result.exit_code == 3 and result.stderr == ""
+    out = json.loads(
+        run(
+            "fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20", "-f", "json"
+        ).stdout
+    )
+    assert out["fits"] is True and out["max_batch"] == 54 and out["slo"]["batch"] == 48 and out["slo"]["met"]
+    assert out["ok"] is False
+    assert "batch 52 misses TPOT 20 ms" in out["verdict"] and "48" in out["verdict"]
+    # Within the goal's batch the combination is ok; in a grid only the rows beyond it are not.
+    assert run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "48", "--tpot-ms", "20").exit_code == 0
+    grid = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "1,52", "--tpot-ms", "20")
+    assert grid.exit_code == 3 and "1 of 2 do not" in " ".join(grid.stdout.split())
