@@ -24,8 +24,10 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"tie_word_embeddings": False},
     "mistral": {"tie_word_embeddings": False, "sliding_window": 4096},
     "mixtral": {"tie_word_embeddings": False},
-    "qwen2": {"tie_word_embeddings": False},
-    "qwen3": {"tie_word_embeddings": False},
+    # Qwen2Config / Qwen3Config: with use_sliding_window, layers from max_window_layers (28) on slide;
+    # Qwen3Config's head_dim is 128, not hidden_size / heads (Qwen3-4B: 2560 / 32 = 80).
+    "qwen2": {"tie_word_embeddings": False, "max_window_layers": 28},
+    "qwen3": {"tie_word_embeddings": False, "max_window_layers": 28, "head_dim": 128},
     "qwen2_moe": {"tie_word_embeddings": False},
     "qwen3_moe": {"tie_word_embeddings": False},
     # Qwen3NextConfig / Qwen3_5TextConfig: without layer_types, every 4th layer is full attention.

@@ -20,6 +20,11 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "LongCat-Flash's layers each hold two MLA attention blocks (num_layers counts the pairs); not read",
             hint="its cache is not estimated, rather than guessed",
         )
+    if isinstance(cfg.get("attention_other_setting"), dict):
+        raise cfg.refuse(
+            "attention_other_setting (Step 3.5's sliding layers with their own heads) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
     shapes = [k for k, v in cfg.data.items() if k.startswith("swa_") and v is not None and "head" in k]
     if shapes:
         raise cfg.refuse(
@@ -85,6 +90,7 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
 # a different one would change the cache.
 SHAPE_ALIASES = {
     "n_kv_heads": "KV heads", "num_query_groups": "KV heads", "num_kv_groups": "KV heads", "kv_n_heads": "KV heads",
+    "num_attention_groups": "KV heads",  # Step 3's name for its KV heads
     "hidden_size_per_head": "head width", "head_size": "head width", "d_head": "head width",
     "attention_head_size": "head width", "kv_head_dim": "head width",
 }  # fmt: skip

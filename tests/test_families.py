@@ -432,3 +432,16 @@ def test_apertus_mlp_is_ungated(tmp_path):
     }  # fmt: skip
     params = run_json("show", _write(tmp_path, config))["params"]
     assert params["total"] == 32 * (41_943_040 + 176_160_768) + 2 * 131_072 * 4096 + 65 * 4096
+
+
+def test_qwen3_class_defaults(tmp_path):
+    # Qwen3Config: head_dim 128 whatever hidden_size / heads says (2560 / 32 = 80 for a Qwen3-4B shape), and
+    # with use_sliding_window the layers from max_window_layers = 28 on slide. 36 layers, 8 KV heads x 128 x
+    # 2 x 2 B = 4,096 B per layer per token: 28 full + 8 sliding (window 1,024) at 8k.
+    config = {
+        "model_type": "qwen3", "hidden_size": 2560, "num_hidden_layers": 36, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 9728, "vocab_size": 151936,
+        "use_sliding_window": True, "sliding_window": 1024,
+    }  # fmt: skip
+    out = run_json("cache", _write(tmp_path, config), "--seq", 8192)
+    assert out["total_bytes"] == 28 * 4096 * 8192 + 8 * 4096 * 1024
