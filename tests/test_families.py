@@ -391,6 +391,9 @@ def test_recurrent_layers_without_a_read_layout_are_refused(tmp_path, extra, fie
         ({"head_dim": 192, "v_head_dim": 128}, "v_head_dim 128 differs from the key head_dim 192"),
         # which layers slide, one entry per layer (MiMo-V2-Flash's 0 / 1 list)
         ({"hybrid_layer_pattern": [0, 1, 1, 1]}, "hybrid_layer_pattern (one value per layer) is not read"),
+        # Step 3.5: the sliding layers' heads in a nested block; Step 3's KV heads as num_attention_groups
+        ({"attention_other_setting": {"num_attention_heads": 16}}, "attention_other_setting (Step 3.5's"),
+        ({"num_attention_groups": 1}, "num_attention_groups 1 is not read, and differs from the KV heads kvcalc"),
     ],
 )
 def test_unread_kv_shapes_are_refused(tmp_path, extra, message):
