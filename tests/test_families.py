@@ -310,10 +310,11 @@ def test_ssm_state_dtype_as_vllm_resolves_it(tmp_path):
     # = 2,097,152 + 49,152 = 2,146,304 B each (read as bf16 it was 1,097,728).
     qwen = run_json("cache", FIXTURES / "real_configs" / "qwen3.5-9b.json", "--seq", 10)
     assert qwen["state_bytes"] == 24 * (32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2)
-    # Nemotron-H without mamba_ssm_cache_dtype: float16 (PR #29978), conv in the model dtype. In a float32
-    # copy of the nemotronh-hybrid fixture: 8 x 16 x 16 x 2 B + 3 x (128 + 2 x 2 x 16) x 4 B, 2 'M' layers.
-    config = {**json.loads((CONFIGS / "nemotronh-hybrid.json").read_text()), "torch_dtype": "float32"}
-    assert run_json("cache", _write(tmp_path, config))["state_bytes"] == 2 * (8 * 16 * 16 * 2 + 3 * 192 * 4)
+    # Nemotron-H takes mamba_ssm_cache_dtype from its config (else float16, 2 B like the bf16 model): naming
+    # float32 doubles the SSM part of the nemotronh-hybrid fixture's 2 'M' layers, 8 x 16 x 16 elements each.
+    nemotron = json.loads((CONFIGS / "nemotronh-hybrid.json").read_text())
+    named = run_json("cache", _write(tmp_path, {**nemotron, "mamba_ssm_cache_dtype": "float32"}))
+    assert named["state_bytes"] - cache("nemotronh-hybrid")["state_bytes"] == 2 * 8 * 16 * 16 * (4 - 2)
     # Any other family keeps the model dtype whatever its config names (vLLM's 'auto').
     granite = json.loads((CONFIGS / "granite-4.0-h-tiny.json").read_text())
     named = run_json("cache", _write(tmp_path, {**granite, "mamba_ssm_cache_dtype": "float32"}))
