@@ -72,6 +72,18 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_expand": 2,
     },
     "hunyuan_v1_moe": {"tie_word_embeddings": False},
+    # AfmoeConfig.__init__ defaults (Arcee Trinity): every 4th layer global, the rest slide.
+    "afmoe": {
+        "tie_word_embeddings": False,
+        "head_dim": 128,
+        "num_dense_layers": 1,
+        "num_experts": 64,
+        "num_experts_per_tok": 6,
+        "num_shared_experts": 2,
+        "moe_intermediate_size": 1408,
+        "global_attn_every_n_layers": 4,
+        "sliding_window": 1024,
+    },
     # JambaConfig.__init__ defaults: attention at i % 8 == 4, experts at i % 2 == 1.
     "jamba": {
         "tie_word_embeddings": False,

@@ -48,6 +48,9 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         if cfg.get("use_mixed_mlp_moe", default=True):
             count = _uniform(cfg, "num_shared_expert", cfg.get("num_shared_expert", default=1))
             shared = count * cfg.int_field("intermediate_size")
+    elif model_type == "afmoe":
+        # AfmoeMoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
+        shared = cfg.get("num_shared_experts", default=0) * (moe_inter or 0)
     elif cfg.get("n_shared_experts"):
         shared = cfg.get("n_shared_experts") * (moe_inter or 0)
     elif model_type == "llama4_text":
@@ -55,7 +58,7 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     out = {"experts": experts, "experts_per_token": k, "shared_expert_intermediate_size": shared}
     if moe_inter:
         out["expert_intermediate_size"] = moe_inter
-    dense = cfg.get("first_k_dense_replace", default=0)
+    dense = cfg.get("first_k_dense_replace", "num_dense_layers", default=0)  # num_dense_layers: AfmoeConfig
     if isinstance(layout := cfg.get("mlp_layer_types"), list):
         # transformers 5 lists each layer's MLP ("dense" / "sparse") and reads it over first_k_dense_replace;
         # a layout other than leading dense layers makes the parameters unknown (hf_unread.parameter_doubts).

@@ -107,6 +107,10 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     if types is None and isinstance(interval, int) and interval > 0:
         # Qwen3-Next: every `interval`-th layer is full attention, the rest linear attention.
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if types is None and model_type == "afmoe":
+        # AfmoeConfig: layer i is full attention when (i + 1) % global_attn_every_n_layers == 0.
+        every = cfg.int_field("global_attn_every_n_layers")
+        types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
     if types is None and model_type == "bamba":
         # BambaConfig.layers_block_type: attention at attn_layer_indices, Mamba-2 elsewhere.
         attention = cfg.get("attn_layer_indices") or []
@@ -262,7 +266,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
         # Qwen 1/2 bias q, k, v alone.
         "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
-        "attn_output_gate": bool(cfg.get("attn_output_gate", default=model_type == "qwen3_next")),
+        # AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates the output like Qwen3-Next's.
+        "attn_output_gate": bool(cfg.get("attn_output_gate", default=model_type in ("qwen3_next", "afmoe"))),
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),

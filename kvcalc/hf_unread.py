@@ -201,7 +201,7 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         sparse = layout[leading_dense(layout) :]
         if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
             doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
-    read = MOE_KEYS_READ | ({"moe_layers"} if model_type == "llama4_text" else set())
+    read = MOE_KEYS_READ | {"llama4_text": {"moe_layers"}, "afmoe": {"num_shared_experts"}}.get(model_type, set())
     for key, value in cfg.data.items():
         if key in read or not ("expert" in key or key.startswith("moe_")):
             continue

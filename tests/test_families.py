@@ -449,3 +449,38 @@ def test_qwen3_class_defaults(tmp_path):
     }  # fmt: skip
     out = run_json("cache", _write(tmp_path, config), "--seq", 8192)
     assert out["total_bytes"] == 28 * 4096 * 8192 + 8 * 4096 * 1024
+
+
+TRINITY_NANO = {
+    # arcee-ai/Trinity-Nano-Preview's config.json as a public NxD test quotes it (transformers 4.57.3)
+    "architectures": ["AfmoeForCausalLM"], "model_type": "afmoe", "dtype": "bfloat16", "global_attn_every_n_layers": 4,
+    "head_dim": 128, "hidden_size": 1024, "intermediate_size": 3072, "max_position_embeddings": 131072,
+    "moe_intermediate_size": 256, "mup_enabled": True, "n_group": 1, "num_attention_heads": 8, "num_dense_layers": 2,
+    "num_expert_groups": 1, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 56,
+    "num_key_value_heads": 2, "num_limited_groups": 1, "num_shared_experts": 1, "route_norm": True,
+    "route_scale": 2.826, "score_func": "sigmoid", "sliding_window": 2048, "tie_word_embeddings": False,
+    "topk_group": 1, "vocab_size": 200192,
+}  # fmt: skip
+
+
+def test_afmoe_trinity_by_hand(tmp_path):
+    # AfmoeConfig: no layer_types, so layer i is global when (i + 1) % 4 == 0: 14 full, 42 sliding (2,048);
+    # 2 KV heads x 128 x 2 x 2 B = 1,024 B per layer per token. At 128k: 14 x 1,024 x 131,072 +
+    # 42 x 1,024 x 2,048 (it was refused: a sliding_window in an unread type).
+    out = run_json("cache", _write(tmp_path, TRINITY_NANO), "--seq", 131072)
+    assert out["total_bytes"] == 14 * 1024 * 131072 + 42 * 1024 * 2048
+    # Parameters: attention with its output gate_proj, 56 x (3 x 1,024 x 1,024 + 2 x 1,024 x 256); 2 dense
+    # layers of 3 x 1,024 x 3,072; 54 MoE layers of 128 experts of 3 x 1,024 x 256, one shared expert of the
+    # same width and a 1,024 x 128 router; untied embeddings 2 x 200,192 x 1,024; norms (2 x 56 + 1) x 1,024.
+    # 6.12B total, 1.02B active: Arcee publishes 6B and 1B.
+    params = run_json("show", tmp_path)["params"]
+    expert = 3 * 1024 * 256
+    by_hand = (
+        56 * (3 * 1024 * 1024 + 2 * 1024 * 256)
+        + 2 * 3 * 1024 * 3072
+        + 54 * (128 * expert + expert + 1024 * 128)
+        + 2 * 200192 * 1024
+        + 113 * 1024
+    )
+    assert params["total"] == by_hand
+    assert params["active"] == by_hand - 54 * 120 * expert
