@@ -26,8 +26,11 @@ def check_options(
     from kvcalc.vllm_memory import default_limits
 
     seqs, tokens = default_limits(gpu)
-    max_num_seqs = seqs if max_num_seqs is None else max_num_seqs
     max_batched_tokens = tokens if max_batched_tokens is None else max_batched_tokens
+    # vllm/engine/arg_utils.py _set_default_args: a defaulted max_num_seqs is capped by
+    # max_num_batched_tokens; SchedulerConfig refuses max_num_batched_tokens < max_num_seqs.
+    given_seqs = max_num_seqs is not None
+    max_num_seqs = min(seqs, max_batched_tokens) if max_num_seqs is None else max_num_seqs
 
     vllm = engine is not None
     if vllm and engine.lower() != "vllm":
@@ -38,6 +41,11 @@ def check_options(
         )
     if max_num_seqs < 1 or max_batched_tokens < 1:
         raise UsageError("--max-num-seqs and --max-batched-tokens must be at least 1")
+    if vllm and given_seqs and max_batched_tokens < max_num_seqs:
+        raise UsageError(
+            f"vLLM refuses --max-batched-tokens {max_batched_tokens:,} below --max-num-seqs {max_num_seqs:,}",
+            hint="max_num_batched_tokens must be greater than or equal to max_num_seqs (vLLM's SchedulerConfig)",
+        )
     if vllm and block_size not in VLLM_BLOCK_SIZES:
         raise UsageError(
             f"vLLM does not accept --block-size {block_size}",

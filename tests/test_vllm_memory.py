@@ -382,11 +382,24 @@ def test_chunked_layers_need_a_chunk_plus_a_batch():
         (["--engine", "vllm", "--kv-memory", "500GiB"], "--kv-memory 500GiB is more than h100's 79.19 GiB"),
         (["--engine", "vllm", "--block-size", "7"], "vLLM 0.19 accepts 1, 8, 16, 32, 64, 128, 256"),
         (["--engine", "vllm", "--reserve", "3GiB"], "--reserve has no meaning with --engine vllm"),
+        # vLLM's SchedulerConfig: "max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)"
+        (
+            ["--engine", "vllm", "--max-num-seqs", "1024", "--max-batched-tokens", "512"],
+            "vLLM refuses --max-batched-tokens 512 below --max-num-seqs 1,024",
+        ),
     ],
 )
 def test_refused_vllm_options(args, message):
     out = run("fit", "llama-3.1-8b", "--gpu", "h100", *args)
     assert out.exit_code != 0 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_defaulted_max_num_seqs_is_capped_by_the_batched_tokens():
+    # arg_utils._set_default_args: max_num_seqs = min(1024, max_num_batched_tokens) when left out, so the
+    # sampler warm-up has 512 rows: 512 x 128,256 x 14 B + (512 + 2 x 512) x 4,096 x 2 B + 96 MiB. The forward
+    # of 512 tokens is smaller: 2 x 512 x 4,096 x 2 B + 512 x 3 x 14,336 x 2 B = 52,428,800 B.
+    v = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--max-batched-tokens", "512")["vllm"]
+    assert v["profile_peak_bytes"] == 512 * 128256 * 14 + (512 + 2 * 512) * 4096 * 2 + 96 * MiB
 
 
 def test_pipeline_stages_keep_the_smallest_pool():
