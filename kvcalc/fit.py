@@ -191,9 +191,14 @@ def verdict(result: FitResult) -> tuple[bool, str]:
     )
     if slo.met and result.batch > slo.batch:
         # The goals hold up to slo.batch (step times grow with the batch); this row asks for more.
+        there = ", ".join(
+            f"{label} {value * 1e3:.2f} ms"
+            for label, value in (("TPOT", slo.tpot_s if slo.tpot_ms else None), ("TTFT", slo.ttft_s))
+            if value is not None
+        )
         return False, (
             f"fits on {where} but batch {result.batch:,} misses {goals}: the largest batch that meets "
-            f"{'them' if ' and ' in goals else 'it'} is {slo.batch:,} (TPOT {slo.tpot_s * 1e3:.2f} ms there, {slo.basis})"
+            f"{'them' if ' and ' in goals else 'it'} is {slo.batch:,} ({there} there, {slo.basis})"
         )
     if not slo.met:
         figures = ", ".join(

@@ -270,3 +270,17 @@ def test_a_batch_beyond_the_latency_goal_is_not_ok():
     assert run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "48", "--tpot-ms", "20").exit_code == 0
     grid = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "1,52", "--tpot-ms", "20")
     assert grid.exit_code == 3 and "1 of 2 do not" in " ".join(grid.stdout.split())
+
+
+def test_a_batch_beyond_a_ttft_goal_names_the_ttft_where_it_is_met():
+    out = json.loads(
+        run(
+            "fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--ttft-ms", "900", "-f", "json"
+        ).stdout
+    )
+    best = out["slo"]["batch"]
+    assert out["ok"] is False and 1 <= best < 52
+    assert (
+        f"the largest batch that meets it is {best:,} (TTFT {out['slo']['ttft_s'] * 1e3:.2f} ms there" in out["verdict"]
+    )
+    assert "TPOT" not in out["verdict"]
