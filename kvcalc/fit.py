@@ -16,7 +16,7 @@ from kvcalc.kvcache import (
 from kvcalc.params import weight_bytes_resident
 from kvcalc.results import FitResult, PerGpu
 from kvcalc.specs import GpuSpec, ModelSpec
-from kvcalc.step import Deployment, Stage, context_warning, stages
+from kvcalc.step import Deployment, Stage, context_warning, held_kv_bytes, stages
 from kvcalc.units import elements_to_bytes, fmt_bytes
 
 MAX_SEARCH_SEQ = 1 << 30  # beyond any published context length
@@ -37,9 +37,8 @@ def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, blo
 
 
 def stage_kv_per_sequence(stage: Stage, seq: int, kv_dtype: str, block_size: int) -> int:
-    """One sequence's cache on one GPU of a pipeline stage, paged."""
-    elements = sum(t.layers * t.elements * paged(tokens_held(t.run, seq), block_size) for t in stage.terms)
-    return elements_to_bytes(elements, kv_dtype)
+    """One sequence's cache on one GPU of a pipeline stage, paged (the sum roofline's fit uses too)."""
+    return held_kv_bytes(stage, seq, kv_dtype, block_size)
 
 
 def _max_seq(stage: Stage, batch: int, avail: int, kv_dtype: str, block_size: int) -> int | None:

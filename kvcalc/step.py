@@ -144,6 +144,16 @@ def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
     return elements_to_bytes(batch * kv_elements(stage, context), kv_dtype)
 
 
+BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s default)
+
+
+def held_kv_bytes(stage: Stage, context: int, kv_dtype: str, block: int = BLOCK_TOKENS) -> int:
+    """KV one sequence of `context` tokens holds on one GPU of the stage: each layer's tokens in
+    whole blocks (fit.stage_kv_per_sequence is the same sum with the block size given)."""
+    elements = sum(t.layers * t.elements * (-(-tokens_held(t.run, context) // block) * block) for t in stage.terms)
+    return elements_to_bytes(elements, kv_dtype)
+
+
 def decode_state_bytes(stage: Stage, batch: int) -> int:
     """SSM / linear-attention state a decode step moves on one GPU of the stage: every sequence's
     recurrent state is read and the updated state written back in place, whole, each step (vLLM's
@@ -240,12 +250,14 @@ class Fit:
 def memory_fit(
     gpu: GpuSpec, dep: Deployment, staged: tuple[Stage, ...], batch: int, context: int, kv_dtype: str
 ) -> Fit:
-    """Does every GPU hold its weights, the KV of `batch` x `context` tokens (unpaged), the
-    recurrent state and the reserve within capacity x gpu_util? Reports the tightest stage."""
+    """Does every GPU hold its weights, the KV of `batch` x `context` tokens, the recurrent state
+    and the reserve within capacity x gpu_util? Reports the tightest stage. The KV is held in
+    whole pages of BLOCK_TOKENS, as vLLM allocates it and `kvcalc fit` counts it (a step reads only
+    the tokens, kv_bytes), so a row fits here exactly when fit's default block size says it fits."""
     budget = int(gpu.capacity_bytes * dep.gpu_util)
     worst = None
     for st in staged:
-        kv = kv_bytes(st, batch, context, kv_dtype)
+        kv = batch * held_kv_bytes(st, context, kv_dtype)
         state = batch * st.state_bytes
         need = st.resident_bytes + kv + state + dep.reserve_bytes
         fit = Fit(need <= budget, st.index, len(staged), need, budget, st.resident_bytes, kv, state)

@@ -378,3 +378,23 @@ def test_generate_explain_counts_the_state_in_the_step_bytes():
     text = "\n".join(run_json("generate", *args, "--prompt", "1k", "--explain")["explanation"])
     total = row["weight_bytes"] + row["kv_bytes"] + row["state_bytes"]
     assert f"first decode step (context 1,025): max({total:,} B" in text
+
+
+def test_roofline_fits_exactly_when_fit_does():
+    # Llama-3-8B on one H100 at 4,001 tokens. Budget 85,030,000,000 x 0.9 = 76,527,000,000 B, less
+    # 16,060,522,496 B of weights and 2 GiB reserve: 58,318,993,856 B for the cache. A sequence holds
+    # 4,001 tokens in 251 blocks of 16 = 4,016 slots x 131,072 B = 526,385,152 B (vLLM pages it), so
+    # 110 sequences fit (57,902,366,720 B) and 111 do not (58,428,751,872 B), though 111 x 4,001 tokens
+    # unpaged (58,210,516,992 B) would.
+    assert 110 * 4016 * 131_072 <= 58_318_993_856 < 111 * 4016 * 131_072
+    assert 111 * 4001 * 131_072 <= 58_318_993_856
+    fit = json.loads(
+        run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "4001", "--batch", "110,111", "-f", "json").stdout
+    )
+    assert [r["fits"] for r in fit["rows"]] == [True, False] and fit["rows"][0]["max_batch"] == 110
+    roof = run_json("roofline", "llama-3-8b", "--gpu", "h100", "--seq", "4001", "--batch", "110,111")
+    assert [r["fits"] for r in roof["rows"]] == [True, False]
+    # The step still reads only the tokens: 111 x 4,001 x 131,072 B of KV.
+    assert roof["rows"][1]["kv_bytes"] == 111 * 4001 * 131_072
+    gen = run_json("generate", "llama-3-8b", "--gpu", "h100", "--batch", "111", "--prompt", "3745", "--new", "256")
+    assert gen["fits"] is False  # 3,745 + 256 = 4,001 tokens held at the end
