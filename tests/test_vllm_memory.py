@@ -178,6 +178,21 @@ def test_weight_bytes_per_format(tmp_path, quantization, per_layer):
     assert v["weights_bytes"] == 32 * per_layer + OUTSIDE
 
 
+def test_a_quantized_checkpoint_is_not_requantized(tmp_path):
+    # vLLM refuses a `quantization` argument that differs from the checkpoint's quant_method
+    # (config/model.py _verify_quantization); before, --dtype fp8 on a GPTQ checkpoint silently predicted
+    # 8.49 GiB of fp8 weights where the checkpoint loads 5.34 GiB of int4.
+    config = json.loads(shared_path("configs", "llama-3.1-8b.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    out = run("fit", path, "--gpu", "h100", "--engine", "vllm", "--dtype", "fp8")
+    assert out.exit_code != 0 and "already quantized (gptq)" in out.stderr and "Traceback" not in out.stderr
+    # a 16-bit --dtype only sets the activation dtype: the int4 weights stay (32 x 112,459,776 B + 2,135,433,216 B)
+    v = run_json("fit", path, "--gpu", "h100", "--engine", "vllm", "--dtype", "bf16")["vllm"]
+    assert v["weights_bytes"] == 32 * (109_051_904 + 3_407_872) + OUTSIDE
+
+
 def test_dtype_int8_equals_a_w8a8_checkpoint():
     config = shared_path("configs", "llama-3.1-8b.json")
     by_dtype = run_json("fit", config, "--gpu", "h100", "--engine", "vllm", "--dtype", "int8")["vllm"]
