@@ -260,6 +260,14 @@ def _unsized(spec: ModelSpec, quant: Quantization | None) -> list[str]:
     out = []
     if quant is not None and quant.problem:
         out.append(f"quantized weights ({quant.method}: {quant.problem}); counted in the activation dtype")
+    if quant is not None and quant.experts is not None and quant.experts.name == "mxfp4":
+        # NOTE: quantization/mxfp4.py: on Hopper the triton_kernels backend pads the per-rank intermediate
+        # size to 64, swizzles the experts into a padded layout and keeps the checkpoint's scales beside
+        # the swizzled ones (Blackwell's FlashInfer path pads to 256): vLLM 0.19 logged 7.01 GiB for
+        # gpt-oss-20b at tp 2 where the plain mxfp4 bytes are 6.45 GiB.
+        out.append(
+            "the MoE backend's re-layout of the mxfp4 experts (padding, swizzled scale copies); counted as plain mxfp4"
+        )
     ck = spec.checkpoint
     if not spec.max_position_embeddings:
         out.append("the rotary cos/sin cache (max_position_embeddings unknown for this model)")
