@@ -35,6 +35,7 @@ from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.c
     _overrides,
     _plot_ready,
     app,
+    explained,
 )
 from kvcalc.cli_deploy import (
     EffOpt,
@@ -94,13 +95,20 @@ def cache(
     check_tp(spec, tp)  # vLLM's rule, as fit and roofline apply it
     gpu_spec = _gpu(gpu_names[0]) if gpu_names else None
     steps: list[str] | None = [] if explain else None
+    shown_b, shown_s = map(set, explained(batches, seqs, steps))
     results = []
     for s in seqs:
         for b in batches:
-            r = cache_report(spec, b, s, kv, tp, steps=steps)
-            results.append(with_gpu_share(r, gpu_spec, steps) if gpu_spec else r)
-    rows = [{k: v for k, v in r.model_dump().items() if k != "layers"} for r in results]
-    _emit(fmt, _dump(results), [cache_sheet(results)], rows, steps)
+            st = steps if b in shown_b and s in shown_s else None
+            r = cache_report(spec, b, s, kv, tp, steps=st)
+            results.append(with_gpu_share(r, gpu_spec, st) if gpu_spec else r)
+    _emit(
+        fmt,
+        lambda: _dump(results),
+        lambda: [cache_sheet(results)],
+        lambda: [{k: v for k, v in r.model_dump().items() if k != "layers"} for r in results],
+        steps,
+    )
 
     def chart():  # noqa: ANN202
         from kvcalc.chart import cache_chart
@@ -182,18 +190,30 @@ def roofline(
         for g in gpu_specs
     ]
     steps: list[str] | None = [] if explain else None
+    shown_b, shown_s = explained(batches, seqs, steps)
     results = []
     for g, dep in zip(gpu_specs, deps):
         if steps is not None and len(gpu_specs) > 1:
             steps.append(f"on {g.name}:")
-        results.append(roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, steps, dep=dep, util=util))
-    rows = [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows]
-    payload = (
-        results[0].model_dump(mode="json")
-        if len(results) == 1
-        else {"results": [r.model_dump(mode="json") for r in results]}
+        every = (shown_b, shown_s) == (batches, seqs)
+        results.append(
+            roofline_report(
+                spec, g, batches, seqs, overrides.get("dtype"), kv, steps if every else None, dep=dep, util=util
+            )
+        )
+        if not every:  # the same rows again, for their arithmetic alone
+            roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
+    _emit(
+        fmt,
+        lambda: (
+            results[0].model_dump(mode="json")
+            if len(results) == 1
+            else {"results": [r.model_dump(mode="json") for r in results]}
+        ),
+        lambda: [roofline_sheet(r) for r in results],
+        lambda: [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows],
+        steps,
     )
-    _emit(fmt, payload, [roofline_sheet(r) for r in results], rows, steps)
 
     def chart():  # noqa: ANN202
         from kvcalc.chart import roofline_chart
@@ -230,7 +250,7 @@ def compare(
     plot_size: PlotSizeOpt = None,
 ) -> None:
     """KV cache of attention variants or models side by side, each relative to the first."""
-    from kvcalc.render import compare_sheet
+    from kvcalc.render import compare_grid_sheet, compare_sheet
     from kvcalc.variants import apply_variant, compare_report, is_variant, split_dtype
 
     _plot_ready(plot, plot_size)
@@ -255,14 +275,23 @@ def compare(
         spec = apply_variant(base, item) if variant else _model(text).spec
         rows.append((item, spec, normalize_dtype(item_kv, KV_DTYPES) if item_kv else default_kv))
     steps: list[str] | None = [] if explain else None
-    results = [compare_report(rows, b, s, base.name if base else None, steps) for s in seqs for b in batches]
-    payload = (
-        results[0].model_dump(mode="json")
-        if len(results) == 1
-        else {"results": [r.model_dump(mode="json") for r in results]}
+    shown_b, shown_s = map(set, explained(batches, seqs, steps))
+    results = [
+        compare_report(rows, b, s, base.name if base else None, steps if b in shown_b and s in shown_s else None)
+        for s in seqs
+        for b in batches
+    ]
+    _emit(
+        fmt,
+        lambda: (
+            results[0].model_dump(mode="json")
+            if len(results) == 1
+            else {"results": [r.model_dump(mode="json") for r in results]}
+        ),
+        lambda: [compare_sheet(results[0])] if len(results) == 1 else [compare_grid_sheet(results)],
+        lambda: [{"batch": r.batch, "seq": r.seq, **row.model_dump()} for r in results for row in r.rows],
+        steps,
     )
-    csv_rows = [{"batch": r.batch, "seq": r.seq, **row.model_dump()} for r in results for row in r.rows]
-    _emit(fmt, payload, [compare_sheet(r) for r in results], csv_rows, steps)
 
     def chart():  # noqa: ANN202
         from kvcalc.chart import compare_chart

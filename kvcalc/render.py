@@ -153,6 +153,33 @@ def compare_sheet(result: CompareResult) -> Sheet:
     return sheet
 
 
+def compare_grid_sheet(results: list[CompareResult]) -> Sheet:
+    """Several --batch x --seq values as one table, a row per (batch, seq, item). NOTE: a table
+    each took Rich 28 s for 16,000 batch values."""
+    first = results[0]
+    sheet = Sheet(
+        title=f"KV cache compared: {_compared(first)}, each relative to the first at the same batch x seq",
+        columns=["batch", "seq", "variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+        text_columns=(2,),
+        optional=(4, 3, 7, 5),  # KV dtype, KV heads, vs first, per token
+    )
+    for result in results:
+        for r in result.rows:
+            sheet.rows.append(
+                [
+                    f"{result.batch:,}",
+                    f"{result.seq:,}",
+                    r.name,
+                    "latent" if r.kv_heads is None else str(r.kv_heads),
+                    r.kv_dtype,
+                    _bytes(r.bytes_per_token),
+                    _bytes(r.total_bytes),
+                    f"{r.ratio:.3g}x",
+                ]
+            )
+    return sheet
+
+
 def _origin(row: dict) -> str:
     """A preset's name, marked when it comes from the user's folder."""
     return f"{row['name']} (user)" if row.get("origin") == "user" else row["name"]

@@ -50,12 +50,17 @@ def normalize_dtype(name: str, allowed: tuple[str, ...] = tuple(DTYPE_BITS)) -> 
 
 
 def dtype_bits(name: str) -> Fraction:
-    return DTYPE_BITS[normalize_dtype(name)]
+    bits = DTYPE_BITS.get(name)  # NOTE: the canonical names, as the core passes them, without parsing
+    return bits if bits is not None else DTYPE_BITS[normalize_dtype(name)]
 
 
 def elements_to_bytes(elements: int, dtype: str) -> int:
     """Exact bytes for a count of elements, rounded up to a whole byte."""
-    return math.ceil(elements * dtype_bits(dtype) / 8)
+    bits = dtype_bits(dtype)
+    if isinstance(elements, int):
+        # NOTE: the same ceiling in integers: Fraction arithmetic was half the time of a 50,000-row cache
+        return -(-elements * bits.numerator // (bits.denominator * 8))
+    return math.ceil(elements * bits / 8)
 
 
 # --- parsing -----------------------------------------------------------------------

@@ -159,3 +159,28 @@ def test_images_on_the_llama_vision_preset(images, cross_tokens):
         ("full", 32, 4096),
         ("cross", 8, cross_tokens),
     ]
+
+
+def test_explain_of_a_large_grid_shows_its_first_and_last_rows():
+    # 7b: 2 x 32 layers x 32 KV heads x 128 = 262,144 elements x 2 B = 524,288 B per token. Every row
+    # of a 50,000-row grid explained printed 250,000 lines in 18 s; now the first and last batch.
+    out = run_json("cache", "7b", "--batch", "1..5000+1", "--seq", "4096", "--explain")
+    lines = out["explanation"]
+    assert lines[0] == "(the arithmetic of 2 of the 5,000 --batch x --seq rows: the first and last value of each)"
+    totals = [line for line in lines if line.startswith("× ")]
+    assert totals == [
+        f"× 1 sequence × 4,096 tokens = {524_288 * 4096:,} B = 2 GiB",
+        f"× 5,000 sequences × 4,096 tokens = {5000 * 524_288 * 4096:,} B = 9.77 TiB",
+    ]
+    assert out["rows"][-1]["total_bytes"] == 5000 * 524_288 * 4096
+    # a small grid is still explained row by row
+    small = run_json("cache", "7b", "--batch", "1,2,4", "--seq", "1k,2k", "--explain")["explanation"]
+    assert len([line for line in small if line.startswith("× ")]) == 6
+
+
+def test_compare_grid_is_one_table():
+    # 70b: MHA 80 x 2 x 64 x 128 x 2 B = 2.50 MiB per token; batch 8 x 8,192 tokens = 160 GiB
+    out = run("compare", "mha", "gqa", "--batch", "1,8", "--seq", "1k,8k", env={"COLUMNS": "200"}).stdout
+    assert out.count("KV cache compared") == 1
+    assert re.search(r"^\s+8\s+8,192\s+mha\s+64\s+bf16\s+2\.50 MiB\s+160 GiB\s+1x\s*$", out, re.M), out
+    assert len(re.findall(r"^\s+\d+\s+[\d,]+\s+(mha|gqa)\s", out, re.M)) == 2 * 2 * 2
