@@ -104,6 +104,8 @@ class Checkpoint(BaseModel):
     # the vision tower and projector vLLM loads, where kvcalc knows the family's layout:
     # (parameters split over tensor parallelism, parameters replicated on every rank)
     vision_params: tuple[int, int] | None = None
+    # the profiling run's dummy image, where known: (embeddings per image, pixel values per image)
+    image_profile: tuple[int, int] | None = None
 
 
 def _ignored(patterns: list[str], *names: str) -> bool:
@@ -268,7 +270,21 @@ def checkpoint_info(raw: Any) -> Checkpoint | None:
         vision=isinstance(raw.get("vision_config"), dict),
         rotary_rows=_rotary_rows(text),
         vision_params=_vision_params(raw, text),
+        image_profile=_image_profile(raw),
     )
+
+
+def _image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
+    """Gemma 3's dummy image: mm_tokens_per_image embeddings from a image_size^2 picture (no pan-and-scan)."""
+    vision = raw.get("vision_config")
+    if str(raw.get("model_type")) != "gemma3" or not isinstance(vision, dict):
+        return None
+    try:
+        size, channels = int(vision["image_size"]), int(vision.get("num_channels", 3))
+        tokens = int(raw.get("mm_tokens_per_image", 256))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tokens, channels * size * size
 
 
 def _scaled_rows(max_pos: int, scaling: Any) -> int:
