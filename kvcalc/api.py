@@ -146,7 +146,9 @@ def cache(
     gpus = _some_gpus(gpu) if gpu is not None else []
     if len(gpus) > 1:
         raise UsageError("cache takes one gpu")
-    results = [cache_report(spec, b, s, kv, tp) for s in seqs for b in batches]
+    from kvcalc.cli_common import with_context_warning
+
+    results = [with_context_warning(cache_report(spec, b, s, kv, tp), spec) for s in seqs for b in batches]
     if gpus:
         results = [with_gpu_share(r, gpus[0]) for r in results]
     return results[0] if len(results) == 1 else results

@@ -36,6 +36,7 @@ from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.c
     _plot_ready,
     app,
     explained,
+    with_context_warning,
 )
 from kvcalc.cli_deploy import (
     EffOpt,
@@ -100,13 +101,16 @@ def cache(
     for s in seqs:
         for b in batches:
             st = steps if b in shown_b and s in shown_s else None
-            r = cache_report(spec, b, s, kv, tp, steps=st)
+            r = with_context_warning(cache_report(spec, b, s, kv, tp, steps=st), spec)
             results.append(with_gpu_share(r, gpu_spec, st) if gpu_spec else r)
     _emit(
         fmt,
         lambda: _dump(results),
         lambda: [cache_sheet(results)],
-        lambda: [{k: v for k, v in r.model_dump().items() if k != "layers"} for r in results],
+        lambda: [
+            {**{k: v for k, v in r.model_dump().items() if k != "layers"}, "warnings": "; ".join(r.warnings)}
+            for r in results
+        ],
         steps,
     )
 

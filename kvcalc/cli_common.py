@@ -266,6 +266,16 @@ def _overrides(
     return out
 
 
+def with_context_warning(result, spec):  # noqa: ANN001, ANN201
+    """A cache result beyond the model's trained context carries the warning roofline gives."""
+    limit = spec.max_position_embeddings
+    if limit is not None and result.seq > limit:
+        from kvcalc.step import context_warning  # NOTE: only then: step.py is not on cache's start-up path
+
+        result.warnings.append(context_warning(spec, result.seq))
+    return result
+
+
 def _model(text: str, overrides: dict[str, Any] | None = None):  # noqa: ANN202
     from kvcalc.resolve import resolve_model
 

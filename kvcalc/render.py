@@ -44,6 +44,9 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
         sheet.notes.append(
             f"KV heads are replicated: tp {first.tp} exceeds a layer's KV heads, so each rank keeps one whole head."
         )
+    beyond = [r for r in results if r.warnings]
+    if beyond:  # the longest context only: a range would repeat it per value
+        sheet.notes += [f"Warning: {w}" for w in max(beyond, key=lambda r: r.seq).warnings]
     return sheet
 
 

@@ -36,6 +36,7 @@ class CacheResult(Result):
     gpu: str | None = None
     gpu_memory_bytes: int | None = None
     gpu_memory_share: float | None = None
+    warnings: list[str] = []  # a context beyond max_position_embeddings, as roofline and generate warn
 
 
 class RooflineRow(Result):

@@ -184,3 +184,19 @@ def test_compare_grid_is_one_table():
     assert out.count("KV cache compared") == 1
     assert re.search(r"^\s+8\s+8,192\s+mha\s+64\s+bf16\s+2\.50 MiB\s+160 GiB\s+1x\s*$", out, re.M), out
     assert len(re.findall(r"^\s+\d+\s+[\d,]+\s+(mha|gqa)\s", out, re.M)) == 2 * 2 * 2
+
+
+def test_cache_warns_beyond_the_trained_context_as_roofline_does():
+    # deepseek-v3 was trained for 163,840 positions; 1m (1,048,576) is a what-if. The cache is still
+    # 61 x 576 x 2 B = 70,272 B per token x 1,048,576 tokens; `roofline` warned, `cache` said nothing.
+    out = run_json("cache", "deepseek-v3", "--seq", "1m")
+    assert out["total_bytes"] == 70_272 * 1_048_576
+    assert out["warnings"] == [
+        "context 1,048,576 tokens exceeds deepseek-v3's max_position_embeddings 163,840: "
+        "the model was not trained for it (a what-if, not a plan)"
+    ]
+    roof = run_json("roofline", "deepseek-v3", "--gpu", "h200", "--batch", "1", "--seq", "1m")
+    assert out["warnings"][0] in roof["warnings"]
+    assert run_json("cache", "deepseek-v3", "--seq", "160k")["warnings"] == []  # 163,840 is within
+    table = run("cache", "deepseek-v3", "--seq", "4k,256k,1m").stdout
+    assert table.count("Warning: context") == 1 and "context 1,048,576 tokens exceeds" in table
