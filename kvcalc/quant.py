@@ -250,6 +250,8 @@ def read_quantization(q: Any) -> Quantization | None:
 
 def checkpoint_info(raw: Any) -> Checkpoint | None:
     """One call from the config reader: what vLLM loads beyond the architecture's parameters."""
+    from kvcalc.vllm_vision import image_profile, vision_params
+
     if not isinstance(raw, dict):
         return None
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
@@ -269,22 +271,9 @@ def checkpoint_info(raw: Any) -> Checkpoint | None:
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
         rotary_rows=_rotary_rows(text),
-        vision_params=_vision_params(raw, text),
-        image_profile=_image_profile(raw),
+        vision_params=vision_params(raw, text),
+        image_profile=image_profile(raw),
     )
-
-
-def _image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
-    """Gemma 3's dummy image: mm_tokens_per_image embeddings from a image_size^2 picture (no pan-and-scan)."""
-    vision = raw.get("vision_config")
-    if str(raw.get("model_type")) != "gemma3" or not isinstance(vision, dict):
-        return None
-    try:
-        size, channels = int(vision["image_size"]), int(vision.get("num_channels", 3))
-        tokens = int(raw.get("mm_tokens_per_image", 256))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return tokens, channels * size * size
 
 
 def _scaled_rows(max_pos: int, scaling: Any) -> int:
@@ -324,40 +313,6 @@ def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
     return None if rows == [max_pos] else tuple(rows)
 
 
-def _vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
-    """The vision tower and projector vLLM loads: (split over tp, replicated) parameters, else None."""
-    vision = raw.get("vision_config")
-    if not isinstance(vision, dict):
-        return None
-    if str(raw.get("model_type")) == "llama4":
-        return _llama4_vision(vision, text)
-    if str(raw.get("model_type")) != "gemma3":
-        return None
-    if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
-        return None
-    try:
-        h, inter, layers = (
-            int(vision["hidden_size"]),
-            int(vision["intermediate_size"]),
-            int(vision["num_hidden_layers"]),
-        )
-        patch, image = int(vision["patch_size"]), int(vision["image_size"])
-        text_hidden = int(text["hidden_size"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    channels = int(vision.get("num_channels", 3))
-    # NOTE: vllm/model_executor/models/siglip.py: QKVParallelLinear (3h x h + 3h bias) and fc1
-    # (ColumnParallel, I x h + I) split their rows over tp, out_proj and fc2 (RowParallel) their
-    # columns, keeping their h biases whole; two LayerNorms (4h) per layer; the patch Conv2d and
-    # post_layernorm replicated; the position table a VocabParallelEmbedding (split).
-    # gemma3_mm.py Gemma3MultiModalProjector: mm_input_projection_weight [h, text hidden] and an
-    # RMSNorm of h, replicated.
-    positions = (image // patch) ** 2
-    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter) + positions * h
-    replicated = layers * 6 * h + channels * patch * patch * h + h + 2 * h + h * text_hidden + h
-    return split, replicated
-
-
 def dtype_quantization(dtype: str) -> Quantization | None:
     """`--dtype X` for a quantized X: every decoder linear layer in that format; None for 16/32-bit."""
     fmt = DTYPE_FORMATS.get(dtype)
@@ -370,29 +325,3 @@ def compute_format(q: Quantization | None) -> Compute:
         return "16-bit"
     fmt = q.linear or q.experts
     return fmt.compute if fmt else "16-bit"
-
-
-def _llama4_vision(vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
-    """Llama 4's vision model, pixel-shuffle adapter and projector (vllm/model_executor/models/mllama4.py)."""
-    try:
-        h, inter, layers = (
-            int(vision["hidden_size"]),
-            int(vision["intermediate_size"]),
-            int(vision["num_hidden_layers"]),
-        )
-        patch, image, channels = int(vision["patch_size"]), int(vision["image_size"]), int(vision["num_channels"])
-        proj_in, proj_out = int(vision["projector_input_dim"]), int(vision["projector_output_dim"])
-        out_dim, text_hidden = int(vision["vision_output_dim"]), int(text["hidden_size"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    bias = bool(vision.get("multi_modal_projector_bias"))
-    # NOTE: per encoder layer QKVParallelLinear (3h x h + 3h bias), RowParallelLinear o_proj (h x h,
-    # its h bias whole), Llama4VisionMLP fc1 (ColumnParallel, I x h + I) and fc2 (RowParallel, h x I, h
-    # bias whole), two LayerNorms (4h); the unfold "convolution" a ColumnParallelLinear (C p^2 -> h, no
-    # bias); class and position embeddings and two LayerNorms replicated; the pixel-shuffle adapter a
-    # Llama4VisionMLP (intermediate_size -> projector_input_dim -> projector_output_dim) and the
-    # projector's linear_1 a ColumnParallelLinear (vision_output_dim -> text hidden, no bias).
-    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter) + channels * patch * patch * h
-    split += inter * proj_in + proj_in * proj_out + (proj_in if bias else 0) + out_dim * text_hidden
-    replicated = layers * 6 * h + h + ((image // patch) ** 2 + 1) * h + 4 * h + (proj_out if bias else 0)
-    return split, replicated

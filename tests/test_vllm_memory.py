@@ -305,6 +305,40 @@ def test_llama4_vision_tower_split_over_tp():
     assert not any("vision encoder's weights" in u for u in terms.unsized)
 
 
+def test_mistral3_pixtral_tower_and_dummy_images(tmp_path):
+    # Mistral-Small-3.1-24B-Instruct-2503: the 2501 language model under a mistral3 config with its published
+    # Pixtral vision_config (hidden 1024, intermediate 4096, 24 layers, 14 px patches of 1540 px images,
+    # spatial_merge_size 2, no projector bias). vLLM 0.19 logged for RedHatAI's w8a8 checkpoint on an H100 at
+    # 0.95 (llm-d-planner PR #205, w8a8-mistral-small-24b--h100-80gb--tp1pp1dp1--8192.log) "weights memory:
+    # 24.07GiB", where the language model in w8a8 is 23.22 GiB. pixtral.py / mistral3.py, split over tp:
+    # 24 x (4 x 1024^2 + 3 x 1024 x 4096) = 402,653,184, linear_1 1024 x 5120, linear_2 5120^2 -> 434,110,464;
+    # replicated: 24 x 2 x 1024 norms, patch conv 3 x 14^2 x 1024, ln_pre, projector norm, merger 4096 x 1024
+    # -> 4,847,616. Profiling: 8,192 // 3,080 = 2 dummy images (55 x 55 merged patches + 55 row tokens),
+    # 2 x (3 x 1540^2 + 3,080 x 5,120) x 2 B held through the language model's forward (2.03 GiB logged for
+    # the bf16 checkpoint in the planner's v0.19.0 report; 2.18 for w8a8, not explained).
+    from kvcalc.presets import get_gpu
+    from kvcalc.resolve import resolve_model
+    from kvcalc.vllm_memory import Settings, predict
+
+    text = json.loads(shared_path("configs", "mistral-small-24b-instruct-2501.json").read_text())
+    vision = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16}
+    vision |= {"model_type": "pixtral", "head_dim": 64, "image_size": 1540, "patch_size": 14, "num_channels": 3}
+    config = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3"}
+    config |= {"spatial_merge_size": 2, "multimodal_projector_bias": False, "image_token_index": 10}
+    config |= {"text_config": {**text, "model_type": "mistral"}, "vision_config": vision}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    spec = resolve_model(str(path)).spec
+    text_only = resolve_model(str(shared_path("configs", "mistral-small-24b-instruct-2501.json"))).spec
+    settings = Settings(gpu_memory_utilization=0.95)
+    terms, plain = (predict(s, get_gpu("h100"), settings, dtype="int8") for s in (spec, text_only))
+    assert terms.weights.extra == (434_110_464 + 4_847_616) * 2
+    assert terms.weights_bytes / GiB == pytest.approx(24.07, abs=0.04)
+    images = 2 * (3 * 1540 * 1540 + 3080 * 5120) * 2
+    assert terms.profile_peak_bytes - plain.profile_peak_bytes == images
+    assert not any("weights" in u for u in terms.unsized)
+
+
 def test_rotary_rows_follow_the_scaling_type(tmp_path):
     # vLLM's caches: linear and dynamic NTK keep max_position x factor rows; YaRN original x factor
     # (yarn_scaling_rope.py: ceil(original_max_position x factor), at least max_position); llama3 just max_position

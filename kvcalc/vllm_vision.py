@@ -1,0 +1,118 @@
+"""Vision towers and dummy images as vLLM 0.19 loads and profiles them, for the families kvcalc knows.
+
+Pure: reads a config dict, returns parameter and element counts. Each family follows vLLM's own
+module layout (which linear layers are tensor-parallel, which stay whole on every rank).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """The vision tower and projector vLLM loads: (split over tp, replicated) parameters, else None."""
+    vision = raw.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+    if str(raw.get("model_type")) == "llama4":
+        return _llama4_vision(vision, text)
+    if str(raw.get("model_type")) == "mistral3" and vision.get("model_type") == "pixtral":
+        return _pixtral_vision(raw, vision, text)
+    if str(raw.get("model_type")) != "gemma3":
+        return None
+    if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
+        return None
+    try:
+        h, inter, layers = (
+            int(vision["hidden_size"]),
+            int(vision["intermediate_size"]),
+            int(vision["num_hidden_layers"]),
+        )
+        patch, image = int(vision["patch_size"]), int(vision["image_size"])
+        text_hidden = int(text["hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    channels = int(vision.get("num_channels", 3))
+    # NOTE: vllm/model_executor/models/siglip.py: QKVParallelLinear (3h x h + 3h bias) and fc1
+    # (ColumnParallel, I x h + I) split their rows over tp, out_proj and fc2 (RowParallel) their
+    # columns, keeping their h biases whole; two LayerNorms (4h) per layer; the patch Conv2d and
+    # post_layernorm replicated; the position table a VocabParallelEmbedding (split).
+    # gemma3_mm.py Gemma3MultiModalProjector: mm_input_projection_weight [h, text hidden] and an
+    # RMSNorm of h, replicated.
+    positions = (image // patch) ** 2
+    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter) + positions * h
+    replicated = layers * 6 * h + channels * patch * patch * h + h + 2 * h + h * text_hidden + h
+    return split, replicated
+
+
+def _llama4_vision(vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """Llama 4's vision model, pixel-shuffle adapter and projector (vllm/model_executor/models/mllama4.py)."""
+    try:
+        h, inter, layers = (
+            int(vision["hidden_size"]),
+            int(vision["intermediate_size"]),
+            int(vision["num_hidden_layers"]),
+        )
+        patch, image, channels = int(vision["patch_size"]), int(vision["image_size"]), int(vision["num_channels"])
+        proj_in, proj_out = int(vision["projector_input_dim"]), int(vision["projector_output_dim"])
+        out_dim, text_hidden = int(vision["vision_output_dim"]), int(text["hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    bias = bool(vision.get("multi_modal_projector_bias"))
+    # NOTE: per encoder layer QKVParallelLinear (3h x h + 3h bias), RowParallelLinear o_proj (h x h,
+    # its h bias whole), Llama4VisionMLP fc1 (ColumnParallel, I x h + I) and fc2 (RowParallel, h x I, h
+    # bias whole), two LayerNorms (4h); the unfold "convolution" a ColumnParallelLinear (C p^2 -> h, no
+    # bias); class and position embeddings and two LayerNorms replicated; the pixel-shuffle adapter a
+    # Llama4VisionMLP (intermediate_size -> projector_input_dim -> projector_output_dim) and the
+    # projector's linear_1 a ColumnParallelLinear (vision_output_dim -> text hidden, no bias).
+    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter) + channels * patch * patch * h
+    split += inter * proj_in + proj_in * proj_out + (proj_in if bias else 0) + out_dim * text_hidden
+    replicated = layers * 6 * h + h + ((image // patch) ** 2 + 1) * h + 4 * h + (proj_out if bias else 0)
+    return split, replicated
+
+
+def _pixtral_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """Mistral 3's Pixtral tower and projector (vllm/model_executor/models/pixtral.py, mistral3.py)."""
+    try:
+        h, inter, layers = (
+            int(vision["hidden_size"]),
+            int(vision["intermediate_size"]),
+            int(vision["num_hidden_layers"]),
+        )
+        patch, channels = int(vision["patch_size"]), int(vision.get("num_channels", 3))
+        merge, text_hidden = int(raw.get("spatial_merge_size", 1)), int(text["hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    bias = bool(raw.get("multimodal_projector_bias"))
+    # NOTE: PixtralHFTransformerBlock: QKVParallelLinear and RowParallelLinear o_proj without bias
+    # (4h^2), a gated MLP (MergedColumnParallel gate_up, RowParallel down: 3hI), two RMSNorms (2h,
+    # replicated); patch_conv (no bias) and ln_pre replicated. Mistral3MultiModalProjector: RMSNorm
+    # and the patch merger's nn.Linear (h merge^2 -> h) replicated, linear_1 (ColumnParallel, h ->
+    # text hidden) and linear_2 (RowParallel, text hidden -> text hidden) split.
+    split = layers * (4 * h * h + 3 * h * inter) + h * text_hidden + text_hidden * text_hidden
+    split += text_hidden if bias else 0
+    replicated = layers * 2 * h + channels * patch * patch * h + h + h + h * merge * merge * h
+    replicated += text_hidden if bias else 0
+    return split, replicated
+
+
+def image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
+    """The profiling run's dummy image: (placeholder tokens, pixel values), where known.
+
+    Gemma 3: mm_tokens_per_image embeddings from an image_size^2 picture (no pan-and-scan). Mistral 3
+    (Pixtral): an image_size^2 picture in patch_size patches merged spatial_merge_size^2 to one, n x n
+    tokens plus one [IMG_BREAK] / [IMG_END] per row (vllm/model_executor/models/mistral3.py)."""
+    vision = raw.get("vision_config")
+    kind = str(raw.get("model_type"))
+    if kind not in ("gemma3", "mistral3") or not isinstance(vision, dict):
+        return None
+    try:
+        size, channels = int(vision["image_size"]), int(vision.get("num_channels", 3))
+        if kind == "gemma3":
+            tokens = int(raw.get("mm_tokens_per_image", 256))
+        else:
+            side = size // int(vision["patch_size"]) // int(raw.get("spatial_merge_size", 1))
+            tokens = side * side + side
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return tokens, channels * size * size
