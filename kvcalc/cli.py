@@ -315,7 +315,8 @@ def models(fmt: FmtOpt = Fmt.table) -> None:
 
     rows = []
     for spec, origin, location in listing(MODEL_DIR):
-        counts = param_counts(spec)
+        # NOTE: a preset may leave its parameters unknown (no vocab_size): listed, not a reason to fail
+        counts = None if spec.params_unknown else param_counts(spec)
         kinds = sorted({run.kind.value for run, _ in spec.layer_groups()})
         rows.append(
             {
@@ -329,8 +330,8 @@ def models(fmt: FmtOpt = Fmt.table) -> None:
                 "kv_heads": None if spec.is_mla else spec.kv_heads,
                 "head_dim": spec.head_dim_effective,
                 "attention": "+".join(kinds),
-                "params": spec.params or counts.total,
-                "active_params": spec.params or counts.active,
+                "params": spec.params or (counts.total if counts else None),
+                "active_params": spec.params or (counts.active if counts else None),
                 "kv_bytes_per_token_bf16": bytes_per_token(spec, "bf16"),
             }
         )

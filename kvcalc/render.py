@@ -210,7 +210,9 @@ def models_sheet(rows: list[dict]) -> Sheet:
                 "latent" if r["kv_heads"] is None else str(r["kv_heads"]),
                 str(r["head_dim"]),
                 r["attention"],
-                fmt_params(r["params"])
+                "unknown"
+                if r["params"] is None
+                else fmt_params(r["params"])
                 + (f" / {fmt_params(r['active_params'])}" if r["active_params"] != r["params"] else ""),
                 _bytes(r["kv_bytes_per_token_bf16"]),
             ]

@@ -142,7 +142,10 @@ def override(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     """apply_overrides, refusing what-ifs that would be ignored (a spec from a preset or from Python)."""
     if "kv_heads" in overrides:
         _refuse_meaningless(spec, {"kv_heads": overrides["kv_heads"]})  # before the heads are replaced
-    changed = apply_overrides(spec, overrides)
+    try:
+        changed = apply_overrides(spec, overrides)
+    except SpecError as exc:  # a what-if the model cannot take (--kv-heads 3 of 32 heads): a usage error
+        raise UsageError(exc.message, exc.hint) from None
     _refuse_meaningless(changed, overrides)
     return changed
 

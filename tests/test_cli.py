@@ -200,3 +200,11 @@ def test_cache_warns_beyond_the_trained_context_as_roofline_does():
     assert run_json("cache", "deepseek-v3", "--seq", "160k")["warnings"] == []  # 163,840 is within
     table = run("cache", "deepseek-v3", "--seq", "4k,256k,1m").stdout
     assert table.count("Warning: context") == 1 and "context 1,048,576 tokens exceeds" in table
+
+
+def test_an_impossible_what_if_is_a_usage_error():
+    # 32 query heads cannot share 3 KV heads: the option is wrong, not the model (README: exit 2 for
+    # usage errors, 1 for unknown or malformed models)
+    result = run("cache", "7b", "--kv-heads", "3")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == "kvcalc: error: model '7b': num_heads (32) must be divisible by num_kv_heads (3)\n"
