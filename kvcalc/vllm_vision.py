@@ -18,6 +18,8 @@ def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] 
         return _llama4_vision(vision, text)
     if str(raw.get("model_type")) == "mistral3" and vision.get("model_type") == "pixtral":
         return _pixtral_vision(raw, vision, text)
+    if str(raw.get("model_type")) in ("llava", "llava_next"):
+        return _llava_vision(raw, vision, text)
     if str(raw.get("model_type")) != "gemma3":
         return None
     if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
@@ -81,6 +83,7 @@ def _pixtral_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str,
         )
         patch, channels = int(vision["patch_size"]), int(vision.get("num_channels", 3))
         merge, text_hidden = int(raw.get("spatial_merge_size", 1)), int(text["hidden_size"])
+        layers = _loaded_layers(raw.get("vision_feature_layer", -1), layers)
     except (KeyError, TypeError, ValueError):
         return None
     bias = bool(raw.get("multimodal_projector_bias"))
@@ -93,6 +96,52 @@ def _pixtral_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str,
     split += text_hidden if bias else 0
     replicated = layers * 2 * h + channels * patch * patch * h + h + h + h * merge * merge * h
     replicated += text_hidden if bias else 0
+    return split, replicated
+
+
+def _loaded_layers(feature_layer: Any, layers: int) -> int:
+    """Encoder layers vLLM builds: up to the deepest vision_feature_layer (llava.py _get_num_hidden_layers)."""
+    wanted = feature_layer if isinstance(feature_layer, list) else [feature_layer]
+    return max(layers + int(i) + 1 if int(i) < 0 else int(i) for i in wanted)
+
+
+def _llava_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """LLaVA / LLaVA-NeXT with a CLIP or SigLIP tower (vllm/model_executor/models/llava.py, clip.py, siglip.py)."""
+    kind = vision.get("model_type")
+    if kind not in ("clip_vision_model", "siglip_vision_model"):
+        return None
+    try:
+        h, inter = int(vision["hidden_size"]), int(vision["intermediate_size"])
+        patch, image = int(vision["patch_size"]), int(vision["image_size"])
+        channels, text_hidden = int(vision.get("num_channels", 3)), int(text["hidden_size"])
+        feature = raw.get("vision_feature_layer", -2)
+        layers = _loaded_layers(feature, int(vision["num_hidden_layers"]))
+        n_features = len(feature) if isinstance(feature, list) else 1
+    except (KeyError, TypeError, ValueError):
+        return None
+    bias = raw.get("multimodal_projector_bias", True) is not False
+    positions = (image // patch) ** 2
+    # NOTE: init_vision_tower_for_llava builds the encoder up to the deepest feature layer without the
+    # post-LayerNorm (require_post_norm=False). Per layer QKVParallelLinear (3h x h + 3h bias) and fc1
+    # (ColumnParallel, I x h + I) split, out_proj and fc2 (RowParallel) split with their h biases whole,
+    # two LayerNorms (4h). CLIP: class embedding, patch Conv2d (no bias), a (positions + 1) x h table and
+    # pre_layrnorm, replicated. SigLIP: patch Conv2d with bias, replicated; the position table a
+    # VocabParallelEmbedding (split); the attention-pooling head unless vision_use_head is false.
+    # LlavaMultiModalProjector: linear_1 (ColumnParallel, h x feature layers -> text hidden) and
+    # linear_2 (RowParallel), with biases unless multimodal_projector_bias is false; LLaVA-NeXT adds an
+    # image_newline vector.
+    split = layers * (4 * h * h + 3 * h + 2 * h * inter + inter)
+    replicated = layers * 6 * h + channels * patch * patch * h
+    if kind == "clip_vision_model":
+        replicated += h + (positions + 1) * h + 2 * h
+    else:
+        replicated += h
+        split += positions * h
+        if vision.get("vision_use_head", True):
+            # SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention, LayerNorm, MLP (replicated)
+            replicated += h + 4 * h * h + 4 * h + 2 * h + 2 * h * inter + inter + h
+    split += n_features * h * text_hidden + text_hidden * text_hidden + (text_hidden if bias else 0)
+    replicated += (text_hidden if bias else 0) + (text_hidden if raw.get("model_type") == "llava_next" else 0)
     return split, replicated
 
 

@@ -339,6 +339,22 @@ def test_mistral3_pixtral_tower_and_dummy_images(tmp_path):
     assert not any("weights" in u for u in terms.unsized)
 
 
+def test_llava_clip_tower_up_to_the_feature_layer():
+    # LLaVA-1.5-7B's layout (llava-hf/llava-1.5-7b-hf): CLIP ViT-L/14 at 336 px (hidden 1024, intermediate
+    # 4096, 24 layers), vision_feature_layer -2, so vLLM builds 24 - 2 + 1 = 23 layers (llava.py
+    # _get_num_hidden_layers) and no post-LayerNorm. Split: 23 x (4 x 1024^2 + 3 x 1024 + 2 x 1024 x 4096 + 4096)
+    # = 289,890,304 plus the projector 1024 x 4096 + 4096^2 + 4096 = 20,975,616; replicated: 23 x 6 x 1024,
+    # patch conv 3 x 14^2 x 1024, class embedding, 577 x 1024 positions, pre-LayerNorm, linear_2's bias 4096.
+    from kvcalc.vllm_vision import vision_params
+
+    clip = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096}
+    clip |= {"num_hidden_layers": 24, "patch_size": 14, "image_size": 336, "num_attention_heads": 16}
+    raw = {"model_type": "llava", "vision_feature_layer": -2, "vision_config": clip}
+    split = 23 * (4 * 1024**2 + 3 * 1024 + 2 * 1024 * 4096 + 4096) + 1024 * 4096 + 4096**2 + 4096
+    replicated = 23 * 6 * 1024 + 3 * 14 * 14 * 1024 + 1024 + 577 * 1024 + 2 * 1024 + 4096
+    assert vision_params(raw, {"hidden_size": 4096}) == (split, replicated)
+
+
 def test_rotary_rows_follow_the_scaling_type(tmp_path):
     # vLLM's caches: linear and dynamic NTK keep max_position x factor rows; YaRN original x factor
     # (yarn_scaling_rope.py: ceil(original_max_position x factor), at least max_position); llama3 just max_position
