@@ -402,7 +402,7 @@ def show(
         "params": counts.model_dump() if counts else None,
         "kv_bytes_per_token_bf16": bytes_per_token(resolved.spec, "bf16"),
     }
-    sheet = show_sheet(resolved, counts)
+    sheet = show_sheet(resolved, counts, payload["kv_bytes_per_token_bf16"])
     _emit(fmt, payload, [sheet], [{"field": r[0], "value": r[1]} for r in sheet.rows])
 
 

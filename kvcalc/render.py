@@ -252,7 +252,7 @@ def _field_rows(key: str, value: object) -> list[list[str]]:
     return [row for k, v in value.items() if v not in (None, False, [], {}, "") for row in _field_rows(f"{key}.{k}", v)]
 
 
-def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
+def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> Sheet:  # noqa: ANN001
     spec = resolved.spec
     sheet = Sheet(
         title=f"{spec.name} (from {resolved.source}: {resolved.location})",
@@ -281,6 +281,13 @@ def show_sheet(resolved, counts) -> Sheet:  # noqa: ANN001
         if run.state_bytes:
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
         sheet.rows.append(["layers", detail])
+    if kv_bytes_per_token_bf16 is not None:  # the figure the JSON carries, in the table too
+        sheet.rows.append(
+            [
+                "KV cache per token (bf16)",
+                f"{fmt_bytes(kv_bytes_per_token_bf16)} ({kv_bytes_per_token_bf16:,} B, while every window grows)",
+            ]
+        )
     if counts is None:
         sheet.rows.append(["parameters", f"unknown: {spec.params_unknown}"])
         return sheet

@@ -145,6 +145,9 @@ def test_show_lists_nested_fields_one_per_row():
     assert re.search(r"^ checkpoint\.quantization\.method\s+fp8\s*$", out, re.M)
     assert re.search(r"^ checkpoint\.quantization\.linear\.group_size\s+128\s*$", out, re.M)
     assert "{'" not in out and "None" not in out
+    # the JSON's kv_bytes_per_token_bf16 is in the table too: 61 x (512 + 64) x 2 B = 70,272 B
+    assert run_json("show", "deepseek-v3")["kv_bytes_per_token_bf16"] == 70_272
+    assert re.search(r"^ KV cache per token \(bf16\)\s+68\.62 KiB \(70,272 B", out, re.M)
 
 
 @pytest.mark.parametrize(("images", "cross_tokens"), [(0, 0), (1, 6404), (2, 12808)])
