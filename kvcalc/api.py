@@ -211,8 +211,8 @@ def fit(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    seq: int | str = "8k",
-    batch: int | str = 1,
+    seq: Counts = "8k",
+    batch: Counts = 1,
     tp: int = 1,
     pp: int = 1,
     kv_dtype: str = "bf16",
@@ -220,9 +220,11 @@ def fit(
     gpu_util: float = 0.9,
     reserve: str | int = "2GiB",
     block_size: int = 16,
-) -> FitResult:
-    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals)."""
+) -> FitResult | list[FitResult]:
+    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals);
+    lists or ranges give one result per (seq, batch), as the command's rows."""
     from kvcalc.cli_deploy import deployment, ranks
+    from kvcalc.cli_planner import FIT_MAX_ROWS
     from kvcalc.fit import fit_report
     from kvcalc.kvcache import check_tp
 
@@ -233,19 +235,27 @@ def fit(
     check_tp(spec, tp)
     dep = deployment(spec, gpu_spec, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve=_reserve(reserve))
     block_size = _count(block_size, "block_size")
-    return fit_report(
-        spec,
-        gpu_spec,
-        tp=tp,
-        seq=_count(seq, "seq"),
-        batch=_count(batch, "batch"),
-        dtype=overrides.get("dtype"),
-        kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
-        gpu_util=dep.gpu_util,
-        reserve_bytes=dep.reserve_bytes,
-        block_size=block_size,
-        pp=pp,
-    )
+    seqs, batches = _counts_nonempty(seq, "seq"), _counts_nonempty(batch, "batch")
+    check_grid("fit batch x seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    results = [
+        fit_report(
+            spec,
+            gpu_spec,
+            tp=tp,
+            seq=s,
+            batch=b,
+            dtype=overrides.get("dtype"),
+            kv_dtype=kv,
+            gpu_util=dep.gpu_util,
+            reserve_bytes=dep.reserve_bytes,
+            block_size=block_size,
+            pp=pp,
+        )
+        for s in seqs
+        for b in batches
+    ]
+    return results[0] if len(results) == 1 else results
 
 
 def generate(

@@ -138,3 +138,17 @@ def test_counts_as_text_and_lists_of_items():
     assert kvcalc.fit("7b", "h100", block_size="16") == kvcalc.fit("7b", "h100", block_size=16)
     # compare(["mha", "gqa"]) is compare("mha", "gqa"): the 70B's 64 heads against its 8 KV heads
     assert kvcalc.compare(["mha", "gqa"]).rows[1].ratio == 8 / 64
+
+
+def test_fit_takes_lists_as_the_command_does():
+    # README: a list gives a list of results. fit --batch 1,4 --seq 8k,16k prints 4 rows; so does the API,
+    # each the same FitResult. 7b at 8k: 32 x 2 x 32 x 128 x 2 B x 8,192 = 4 GiB of KV per sequence.
+    rs = kvcalc.fit("7b", "h100", batch=[1, 4], seq="8k,16k")
+    cli = run_json("fit", "7b", "--gpu", "h100", "--batch", "1,4", "--seq", "8k,16k")["rows"]
+    assert [r.model_dump(mode="json") for r in rs] == cli
+    assert [(r.batch, r.seq, r.per_gpu.kv_bytes) for r in rs] == [
+        (1, 8192, 4 * GiB),
+        (4, 8192, 16 * GiB),
+        (1, 16384, 8 * GiB),
+        (4, 16384, 32 * GiB),
+    ]
