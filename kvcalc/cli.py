@@ -116,9 +116,11 @@ def cache(
 
     def chart():  # noqa: ANN202
         from kvcalc.chart import cache_chart
-        from kvcalc.params import weight_bytes_resident
+        from kvcalc.parallel import rank_weight_bytes_resident
 
-        weights = weight_bytes_resident(spec, overrides.get("dtype")) if gpu_spec else None
+        # NOTE: the weights one rank holds: with --tp the cache drawn is one rank's, and the whole
+        # model's weights put the "memory - weights" line below zero (70B at tp 4) or too low.
+        weights = rank_weight_bytes_resident(spec, tp, dtype=overrides.get("dtype")) if gpu_spec else None
         return cache_chart(
             spec,
             batches,

@@ -211,3 +211,16 @@ def test_an_impossible_what_if_is_a_usage_error():
     result = run("cache", "7b", "--kv-heads", "3")
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == "kvcalc: error: model '7b': num_heads (32) must be divisible by num_kv_heads (3)\n"
+
+
+def test_cache_chart_takes_one_ranks_weights_with_tp(tmp_path):
+    # llama-3-70b holds 131.42 GiB of bf16 weights, more than an H100's 79.19 GiB: the "memory - weights"
+    # line was left out at --tp 4 although each rank holds about a quarter (the cache drawn is one rank's)
+    from kvcalc.parallel import rank_weight_bytes_resident
+    from kvcalc.presets import get_gpu, get_model
+
+    rank = rank_weight_bytes_resident(get_model("llama-3-70b"), 4)
+    assert rank < get_gpu("h100").capacity_bytes < 4 * rank
+    svg = tmp_path / "c.svg"
+    assert run("cache", "llama-3-70b", "--gpu", "h100", "--tp", "4", "--plot", svg).exit_code == 0
+    assert 'id="gpu-minus-weights"' in svg.read_text()
