@@ -160,7 +160,7 @@ def decode_sum(
     per_element = dtype_bits(kv_dtype) / 8
     total = Fraction(0)
     for st in staged:
-        weights = weight_bytes_read(spec, dep, st, batch, dtype)
+        weights = weight_bytes_read(spec, st, batch)
         edges = sorted({t.window for t in st.terms if t.window is not None and lo <= t.window < hi})
         start = lo
         for end in [*edges, hi]:

@@ -20,10 +20,9 @@ from functools import lru_cache
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import check_tp, kv_heads_per_rank, valid_tp  # the KV-head rule lives with the cache
-from kvcalc.params import _mlp, attention_params, expected_experts, param_counts, weight_dtypes
+from kvcalc.params import Shard, _mlp, attention_params, expected_experts, param_counts, shard_bytes, shard_formats
 from kvcalc.results import Result
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
-from kvcalc.units import dtype_bits
 
 __all__ = [
     "Link",
@@ -116,11 +115,14 @@ def reached_experts(experts: int, k: int, tokens: int) -> Fraction:
     return Fraction(experts * -math.expm1(tokens * math.log1p(-k / experts)))
 
 
-def _layer_rank(spec: ModelSpec, moe: bool, run: LayerRun, tp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
-    """(dense, expert) parameters of one layer on one rank: resident when `tokens` is None, else
-    what one step over `tokens` tokens reads."""
+def _layer_rank(
+    spec: ModelSpec, moe: bool, run: LayerRun, tp: int, tokens: int | None
+) -> tuple[Fraction, Fraction, Fraction]:
+    """(token mixer, other dense, expert) parameters of one layer on one rank: resident when
+    `tokens` is None, else what one step over `tokens` tokens reads."""
     hidden = spec.hidden_size
-    dense = _mixer_rank(spec, run, tp) + 2 * hidden  # two norms, whole
+    mixer = _mixer_rank(spec, run, tp)
+    dense = Fraction(2 * hidden)  # two norms, whole
     experts = Fraction(0)
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)
@@ -131,7 +133,7 @@ def _layer_rank(spec: ModelSpec, moe: bool, run: LayerRun, tp: int, tokens: int 
         experts = reached * Fraction(one, tp)
     else:
         dense += Fraction(_mlp(spec, spec.intermediate_size), tp)
-    return dense, experts
+    return mixer, dense, experts
 
 
 def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> Fraction:
@@ -170,23 +172,18 @@ def _countable(spec: ModelSpec) -> None:
         param_counts(spec)  # refuses, with the reason, a model whose parameters cannot be counted
 
 
-def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> tuple[Fraction, Fraction]:
+def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> Shard:
     start, end = pp_indices(spec.num_layers, stage, pp)
+    zero = Fraction(0)
     if spec.params:
         # NOTE: an explicit count has no per-layer breakdown: a stage holds its share of layers.
-        return Fraction(spec.params * (end - start), spec.num_layers * tp), Fraction(0)
+        return Shard(zero, zero, Fraction(spec.params * (end - start), spec.num_layers * tp), zero)
     _countable(spec)
-    dense, experts = _ends(spec, tp, stage, pp, tokens), Fraction(0)
+    mixers = dense = experts = zero
     for run, moe, n in _stage_layers(spec, start, end):
-        d, e = _layer_rank(spec, moe, run, tp, tokens)
-        dense, experts = dense + n * d, experts + n * e
-    return dense, experts
-
-
-def _to_bytes(spec: ModelSpec, params: tuple[Fraction, Fraction], dtype: str | None) -> int:
-    dense_dtype, expert_dtype = weight_dtypes(spec, dtype)
-    dense, experts = params
-    return math.ceil(dense * dtype_bits(dense_dtype) / 8 + experts * dtype_bits(expert_dtype) / 8)
+        m, d, e = _layer_rank(spec, moe, run, tp, tokens)
+        mixers, dense, experts = mixers + n * m, dense + n * d, experts + n * e
+    return Shard(_ends(spec, tp, stage, pp, tokens), mixers, dense, experts)
 
 
 def rank_weight_bytes_resident(
@@ -194,33 +191,35 @@ def rank_weight_bytes_resident(
 ) -> int:
     """Weight bytes one GPU of pipeline stage `stage` holds. With tied embeddings and pp > 1 the
     first and the last stage each hold the table (vLLM loads it on both)."""
-    return _to_bytes(spec, _rank_params(spec, tp, stage, pp, None), dtype)
+    return shard_bytes(spec, _rank_params(spec, tp, stage, pp, None), dtype)
 
 
 def rank_read_parts(
-    spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1
+    spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1, dtype: str | None = None
 ) -> tuple[Fraction, Fraction, int, Fraction]:
-    """What a step's weight reads on one GPU of a stage are made of, computed once per stage:
-    (dense parameters read whatever the tokens, input-embedding parameters per token, MoE layers,
-    parameters of one expert's slice)."""
+    """What a step's weight reads on one GPU of a stage are made of, in bytes, computed once per
+    stage: (what is read whatever the tokens, experts aside; one token's input-embedding row;
+    MoE layers; one expert's slice)."""
+    zero = Fraction(0)
+    per = shard_formats(spec, dtype)
+    base = _rank_params(spec, tp, stage, pp, 1)
     if spec.params:
-        return _rank_params(spec, tp, stage, pp, 1)[0], Fraction(0), 0, Fraction(0)
-    dense, _ = _rank_params(spec, tp, stage, pp, 1)
-    rows = Fraction(spec.hidden_size, tp) if stage == 0 and not (spec.tie_embeddings and pp == 1) else Fraction(0)
+        return sum((n * b for n, b in zip(base, per)), zero), zero, 0, zero
+    rows = Fraction(spec.hidden_size, tp) if stage == 0 and not (spec.tie_embeddings and pp == 1) else zero
     start, end = pp_indices(spec.num_layers, stage, pp)
     moe_layers = sum(n for _, moe, n in _stage_layers(spec, start, end) if moe)
-    one = (
-        Fraction(_mlp(spec, spec.expert_intermediate_size or spec.intermediate_size), tp) if moe_layers else Fraction(0)
-    )
-    return dense - rows, rows, moe_layers, one
+    one = Fraction(_mlp(spec, spec.expert_intermediate_size or spec.intermediate_size), tp) if moe_layers else zero
+    fixed = (base.ends - rows) * per.ends + base.mixers * per.mixers + base.dense * per.dense
+    return fixed, rows * per.ends, moe_layers, one * per.experts
 
 
-def read_bytes(spec: ModelSpec, parts: tuple[Fraction, Fraction, int, Fraction], tokens: int, dtype: str | None) -> int:
+def read_bytes(spec: ModelSpec, parts: tuple[Fraction, Fraction, int, Fraction], tokens: int) -> int:
     """Weight bytes read by a step over `tokens` tokens, from rank_read_parts."""
-    base, rows, moe_layers, one = parts
-    dense = base + rows * min(tokens, spec.vocab_size or 0)
-    experts = moe_layers * reached_experts(spec.experts, spec.experts_per_token, tokens) * one if moe_layers else 0
-    return _to_bytes(spec, (dense, Fraction(experts)), dtype)
+    fixed, row, moe_layers, one = parts
+    total = fixed + row * min(tokens, spec.vocab_size or 0)
+    if moe_layers:
+        total += moe_layers * reached_experts(spec.experts, spec.experts_per_token, tokens) * one
+    return math.ceil(total)
 
 
 def rank_weight_bytes_read(
@@ -229,7 +228,7 @@ def rank_weight_bytes_read(
     """Weight bytes one GPU of stage `stage` reads in a forward step over `tokens` tokens: its
     slice of every dense matrix, the tokens' embedding rows, and its slice of the experts the
     tokens are expected to reach."""
-    return read_bytes(spec, rank_read_parts(spec, tp, stage, pp), tokens, dtype)
+    return read_bytes(spec, rank_read_parts(spec, tp, stage, pp, dtype), tokens)
 
 
 def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1) -> int:
@@ -242,8 +241,8 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
     _countable(spec)
     total = Fraction(0)
     for run, moe, n in _stage_layers(spec, start, end):
-        dense, _ = _layer_rank(spec, moe, run, tp, 1)
-        total += n * dense
+        mixer, dense, _ = _layer_rank(spec, moe, run, tp, 1)
+        total += n * (mixer + dense)
         if moe:
             one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
             total += n * spec.experts_per_token * Fraction(one, tp)

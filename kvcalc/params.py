@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 from kvcalc.errors import SpecError
+from kvcalc.quant import LinearFormat
 from kvcalc.results import Result
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import dtype_bits
@@ -137,13 +139,75 @@ def weight_dtypes(spec: ModelSpec, dtype: str | None) -> tuple[str, str]:
     return dtype, dtype
 
 
+class Shard(NamedTuple):
+    """Parameters (of the model, or of one rank) grouped by the format they are stored in."""
+
+    ends: Fraction  # embedding, final norm, LM head: 16-bit unless the checkpoint quantizes the LM head
+    mixers: Fraction  # attention / SSM projections: 16-bit when an ignore list keeps attention so
+    # dense MLPs and shared experts; also the norms and routers, which vLLM keeps 16-bit but are counted
+    # in the linear format here (under 0.2% of any model's bytes)
+    dense: Fraction
+    experts: Fraction  # routed experts
+
+
+def _per_param(fmt: LinearFormat) -> Fraction:
+    """Bytes per weight element of a stored format, with its group or block scales (and zero points).
+    One scale per output row or per tensor adds under 0.2% at these widths and is not counted."""
+    per = Fraction(fmt.weight_bits, 8)
+    if fmt.scale == "group" and fmt.group_size:
+        per += Fraction(fmt.scale_bytes, fmt.group_size)
+        per += Fraction(fmt.weight_bits, 8 * fmt.group_size) if fmt.zero_points else 0
+    elif fmt.scale == "block" and fmt.group_size:
+        per += Fraction(fmt.scale_bytes, fmt.group_size**2)
+    return per
+
+
+def shard_formats(spec: ModelSpec, dtype: str | None) -> Shard:
+    """Bytes per parameter of each Shard group, from the weight format as vLLM stores it
+    (weights.quantization_of): with a quantized format (a checkpoint's quantization_config, or
+    `--dtype fp8|int8|int4|mxfp4|nvfp4`) the linear layers take it, scales included, while the
+    embedding and LM head stay in the activation dtype (vLLM quantizes LinearBase layers, not
+    VocabParallelEmbedding / ParallelLMHead, unless the checkpoint says so); attention stays 16-bit
+    when the checkpoint's ignore list keeps it so. A float dtype applies to every weight."""
+    from kvcalc.weights import quantization_of
+
+    floats = ("fp32", "bf16", "fp16")
+    dense_dtype, expert_dtype = weight_dtypes(spec, dtype)
+    q = quantization_of(spec, dtype)
+    if q is None and dense_dtype in floats and expert_dtype in floats:
+        a, e = Fraction(dtype_bits(dense_dtype), 8), Fraction(dtype_bits(expert_dtype), 8)
+        return Shard(a, a, a, e)
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    act = (
+        dtype if dtype in floats else spec.dtype if spec.dtype in floats else declared if declared in floats else "bf16"
+    )
+    a = Fraction(dtype_bits(act), 8)
+    linear = _per_param(q.linear) if q and q.linear else a
+    mixers = linear if q is None or q.attention_quantized else a
+    experts = _per_param(q.experts) if q and q.experts else linear
+    return Shard(linear if q and q.lm_head_quantized else a, mixers, linear, experts)
+
+
+def shard_bytes(spec: ModelSpec, params: Shard, dtype: str | None) -> int:
+    """Bytes of parameters grouped as a Shard, each group in its stored format."""
+    per = shard_formats(spec, dtype)
+    return math.ceil(sum(n * b for n, b in zip(params, per)))
+
+
 def weight_bytes_resident(spec: ModelSpec, dtype: str | None = None) -> int:
-    """All weights held in memory (embedding, LM head, every expert)."""
-    dtype, expert_dtype = weight_dtypes(spec, dtype)
+    """All weights held in memory (embedding, LM head, every expert), each group in its format."""
     if spec.params:
-        return math.ceil(_bytes(spec.params, dtype))
+        return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
     c = param_counts(spec)
-    return math.ceil(_bytes(c.total - c.experts, dtype) + _bytes(c.experts, expert_dtype))
+    hidden = spec.hidden_size
+    # NOTE: weights outside the decoder (vision tower, encoder) stay 16-bit like the embedding.
+    ends = c.embedding + c.lm_head + hidden + c.extra
+    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(c, hidden), c.experts), dtype)
+
+
+def _other_dense(c: ParamCounts, hidden: int) -> int:
+    """Dense MLPs, shared experts, routers and the layers' norms (the final norm is with the ends)."""
+    return c.dense_mlp + c.shared_experts + c.router + c.norms - hidden
 
 
 def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) -> int:
@@ -153,19 +217,13 @@ def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) ->
     tokens' rows (unless tied, when it is the LM head); routed experts only as many as the
     tokens are expected to reach.
     """
-    dtype, expert_dtype = weight_dtypes(spec, dtype)
     if spec.params:
         # NOTE: an explicit count (the textbook 7b / 70b) is what a step reads, as THEORY.md assumes.
-        return math.ceil(_bytes(spec.params, dtype))
+        return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
     c = param_counts(spec)
-    dense = (
-        c.total
-        - c.extra
-        - c.experts
-        - c.embedding
-        + (min(tokens, spec.vocab_size) * spec.hidden_size if c.lm_head else c.embedding)
-    )
+    hidden = spec.hidden_size
+    ends = (c.lm_head + min(tokens, spec.vocab_size) * hidden if c.lm_head else c.embedding) + hidden
     routed = Fraction(0)
     if spec.is_moe:
         routed = c.moe_layers * expected_experts(spec.experts, spec.experts_per_token, tokens) * c.expert_params
-    return math.ceil(_bytes(dense, dtype) + _bytes(routed, expert_dtype))
+    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(c, hidden), routed), dtype)

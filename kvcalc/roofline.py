@@ -201,7 +201,7 @@ def decode_row(
     staged = staged or stages(spec, dep, dtype)
     per_stage = [
         (
-            weight_bytes_read(spec, dep, st, batch, dtype),
+            weight_bytes_read(spec, st, batch),
             kv_bytes(st, batch, seq, kv_dtype),
             decode_state_bytes(st, batch),
             stage_decode_flops(st, batch, seq),
@@ -234,7 +234,7 @@ def prefill_row(
     staged = staged or stages(spec, dep, dtype)
     per_stage = [
         (
-            weight_bytes_read(spec, dep, st, batch * prompt, dtype),
+            weight_bytes_read(spec, st, batch * prompt),
             kv_bytes(st, batch, prompt, kv_dtype),
             batch * st.state_bytes,  # each sequence's final state written once (none read: a new prompt)
             stage_prefill_flops(st, batch, prompt),

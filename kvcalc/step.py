@@ -129,7 +129,7 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 # NOTE: SSM / linear-attention heads split across ranks like attention heads.
                 state_bytes=math.ceil(state / tp),
                 attention_heads=heads,
-                read_parts=rank_read_parts(spec, tp, s, pp),
+                read_parts=rank_read_parts(spec, tp, s, pp, dtype),
             )
         )
     return tuple(out)
@@ -179,8 +179,10 @@ def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
     return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention)
 
 
-def weight_bytes_read(spec: ModelSpec, dep: Deployment, stage: Stage, tokens: int, dtype: str | None) -> int:
-    return read_bytes(spec, stage.read_parts, tokens, dtype)
+def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
+    """Weight bytes one GPU of the stage reads in a step over `tokens` tokens, in the weight formats
+    the stage was built for (stages(..., dtype))."""
+    return read_bytes(spec, stage.read_parts, tokens)
 
 
 # --- communication ------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
 from conftest import run, run_json
 from hypothesis import given
@@ -45,7 +48,9 @@ def test_llama3_70b_weights_per_gpu_tp2_and_tp8():
 
 
 def test_deepseek_v3_tp8_latent_whole_experts_split():
-    # DeepSeek-V3 (fp8, 1 B a weight): hidden 7168, 128 heads, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128.
+    # DeepSeek-V3 (fp8 block-scaled: 1 B a weight plus one 4-byte scale per 128 x 128 block, so
+    # 1 + 4/16384 B per linear parameter; embedding and LM head stay bf16): hidden 7168, 128 heads,
+    # q_lora 1536, kv_lora 512, rope 64, nope 128, v 128.
     # MLA on one rank: replicated q_a (7168 x 1536 + 1536 norm) and kv_a (7168 x 576 + 512 norm) = 15,140,864;
     # split: q_b 1536 x 128 x 192 + kv_b 512 x 128 x 256 + o 128 x 128 x 7168 = 171,966,464, / 8 = 21,495,808.
     mla = 7168 * 1536 + 1536 + 7168 * 576 + 512 + (1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168) // 8
@@ -53,10 +58,11 @@ def test_deepseek_v3_tp8_latent_whole_experts_split():
     dense_mlp = 3 * 7168 * 18432 // 8  # first 3 layers
     # MoE layers (58): router 7168 x 256 whole, shared expert 3 x 7168 x 2048 / 8, 256 experts each / 8.
     moe = 7168 * 256 + 3 * 7168 * 2048 // 8 + 256 * 3 * 7168 * 2048 // 8
-    ends = 2 * 129_280 * 7168 // 8 + 7168  # embedding and LM head / 8, final norm
-    expected = 61 * (mla + 2 * 7168) + 3 * dense_mlp + 58 * moe + ends
+    linear = 61 * (mla + 2 * 7168) + 3 * dense_mlp + 58 * moe  # parameters in the fp8 format
+    ends = 2 * 129_280 * 7168 // 8 + 7168  # embedding and LM head / 8, final norm: parameters in bf16
+    expected = Fraction(linear) * (1 + Fraction(4, 128 * 128)) + 2 * ends
     spec = get_model("deepseek-v3")
-    assert rank_weight_bytes_resident(spec, tp=8) == expected == 84_780_342_272
+    assert rank_weight_bytes_resident(spec, tp=8) == math.ceil(expected) == 85_032_660_964
     # The latent is cached whole on every rank: 61 x (512 + 64) x 2 B per token at tp 1 and at tp 8.
     assert bytes_per_token(spec, "bf16", 8) == bytes_per_token(spec, "bf16", 1) == 61 * 576 * 2
 
@@ -248,3 +254,25 @@ def test_full_mesh_links_limit_a_small_tensor_parallel_group():
     # Behind a switch (NVLink 4 on H100) every group size gets the whole 450 GB/s.
     assert LINKS["nvlink4"].group_bandwidth(2) == LINKS["nvlink4"].group_bandwidth(8) == 450e9
     assert LINKS["infinity-fabric"].group_bandwidth(2) == pytest.approx(64e9)
+
+
+def test_quantized_dtype_keeps_embedding_and_lm_head_16_bit():
+    # vLLM's --quantization fp8 (and llm-compressor checkpoints) quantize the LinearBase layers; the
+    # vocabulary-parallel embedding and LM head stay in the activation dtype. Llama-3-8B: hidden 4096,
+    # 32 layers, 32 heads, 8 KV heads x 128, MLP 14336, vocabulary 128256, untied.
+    spec = get_model("llama-3-8b")
+    attention = 4096 * (4096 + 2 * 1024) + 4096 * 4096  # q, k, v and o
+    linear = 32 * (attention + 3 * 4096 * 14336 + 2 * 4096)  # with the layers' two norms
+    assert linear == 6_979_584_000
+    ends = 2 * 128_256 * 4096 + 4096  # embedding, LM head, final norm
+    # fp8 (per-channel scales, one per output row: not counted): 1 B per linear parameter.
+    assert rank_weight_bytes_resident(spec, dtype="fp8") == linear + 2 * ends == 9_080_938_496
+    assert weight_bytes_resident(spec, "fp8") == 9_080_938_496
+    # One decode token reads every linear weight, the LM head, its embedding row and the final norm.
+    read = linear + 2 * (128_256 * 4096 + 4096 + 4096)
+    assert rank_weight_bytes_read(spec, 1, dtype="fp8") == weight_bytes_read(spec, 1, "fp8") == read == 8_030_273_536
+    # int4 as GPTQ/AWQ store it: 0.5 B per weight plus a 2-byte scale per 128 = 0.515625 B.
+    assert weight_bytes_resident(spec, "int4") == linear * 33 // 64 + 2 * ends == 5_700_202_496
+    # A float dtype applies to every weight.
+    assert weight_bytes_resident(spec, "bf16") == 2 * (linear + ends)
+    assert weight_bytes_resident(spec, "fp32") == 4 * (linear + ends)
