@@ -17,6 +17,7 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
     sheet = Sheet(
         title=f"KV cache: {first.model}, {first.kv_dtype}{tp}",
         columns=["layers", "kind", "KV\nheads", "elements per\ntoken, layer", "per\ntoken", "tokens\nheld"],
+        optional=(3, 5, 2, 4),  # elements, tokens held, KV heads, then bytes per token (also in the notes)
     )
     for layer in first.layers:
         kind = layer.kind + (f" W={layer.window_tokens:,}" if layer.window_tokens else "")
@@ -413,6 +414,8 @@ def fit_grid_sheet(results: list) -> Sheet:
             *(["batch for\ngoals"] if goals else []),
         ],
         text_columns=(),
+        # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
+        optional=(2, 5, 4, 7, 3),  # weights, budget, total, largest batch, KV cache
     )
     for r in results:
         p = r.per_gpu

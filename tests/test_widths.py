@@ -88,3 +88,14 @@ def test_a_long_table_is_laid_out_fast_and_the_same():
     rich_made = run("roofline", "7b", "--gpu", "h100", "--batch", f"1..{PLAIN_ROWS}+1", env={"COLUMNS": ""})
     direct = run("roofline", "7b", "--gpu", "h100", "--batch", f"1..{PLAIN_ROWS + 1}+1", env={"COLUMNS": ""})
     assert direct.stdout.splitlines()[: PLAIN_ROWS + 4] == rich_made.stdout.splitlines()[: PLAIN_ROWS + 4]
+
+
+def test_narrow_tables_keep_the_answer_columns():
+    # fit's grid: the verdict per row stays; weights (14.96 GiB on every row) and the budget go first.
+    # llama-3-8b, batch 64 x 8,192: 64 x 128 KiB x 8,192 = 64 GiB of KV > 71.27 - 14.96 - 2 GiB: NO
+    out = run("fit", "llama-3-8b", "--gpu", "h100", "--batch", "1,64", "--seq", "8k", env={"COLUMNS": "40"}).stdout
+    assert re.search(r"^\s+64\s+8,192\s+64 GiB\s+NO\s+54\s*$", out, re.M), out
+    assert "Left out at this width: weights, total, budget" in " ".join(out.split())
+    # cache: bytes per token stay (gemma-3-27b sliding: 52 x 2 x 16 x 128 x 2 B = 416 KiB)
+    out = run("cache", "gemma-3-27b", env={"COLUMNS": "40"}).stdout
+    assert re.search(r"^ 52\s+sliding W=1,024\s+416 KiB\s*$", out, re.M), out
