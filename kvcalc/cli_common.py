@@ -30,7 +30,10 @@ def _plot_words(args: list[str]) -> list[str]:
 
 
 def _is_plot_word(following: str) -> bool:
-    return os.path.splitext(following)[1].lower() in ("", ".json")
+    """Not a chart file: no suffix, .json (a config), or a version dot in a model name (llama-3.1-8b,
+    Qwen/Qwen2.5-7B, mistral-7b-v0.3): `--plot llama-3.1-8b` left the command without its MODEL."""
+    ext = os.path.splitext(following)[1]
+    return ext.lower() in ("", ".json") or not __import__("re").fullmatch(r"\.[A-Za-z]{2,5}", ext)
 
 
 def _error_line(message: str, hint: str | None = None) -> None:

@@ -224,3 +224,12 @@ def test_cache_chart_takes_one_ranks_weights_with_tp(tmp_path):
     svg = tmp_path / "c.svg"
     assert run("cache", "llama-3-70b", "--gpu", "h100", "--tp", "4", "--plot", svg).exit_code == 0
     assert 'id="gpu-minus-weights"' in svg.read_text()
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "meta-llama/Llama-3.1-8B", "mistral-7b-v0.3", "qwen2.5-7b"])
+def test_bare_plot_before_a_dotted_model_name(model):
+    # `--plot MODEL`: a version dot is not a chart suffix, so MODEL stays the argument (it was taken as
+    # the chart file: "Missing argument 'model'")
+    result = run("cache", "--plot", model, "--seq", "8k")
+    assert result.exit_code == 0, result.stderr
+    assert "context (tokens, log)" in result.stdout and result.stderr == ""
