@@ -56,7 +56,7 @@ class _Boundary(TyperGroup):
         args = list(args)
         for i, arg in enumerate(args):
             following = args[i + 1] if i + 1 < len(args) else ""
-            if arg == "--plot" and (following.startswith("-") or _is_plot_word(following)):
+            if arg == "--plot" and following != "-" and (following.startswith("-") or _is_plot_word(following)):
                 args[i] = "--plot=-"
         return super().parse_args(ctx, args)
 

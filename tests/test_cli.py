@@ -233,3 +233,10 @@ def test_bare_plot_before_a_dotted_model_name(model):
     result = run("cache", "--plot", model, "--seq", "8k")
     assert result.exit_code == 0, result.stderr
     assert "context (tokens, log)" in result.stdout and result.stderr == ""
+
+
+def test_plot_dash_is_the_terminal_chart():
+    # `--plot -` (the value a bare --plot stands for) was split into --plot=- and a stray "-"
+    result = run("cache", "7b", "--plot", "-")
+    assert result.exit_code == 0, result.stderr
+    assert "context (tokens, log)" in result.stdout
