@@ -59,6 +59,18 @@ def main() -> None:
             base,
         ),
         "generate llama-3-8b --gpu h100 --new 1m": (["generate", "llama-3-8b", "--gpu", "h100", "--new", "1m"], base),
+        "cache 7b --batch 1..50000+1 --explain (50,000 rows)": (
+            ["cache", "7b", "--batch", "1..50000+1", "--explain"],
+            base,
+        ),
+        "roofline 7b --gpu h100 --batch 1..50000+1 --explain": (
+            ["roofline", "7b", "--gpu", "h100", "--batch", "1..50000+1", "--explain"],
+            base,
+        ),
+        "compare mha gqa mla --batch 1..16000+1 (48,000 rows)": (
+            ["compare", "mha", "gqa", "mla", "--batch", "1..16000+1"],
+            base,
+        ),
         "roofline 7b --gpu h100 --batch 1..16384+1 --plot big.png": (
             ["roofline", "7b", "--gpu", "h100", "--batch", "1..16384+1", "--plot", os.path.join(tmp, "big.png")],
             base,
