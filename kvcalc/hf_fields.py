@@ -69,3 +69,53 @@ def quantization(cfg: Config, dtype: str) -> tuple[str, str | None]:
             hint="pass --dtype to say what the weights are stored in",
         )
     return linear, expert
+
+
+# Fields the family modules read with cfg.get and compute with: a value of the wrong type would fail deep in
+# the arithmetic, so it is refused here, naming the field. Positive: a period, a count of heads or a width.
+POSITIVE = (
+    "attn_layer_period", "expert_layer_period", "interleave_moe_layer_step", "no_rope_layer_interval",
+    "attention_chunk_size", "global_attn_every_n_layers", "full_attention_interval", "cla_share_factor",
+    "num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts", "intermediate_size_mlp",
+    "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_n_heads", "mamba_num_heads", "mamba_head_dim",
+    "mamba_n_groups", "n_groups", "ssm_state_size", "state_size", "conv_kernel", "expand", "linear_conv_kernel_dim",
+    "conv_L_cache", "conv_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank",
+    "block_multiple_of", "sliding_window", "sliding_window_size", "max_window_layers", "head_dim",
+)  # fmt: skip
+COUNTS = (
+    "attn_layer_offset", "expert_layer_offset", "num_local_experts", "n_routed_experts", "num_experts",
+    "first_k_dense_replace", "num_dense_layers", "n_shared_experts", "num_shared_experts", "num_nextn_predict_layers",
+    "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "shared_intermediate_size",
+)  # fmt: skip
+LISTS = (
+    "layer_types", "layers_block_type", "mlp_layer_types", "moe_layers", "no_rope_layers", "full_attn_idxs",
+    "attn_layer_indices", "mlp_only_layers",
+)  # fmt: skip
+# Alternatives a family's config class accepts beside an integer.
+ALSO = {"mamba_head_dim": ("auto",), "mamba_d_head": ("auto",), "mamba_dt_rank": ("auto",)}
+PER_LAYER_OK = ("num_experts", "moe_topk", "moe_intermediate_size", "num_shared_expert")  # Hunyuan's lists
+
+
+def check_types(cfg: Config) -> None:
+    """Refuse a field the reader computes with when its value has the wrong type (one line, the field named)."""
+    for name in POSITIVE + COUNTS + ("mamba_d_head", "mamba_dt_rank"):
+        value = cfg.data.get(name)
+        if value is None or value in ALSO.get(name, ()) or (isinstance(value, list) and name in PER_LAYER_OK):
+            continue
+        least = 0 if name in COUNTS else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            kind = "a non-negative integer" if least == 0 else "a positive integer"
+            raise cfg.refuse(f"field {name} must be {kind}, got {value!r}")
+    for name in LISTS:
+        value = cfg.data.get(name)
+        if value is not None and not isinstance(value, list):
+            raise cfg.refuse(f"field {name} must be a list, got {value!r}")
+        if isinstance(value, list):
+            strings = name.endswith(("_types", "_type"))
+            if any(isinstance(v, bool) or not isinstance(v, str if strings else int) for v in value):
+                want = "names" if strings else "integers"
+                raise cfg.refuse(f"field {name} must list {want}, got {value!r}")
+    for name in ("hybrid_override_pattern", "mamba_ssm_cache_dtype", "mamba_ssm_dtype"):
+        value = cfg.data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise cfg.refuse(f"field {name} must be a string, got {value!r}")

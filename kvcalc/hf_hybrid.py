@@ -144,7 +144,7 @@ def nemotron_h(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[L
     if len(pattern) != layers:
         raise cfg.refuse(f"hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers says {layers}")
     state, params = mamba2(cfg, hidden, el)
-    inter = cfg.get("intermediate_size")
+    inter = cfg.int_field("intermediate_size") if "-" in pattern else 0  # only MLP blocks ('-') need it
     runs = []
     for ch in pattern:
         if ch == "*":  # attention only, no MLP in this block
@@ -165,14 +165,13 @@ def jamba(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerR
     period, offset = cfg.get("attn_layer_period"), cfg.get("attn_layer_offset", default=0)
     state, params = mamba1(cfg, hidden, el)
     moe_period, moe_offset = cfg.get("expert_layer_period", default=1), cfg.get("expert_layer_offset", default=0)
-    inter = cfg.get("intermediate_size")
+    inter = cfg.int_field("intermediate_size")
+    experts = cfg.get("num_experts", default=0)
+    if not isinstance(experts, int):
+        raise cfg.refuse(f"field num_experts must be an integer for Jamba, got {experts!r}")
     runs = []
     for i in range(layers):
-        dense = (
-            {}
-            if (cfg.get("num_experts", default=0) > 1 and i % moe_period == moe_offset)
-            else {"intermediate_size": inter}
-        )
+        dense = {} if (experts > 1 and i % moe_period == moe_offset) else {"intermediate_size": inter}
         if i % period == offset:
             runs.append(LayerRun(kind=LayerKind.FULL, **dense))
         else:

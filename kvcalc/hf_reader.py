@@ -10,7 +10,7 @@ from typing import Any
 from kvcalc import hf_encdec, hf_hybrid, hf_legacy, hf_mla, hf_moe, hf_nas, hf_vision, hf_windows
 from kvcalc.errors import SpecError
 from kvcalc.hf_defaults import TYPE_DEFAULTS
-from kvcalc.hf_fields import Config, declared_dtype, quantization, window
+from kvcalc.hf_fields import Config, check_types, declared_dtype, quantization, window
 from kvcalc.hf_hybrid import StateDtypes
 from kvcalc.hf_unread import parameter_doubts, refuse_unplaced_state, refuse_unread, refuse_unread_shape
 from kvcalc.quant import checkpoint_info
@@ -29,6 +29,8 @@ O_PROJ_BIAS = {
     "cohere",
     "cohere2",
 }
+# The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
+MAX_LAYERS = 100_000
 # Layer-type names each family uses in layer_types, beyond attention ones.
 MAMBA_TYPES = {"granitemoehybrid", "bamba"}
 CONV_TYPES = {"lfm2"}
@@ -169,11 +171,17 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     overrides = overrides or {}
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: config.json must be a JSON object")
+    for wrapper in (raw, raw.get("text_config"), raw.get("llm_config"), raw.get("language_config")):
+        if isinstance(wrapper, dict) and not isinstance(wrapper.get("model_type", ""), str):
+            raise SpecError(f"{where}: field model_type must be a string, got {wrapper['model_type']!r}")
     data, model_type = _merge_text_config(raw)
     encdec = raw.get("is_encoder_decoder") or model_type in ENCODER_DECODER or raw.get("model_type") in ENCODER_DECODER
     if encdec:
         model_type = str(raw.get("model_type", model_type))
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
+    for nested in ("ffn_config", "attn_config"):
+        if data.get(nested) is not None and not isinstance(data[nested], dict):
+            raise SpecError(f"{where}: field {nested} must be an object, got {data[nested]!r}")
     if model_type == "dbrx":
         # DbrxFFNConfig nests the experts: moe_num_experts, moe_top_k, ffn_hidden_size (each expert's width).
         ffn = data.get("ffn_config") or {}
@@ -183,6 +191,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
             intermediate_size=ffn.get("ffn_hidden_size", 3584),
         )
     cfg = Config(data, where, overrides)
+    check_types(cfg)
     refuse_unread(cfg, model_type)
     dtype = overrides.get("dtype") or declared_dtype(cfg)
     weight_dtype, expert_dtype = quantization(cfg, dtype) if "dtype" not in overrides else (dtype, None)
@@ -201,6 +210,10 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         fields["params_unknown"] = "config.json has no vocab_size"
     if encdec:
         fields.update(hf_encdec.encdec_fields(cfg, model_type))
+        if fields["num_layers"] > MAX_LAYERS:
+            raise cfg.refuse(
+                f"{fields['num_layers']:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})"
+            )
         for flag in ("layers", "window"):
             if flag in overrides:
                 raise SpecError(
@@ -231,6 +244,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
     layers = overrides.get("layers") or cfg.int_field(
         "num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers"
     )
+    if layers > MAX_LAYERS:
+        raise cfg.refuse(f"{layers:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})")
     hidden = cfg.int_field("hidden_size", "n_embd", "d_model", "dim", override=None)
     heads = cfg.int_field("num_attention_heads", "n_head", "n_heads", "num_heads")
     kv_heads = hf_legacy.kv_heads(cfg, model_type, heads)

@@ -36,7 +36,7 @@ def llama4_chunked(cfg: Config, layers: int) -> list[LayerRun]:
     moe = cfg.get("moe_layers")
     if not isinstance(moe, list):
         moe = list(range(step - 1, layers, step))  # Llama4TextConfig's default
-    dense_inter = cfg.get("intermediate_size_mlp", "intermediate_size")
+    dense_inter = cfg.int_field("intermediate_size_mlp", "intermediate_size")
     runs = []
     for i in range(layers):
         extra = {} if i in moe else {"intermediate_size": dense_inter}

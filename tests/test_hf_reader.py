@@ -175,3 +175,27 @@ def test_wrong_values_name_the_field(tmp_path, change, message):
     path.write_text(json.dumps(config))
     result = run("cache", path)
     assert result.exit_code != 0 and f"{path}: " in result.stderr and message in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # each of these reached the arithmetic and ended as "internal error: TypeError" (or a hang on memory)
+        ({"num_experts": "x"}, "field num_experts must be a non-negative integer, got 'x'"),
+        ({"attn_layer_period": "auto"}, "field attn_layer_period must be a positive integer, got 'auto'"),
+        ({"interleave_moe_layer_step": 0}, "field interleave_moe_layer_step must be a positive integer, got 0"),
+        ({"layer_types": "full_attention"}, "field layer_types must be a list, got 'full_attention'"),
+        ({"mlp_layer_types": [1, 2, 3, 4]}, "field mlp_layer_types must list names, got [1, 2, 3, 4]"),
+        ({"mamba_ssm_cache_dtype": 4}, "field mamba_ssm_cache_dtype must be a string, got 4"),
+        ({"model_type": ["llama"]}, "field model_type must be a string, got ['llama']"),
+        ({"ffn_config": -1}, "field ffn_config must be an object, got -1"),
+        ({"num_hidden_layers": 10**12}, "1,000,000,000,000 layers is not a model kvcalc can lay out"),
+    ],
+)
+def test_wrongly_typed_fields_are_refused_by_name(tmp_path, change, message):
+    config = {**json.loads((CONFIGS / "llama2-mha.json").read_text()), **change}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run("cache", path)
+    assert result.exit_code == 1 and message in result.stderr and "internal error" not in result.stderr
+    assert result.stderr.count("\n") == 1
