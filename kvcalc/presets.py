@@ -92,6 +92,8 @@ def _strict_loader() -> type:
         def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN202
             seen = set()
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base` merges keys that this mapping may override: not a repeat
                 key = self.construct_object(key_node, deep=True)
                 try:
                     duplicate = key in seen

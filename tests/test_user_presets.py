@@ -186,3 +186,14 @@ def test_a_user_preset_without_parameters_is_listed(folder):
     assert rows["seventy"]["origin"] == "user"
     line = next(s for s in run("models", env={"COLUMNS": "200"}).stdout.splitlines() if s.startswith(" tiny (user)"))
     assert "unknown" in line and line.rstrip().endswith("4 KiB")
+
+
+def test_yaml_merge_keys_still_read(folder):
+    # `<<: *base` (or a literal mapping) merges keys that the mapping may override: YAML's rule, not a
+    # key given twice. Here the explicit num_kv_heads 4 overrides the merged 8, as PyYAML reads it.
+    path = folder / "merged.yaml"
+    path.write_text(MODEL.replace("num_kv_heads: 8\n", "<<: {num_kv_heads: 8, head_dim: 128}\nnum_kv_heads: 4\n"))
+    spec = run_json("show", path)["spec"]
+    assert (spec["num_kv_heads"], spec["head_dim"]) == (4, 128)
+    # 80 layers x 2 x 4 KV heads x 128 x 2 B = 163,840 B per token
+    assert run_json("cache", path)["bytes_per_token"] == 163_840
