@@ -52,10 +52,11 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
             hint="its cache and state are not estimated, rather than guessed",
         )
-    if cfg.get("index_topk") or model_type == "deepseek_v32":
+    # GLM-5 (glm_moe_dsa) and DeepSeek-V4 carry the same indexer; a trimmed copy may lack index_topk.
+    if cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa", "deepseek_v4"):
         raise cfg.refuse(
-            "DeepSeek-V3.2's lightning indexer keeps a second per-token cache (index_head_dim keys in fp8) "
-            "that kvcalc does not model",
+            "DeepSeek-V3.2's lightning indexer (also in GLM-5 and DeepSeek-V4) keeps a second per-token cache "
+            "(index_head_dim keys in fp8) that kvcalc does not model",
             hint="its cache is not estimated, rather than guessed",
         )
     if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v"):

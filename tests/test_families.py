@@ -484,3 +484,18 @@ def test_afmoe_trinity_by_hand(tmp_path):
     )
     assert params["total"] == by_hand
     assert params["active"] == by_hand - 54 * 120 * expert
+
+
+def test_glm5_without_index_topk_is_refused(tmp_path):
+    # zai-org/GLM-5's shape as ai-dynamo/aiconfigurator trims it (src/aiconfigurator/model_configs/
+    # zai-org--GLM-5-FP8_config.json @ 691ec90): glm_moe_dsa with MLA fields but no index_topk. Read as plain
+    # MLA the indexer's second per-token cache would be missing, so the model type alone refuses.
+    config = {
+        "model_type": "glm_moe_dsa", "num_hidden_layers": 78, "hidden_size": 6144, "num_attention_heads": 64,
+        "num_key_value_heads": 64, "head_dim": 64, "intermediate_size": 12288, "vocab_size": 154880,
+        "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 2048, "qk_nope_head_dim": 192,
+        "qk_rope_head_dim": 64, "v_head_dim": 256,
+    }  # fmt: skip
+    result = run("cache", _write(tmp_path, config))
+    assert result.exit_code == 1 and "lightning indexer (also in GLM-5" in result.stderr
