@@ -85,7 +85,7 @@ def to_rich(sheet: Sheet, width: int | None = None) -> Group:
     keep, dropped = fit_columns(sheet, width)
     mins = {i: _min_width(sheet, i) for i in keep}
     if width is not None and sum(mins.values()) + GAP * (len(keep) - 1) + EDGES > width:
-        return _stacked(sheet)
+        return _stacked(sheet, width)
     widths = _widths(sheet, keep, mins, width)
     if len(sheet.rows) > PLAIN_ROWS and all(widths.get(i, 10**9) >= _natural(sheet, i) for i in keep):
         return _plain(sheet, keep, widths, dropped, width)
@@ -113,9 +113,23 @@ def _notes(sheet: Sheet, width: int | None) -> list:
     """The notes as Rich Texts, which wrap at the terminal's width; with no width to wrap to (a pipe
     or a file) as ready-made lines: `cache --batch 1..50000+1` has a note per row, and Rich's
     wrapping of 50,000 Texts took 2 of its 4 seconds."""
-    if width is None and len(sheet.notes) > PLAIN_ROWS:
-        return [_Lines(sheet.notes)]
+    if len(sheet.notes) > PLAIN_ROWS:
+        return [_Lines(sheet.notes if width is None else _wrap(sheet.notes, width))]
     return [Text(note) for note in sheet.notes]
+
+
+def _wrap(lines: list[str], width: int) -> list[str]:
+    """Lines wrapped at spaces to `width`, as Rich wraps a Text, in one cheap pass; a word longer than
+    the width (a figure, a name) is kept whole, never cut."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width and line.isascii():
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]
+    return out
 
 
 PLAIN_ROWS = 200  # above this many rows, lay the table out directly: Rich took 14 s for 16,384 rows
@@ -193,14 +207,15 @@ def _widths(sheet: Sheet, keep: list[int], mins: dict[int, int], width: int | No
     return sizes
 
 
-def _stacked(sheet: Sheet) -> Group:
-    lines: list[Text] = [Text(sheet.title, style="bold")]
+def _stacked(sheet: Sheet, width: int) -> Group:
+    body: list[str] = []
     for row in sheet.rows:
-        lines.append(Text(""))
+        body.append("")
         for name, value in zip(sheet.columns, row):
-            lines.append(Text(f"{name.replace(chr(10), ' ')}: {value}"))
-    lines += [Text(""), *(Text(note) for note in sheet.notes)]
-    return Group(*lines)
+            body.append(f"{name.replace(chr(10), ' ')}: {value}")
+    if len(sheet.rows) > PLAIN_ROWS:  # NOTE: 20,000 rows as Rich Texts took 5 s at 30 columns
+        return Group(Text(sheet.title, style="bold"), _Lines(_wrap([*body, ""], width)), *_notes(sheet, width))
+    return Group(Text(sheet.title, style="bold"), *(Text(line) for line in body), Text(""), *_notes(sheet, width))
 
 
 def _md_cell(text: str) -> str:
