@@ -65,6 +65,17 @@ FLOP_UNITS = [("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), 
 TIME_UNITS = [("s", 1), ("ms", 1e-3), ("µs", 1e-6)]
 
 
+def _fixed(value: float, decimals: int) -> str:
+    """A figure in its column's unit: `decimals` places, or three significant digits below 0.1. The
+    column's unit follows its largest value, so batch 1 beside batch 32,768 printed 18 ms as '0.02' s
+    and 512 KiB as '0.00' GiB."""
+    import math
+
+    if value == 0 or abs(value) >= 0.1:
+        return f"{value:,.{decimals}f}"
+    return f"{value:,.{max(decimals, 2 - math.floor(math.log10(abs(value))))}f}"
+
+
 def roofline_sheet(result: RooflineResult) -> Sheet:
     rows = result.rows
     wu, ws = _unit([r.weight_bytes for r in rows], BYTE_UNITS)
@@ -103,15 +114,15 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
             [
                 f"{r.batch:,}",
                 f"{r.seq:,}",
-                f"{r.weight_bytes / ws:,.2f}",
-                f"{r.kv_bytes / ks:,.2f}",
-                f"{r.flops / fs:,.1f}",
-                f"{r.arithmetic_intensity:,.2f}",
+                _fixed(r.weight_bytes / ws, 2),
+                _fixed(r.kv_bytes / ks, 2),
+                _fixed(r.flops / fs, 1),
+                _fixed(r.arithmetic_intensity, 2),
                 r.bound,
-                *([f"{r.comm_seconds / ts:,.2f}"] if parallel else []),
-                f"{r.step_seconds / ts:,.2f}",
-                f"{r.tokens_per_s:,.1f}",
-                *([f"{r.estimate_tokens_per_s:,.1f}"] if estimate else []),
+                *([_fixed(r.comm_seconds / ts, 2)] if parallel else []),
+                _fixed(r.step_seconds / ts, 2),
+                _fixed(r.tokens_per_s, 1),
+                *([_fixed(r.estimate_tokens_per_s, 1)] if estimate else []),
                 "yes" if r.fits else "NO",
             ]
         )

@@ -111,5 +111,16 @@ def test_a_long_stacked_layout_is_fast_and_fits():
     assert time.perf_counter() - start < 5
     lines = out.splitlines()
     assert max(cell_len(line) for line in lines) <= 30
-    # 7b batch 1 at 1,024 tokens on h100: (14e9 + 0.5 GiB) / 3.35 TB/s = 4.34 ms, 230.4 tokens/s
-    assert "step ms >=: 4.34" in lines and "tok/s <=: 230.4" in lines and "batch: 20,000" in lines
+    # 7b batch 1 at 1,024 tokens on h100: (14e9 + 0.5 GiB) / 3.35 TB/s = 4.34 ms, 230.4 tokens/s; the
+    # column is in seconds (batch 20,000 takes seconds), so three significant digits, not "0.00"
+    assert "step s >=: 0.00434" in lines and "tok/s <=: 230.4" in lines and "batch: 20,000" in lines
+    assert "KV read TiB: 0.000488" in lines  # 0.5 GiB
+
+
+def test_small_figures_in_a_large_unit_keep_three_digits():
+    # batch 1 x 1 token of 7b: 524,288 B of KV = 0.000488 GiB beside batch 4,096's 2 GiB (was "0.00")
+    out = run("roofline", "7b", "--gpu", "h100", "--batch", "1,4096", "--seq", "1", env={"COLUMNS": "200"}).stdout
+    assert re.search(r"^ 1\s+1\s+13\.04\s+0\.000488\s", out, re.M), out
+    # batch 1 x 128k: 64 GiB = 0.0625 TiB; step (14e9 B + 64 GiB) / 3.35 TB/s = 24.7 ms = 0.0247 s
+    out = run("roofline", "7b", "--gpu", "h100", "--batch", "1,512", "--seq", "128k", env={"COLUMNS": "200"}).stdout
+    assert re.search(r"^ 1\s+131,072\s+13\.04\s+0\.0625\s.*\s0\.0247\s+40\.5\s", out, re.M), out
