@@ -168,8 +168,8 @@ def decode_sum(
             f0, f1 = Fraction(2 * st.compute_params), Fraction(0)
             for t in st.terms:
                 h0, h1, k0, k1 = _piece(t.run, end)
-                b0 += batch * t.layers * t.elements * h0 * per_element
-                b1 += batch * t.layers * t.elements * h1 * per_element
+                b0 += batch * t.layers * t.read_elements * h0 * per_element
+                b1 += batch * t.layers * t.read_elements * h1 * per_element
                 f0 += t.layers * t.decode_flops * k0
                 f1 += t.layers * t.decode_flops * k1
             total += _sum_max(b0, b1, batch * f0, batch * f1, start, end, mem, flop)

@@ -292,6 +292,8 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
             detail += f", {plural(run.kv_heads, 'KV head')}"
         if run.state_bytes:
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
+        if run.kv_shared:
+            detail += ", reading an earlier layer's K and V (no cache of their own)"
         sheet.rows.append(["layers", detail])
     if kv_bytes_per_token_bf16 is not None:  # the figure the JSON carries, in the table too
         sheet.rows.append(

@@ -55,6 +55,9 @@ class Term:
     run: LayerRun  # its kind and window say which tokens it holds and attends to
     layers: int
     elements: int  # KV elements one held token adds to one of these layers on one rank
+    # KV elements per token one of these layers reads in a step: a KV-sharing layer (Hunyuan's
+    # cross-layer attention) holds none of its own but attends over its source layer's K and V.
+    read_elements: int
     decode_flops: int  # attention FLOPs per attended key for one new token (MLA: absorbed widths)
     prefill_flops: int  # attention FLOPs per query-key pair of a prompt pass
 
@@ -111,6 +114,7 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 run=run,
                 layers=n,
                 elements=elements_per_token(spec, run, tp),
+                read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), tp),
                 decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
                 prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
             )
@@ -135,13 +139,11 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
     return tuple(out)
 
 
-def kv_elements(stage: Stage, context: int) -> int:
-    """KV elements one sequence of `context` tokens holds on one GPU of the stage."""
-    return sum(t.layers * t.elements * tokens_held(t.run, context) for t in stage.terms)
-
-
 def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
-    return elements_to_bytes(batch * kv_elements(stage, context), kv_dtype)
+    """KV bytes a step over sequences of `context` tokens reads on one GPU of the stage: each layer
+    reads the K and V it attends to (a KV-sharing layer its source's again)."""
+    elements = sum(t.layers * t.read_elements * tokens_held(t.run, context) for t in stage.terms)
+    return elements_to_bytes(batch * elements, kv_dtype)
 
 
 BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s default)

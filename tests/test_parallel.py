@@ -276,3 +276,14 @@ def test_quantized_dtype_keeps_embedding_and_lm_head_16_bit():
     # A float dtype applies to every weight.
     assert weight_bytes_resident(spec, "bf16") == 2 * (linear + ends)
     assert weight_bytes_resident(spec, "fp32") == 4 * (linear + ends)
+
+
+def test_kv_sharing_layers_hold_no_cache_but_read_their_source():
+    # Hunyuan-Large (cross-layer attention, factor 2): 64 layers, 8 KV heads x 80, half of the layers
+    # reuse the previous layer's K and V. At tp 8 a rank holds 1 KV head: per token 32 caching layers
+    # x 2 x 80 x 2 B = 10,240 B held, but all 64 layers attend, so a decode step reads 20,480 B a token.
+    spec = get_model("hunyuan-large")
+    assert bytes_per_token(spec, "bf16", 8) == 32 * 2 * 80 * 2 == 10_240
+    out = run_json("roofline", "hunyuan-large", "--gpu", "h100", "--tp", "8", "--seq", "8k")
+    assert out["rows"][0]["kv_bytes"] == 64 * 2 * 80 * 2 * 8192 == 167_772_160
+    assert "reading an earlier layer's K and V" in run("show", "hunyuan-large").stdout
