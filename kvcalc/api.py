@@ -19,7 +19,7 @@ from typing import Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.results import CacheResult, CompareResult, FitResult, GenerateResult, RooflineResult
 from kvcalc.specs import GpuSpec, ModelSpec
-from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_fraction, parse_range
+from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
 
 Counts = Union[int, str, "list[int]"]
 
@@ -267,19 +267,22 @@ def generate(
     batch: int | str = 1,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
-    mbu: float = 1.0,
-    mfu: float = 1.0,
+    efficiency: float | None = None,
+    mbu: float | None = None,
+    mfu: float | None = None,
     tp: int = 1,
     pp: int = 1,
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
 ) -> GenerateResult:
-    """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless mbu/mfu < 1."""
-    from kvcalc.cli_deploy import deployment
+    """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
+    (or mbu / mfu) is given."""
+    from kvcalc.cli_deploy import deployment, utilization
     from kvcalc.generate import generate_report
     from kvcalc.weights import matmul_dtype
 
+    util = utilization(efficiency, mbu, mfu) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
     gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
@@ -301,8 +304,8 @@ def generate(
         dtype=overrides.get("dtype"),
         kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
         compute_dtype=gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype"))),
-        mbu=parse_fraction(mbu, "mbu"),
-        mfu=parse_fraction(mfu, "mfu"),
+        mbu=util[0],
+        mfu=util[1],
         dep=dep,
     )
 

@@ -152,3 +152,13 @@ def test_fit_takes_lists_as_the_command_does():
         (1, 16384, 8 * GiB),
         (4, 16384, 32 * GiB),
     ]
+
+
+def test_generate_takes_efficiency_as_the_command_does():
+    # --efficiency 0.5 scales both roofs: the memory-bound step takes twice the ceiling's time
+    ceiling = kvcalc.generate("7b", "h100")
+    half = kvcalc.generate("7b", "h100", efficiency=0.5)
+    assert half.tpot_s == pytest.approx(2 * ceiling.tpot_s, rel=1e-12)
+    assert kvcalc.generate("7b", "h100", mbu=0.5, mfu=0.5) == half
+    cli = run_json("generate", "7b", "--gpu", "h100", "--efficiency", "0.5")
+    assert half.model_dump(mode="json") == cli["estimate"] and ceiling.tpot_s == cli["tpot_s"]
