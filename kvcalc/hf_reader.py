@@ -309,8 +309,13 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields.update(hf_mla.mla_fields(cfg))
     if cfg.get("use_cla"):
         fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
+    ck = fields.get("checkpoint")
     if isinstance(raw.get("vision_config"), dict) and str(raw.get("model_type")) != "mllama":
-        fields["description"] = "language model only: the vision tower's parameters are not counted"
+        fields["description"] = (
+            "vision tower and projector counted as vLLM builds them"
+            if ck and ck.vision_params
+            else "language model only: the vision tower's parameters are not counted"
+        )
     if str(raw.get("model_type")) == "mllama":
         vision = hf_vision.mllama_fields(cfg, raw.get("vision_config"), hidden)
         images = vision.pop("images")

@@ -146,7 +146,12 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> 
     if first and tokens is None:
         # NOTE: weights outside the decoder (vision tower, encoder) are held, split like the rest,
         # but do not run for a generated token.
-        out += Fraction(spec.extra_params, tp)
+        ck = spec.checkpoint
+        if not spec.extra_params and ck and ck.vision_params:
+            split, replicated = ck.vision_params  # as vLLM builds the tower: most of it split over tp
+            out += Fraction(split, tp) + replicated
+        else:
+            out += Fraction(spec.extra_params, tp)
     # Tied and on one stage, the input table is the LM head's: held and read once, below.
     if first and not (spec.tie_embeddings and pp == 1):
         # A step reads only its tokens' rows of the input table.

@@ -83,7 +83,7 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         else:
             dense += _mlp(spec, spec.intermediate_size)
     norms = (2 * spec.num_layers + 1) * hidden
-    extra = spec.extra_params
+    extra = spec.extra_params or _vision_params(spec)
     total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
     active = total - extra - experts + moe_layers * spec.experts_per_token * expert_params
@@ -103,6 +103,13 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         active=active,
         active_excl_embedding=active - (embedding if lm_head else 0),
     )
+
+
+def _vision_params(spec: ModelSpec) -> int:
+    """A vision tower and projector the checkpoint carries, where its family's layout is known
+    (quant.Checkpoint.vision_params, sized from vision_config as vLLM builds it)."""
+    ck = spec.checkpoint
+    return sum(ck.vision_params) if ck and ck.vision_params else 0
 
 
 def total_params(spec: ModelSpec) -> int:

@@ -97,6 +97,11 @@ PUBLISHED = [
     ("smollm3-3b", 3e9, None, None, 1e9),
     # Hugging Face's card: SmolLM2 "135M"
     ("smollm2-135m", 135e6, None, None, 1e6),
+    # Meta's cards: 17B active, 109B / 400B total, the vision tower included (107.8B / 400.7B without it)
+    ("llama-4-scout", 109e9, 17e9, "active", 1e9),
+    ("llama-4-maverick", 400e9, 17e9, "active", 1e9),
+    # the hub's safetensors count for google/gemma-3-27b-it: 27.4B with the SigLIP tower (27.0B without)
+    ("gemma-3-27b", 27.4e9, None, None, 0.1e9),
 ]
 
 
