@@ -137,6 +137,12 @@ def parse_range(text: str, what: str = "value", limit: int = MAX_ROWS) -> list[i
         parts = s.split(",")
         if any(not part for part in parts):
             raise UsageError(f"{what} '{text}' has an empty item in its list", hint="e.g. 1,8,64")
+        if any(len(part) == 3 and part.startswith("0") and part.isdigit() for part in parts[1:]):
+            # NOTE: '4,096' would otherwise be the list [4, 96]; no list item is written with a leading zero
+            raise UsageError(
+                f"{what} '{text}' looks like one number with thousands separators",
+                hint="write it without commas (4096) or with a suffix (4k); a list is 1,8,64",
+            )
     size = range_size(s, what)
     if size > limit:
         raise UsageError(

@@ -36,11 +36,18 @@ def test_ranges(text, values):
         ("-4", "at least 1"),
         ("abc", "not a number"),
         ("1.3k", "whole number"),
+        ("4,096", "thousands separators"),  # not the list [4, 96]
+        ("1,000,000", "thousands separators"),
+        ("131,072", "thousands separators"),
     ],
 )
 def test_bad_ranges(text, message):
     with pytest.raises(UsageError, match=message):
         parse_range(text, "--batch")
+
+
+def test_a_list_of_three_digit_items_is_still_a_list():
+    assert parse_range("8,128,512") == [8, 128, 512]
 
 
 def test_sizes():
