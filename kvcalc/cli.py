@@ -211,11 +211,7 @@ def roofline(
             roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
     _emit(
         fmt,
-        lambda: (
-            results[0].model_dump(mode="json")
-            if len(results) == 1
-            else {"results": [r.model_dump(mode="json") for r in results]}
-        ),
+        lambda: _results_json(results),
         lambda: [roofline_sheet(r) for r in results],
         lambda: [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows],
         steps,
@@ -289,11 +285,7 @@ def compare(
     ]
     _emit(
         fmt,
-        lambda: (
-            results[0].model_dump(mode="json")
-            if len(results) == 1
-            else {"results": [r.model_dump(mode="json") for r in results]}
-        ),
+        lambda: _results_json(results),
         lambda: [compare_sheet(results[0])] if len(results) == 1 else [compare_grid_sheet(results)],
         lambda: [{"batch": r.batch, "seq": r.seq, **row.model_dump()} for r in results for row in r.rows],
         steps,
@@ -464,6 +456,13 @@ def lab(
     if not result.passed:
         failed = ", ".join(c.name for c in result.checks if not c.passed)
         raise KvcalcError(f"lab checks failed: {failed}")
+
+
+def _results_json(results: list) -> dict:
+    """One result as its JSON object; several (a --batch x --seq grid) as {"results": [...]}."""
+    if len(results) == 1:
+        return results[0].model_dump(mode="json")
+    return {"results": [r.model_dump(mode="json") for r in results]}
 
 
 # The serving commands (fit, generate) live in cli_planner.py; importing it registers them.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvcalc.results import CacheResult, CompareResult, RooflineResult
+from kvcalc.results import CacheResult, CompareResult, CompareRow, RooflineResult
 from kvcalc.sheet import PLAIN_ROWS, Sheet, to_csv, to_markdown, to_rich  # noqa: F401  (the layout: sheet.py)
 from kvcalc.units import fmt_bytes, fmt_flop_count, fmt_flops, fmt_params, fmt_rate, fmt_seconds, plural
 
@@ -154,18 +154,13 @@ def compare_sheet(result: CompareResult) -> Sheet:
         # NOTE: the answer (total, then per token) goes last; the heads and dtype are in the variant's name
         optional=(2, 1, 5, 3),  # KV dtype, KV heads, vs first, per token
     )
-    for r in result.rows:
-        sheet.rows.append(
-            [
-                r.name,
-                "latent" if r.kv_heads is None else str(r.kv_heads),
-                r.kv_dtype,
-                _bytes(r.bytes_per_token),
-                _bytes(r.total_bytes),
-                f"{r.ratio:.3g}x",
-            ]
-        )
+    sheet.rows.extend(_compare_cells(r) for r in result.rows)
     return sheet
+
+
+def _compare_cells(r: CompareRow) -> list[str]:
+    kv_heads = "latent" if r.kv_heads is None else str(r.kv_heads)
+    return [r.name, kv_heads, r.kv_dtype, _bytes(r.bytes_per_token), _bytes(r.total_bytes), f"{r.ratio:.3g}x"]
 
 
 def compare_grid_sheet(results: list[CompareResult]) -> Sheet:
@@ -179,19 +174,7 @@ def compare_grid_sheet(results: list[CompareResult]) -> Sheet:
         optional=(4, 3, 7, 5),  # KV dtype, KV heads, vs first, per token
     )
     for result in results:
-        for r in result.rows:
-            sheet.rows.append(
-                [
-                    f"{result.batch:,}",
-                    f"{result.seq:,}",
-                    r.name,
-                    "latent" if r.kv_heads is None else str(r.kv_heads),
-                    r.kv_dtype,
-                    _bytes(r.bytes_per_token),
-                    _bytes(r.total_bytes),
-                    f"{r.ratio:.3g}x",
-                ]
-            )
+        sheet.rows.extend([f"{result.batch:,}", f"{result.seq:,}", *_compare_cells(r)] for r in result.rows)
     return sheet
 
 
