@@ -96,7 +96,7 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
         columns=[
             "batch",
             "seq",
-            f"weights\n{wu}",
+            f"weights read\n{wu}",
             f"KV read\n{ku}",
             fu,
             "FLOP/B",

@@ -243,7 +243,7 @@ class Fit:
         stage = f" (pipeline stage {self.stage})" if self.stages > 1 else ""
         verdict = "over by" if not self.fits else "room left"
         return (
-            f"{where}{stage}: weights {fmt_bytes(self.weight_bytes)} + KV {fmt_bytes(self.kv_bytes)}"
+            f"{where}{stage}: weights held {fmt_bytes(self.weight_bytes)} + KV {fmt_bytes(self.kv_bytes)}"
             + (f" + state {fmt_bytes(self.state_bytes)}" if self.state_bytes else "")
             + f" + reserve {fmt_bytes(self.need_bytes - self.weight_bytes - self.kv_bytes - self.state_bytes)}"
             f" = {fmt_bytes(self.need_bytes)} of a {fmt_bytes(self.budget_bytes)} budget, "
