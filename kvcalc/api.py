@@ -108,6 +108,21 @@ def _reserve(reserve: str | int) -> str:
     return str(reserve)
 
 
+def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int):  # noqa: ANN001, ANN202
+    """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect are."""
+    from kvcalc.cli_deploy import deployment
+
+    return deployment(
+        spec,
+        gpu,
+        tp=_count(tp, "tp"),
+        pp=_count(pp, "pp"),
+        interconnect=_link(interconnect),
+        gpu_util=gpu_util,
+        reserve=_reserve(reserve),
+    )
+
+
 def _overrides(**given: Any) -> dict[str, Any]:
     from kvcalc.cli_common import _overrides as check
 
@@ -178,7 +193,7 @@ def roofline(
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
     mbu / mfu) an estimate beside each ceiling."""
-    from kvcalc.cli_deploy import deployment, utilization
+    from kvcalc.cli_deploy import utilization
     from kvcalc.roofline import roofline_report
 
     batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
@@ -187,18 +202,7 @@ def roofline(
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
     spec = _model(model, overrides)
-    deps = [
-        deployment(
-            spec,
-            g,
-            tp=_count(tp, "tp"),
-            pp=_count(pp, "pp"),
-            interconnect=_link(interconnect),
-            gpu_util=gpu_util,
-            reserve=_reserve(reserve),
-        )
-        for g in gpus
-    ]
+    deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve) for g in gpus]
     util = utilization(efficiency, mbu, mfu)
     results = [
         roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util)
@@ -278,7 +282,7 @@ def generate(
 ) -> GenerateResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
     (or mbu / mfu) is given."""
-    from kvcalc.cli_deploy import deployment, utilization
+    from kvcalc.cli_deploy import utilization
     from kvcalc.generate import generate_report
     from kvcalc.weights import matmul_dtype
 
@@ -286,15 +290,7 @@ def generate(
     gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
-    dep = deployment(
-        spec,
-        gpu_spec,
-        tp=_count(tp, "tp"),
-        pp=_count(pp, "pp"),
-        interconnect=_link(interconnect),
-        gpu_util=gpu_util,
-        reserve=_reserve(reserve),
-    )
+    dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve)
     return generate_report(
         spec,
         gpu_spec,

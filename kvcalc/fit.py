@@ -163,6 +163,12 @@ def fit_report(
     return result
 
 
+def _slo_figures(slo) -> str:  # noqa: ANN001
+    """The goal times the search measured, as the verdict quotes them: 'TPOT 19.91 ms, TTFT 80.12 ms'."""
+    pairs = (("TPOT", slo.tpot_s if slo.tpot_ms else None), ("TTFT", slo.ttft_s))
+    return ", ".join(f"{label} {value * 1e3:.2f} ms" for label, value in pairs if value is not None)
+
+
 def verdict(result: FitResult) -> tuple[bool, str]:
     """(ok, one line): fits and meets the latency goals, or what is over or missed and by how much."""
     p = result.per_gpu
@@ -190,21 +196,13 @@ def verdict(result: FitResult) -> tuple[bool, str]:
     )
     if slo.met and result.batch > slo.batch:
         # The goals hold up to slo.batch (step times grow with the batch); this row asks for more.
-        there = ", ".join(
-            f"{label} {value * 1e3:.2f} ms"
-            for label, value in (("TPOT", slo.tpot_s if slo.tpot_ms else None), ("TTFT", slo.ttft_s))
-            if value is not None
-        )
+        there = _slo_figures(slo)
         return False, (
             f"fits on {where} but batch {result.batch:,} misses {goals}: the largest batch that meets "
             f"{'them' if ' and ' in goals else 'it'} is {slo.batch:,} ({there} there, {slo.basis})"
         )
     if not slo.met:
-        figures = ", ".join(
-            f"{label} {value * 1e3:.2f} ms"
-            for label, value in (("TPOT", slo.tpot_s if slo.tpot_ms else None), ("TTFT", slo.ttft_s))
-            if value is not None
-        )
+        figures = _slo_figures(slo)
         return False, (
             f"fits on {where} but misses {goals}: batch 1 takes {figures} ({slo.basis}); "
             "relax the goal, add GPUs (--tp) or quantize weights and cache"

@@ -20,7 +20,16 @@ from functools import lru_cache
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import check_tp, kv_heads_per_rank, valid_tp  # the KV-head rule lives with the cache
-from kvcalc.params import Shard, _mlp, attention_params, expected_experts, param_counts, shard_bytes, shard_formats
+from kvcalc.params import (
+    Shard,
+    _mlp,
+    attention_params,
+    expected_experts,
+    extra_params,
+    param_counts,
+    shard_bytes,
+    shard_formats,
+)
 from kvcalc.results import Result
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
 
@@ -146,12 +155,7 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> 
     if first and tokens is None:
         # NOTE: weights outside the decoder (vision tower, encoder) are held, split like the rest,
         # but do not run for a generated token.
-        ck = spec.checkpoint
-        if not spec.extra_params and ck and ck.vision_params:
-            split, replicated = ck.vision_params  # as vLLM builds the tower: most of it split over tp
-            out += Fraction(split, tp) + replicated
-        else:
-            out += Fraction(spec.extra_params, tp)
+        out += extra_params(spec, tp)
     # Tied and on one stage, the input table is the LM head's: held and read once, below.
     if first and not (spec.tie_embeddings and pp == 1):
         # A step reads only its tokens' rows of the input table.

@@ -83,7 +83,7 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         else:
             dense += _mlp(spec, spec.intermediate_size)
     norms = (2 * spec.num_layers + 1) * hidden
-    extra = spec.extra_params or _vision_params(spec)
+    extra = int(extra_params(spec))
     total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
     active = total - extra - experts + moe_layers * spec.experts_per_token * expert_params
@@ -105,11 +105,15 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     )
 
 
-def _vision_params(spec: ModelSpec) -> int:
-    """A vision tower and projector the checkpoint carries, where its family's layout is known
-    (quant.Checkpoint.vision_params, sized from vision_config as vLLM builds it)."""
+def extra_params(spec: ModelSpec, tp: int = 1) -> Fraction:
+    """Weights outside the decoder on one of `tp` ranks: the preset's or reader's extra_params (split
+    over tp), else a vision tower and projector where the family's layout is known
+    (quant.Checkpoint.vision_params, as vLLM builds it: most of it split, the rest replicated)."""
     ck = spec.checkpoint
-    return sum(ck.vision_params) if ck and ck.vision_params else 0
+    if not spec.extra_params and ck and ck.vision_params:
+        split, replicated = ck.vision_params
+        return Fraction(split, tp) + replicated
+    return Fraction(spec.extra_params, tp)
 
 
 def total_params(spec: ModelSpec) -> int:
