@@ -36,14 +36,9 @@ def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, blo
     return elements_to_bytes(elements, kv_dtype)
 
 
-def stage_kv_per_sequence(stage: Stage, seq: int, kv_dtype: str, block_size: int) -> int:
-    """One sequence's cache on one GPU of a pipeline stage, paged (the sum roofline's fit uses too)."""
-    return held_kv_bytes(stage, seq, kv_dtype, block_size)
-
-
 def _max_seq(stage: Stage, batch: int, avail: int, kv_dtype: str, block_size: int) -> int | None:
     def fits(s: int) -> bool:
-        return batch * (stage_kv_per_sequence(stage, s, kv_dtype, block_size) + stage.state_bytes) <= avail
+        return batch * (held_kv_bytes(stage, s, kv_dtype, block_size) + stage.state_bytes) <= avail
 
     if fits(MAX_SEARCH_SEQ):
         return None
@@ -92,7 +87,7 @@ def fit_report(
         """(bytes left for KV and state, one sequence's KV, its state) on one GPU of the stage."""
         return (
             budget - resident(st) - reserve_bytes,
-            stage_kv_per_sequence(st, seq, kv_dtype, block_size),
+            held_kv_bytes(st, seq, kv_dtype, block_size),
             st.state_bytes,
         )
 

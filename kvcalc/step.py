@@ -151,7 +151,7 @@ BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s de
 
 def held_kv_bytes(stage: Stage, context: int, kv_dtype: str, block: int = BLOCK_TOKENS) -> int:
     """KV one sequence of `context` tokens holds on one GPU of the stage: each layer's tokens in
-    whole blocks (fit.stage_kv_per_sequence is the same sum with the block size given)."""
+    whole blocks (roofline's and generate's fit check and fit itself, with its --block-size)."""
     elements = sum(t.layers * t.elements * (-(-tokens_held(t.run, context) // block) * block) for t in stage.terms)
     return elements_to_bytes(elements, kv_dtype)
 
