@@ -14,12 +14,18 @@ the same core function its command uses.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from kvcalc.errors import UsageError
-from kvcalc.results import CacheResult, CompareResult, FitResult, GenerateResult, RooflineResult
 from kvcalc.specs import GpuSpec, ModelSpec
 from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
+
+if TYPE_CHECKING:  # each result model lives beside the core function that returns it
+    from kvcalc.fit import FitResult
+    from kvcalc.generate import GenerateResult
+    from kvcalc.results import CacheResult
+    from kvcalc.roofline import RooflineResult
+    from kvcalc.variants import CompareResult
 
 Counts = Union[int, str, "list[int]"]
 

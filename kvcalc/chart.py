@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvcalc.kvcache import cache_bytes
-from kvcalc.results import CompareResult, RooflineResult
 from kvcalc.specs import ModelSpec
 from kvcalc.units import GIB, fmt_tokens
+
+if TYPE_CHECKING:
+    from kvcalc.roofline import RooflineResult
+    from kvcalc.variants import CompareResult
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 MAX_SERIES = 8  # lines or point groups per chart: more make an unreadable legend

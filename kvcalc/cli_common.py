@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from enum import Enum
@@ -293,6 +292,8 @@ def _emit(fmt: Fmt, payload: Any, sheets: Any, csv_rows: Any, explanation: list[
     from kvcalc.sheet import to_csv, to_markdown, to_rich
 
     if fmt == Fmt.json:
+        import json
+
         payload = payload() if callable(payload) else payload
         if explanation is not None:
             payload = {**payload, "explanation": explanation}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcalc.errors import UsageError
-from kvcalc.results import VllmFigures
 from kvcalc.specs import GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.vllm import VllmFigures
 
 # vllm/config/cache.py (v0.19): BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)

@@ -1,6 +1,5 @@
 """Pure memory-fit arithmetic: per-GPU budget, tensor and pipeline parallelism, paged blocks, largest batch and context."""
 
-from __future__ import annotations
 
 import math
 from typing import Callable
@@ -14,12 +13,62 @@ from kvcalc.kvcache import (
     tokens_held,
 )
 from kvcalc.params import weight_bytes_resident
-from kvcalc.results import FitResult, PerGpu
+from kvcalc.results import Result
 from kvcalc.specs import GpuSpec, ModelSpec
 from kvcalc.step import Deployment, Stage, context_warning, held_kv_bytes, stages
 from kvcalc.units import elements_to_bytes, fmt_bytes
+from kvcalc.vllm import VllmFigures
 
 MAX_SEARCH_SEQ = 1 << 30  # beyond any published context length
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class PerGpu(Result):
+    weight_bytes: int
+    kv_bytes: int  # the requested batch x seq, paged, on one rank
+    state_bytes: int
+    reserve_bytes: int
+    budget_bytes: int  # capacity x gpu_util
+    capacity_bytes: int
+
+
+class SloResult(Result):
+    tpot_ms: float | None = None
+    ttft_ms: float | None = None
+    batch: int
+    tpot_s: float
+    ttft_s: float | None = None
+    tokens_per_s: float
+    basis: str  # "ceiling" or "estimate"
+    met: bool = True  # False: no batch that fits meets the goals; tpot_s / ttft_s are then batch 1's
+
+
+class FitResult(Result):
+    model: str
+    gpu: str
+    tp: int
+    pp: int = 1
+    seq: int
+    batch: int
+    dtype: str
+    kv_dtype: str
+    gpu_util: float
+    block_size: int
+    kv_heads_per_rank: int | None
+    kv_heads_replicated: bool
+    fits: bool
+    max_batch: int
+    max_seq: int | None  # None: windowed layers only, the cache stops growing
+    kv_capacity_tokens: int
+    max_concurrency: float
+    per_gpu: PerGpu
+    vllm: VllmFigures | None = None
+    slo: SloResult | None = None
+    warnings: list[str] = []
+    ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
+    verdict: str = ""
 
 
 def paged(tokens: int, block_size: int) -> int:

@@ -2,13 +2,12 @@
 saves. Sums over decode steps are closed forms: a step's bytes and FLOPs are linear in the context
 between window edges, so the sum of max(memory, compute) over a run of steps is two arithmetic series."""
 
-from __future__ import annotations
 
 from fractions import Fraction
 
 from kvcalc.kvcache import bytes_per_token
 from kvcalc.params import compute_params
-from kvcalc.results import GenerateResult
+from kvcalc.results import Result
 from kvcalc.roofline import (
     _attends,
     _qk_v_dims,
@@ -32,6 +31,38 @@ from kvcalc.step import (
     weight_bytes_read,
 )
 from kvcalc.units import dtype_bits, fmt_seconds
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class GenerateResult(Result):
+    model: str
+    gpu: str
+    batch: int
+    prompt: int
+    new: int
+    tp: int = 1
+    pp: int = 1
+    fits: bool = True  # weights + KV of prompt + new tokens + state + reserve within each GPU's budget
+    comm_seconds_per_step: float = 0.0
+    ttft_s: float
+    tpot_s: float  # mean
+    tpot_first_s: float
+    tpot_last_s: float
+    total_s: float
+    tokens_per_s: float
+    basis: str  # "ceiling" or "estimate (mbu, mfu)"
+    mbu: float
+    mfu: float
+    flops_cached: int
+    flops_uncached: int
+    concat_positions_copied: int
+    prealloc_positions_written: int
+    concat_bytes_copied: int
+    prealloc_bytes_written: int
+    memory_note: str = ""
+    warnings: list[str] = []
 
 
 def forward_flops(spec: ModelSpec, tokens: int) -> int:

@@ -12,7 +12,6 @@ YAML 1.1 meaning differs from JSON's (`1e3` is a string to PyYAML, `yes` a boole
 
 from __future__ import annotations
 
-import json
 import re
 
 # Bare (plain) scalars read here, with PyYAML's meaning: decimal ints (YAML 1.1 allows `_`), floats
@@ -24,34 +23,30 @@ _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*))?")
 _COMMENT_TAIL = re.compile(r"\s*(?:\s#.*)?")
 # Keys that YAML 1.1 resolves to booleans or null rather than strings.
 _WORD_KEYS = {"yes", "no", "on", "off", "true", "false", "null"}
-_DECODER = json.JSONDecoder(
-    parse_constant=lambda name: _refuse(),  # NaN, Infinity: .nan/.inf in YAML
-    parse_float=lambda text: float(text) if _FLOAT.fullmatch(text) else _refuse(),  # JSON 1e3 is YAML text
-    object_pairs_hook=lambda pairs: dict(pairs) if len({k for k, _ in pairs}) == len(pairs) else _refuse(),
-)
+# One token of a flow value: a double-quoted string without escapes (YAML's and JSON's escape sets
+# differ), a flow indicator, or a bare run read by the scalar rules above (anything else refuses).
+_FLOW_TOKEN = re.compile(r' *(?:("[^"\\]*")|([][{},:])|([-+.\w]+))')
 
 
 class _NotPlain(Exception):
     """The text leaves the subset: PyYAML reads it."""
 
 
-def _refuse() -> None:
-    raise _NotPlain
-
-
 def _scalar(text: str) -> object:
     """One value with an optional trailing ` # comment`."""
     if text[:1] in ('"', "[", "{"):
-        try:
-            value, end = _DECODER.raw_decode(text)
-        except ValueError:
-            raise _NotPlain from None
-        if "\\" in text[:end] or not _COMMENT_TAIL.fullmatch(text[end:]):
-            raise _NotPlain  # escapes: YAML's and JSON's sets differ
+        value, end = _flow(text, 0)
+        if not _COMMENT_TAIL.fullmatch(text[end:]):
+            raise _NotPlain
         return value
     token, _, rest = text.partition(" ")
     if rest and not _COMMENT_TAIL.fullmatch(" " + rest):
         raise _NotPlain
+    return _bare(token)
+
+
+def _bare(token: str) -> object:
+    """An unquoted int, float or one of three words, as PyYAML resolves it."""
     if token in _WORDS:
         return _WORDS[token]
     if _INT.fullmatch(token):
@@ -59,6 +54,45 @@ def _scalar(text: str) -> object:
     if _FLOAT.fullmatch(token):
         return float(token.replace("_", ""))
     raise _NotPlain
+
+
+def _token(text: str, pos: int) -> tuple[str | None, str | None, str | None, int]:
+    m = _FLOW_TOKEN.match(text, pos)
+    if not m:
+        raise _NotPlain
+    return (*m.groups(), m.end())
+
+
+def _flow(text: str, pos: int) -> tuple[object, int]:
+    """The value starting at text[pos] and where it ends. JSON's shapes only: a "string", a bare
+    scalar, a [list] or a {"key": mapping} of these, comma-separated with no trailing comma (the
+    JSON-compatible part of YAML's flow style; PyYAML reads the rest)."""
+    string, punct, bare, pos = _token(text, pos)
+    if string is not None:
+        return string[1:-1], pos
+    if bare is not None:
+        return _bare(bare), pos
+    if punct not in ("[", "{"):
+        raise _NotPlain
+    close, items, pairs = ("]" if punct == "[" else "}"), [], {}
+    _, first, _, after = _token(text, pos)
+    if first == close:
+        return (items if punct == "[" else pairs), after
+    while True:
+        if punct == "[":
+            value, pos = _flow(text, pos)
+            items.append(value)
+        else:
+            key, _, _, pos = _token(text, pos)
+            _, colon, _, pos = _token(text, pos)
+            if key is None or colon != ":" or key[1:-1] in pairs:
+                raise _NotPlain  # keys are quoted strings, each once
+            pairs[key[1:-1]], pos = _flow(text, pos)
+        _, punct_after, _, pos = _token(text, pos)
+        if punct_after == close:
+            return (items if punct == "[" else pairs), pos
+        if punct_after != ",":
+            raise _NotPlain
 
 
 def _block(lines: list[str]) -> list | dict:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from kvcalc.results import CacheResult, CompareResult, CompareRow, RooflineResult
+from typing import TYPE_CHECKING
+
 from kvcalc.sheet import PLAIN_ROWS, Sheet, to_csv, to_markdown, to_rich  # noqa: F401  (the layout: sheet.py)
 from kvcalc.units import fmt_bytes, fmt_flop_count, fmt_flops, fmt_params, fmt_rate, fmt_seconds, plural
+
+if TYPE_CHECKING:  # annotations only: each command imports the result models of its own core module
+    from kvcalc.results import CacheResult
+    from kvcalc.roofline import RooflineResult
+    from kvcalc.variants import CompareResult, CompareRow
 
 
 def _bytes(n: int) -> str:
@@ -309,7 +315,7 @@ def _reserve_note(result) -> str:  # noqa: ANN001
 
 
 def fit_sheet(result) -> Sheet:  # noqa: ANN001
-    from kvcalc.results import FitResult
+    from kvcalc.fit import FitResult
 
     assert isinstance(result, FitResult)
     p = result.per_gpu

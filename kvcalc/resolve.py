@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,6 +20,8 @@ class Resolved(NamedTuple):
 
 
 def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) -> Resolved:
+    import json
+
     from kvcalc.hf_reader import spec_from_config
 
     try:

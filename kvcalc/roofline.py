@@ -1,14 +1,13 @@
 """Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill, per GPU
 of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage costs)."""
 
-from __future__ import annotations
 
 from fractions import Fraction
 
 from kvcalc.kvcache import tokens_held
 from kvcalc.parallel import allreduce_seconds, allreduces_per_step, kv_heads_per_rank, send_seconds
 from kvcalc.params import compute_params
-from kvcalc.results import RooflineResult, RooflineRow
+from kvcalc.results import Result
 from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
 from kvcalc.step import (
     SINGLE,
@@ -28,6 +27,48 @@ from kvcalc.step import (
     weight_bytes_read,
 )
 from kvcalc.units import fmt_rate, fmt_seconds
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class RooflineRow(Result):
+    batch: int
+    seq: int
+    weight_bytes: int
+    kv_bytes: int
+    flops: int
+    arithmetic_intensity: float
+    bound: str  # "memory" or "compute"
+    state_bytes: int = 0  # SSM / linear-attention state read and written (decode) or written (prefill)
+    step_seconds: float  # ceiling: a lower bound on time
+    tokens_per_s: float  # ceiling: an upper bound on throughput
+    memory_seconds: float
+    compute_seconds: float
+    comm_seconds: float = 0.0  # all-reduces and pipeline sends on the step's critical path
+    fits: bool = True  # weights + KV + state + reserve within capacity x gpu_util on every GPU
+    estimate_step_seconds: float | None = None  # with --efficiency / --mbu / --mfu
+    estimate_tokens_per_s: float | None = None
+
+
+class RooflineResult(Result):
+    model: str
+    gpu: str
+    dtype: str
+    kv_dtype: str
+    compute_dtype: str
+    peak_flop_per_s: float
+    bandwidth_bytes_per_s: float
+    ridge_flop_per_byte: float
+    tp: int = 1
+    pp: int = 1
+    interconnect: str | None = None
+    gpu_util: float = 0.9
+    reserve_bytes: int = 0
+    mbu: float | None = None
+    mfu: float | None = None
+    warnings: list[str] = []
+    rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
 
 
 def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:

@@ -4,8 +4,7 @@ on a (possibly parallel) deployment, among the batches that fit in memory."""
 from __future__ import annotations
 
 from kvcalc.errors import UsageError
-from kvcalc.fit import largest_satisfying
-from kvcalc.results import FitResult, SloResult
+from kvcalc.fit import FitResult, SloResult, largest_satisfying
 from kvcalc.roofline import decode_row, prefill_row
 from kvcalc.specs import GpuSpec, ModelSpec
 from kvcalc.step import SINGLE, Deployment, needs_link, stages

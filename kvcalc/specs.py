@@ -29,7 +29,7 @@ class LayerKind(str, Enum):
 class LayerRun(BaseModel):
     """`count` consecutive layers of one kind. A model's pattern is a list of runs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: LayerKind = LayerKind.FULL
     count: Pos = 1

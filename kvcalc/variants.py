@@ -1,17 +1,35 @@
 """Attention variants of a base model for `kvcalc compare`: mha, gqa[:G], mqa, mla[:R+r], swa:W, +dtype."""
 
-from __future__ import annotations
 
 import re
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import cache_report
-from kvcalc.results import CompareResult, CompareRow
+from kvcalc.results import Result
 from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
 
 VARIANTS = ("mha", "gqa", "gqa:G", "mqa", "mla", "mla:R+r", "swa:W")
 _VARIANT = re.compile(r"(mha|gqa|mqa|mla|swa)(?::([0-9a-z+]+))?")
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class CompareRow(Result):
+    name: str
+    kv_heads: int | None
+    kv_dtype: str
+    bytes_per_token: int
+    total_bytes: int
+    ratio: float  # total_bytes / first row's total_bytes
+
+
+class CompareResult(Result):
+    model: str | None  # the base model of the variants; None when only models are compared
+    batch: int
+    seq: int
+    rows: list[CompareRow]
 
 
 def split_dtype(item: str) -> tuple[str, str | None]:

@@ -13,17 +13,42 @@ block-sized page shared by `group_size` layers, then:
 with M = max_num_batched_tokens. A uniform model is one group of all its layers.
 """
 
-from __future__ import annotations
 
 import math
 
 from kvcalc.errors import UsageError
 from kvcalc.kvcache import elements_per_token
-from kvcalc.results import VllmFigures
+from kvcalc.results import Result
 from kvcalc.specs import LayerKind, ModelSpec
 from kvcalc.units import elements_to_bytes
 
 VLLM_VERSION = "0.19"
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class VllmFigures(Result):
+    version: str
+    available_kv_bytes: int
+    block_size: int
+    page_bytes_per_layer: int
+    group_size: int  # layers sharing one block-sized tensor slot
+    kv_cache_groups: int
+    num_blocks: int
+    kv_cache_tokens: int
+    blocks_per_request: int
+    max_concurrency: float
+    log_lines: list[str]
+    # Predicted terms (absent when --kv-memory gives the engine's own figure).
+    gpu_total_bytes: int | None = None
+    requested_bytes: int | None = None
+    weights_bytes: int | None = None
+    profile_peak_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    weight_format: str | None = None
+    activation_dtype: str | None = None
+    not_sized: list[str] = []
 
 
 def _group_size(counts: list[int]) -> int:

@@ -36,6 +36,12 @@ def test_every_shipped_preset_is_read_without_pyyaml_and_exactly(path: Path) -> 
         ('sources:\n  - "x"\n  - "y"\n', {"sources": ["x", "y"]}),
         ('layer_pattern: # two kinds\n  - {"kind": "full"}\n', {"layer_pattern": [{"kind": "full"}]}),
         ("tie_embeddings: true\nbias: null\n", {"tie_embeddings": True, "bias": None}),
+        # flow values, tight or padded, nested, with YAML's plain scalars inside
+        ('x: {"a":1}\n', {"x": {"a": 1}}),
+        ("x: [1,2]\ny: [ ]\nz: { }\n", {"x": [1, 2], "y": [], "z": {}}),
+        ("x: [1_000, -0, 1., -1, 2.5e-3]\n", {"x": [1000, 0, 1.0, -1, 0.0025]}),
+        ('x: {"a": [true, null], "b": {}}  # c\n', {"x": {"a": [True, None], "b": {}}}),
+        ('x: ["\u00e9 \u2713"]\n', {"x": ["\u00e9 \u2713"]}),
     ],
 )
 def test_plain_forms_read(text: str, expected: dict) -> None:
@@ -74,6 +80,13 @@ def test_plain_forms_read(text: str, expected: dict) -> None:
         "x: \x85\n",  # characters YAML refuses, and some it accepts that this reader leaves alone
         "x: 1\r\ny: 2\r\n",
         'x: "no\xa0break"\n',
+        "x: [1,]\n",  # a trailing comma: YAML reads it, JSON does not; left to PyYAML
+        'x: {"a": 1,}\n',
+        'x: ["a":1]\n',  # a one-pair mapping inside a list, to YAML
+        "x: [1:2]\n",  # sexagesimal 62 inside a flow list
+        'x: {"a": 1:2}\n',
+        'x: ["a""b"]\n',  # malformed: PyYAML reports it
+        "x: [a]\n",  # a bare word inside a flow list
     ],
 )
 def test_everything_else_is_left_to_pyyaml(text: str) -> None:
@@ -98,16 +111,27 @@ _STRINGS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs
     lambda s: '"' + s.replace("\\", "").replace('"', "") + '"'
 )
 _SCALAR = st.one_of(_TOKENS, _STRINGS)
-_FLOW = st.recursive(
-    _SCALAR,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
-        st.dictionaries(_STRINGS, inner, max_size=3).map(
-            lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"
-        ),
-    ),
-    max_leaves=6,
-)
+# Separators as written by hand: tight, spaced, padded inside the brackets, or a trailing comma.
+_COMMA = st.sampled_from([", ", ",", " , ", ",  "])
+_COLON = st.sampled_from([": ", ":", " : ", ":  "])
+_PAD = st.sampled_from(["", " "])
+_TRAIL = st.sampled_from(["", "", "", ","])
+
+
+@st.composite
+def _flow_list(draw: st.DrawFn, inner: st.SearchStrategy[str]) -> str:
+    pad = draw(_PAD)
+    return "[" + pad + draw(_COMMA).join(draw(st.lists(inner, max_size=3))) + draw(_TRAIL) + pad + "]"
+
+
+@st.composite
+def _flow_map(draw: st.DrawFn, inner: st.SearchStrategy[str]) -> str:
+    pad, colon = draw(_PAD), draw(_COLON)
+    pairs = [f"{k}{colon}{v}" for k, v in draw(st.dictionaries(_STRINGS, inner, max_size=3)).items()]
+    return "{" + pad + draw(_COMMA).join(pairs) + draw(_TRAIL) + pad + "}"
+
+
+_FLOW = st.recursive(_SCALAR, lambda inner: st.one_of(_flow_list(inner), _flow_map(inner)), max_leaves=6)
 _KEYS = st.sampled_from(["a", "b_c", "num_layers", "yes", "on", "null", "x1"])
 _COMMENTS = st.sampled_from(["", "  # note", " #x", "#x"])
 
@@ -128,7 +152,7 @@ def _documents(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(_documents())
 def test_the_fast_path_agrees_with_pyyaml_or_declines(text: str) -> None:
     plain = presetyaml.load(text)
