@@ -1,7 +1,5 @@
 """What every kvcalc command shares: the Typer app and its error boundary, options, output and charts."""
 
-from __future__ import annotations
-
 import os
 import sys
 from enum import Enum

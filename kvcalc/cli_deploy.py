@@ -1,8 +1,6 @@
 """Options the speed commands share (roofline, generate, fit): the deployment (--tp/--gpus, --pp,
 --interconnect), the memory budget (--gpu-util, --reserve) and the estimate (--efficiency/--mbu/--mfu)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """The serving planner's commands: `kvcalc fit` and `kvcalc generate` (registered on cli.app)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """`kvcalc probe` (registered on cli.app): measure this machine, compare with a preset, save it as one."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from typing import Annotated, Optional

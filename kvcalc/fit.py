@@ -1,6 +1,5 @@
 """Pure memory-fit arithmetic: per-GPU budget, tensor and pipeline parallelism, paged blocks, largest batch and context."""
 
-
 import math
 from typing import Callable
 

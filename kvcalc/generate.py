@@ -2,7 +2,6 @@
 saves. Sums over decode steps are closed forms: a step's bytes and FLOPs are linear in the context
 between window edges, so the sum of max(memory, compute) over a run of steps is two arithmetic series."""
 
-
 from fractions import Fraction
 
 from kvcalc.kvcache import bytes_per_token

@@ -21,7 +21,7 @@ Compute = Literal["16-bit", "fp32", "fp8", "int8", "fp4"]
 class LinearFormat(BaseModel):
     """How one linear layer's weight is stored: element bits plus scale (and zero-point) overhead."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str  # fp8, int8, int4, mxfp4, nvfp4, nf4 or an activation dtype (bf16, fp16, fp32)
     weight_bits: int = Field(gt=0)
@@ -67,20 +67,35 @@ def plain(dtype: str) -> LinearFormat:
 # group size 128 and 16-bit scales (GPTQ / AWQ / Marlin, symmetric: Marlin drops the zero points).
 # mxfp4: e8m0 scale per 32 (OCP MX spec, vLLM mxfp4.py); nvfp4: fp8 scale per 16 plus an fp32
 # global weight scale and input scale per linear (modelopt.py / compressed_tensors_w4a4_nvfp4.py).
-FP8_CHANNEL = LinearFormat(name="fp8", weight_bits=8, scale="channel", scale_bytes=4, compute="fp8")
-INT8_CHANNEL = LinearFormat(name="int8", weight_bits=8, scale="channel", scale_bytes=4, compute="int8")
-INT4_G128 = LinearFormat(name="int4", weight_bits=4, scale="group", group_size=128, scale_bytes=2)
-MXFP4 = LinearFormat(name="mxfp4", weight_bits=4, scale="group", group_size=32, scale_bytes=1)
-NVFP4 = LinearFormat(
-    name="nvfp4", weight_bits=4, scale="group", group_size=16, scale_bytes=1, extra_bytes=8, compute="fp4"
-)
-DTYPE_FORMATS = {"fp8": FP8_CHANNEL, "int8": INT8_CHANNEL, "int4": INT4_G128, "mxfp4": MXFP4, "nvfp4": NVFP4}
+_NAMED = {
+    "fp8": {"weight_bits": 8, "scale": "channel", "scale_bytes": 4, "compute": "fp8"},
+    "int8": {"weight_bits": 8, "scale": "channel", "scale_bytes": 4, "compute": "int8"},
+    "int4": {"weight_bits": 4, "scale": "group", "group_size": 128, "scale_bytes": 2},
+    "mxfp4": {"weight_bits": 4, "scale": "group", "group_size": 32, "scale_bytes": 1},
+    "nvfp4": {
+        "weight_bits": 4,
+        "scale": "group",
+        "group_size": 16,
+        "scale_bytes": 1,
+        "extra_bytes": 8,
+        "compute": "fp4",
+    },
+}
+QUANTIZED_DTYPES = tuple(_NAMED)
+
+
+def named(dtype: str) -> LinearFormat | None:
+    """The stored format `--dtype DTYPE` names; None for an activation dtype (bf16, fp16, fp32).
+    Built on demand: a LinearFormat made at import would build the models' validators at every
+    start (defer_build above), which `kvcalc cache` on an unquantized model never needs."""
+    fields = _NAMED.get(dtype)
+    return LinearFormat(name=dtype, **fields) if fields else None
 
 
 class Quantization(BaseModel):
     """A checkpoint's quantization: the format of each linear-layer group."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     method: str
     linear: LinearFormat | None = None  # None: not understood (see `problem`)
@@ -93,7 +108,7 @@ class Quantization(BaseModel):
 class Checkpoint(BaseModel):
     """What a checkpoint loads beyond the architecture: quantization, rotary cache, vision tower."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     quantization: Quantization | None = None
     rotary_dim: int | None = None  # columns of vLLM's cos/sin cache (head_dim x partial_rotary_factor)
@@ -151,7 +166,8 @@ def _compressed_tensors(q: dict[str, Any]) -> Quantization:
         )
         return Quantization(linear=fmt, **common)
     if bits == 4 and kind == "float" and group == 16:
-        return Quantization(linear=NVFP4 if acts else NVFP4.model_copy(update={"compute": "16-bit"}), **common)
+        nvfp4 = named("nvfp4")
+        return Quantization(linear=nvfp4 if acts else nvfp4.model_copy(update={"compute": "16-bit"}), **common)
     if bits in (4, 8) and kind == "int" and strategy in ("group", "channel"):
         fmt = LinearFormat(
             name=f"int{bits}",
@@ -216,7 +232,7 @@ def read_quantization(q: Any) -> Quantization | None:
         return _bitsandbytes(q)
     if method == "mxfp4":
         # NOTE: gpt-oss quantizes only the experts; attention, router, embeddings stay 16-bit.
-        return Quantization(method=method, experts=MXFP4, attention_quantized=False)
+        return Quantization(method=method, experts=named("mxfp4"), attention_quantized=False)
     if method in ("fp8", "fbgemm_fp8"):
         block = q.get("weight_block_size")
         if block:  # DeepSeek-V3 style: 128x128 blocks, fp32 weight_scale_inv per block
@@ -224,7 +240,7 @@ def read_quantization(q: Any) -> Quantization | None:
                 name="fp8", weight_bits=8, scale="block", group_size=int(block[0]), scale_bytes=4, compute="fp8"
             )
         elif method == "fbgemm_fp8":
-            fmt = FP8_CHANNEL
+            fmt = named("fp8")
         else:  # serialized per-tensor fp8 (fp8.py Fp8LinearMethod: one fp32 scale per linear)
             fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
         ignore = [str(x) for x in q.get("ignored_layers") or q.get("modules_to_not_convert") or []]
@@ -243,7 +259,7 @@ def read_quantization(q: Any) -> Quantization | None:
             fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
             return Quantization(method=method, linear=fmt, **kept)
         if algo == "NVFP4":
-            return Quantization(method=method, linear=NVFP4, **kept)
+            return Quantization(method=method, linear=named("nvfp4"), **kept)
         return Quantization(method=method, problem=f"quant_algo '{algo}'")
     return Quantization(method=method or "unknown", problem="this quantization method is not modelled")
 
@@ -315,7 +331,7 @@ def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
 
 def dtype_quantization(dtype: str) -> Quantization | None:
     """`--dtype X` for a quantized X: every decoder linear layer in that format; None for 16/32-bit."""
-    fmt = DTYPE_FORMATS.get(dtype)
+    fmt = named(dtype)
     return Quantization(method=f"--dtype {dtype}", linear=fmt) if fmt else None
 
 

@@ -1,7 +1,6 @@
 """Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill, per GPU
 of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage costs)."""
 
-
 from fractions import Fraction
 
 from kvcalc.kvcache import tokens_held

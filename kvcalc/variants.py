@@ -1,6 +1,5 @@
 """Attention variants of a base model for `kvcalc compare`: mha, gqa[:G], mqa, mla[:R+r], swa:W, +dtype."""
 
-
 import re
 
 from kvcalc.errors import UsageError

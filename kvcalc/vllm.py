@@ -13,7 +13,6 @@ block-sized page shared by `group_size` layers, then:
 with M = max_num_batched_tokens. A uniform model is one group of all its layers.
 """
 
-
 import math
 
 from kvcalc.errors import UsageError

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.quant import DTYPE_FORMATS, LinearFormat, Quantization, plain
+from kvcalc.quant import QUANTIZED_DTYPES, LinearFormat, Quantization, named, plain
 from kvcalc.results import Result
 from kvcalc.specs import LayerKind, ModelSpec
 
@@ -65,9 +65,9 @@ def quantization_of(spec: ModelSpec, dtype: str | None) -> Quantization | None:
     if spec.checkpoint and spec.checkpoint.quantization:
         return spec.checkpoint.quantization
     q = dtype_quantization(spec.dtype)
-    if spec.expert_dtype and spec.expert_dtype in DTYPE_FORMATS:
+    if spec.expert_dtype and spec.expert_dtype in QUANTIZED_DTYPES:
         base = q or Quantization(method=f"preset expert_dtype {spec.expert_dtype}")
-        return base.model_copy(update={"experts": DTYPE_FORMATS[spec.expert_dtype]})
+        return base.model_copy(update={"experts": named(spec.expert_dtype)})
     return q
 
 
