@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Union
 
 from kvcalc.errors import UsageError
-from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.gpu import GpuSpec
+from kvcalc.specs import ModelSpec
 from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it

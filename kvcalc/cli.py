@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli_common import (  # noqa: F401  (app is the entry point: kvcalc.cli:app)
+from kvcalc.cli_common import (  # noqa: F401  (app: the Typer app kvcalc.__main__ runs)
     BatchOpt,
     DtypeOpt,
     EncoderSeqOpt,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvcalc.errors import UsageError
-from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.gpu import GpuSpec
+from kvcalc.specs import ModelSpec
 
 if TYPE_CHECKING:
     from kvcalc.vllm import VllmFigures

@@ -3,6 +3,7 @@
 import math
 from typing import Callable
 
+from kvcalc.gpu import GpuSpec
 from kvcalc.kvcache import (
     ATTENTION_KINDS,
     cache_report,
@@ -13,7 +14,7 @@ from kvcalc.kvcache import (
 )
 from kvcalc.params import weight_bytes_resident
 from kvcalc.results import Result
-from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.specs import ModelSpec
 from kvcalc.step import Deployment, Stage, context_warning, held_kv_bytes, stages
 from kvcalc.units import elements_to_bytes, fmt_bytes
 from kvcalc.vllm import VllmFigures

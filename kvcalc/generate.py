@@ -4,6 +4,7 @@ between window edges, so the sum of max(memory, compute) over a run of steps is 
 
 from fractions import Fraction
 
+from kvcalc.gpu import GpuSpec
 from kvcalc.kvcache import bytes_per_token
 from kvcalc.params import compute_params
 from kvcalc.results import Result
@@ -16,7 +17,7 @@ from kvcalc.roofline import (
     prefill_flops,
     prefill_row,
 )
-from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.step import (
     SINGLE,
     Deployment,

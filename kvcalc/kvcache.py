@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcalc.errors import UsageError
 from kvcalc.results import CacheResult, LayerCache
-from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes, plural
+
+if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvcalc cache MODEL`
+    from kvcalc.gpu import GpuSpec
 
 # Layers that cache K and V per token, kv_heads x head_dim each (cross-attention caches the
 # encoder's or the images' tokens rather than the text's).

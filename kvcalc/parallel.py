@@ -19,6 +19,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from kvcalc.errors import UsageError
+from kvcalc.gpu import GpuSpec
 from kvcalc.kvcache import check_tp, kv_heads_per_rank, valid_tp  # the KV-head rule lives with the cache
 from kvcalc.params import (
     Shard,
@@ -31,7 +32,7 @@ from kvcalc.params import (
     shard_formats,
 )
 from kvcalc.results import Result
-from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 
 __all__ = [
     "Link",

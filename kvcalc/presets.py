@@ -13,11 +13,14 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvcalc import presetyaml
 from kvcalc.errors import NotFoundError, SpecError, UsageError
-from kvcalc.specs import GpuSpec, ModelSpec, build
+from kvcalc.specs import ModelSpec, build
+
+if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvcalc cache MODEL`
+    from kvcalc.gpu import GpuSpec
 
 MODEL_DIR, GPU_DIR = "model_presets", "gpu_presets"
 USER_SUBDIRS = {MODEL_DIR: "models", GPU_DIR: "gpus"}
@@ -128,12 +131,20 @@ def _read(path: Path, where: str) -> str:
         raise SpecError(f"{where}: cannot be read: {exc}") from None
 
 
+def _schema(kind: str) -> type[ModelSpec | GpuSpec]:
+    if kind == MODEL_DIR:
+        return ModelSpec
+    from kvcalc.gpu import GpuSpec
+
+    return GpuSpec
+
+
 def _validate(kind: str, text: str, stem: str, where: str, strict_name: bool) -> ModelSpec | GpuSpec:
     data = _yaml_text(text, where)
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
     data.setdefault("name", stem)
-    spec = build(ModelSpec if kind == MODEL_DIR else GpuSpec, data, where)
+    spec = build(_schema(kind), data, where)
     if strict_name and spec.name.lower() != stem:
         raise SpecError(f"{where}: name '{spec.name}' must match the file name '{stem}'")
     return spec
@@ -330,7 +341,7 @@ def save_user_preset(kind: str, name: str, data: dict, header: str = "", replace
 
     what = "model" if kind == MODEL_DIR else "GPU"
     path = check_user_name(kind, name, replace)
-    build(ModelSpec if kind == MODEL_DIR else GpuSpec, {"name": name, **data}, f"{what} preset '{name}'")
+    build(_schema(kind), {"name": name, **data}, f"{what} preset '{name}'")
     path.parent.mkdir(parents=True, exist_ok=True)
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
     path.write_text(header + body, encoding="utf-8")

@@ -389,7 +389,7 @@ def run_probe(device: str, quick: bool, reps: int, progress: Progress) -> ProbeR
 def preset_data(result: ProbeResult, name: str) -> tuple[str, dict]:
     """A user GPU preset (header comment, fields) holding the measured figures and how they were taken."""
     from kvcalc import __version__
-    from kvcalc.specs import PEAK_DTYPES
+    from kvcalc.gpu import PEAK_DTYPES
 
     peaks = {d: float(f"{v:.4g}") for d, v in result.peak_tflop_per_s.items() if d in PEAK_DTYPES}
     kernels = ", ".join(f"{s.kernel} {s.best / 1e9:,.1f} GB/s" for s in result.bandwidth)

@@ -3,11 +3,12 @@ of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage cos
 
 from fractions import Fraction
 
+from kvcalc.gpu import GpuSpec
 from kvcalc.kvcache import tokens_held
 from kvcalc.parallel import allreduce_seconds, allreduces_per_step, kv_heads_per_rank, send_seconds
 from kvcalc.params import compute_params
 from kvcalc.results import Result
-from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.step import (
     SINGLE,
     Deployment,

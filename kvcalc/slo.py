@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from kvcalc.errors import UsageError
 from kvcalc.fit import FitResult, SloResult, largest_satisfying
+from kvcalc.gpu import GpuSpec
 from kvcalc.roofline import decode_row, prefill_row
-from kvcalc.specs import GpuSpec, ModelSpec
+from kvcalc.specs import ModelSpec
 from kvcalc.step import SINGLE, Deployment, needs_link, stages
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kvcalc.errors import UsageError
+from kvcalc.gpu import GpuSpec
 from kvcalc.kvcache import elements_per_token, tokens_held
 from kvcalc.parallel import (
     Link,
@@ -23,7 +24,7 @@ from kvcalc.parallel import (
     read_bytes,
     send_seconds,
 )
-from kvcalc.specs import GpuSpec, LayerKind, LayerRun, ModelSpec
+from kvcalc.specs import LayerKind, LayerRun, ModelSpec
 from kvcalc.units import elements_to_bytes, fmt_bytes
 
 GIB = 2**30

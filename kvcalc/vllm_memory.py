@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 
+from kvcalc.gpu import GpuSpec
 from kvcalc.quant import Quantization
 from kvcalc.results import Result
-from kvcalc.specs import GpuSpec, LayerKind, ModelSpec
+from kvcalc.specs import LayerKind, ModelSpec
 from kvcalc.weights import WeightBytes, padded_vocab, quantization_of, weight_bytes
 
 GIB = 2**30

@@ -127,6 +127,31 @@ def test_preset_start_does_not_import_hub_plotting_or_pyyaml():
     assert json.loads(out.stdout.strip().replace("'", '"')) == []
 
 
+def test_cache_start_imports_only_its_own_command_and_runs_without_the_collector():
+    # `kvcalc cache MODEL` is the start-up benchmark (issue 12, benchmarks/startup.py): it must not
+    # define the other commands' result models (roofline, fit, vllm, generate, variants), the GPU
+    # model (no --gpu) or import json; the command runs with the cyclic collector off, while the
+    # Python API leaves the caller's collector alone.
+    import subprocess
+    import sys
+
+    others = ["json", "yaml", "kvcalc.gpu", "kvcalc.roofline", "kvcalc.fit", "kvcalc.vllm", "kvcalc.generate"]
+    others += ["kvcalc.variants", "kvcalc.parallel", "kvcalc.params", "kvcalc.step", "kvcalc.api"]
+    code = (
+        "import atexit, gc, sys\n"
+        f"atexit.register(lambda: sys.stderr.write('LOADED %r %r\\n' % ([m for m in {others!r} if m in sys.modules], gc.isenabled())))\n"
+        "sys.argv = ['kvcalc', 'cache', 'llama-3-8b']\n"
+        "from kvcalc.__main__ import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "536,870,912 B" in done.stdout, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "LOADED [] False"
+    api = "import gc, kvcalc; r = kvcalc.cache('llama-3-8b'); print(r.total_bytes, gc.isenabled())"
+    done = subprocess.run([sys.executable, "-c", api], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["536870912", "True"]
+
+
 def test_mla_has_no_kv_heads_in_any_listing():
     # deepseek-v3 caches one latent per token, 61 layers x (kv_lora_rank 512 + rope 64) x 2 B = 70,272 B;
     # `compare` and `cache` never showed its 128 attention heads as KV heads, `models` and `show` did

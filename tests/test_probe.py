@@ -9,7 +9,8 @@ import yaml
 from conftest import run, run_json
 
 from kvcalc import presets, probe
-from kvcalc.specs import GpuSpec, build
+from kvcalc.gpu import GpuSpec
+from kvcalc.specs import build
 
 QUICK = ("probe", "--quick", "--repeat", "2", "--device", "cpu")
 
