@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvca
 MODEL_DIR, GPU_DIR = "model_presets", "gpu_presets"
 USER_SUBDIRS = {MODEL_DIR: "models", GPU_DIR: "gpus"}
 SUFFIXES = (".yaml", ".yml")
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# NOTE: patterns as strings, compiled by re on first use: a run that names a preset by its file never needs them.
+NAME = r"^[a-z0-9][a-z0-9._-]*$"
 
 
 class Found(NamedTuple):
@@ -167,13 +168,13 @@ def _load_file(kind: str, path: Path, strict_name: bool) -> ModelSpec | GpuSpec:
     return _load_path(kind, str(path), path.stat().st_mtime_ns, strict_name)
 
 
-_ALIASES = re.compile(r"^aliases\s*:.*(?:\n(?:[ \t]+.*|-.*))*", re.MULTILINE)
+_ALIASES = r"^aliases\s*:.*(?:\n(?:[ \t]+.*|-.*))*"
 
 
 @lru_cache(maxsize=None)
 def _aliases_in(text: str) -> tuple[str, ...]:
     """The `aliases:` entry of a preset's text, parsed alone: the rest of the file is not read."""
-    m = _ALIASES.search(text)
+    m = re.search(_ALIASES, text, re.MULTILINE)
     if not m:
         return ()
     try:
@@ -323,7 +324,7 @@ def get_gpu(name: str) -> GpuSpec:
 def check_user_name(kind: str, name: str, replace: bool = False) -> Path:
     """The file a new user preset NAME would be written to; refuses built-in names and existing files."""
     what = "model" if kind == MODEL_DIR else "GPU"
-    if not NAME.match(name):
+    if not re.match(NAME, name):
         raise UsageError(
             f"preset name '{name}' is not a file stem", hint="lower-case letters, digits, '.', '_' and '-'"
         )

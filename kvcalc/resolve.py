@@ -10,7 +10,8 @@ from kvcalc.errors import NotFoundError, SpecError, UsageError
 from kvcalc.presets import MODEL_DIR, locate, suggestions
 from kvcalc.specs import LayerKind, ModelSpec
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
+# NOTE: patterns as strings, compiled by re on first use: a run that names a preset never needs them.
+HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
 
 
 class Resolved(NamedTuple):
@@ -75,15 +76,15 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
 
 # NOTE: a name ending in a letters-only suffix (.json, .jsn, .yaml, .txt) is a file name; hub repo
 # names carry version dots followed by digits (Qwen2.5-7B, Mistral-7B-v0.1, gpt-neo-1.3B).
-FILE_SUFFIX = re.compile(r"\.[A-Za-z]{2,5}$")
+FILE_SUFFIX = r"\.[A-Za-z]{2,5}$"
 
 
 def _looks_like_path(text: str) -> bool:
     """A path (with a typo) rather than a hub id: a file suffix, a separator a hub id cannot have,
     or an org/ part that is a folder here."""
-    if text.startswith((".", "/", "~")) or "\\" in text or FILE_SUFFIX.search(text.partition("@")[0]):
+    if text.startswith((".", "/", "~")) or "\\" in text or re.search(FILE_SUFFIX, text.partition("@")[0]):
         return True
-    if not HUB_ID.match(text):
+    if not re.match(HUB_ID, text):
         return "/" in text
     return Path(text.partition("/")[0]).is_dir()
 
@@ -184,7 +185,7 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
         )
     if _looks_like_path(text):
         raise _missing_path(text)
-    if HUB_ID.match(text):
+    if re.match(HUB_ID, text):
         from kvcalc.hub import fetch_config
 
         repo, _, revision = text.partition("@")
