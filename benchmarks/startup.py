@@ -60,19 +60,28 @@ HEAVY = [
     ["lab"],
 ]
 RESULTS = """
-2026-12-01 03:29 UTC, 2-core dev machine (load 0.8), Python 3.11.7, typer 0.29.2, --runs 31:
-  kvcalc cache llama-3-8b                  173.3 ms   reference 150.8 ms   1.15x (median of pairs 1.15x)
-  kvcalc cache meta-llama/Meta-Llama-3-8B  176.4 ms   reference 151.5 ms   1.17x
-  kvcalc roofline 7b --gpu a100            183.4 ms   reference 150.0 ms   1.22x
-The 1.10x goal is not met (+22 ms where +15 ms is allowed); it was 1.40x (with kvcalc's bytecode
-stale, which this script now compiles first). Beyond what the reference pays: imports 12.6 ms
-(the Pydantic model modules results/quant/specs 6.5 ms: about 20 us a field at class creation;
-kvcalc's CLI, preset, sheet and core modules 5 ms; json 1.2 ms), and the run 6 ms (Typer building
-and coercing cache's 21 options 3 ms, the ModelSpec and CacheResult schemas 2.5 ms, Rich 0.5 ms).
-Done: shipped presets read without PyYAML (presetyaml.py, 8 ms), no string annotations in the
-model modules (Pydantic compiled each, 2 ms), tp validity in kvcache.py (cache imports neither
-parallel nor params), no importlib.resources, only the invoked command built, one preset file
-read, lazy imports of the hub, plotting and NumPy.
+2026-12-01 04:42 UTC, 2-core dev machine (load 0.9), Python 3.11.7, typer 0.29.2, pydantic 2.14.4, --runs 41:
+  kvcalc cache llama-3-8b                  192.6 ms   reference 189.3 ms   1.02x (median of pairs 1.03x)
+  kvcalc cache meta-llama/Meta-Llama-3-8B  201.4 ms   reference 188.5 ms   1.07x (1.06x)
+  kvcalc roofline 7b --gpu a100            222.7 ms   reference 197.1 ms   1.13x (1.13x)
+  kvcalc cache llama-3-8b, collector on    220.0 ms   reference 198.3 ms   1.11x (1.10x)
+--instructions (the same count every run; compare changes by this, wall time moves by +-5 ms here):
+  cache llama-3-8b 829.2 M, alias 848.7 M, roofline 920.2 M, collector on 863.8 M; reference 766.3 M
+  (1.08x, 1.11x, 1.20x, 1.13x). At the previous stop: 900.7 M, 917.4 M, 984.2 M (1.18x, 1.20x, 1.28x).
+The goal (cache within 1.10x) is met; it was 1.15x at the previous stop (1.40x before that).
+Of the 71 M instructions saved, kvcalc's own code gave 37 M: each command's result models live beside
+its core function (cache defines 3 Pydantic classes, not 12); GpuSpec is in gpu.py (cache without --gpu
+never defines it); quant's models defer their validators and the --dtype formats are built on demand;
+presetyaml reads flow values itself, so json is imported only by --format json and config.json reads;
+the CLI modules keep real annotations (Typer evaluated ~100 annotation strings of the command it ran);
+LayerRun builds its validator once, not once inside ModelSpec's and again on first use; four patterns
+compile on first use. The other 34 M: kvcalc/__main__.py runs the command with CPython's cyclic
+collector off, which otherwise scans everything the imports create; --memory shows what that costs
+in memory: under 0.5 MiB on the largest grids and `kvcalc lab`, 3 MiB on a 16k-point chart.
+What remains beyond the reference (instructions, collector on): Typer's work per option, about 0.8 M
+for each of cache's 15 options beyond the reference's 2 (12 M); ModelSpec's class (36 fields) and
+validator (11.6 M with the checkpoint models nested in it); the CLI modules that define the other
+commands (10 M); the cache table's extra Rich rendering (7 M); CacheResult (3 M).
 """
 
 
@@ -111,10 +120,32 @@ def peak_memory() -> None:
         print(f"kvcalc {' '.join(args)[:58]:58s} " + "   ".join(cells))
 
 
+def instructions() -> None:
+    """Instructions each command executes (valgrind's cachegrind, hash seed fixed): one run each, and
+    the same count every time, where wall time moves by several ms between runs on a shared machine."""
+    import re
+    import shutil
+
+    if not shutil.which("valgrind"):
+        sys.exit("--instructions needs valgrind")
+
+    def count(cmd: list[str]) -> int:
+        tool = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+        env = {**os.environ, "COLUMNS": "100", "PYTHONHASHSEED": "0"}
+        done = subprocess.run([*tool, *cmd], capture_output=True, text=True, env=env, check=True)
+        return int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr).group(1).replace(",", ""))
+
+    ref = count(REFERENCE)
+    for name, cmd in COMMANDS.items():
+        own = count(cmd)
+        print(f"kvcalc {name:42s} {own / 1e6:7.1f} M   reference {ref / 1e6:7.1f} M   ratio {own / ref:4.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=31)
     parser.add_argument("--memory", action="store_true", help="peak memory of large requests, collector on/off")
+    parser.add_argument("--instructions", action="store_true", help="instructions executed (needs valgrind)")
     args = parser.parse_args()
     # NOTE: typer, rich and pydantic run from the bytecode pip compiled when it installed them; an
     # editable install (or PYTHONDONTWRITEBYTECODE=1) leaves kvcalc without it, and every run would
@@ -126,6 +157,9 @@ def main() -> None:
     compileall.compile_dir(os.path.dirname(kvcalc.__file__), quiet=1)
     if args.memory:
         peak_memory()
+        return
+    if args.instructions:
+        instructions()
         return
     for name, cmd in COMMANDS.items():
         ref, own, ratio = interleaved(cmd, args.runs)
