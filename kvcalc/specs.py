@@ -28,6 +28,8 @@ class LayerKind(str, Enum):
 class LayerRun(BaseModel):
     """`count` consecutive layers of one kind. A model's pattern is a list of runs."""
 
+    # NOTE: not deferred: ModelSpec's validator then reuses this one, where a deferred LayerRun was
+    # built twice, inside ModelSpec's and again when expanded_layers made the first run.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: LayerKind = LayerKind.FULL
@@ -219,12 +221,15 @@ def validation_message(exc: ValidationError) -> str:
 
 def _fields_at(title: str, loc: tuple) -> list[str]:
     """The field names a model named `title` accepts at the top level (nested paths: none offered)."""
+    if loc:
+        return []
+    if title == "ModelSpec":
+        return list(ModelSpec.model_fields)
     if title == "GpuSpec":
-        from kvcalc.gpu import GpuSpec
+        from kvcalc.gpu import GpuSpec  # its own module, off the start-up path of `kvcalc cache`
 
-        return list(GpuSpec.model_fields) if not loc else []
-    model = {"ModelSpec": ModelSpec}.get(title)
-    return list(model.model_fields) if model is not None and not loc else []
+        return list(GpuSpec.model_fields)
+    return []
 
 
 def build(model: type[BaseModel], data: object, where: str):
