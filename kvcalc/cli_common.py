@@ -225,7 +225,7 @@ ImagesOpt = Annotated[
 ]
 EncoderSeqOpt = Annotated[
     Optional[str],
-    typer.Option("--encoder-seq", help="Encoder tokens cross-attention holds (encoder-decoders; default: --seq)."),
+    typer.Option("--encoder-seq", help="Encoder tokens cross-attention holds (encoder-decoders; default: as many as the decoder's sequence)."),
 ]
 
 

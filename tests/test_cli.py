@@ -18,6 +18,24 @@ def test_every_command_has_help(command):
     assert "Usage:" in result.stdout and "--format" in result.stdout
 
 
+def test_option_help_names_only_flags_its_command_has():
+    # `show --encoder-seq` said "default: --seq", a flag show does not take.
+    import typer.main
+
+    from kvcalc.cli import app
+
+    group = typer.main.get_command(app)
+    assert set(COMMANDS) | {"probe"} <= set(group.commands)
+    wrong = []
+    for name, command in group.commands.items():
+        flags = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        for param in command.params:
+            for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", getattr(param, "help", None) or ""):
+                if flag not in flags:
+                    wrong.append(f"{name} {param.opts[0]}: {flag}")
+    assert wrong == []
+
+
 def test_version():
     from kvcalc import __version__
 
