@@ -225,7 +225,10 @@ ImagesOpt = Annotated[
 ]
 EncoderSeqOpt = Annotated[
     Optional[str],
-    typer.Option("--encoder-seq", help="Encoder tokens cross-attention holds (encoder-decoders; default: as many as the decoder's sequence)."),
+    typer.Option(
+        "--encoder-seq",
+        help="Encoder tokens cross-attention holds (encoder-decoders; default: as many as the decoder's sequence).",
+    ),
 ]
 
 
