@@ -4,6 +4,7 @@ of every quantization format derived by hand, and the options vLLM would refuse.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import GiB, run, run_json, shared_path
@@ -550,6 +551,23 @@ def test_every_driver_total_names_its_source():
         for line in path.read_text().splitlines():
             if line.startswith("usable_memory_bytes:"):
                 assert "  # " in line and len(line.split("#", 1)[1]) > 20, path.name
+
+
+def test_every_driver_total_is_the_figure_its_source_quotes():
+    # The bytes must be one of the figures the comment cites (x GiB, x MiB or x B, to 0.005 GiB):
+    # a total typed from one log and a comment quoting another cannot both stand.
+    from conftest import REPO
+
+    for path in sorted((REPO / "gpu_presets").glob("*.yaml")):
+        for line in path.read_text().splitlines():
+            if line.startswith("usable_memory_bytes:"):
+                value, comment = line.split(":", 1)[1].split("#", 1)
+                scale = {"GiB": GiB, "MiB": MiB, "B": 1}
+                cited = [
+                    float(n.replace(",", "")) * scale[u]
+                    for n, u in re.findall(r"(\d[\d,]*(?:\.\d+)?) ?(GiB|MiB|B)\b", comment)
+                ]
+                assert any(abs(int(value.replace("_", "")) - c) <= 0.005 * GiB for c in cited), path.name
 
 
 def test_defaults_follow_vllm_for_the_gpu():
