@@ -25,6 +25,7 @@ _COMMENT_TAIL = re.compile(r"\s*(?:\s#.*)?")
 _WORD_KEYS = {"yes", "no", "on", "off", "true", "false", "null"}
 # One token of a flow value: a double-quoted string without escapes (YAML's and JSON's escape sets
 # differ), a flow indicator, or a bare run read by the scalar rules above (anything else refuses).
+MAX_DEPTH = 16  # presets nest flow values 3 deep (checkpoint: quantization: linear)
 _FLOW_TOKEN = re.compile(r' *(?:("[^"\\]*")|([][{},:])|([-+.\w]+))')
 
 
@@ -63,10 +64,13 @@ def _token(text: str, pos: int) -> tuple[str | None, str | None, str | None, int
     return (*m.groups(), m.end())
 
 
-def _flow(text: str, pos: int) -> tuple[object, int]:
+def _flow(text: str, pos: int, depth: int = 0) -> tuple[object, int]:
     """The value starting at text[pos] and where it ends. JSON's shapes only: a "string", a bare
     scalar, a [list] or a {"key": mapping} of these, comma-separated with no trailing comma (the
-    JSON-compatible part of YAML's flow style; PyYAML reads the rest)."""
+    JSON-compatible part of YAML's flow style; PyYAML reads the rest). At most MAX_DEPTH levels
+    deep: deeper is left to PyYAML, which refuses it cleanly, where recursing here would not."""
+    if depth >= MAX_DEPTH:
+        raise _NotPlain
     string, punct, bare, pos = _token(text, pos)
     if string is not None:
         return string[1:-1], pos
@@ -80,14 +84,14 @@ def _flow(text: str, pos: int) -> tuple[object, int]:
         return (items if punct == "[" else pairs), after
     while True:
         if punct == "[":
-            value, pos = _flow(text, pos)
+            value, pos = _flow(text, pos, depth + 1)
             items.append(value)
         else:
             key, _, _, pos = _token(text, pos)
             _, colon, _, pos = _token(text, pos)
             if key is None or colon != ":" or key[1:-1] in pairs:
                 raise _NotPlain  # keys are quoted strings, each once
-            pairs[key[1:-1]], pos = _flow(text, pos)
+            pairs[key[1:-1]], pos = _flow(text, pos, depth + 1)
         _, punct_after, _, pos = _token(text, pos)
         if punct_after == close:
             return (items if punct == "[" else pairs), pos

@@ -29,6 +29,8 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # json's own limit on nesting: no config.json nests more than a few levels
+        raise SpecError(f"{path}: not a model config: JSON nested too deeply to read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot be read: {exc}") from None
     spec = spec_from_config(raw, name, str(path), overrides)

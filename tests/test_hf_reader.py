@@ -160,6 +160,15 @@ def test_malformed_json_names_line(tmp_path):
     assert "bad/config.json: malformed JSON at line 3" in result.stderr
 
 
+def test_json_nested_past_the_parser_limit_is_refused_not_a_crash(tmp_path):
+    # json raises RecursionError (not a JSONDecodeError) past ~1,000 levels: that was "internal error"
+    path = tmp_path / "config.json"
+    path.write_text('{"num_hidden_layers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    result = run("cache", path)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"kvcalc: error: {path}: not a model config: JSON nested too deeply to read\n"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -87,6 +87,8 @@ def test_plain_forms_read(text: str, expected: dict) -> None:
         'x: {"a": 1:2}\n',
         'x: ["a""b"]\n',  # malformed: PyYAML reports it
         "x: [a]\n",  # a bare word inside a flow list
+        "x: " + "[" * 17 + "]" * 17 + "\n",  # deeper than MAX_DEPTH
+        "x: " + "[" * 5000 + "]" * 5000 + "\n",  # PyYAML refuses this depth with a message; no RecursionError here
     ],
 )
 def test_everything_else_is_left_to_pyyaml(text: str) -> None:
