@@ -66,8 +66,9 @@ RESULTS = """
   kvcalc roofline 7b --gpu a100            222.7 ms   reference 197.1 ms   1.13x (1.13x)
   kvcalc cache llama-3-8b, collector on    220.0 ms   reference 198.3 ms   1.11x (1.10x)
 --instructions (the same count every run; compare changes by this, wall time moves by +-5 ms here):
-  cache llama-3-8b 829.2 M, alias 848.7 M, roofline 920.2 M, collector on 863.8 M; reference 766.3 M
-  (1.08x, 1.11x, 1.20x, 1.13x). At the previous stop: 900.7 M, 917.4 M, 984.2 M (1.18x, 1.20x, 1.28x).
+  cache llama-3-8b 829.2 M, alias 848.8 M, roofline 905.7 M, collector on 863.8 M; reference 766.3 M
+  (1.08x, 1.11x, 1.18x, 1.13x). At the previous stop: 900.7 M, 917.4 M, 984.2 M (1.18x, 1.20x, 1.28x).
+  roofline's wall time above was taken before step.py's records became NamedTuples (-14.5 M).
 The goal (cache within 1.10x) is met; it was 1.15x at the previous stop (1.40x before that).
 Of the 71 M instructions saved, kvcalc's own code gave 37 M: each command's result models live beside
 its core function (cache defines 3 Pydantic classes, not 12); GpuSpec is in gpu.py (cache without --gpu
