@@ -103,7 +103,9 @@ def interleaved(cmd: list[str], runs: int) -> tuple[float, float, float]:
 
 
 def peak_memory() -> None:
-    """Peak RSS and time of the HEAVY commands, with the cyclic collector on and off."""
+    """Peak RSS and time of the HEAVY commands, with the cyclic collector on and off (Linux)."""
+    if not os.path.exists("/proc/self/status"):
+        sys.exit("--memory reads VmHWM from /proc/self/status: Linux only")
     # NOTE: VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child reports its parent's peak.
     report = "import sys; sys.stderr.write([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0])"
     runs = {
