@@ -194,6 +194,18 @@ def _alias_index(kind: str) -> dict[str, str]:
     return index
 
 
+def _alias_stem(kind: str, key: str) -> str | None:
+    """The built-in preset whose aliases include `key` (the first, in name order, as in _alias_index).
+    Files whose text does not contain the key are not parsed: shipped presets are plain YAML without
+    escapes (tests/test_presetyaml.py), so an alias appears in its file as written."""
+    folder = _folder(kind)
+    for stem in preset_names(kind):
+        text = (folder / f"{stem}.yaml").read_text(encoding="utf-8")
+        if key in text.lower() and key in _aliases_in(text):
+            return stem
+    return None
+
+
 def _user_alias_index(kind: str) -> dict[str, str]:
     index: dict[str, str] = {}
     for stem, path in _user_files(kind).items():
@@ -249,7 +261,7 @@ def locate(kind: str, name: str) -> Found | None:
     users = _user_files(kind)
     user = key if key in users else None
     if builtin is None:
-        builtin = _alias_index(kind).get(key)
+        builtin = _alias_stem(kind, key)
     if user is None:
         user = _user_alias_index(kind).get(key)
     if user is not None and builtin is not None:

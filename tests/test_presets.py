@@ -31,6 +31,16 @@ def test_gpu_preset_is_valid(name):
     assert gpu.peak_dense_tflop_per_s and gpu.sources
 
 
+def test_alias_lookup_reading_only_matching_files_agrees_with_the_full_index():
+    # locate() parses only the files whose text holds the name; every alias of every shipped preset
+    # (duplicates: the first stem in name order) must still resolve as the full index says
+    for kind in (presets.MODEL_DIR, presets.GPU_DIR):
+        index = presets._alias_index(kind)
+        assert index and all(presets._alias_stem(kind, alias) == stem for alias, stem in index.items())
+    assert presets._alias_stem(presets.MODEL_DIR, "meta-llama/meta-llama-3-8b") == "llama-3-8b"
+    assert presets._alias_stem(presets.MODEL_DIR, "no/such-model") is None
+
+
 def test_enough_presets():
     assert len(MODELS) >= 25 and len(GPUS) >= 20
 
