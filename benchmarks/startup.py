@@ -60,25 +60,27 @@ HEAVY = [
     ["lab"],
 ]
 RESULTS = """
-2026-12-01 04:42 UTC, 2-core dev machine (load 0.9), Python 3.11.7, typer 0.29.2, pydantic 2.14.4, --runs 41:
-  kvcalc cache llama-3-8b                  192.6 ms   reference 189.3 ms   1.02x (median of pairs 1.03x)
-  kvcalc cache meta-llama/Meta-Llama-3-8B  201.4 ms   reference 188.5 ms   1.07x (1.06x)
-  kvcalc roofline 7b --gpu a100            222.7 ms   reference 197.1 ms   1.13x (1.13x)
-  kvcalc cache llama-3-8b, collector on    220.0 ms   reference 198.3 ms   1.11x (1.10x)
+2026-12-01 05:08 UTC, 2-core dev machine (load 0.9), Python 3.11.7, typer 0.29.2, pydantic 2.14.4, --runs 41:
+  kvcalc cache llama-3-8b                  182.5 ms   reference 177.3 ms   1.03x (median of pairs 1.03x)
+  kvcalc cache meta-llama/Meta-Llama-3-8B  170.0 ms   reference 161.7 ms   1.05x (1.04x)
+  kvcalc roofline 7b --gpu a100            192.4 ms   reference 173.6 ms   1.11x (1.10x)
+  kvcalc cache llama-3-8b, collector on    215.6 ms   reference 195.9 ms   1.10x (1.12x)
 --instructions (the same count every run; compare changes by this, wall time moves by +-5 ms here):
-  cache llama-3-8b 829.2 M, alias 848.8 M, roofline 905.7 M, collector on 863.8 M; reference 766.3 M
-  (1.08x, 1.11x, 1.18x, 1.13x). At the previous stop: 900.7 M, 917.4 M, 984.2 M (1.18x, 1.20x, 1.28x).
-  roofline's wall time above was taken before step.py's records became NamedTuples (-14.5 M).
+  cache llama-3-8b 828.0 M, alias 832.4 M, roofline 904.5 M, collector on 862.6 M; reference 766.3 M
+  (1.08x, 1.09x, 1.18x, 1.13x). At the previous stop: 900.7 M, 917.4 M, 984.2 M (1.18x, 1.20x, 1.28x).
 The goal (cache within 1.10x) is met; it was 1.15x at the previous stop (1.40x before that).
-Of the 71 M instructions saved, kvcalc's own code gave 37 M: each command's result models live beside
-its core function (cache defines 3 Pydantic classes, not 12); GpuSpec is in gpu.py (cache without --gpu
-never defines it); quant's models defer their validators and the --dtype formats are built on demand;
-presetyaml reads flow values itself, so json is imported only by --format json and config.json reads;
-the CLI modules keep real annotations (Typer evaluated ~100 annotation strings of the command it ran);
-LayerRun builds its validator once, not once inside ModelSpec's and again on first use; four patterns
-compile on first use. The other 34 M: kvcalc/__main__.py runs the command with CPython's cyclic
-collector off, which otherwise scans everything the imports create; --memory shows what that costs
-in memory: under 0.5 MiB on the largest grids and `kvcalc lab`, 3 MiB on a 16k-point chart.
+Of the 73 M instructions saved on cache, kvcalc's own code gave 38 M: each command's result models
+live beside its core function (cache defines 3 Pydantic classes, not 12); GpuSpec is in gpu.py
+(cache without --gpu never defines it); quant's models defer their validators and the --dtype
+formats are built on demand; presetyaml reads flow values itself, so json is imported only by
+--format json and config.json reads; the CLI modules keep real annotations (Typer evaluated ~100
+annotation strings of the command it ran); LayerRun builds its validator once, not once inside
+ModelSpec's and again on first use; layer_groups copies each distinct run once; four patterns
+compile on first use. An alias is looked up only in the preset files whose text holds it (-16 M on
+the alias), and step.py's records are NamedTuples, not frozen dataclasses (-15 M on roofline).
+The other 35 M: kvcalc/__main__.py runs the command with CPython's cyclic collector off, which
+otherwise scans everything the imports create; --memory shows what that costs in memory: under
+0.5 MiB on the largest grids and `kvcalc lab`, 3 MiB on a 16k-point chart.
 What remains beyond the reference (instructions, collector on): Typer's work per option, about 0.8 M
 for each of cache's 15 options beyond the reference's 2 (12 M); ModelSpec's class (36 fields) and
 validator (11.6 M with the checkpoint models nested in it); the CLI modules that define the other
