@@ -13,7 +13,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from kvcalc import presetyaml
 from kvcalc.errors import NotFoundError, SpecError, UsageError
@@ -185,11 +185,18 @@ def _aliases_in(text: str) -> tuple[str, ...]:
     return tuple(str(a).strip().lower() for a in aliases) if isinstance(aliases, list) else ()
 
 
+def _builtin_texts(kind: str) -> Iterator[tuple[str, str]]:
+    """(stem, text) of each built-in preset, in name order, read as it is asked for."""
+    folder = _folder(kind)
+    for stem in preset_names(kind):
+        yield stem, (folder / f"{stem}.yaml").read_text(encoding="utf-8")
+
+
 @lru_cache(maxsize=None)
 def _alias_index(kind: str) -> dict[str, str]:
     index: dict[str, str] = {}
-    for stem in preset_names(kind):
-        for alias in _aliases_in((_folder(kind) / f"{stem}.yaml").read_text(encoding="utf-8")):
+    for stem, text in _builtin_texts(kind):
+        for alias in _aliases_in(text):
             index.setdefault(alias, stem)
     return index
 
@@ -198,9 +205,7 @@ def _alias_stem(kind: str, key: str) -> str | None:
     """The built-in preset whose aliases include `key` (the first, in name order, as in _alias_index).
     Files whose text does not contain the key are not parsed: shipped presets are plain YAML without
     escapes (tests/test_presetyaml.py), so an alias appears in its file as written."""
-    folder = _folder(kind)
-    for stem in preset_names(kind):
-        text = (folder / f"{stem}.yaml").read_text(encoding="utf-8")
+    for stem, text in _builtin_texts(kind):
         if key in text.lower() and key in _aliases_in(text):
             return stem
     return None
