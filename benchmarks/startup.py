@@ -40,7 +40,7 @@ def other():
 app()
 """
 REFERENCE = [sys.executable, "-c", MINIMAL_TYPER_TABLE, "cache", "x"]
-WITH_COLLECTOR = [sys.executable, "-c", "from kvcalc.cli import app; app(prog_name='kvcalc')"]
+WITH_COLLECTOR = [sys.executable, "-c", "from kvcalc.cli.app import app; app(prog_name='kvcalc')"]
 COMMANDS = {
     "cache llama-3-8b": [sys.executable, "-m", "kvcalc", "cache", "llama-3-8b"],
     "cache meta-llama/Meta-Llama-3-8B (alias)": [sys.executable, "-m", "kvcalc", "cache", "meta-llama/Meta-Llama-3-8B"],
@@ -112,7 +112,7 @@ def peak_memory() -> None:
     report = "import sys; sys.stderr.write([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0])"
     runs = {
         "on": f"import atexit; atexit.register(lambda: exec({report!r}))\n"
-        "import sys; from kvcalc.cli import app; app(prog_name='kvcalc', args=sys.argv[1:])",
+        "import sys; from kvcalc.cli.app import app; app(prog_name='kvcalc', args=sys.argv[1:])",
         "off": f"import atexit; atexit.register(lambda: exec({report!r}))\nfrom kvcalc.__main__ import main; main()",
     }
     for args in HEAVY:

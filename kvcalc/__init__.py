@@ -18,7 +18,7 @@ def _api(name: str) -> property:
         return getattr(api, name)
 
     def keep(self, value):  # noqa: ANN001, ANN202
-        # NOTE: importing the core module kvcalc.roofline (or .fit, .generate) binds it as the package
+        # NOTE: importing a subpackage whose name is also an API function binds it as the package
         # attribute of that name; the API function keeps the name, the module stays in sys.modules.
         self.__dict__[f"_{name}_module"] = value
 
@@ -27,7 +27,7 @@ def _api(name: str) -> property:
 
 class _Package(types.ModuleType):
     # NOTE: properties rather than a module __getattr__: __getattr__ only runs for missing names, and
-    # `roofline`, `fit` and `generate` are also submodules, which the import system binds here.
+    # a subpackage of the same name would be bound here by the import system and hide the function.
     cache = _api("cache")
     roofline = _api("roofline")
     fit = _api("fit")

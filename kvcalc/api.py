@@ -17,16 +17,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Union
 
 from kvcalc.errors import UsageError
-from kvcalc.gpu import GpuSpec
-from kvcalc.specs import ModelSpec
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
 from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
-    from kvcalc.fit import FitResult
-    from kvcalc.generate import GenerateResult
+    from kvcalc.cost.roofline import RooflineResult
+    from kvcalc.plan.fit import FitResult
+    from kvcalc.plan.generate import GenerateResult
+    from kvcalc.plan.variants import CompareResult
     from kvcalc.results import CacheResult
-    from kvcalc.roofline import RooflineResult
-    from kvcalc.variants import CompareResult
 
 Counts = Union[int, str, "list[int]"]
 
@@ -66,18 +66,18 @@ def _model(model: str | ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     import os
 
     if isinstance(model, ModelSpec):
-        from kvcalc.resolve import override
+        from kvcalc.model.resolve import override
 
         return override(model, overrides)
     if not isinstance(model, (str, os.PathLike)):
         raise UsageError(f"model must be a preset name, hub id, path or ModelSpec, got {model!r}")
-    from kvcalc.cli_common import _model as resolve
+    from kvcalc.cli.common import _model as resolve
 
     return resolve(os.fspath(model), overrides).spec
 
 
 def _gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
-    from kvcalc.presets import get_gpu
+    from kvcalc.model.presets import get_gpu
     from kvcalc.units import parse_names
 
     if isinstance(gpu, GpuSpec):
@@ -117,7 +117,7 @@ def _reserve(reserve: str | int) -> str:
 
 def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int):  # noqa: ANN001, ANN202
     """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect are."""
-    from kvcalc.cli_deploy import deployment
+    from kvcalc.plan.deploy import deployment
 
     return deployment(
         spec,
@@ -131,7 +131,7 @@ def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, rese
 
 
 def _overrides(**given: Any) -> dict[str, Any]:
-    from kvcalc.cli_common import _overrides as check
+    from kvcalc.cli.common import _overrides as check
 
     window = given.pop("window")
     # NOTE: the CLI's checks expect ints (Typer parsed them); here they may be text or a bool.
@@ -156,7 +156,7 @@ def cache(
     dtype: str | None = None,
 ) -> CacheResult | list[CacheResult]:
     """KV cache of `model` for batch x seq tokens (`kvcalc cache`); one result per (seq, batch)."""
-    from kvcalc.kvcache import cache_report, check_tp, with_gpu_share
+    from kvcalc.cost.kvcache import cache_report, check_tp, with_gpu_share
 
     batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
     check_grid("cache batch x seq", len(batches), len(seqs))
@@ -168,7 +168,7 @@ def cache(
     gpus = _some_gpus(gpu) if gpu is not None else []
     if len(gpus) > 1:
         raise UsageError("cache takes one gpu")
-    from kvcalc.cli_common import with_context_warning
+    from kvcalc.cli.common import with_context_warning
 
     results = [with_context_warning(cache_report(spec, b, s, kv, tp), spec) for s in seqs for b in batches]
     if gpus:
@@ -200,8 +200,8 @@ def roofline(
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
     mbu / mfu) an estimate beside each ceiling."""
-    from kvcalc.cli_deploy import utilization
-    from kvcalc.roofline import roofline_report
+    from kvcalc.cost.roofline import roofline_report
+    from kvcalc.plan.deploy import utilization
 
     batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
     gpus = _some_gpus(gpu)
@@ -234,10 +234,10 @@ def fit(
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals);
     lists or ranges give one result per (seq, batch), as the command's rows."""
-    from kvcalc.cli_deploy import deployment, ranks
-    from kvcalc.cli_planner import FIT_MAX_ROWS
-    from kvcalc.fit import fit_report
-    from kvcalc.kvcache import check_tp
+    from kvcalc.cli.planner import FIT_MAX_ROWS
+    from kvcalc.cost.kvcache import check_tp
+    from kvcalc.plan.deploy import deployment, ranks
+    from kvcalc.plan.fit import fit_report
 
     gpu_spec = _one_gpu(gpu, "fit")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
@@ -289,9 +289,9 @@ def generate(
 ) -> GenerateResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
     (or mbu / mfu) is given."""
-    from kvcalc.cli_deploy import utilization
-    from kvcalc.generate import generate_report
-    from kvcalc.weights import matmul_dtype
+    from kvcalc.engines.vllm.weights import matmul_dtype
+    from kvcalc.plan.deploy import utilization
+    from kvcalc.plan.generate import generate_report
 
     util = utilization(efficiency, mbu, mfu) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
     gpu_spec = _one_gpu(gpu, "generate")
@@ -321,7 +321,7 @@ def compare(
     kv_dtype: str = "bf16",
 ) -> CompareResult | list[CompareResult]:
     """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""
-    from kvcalc.variants import apply_variant, compare_report, is_variant, split_dtype
+    from kvcalc.plan.variants import apply_variant, compare_report, is_variant, split_dtype
 
     items = tuple(i for item in items for i in (item if isinstance(item, (list, tuple)) else [item]))
     if not items:

@@ -1,6 +1,6 @@
 """Write model_presets/NAME.yaml from real config.json files, through kvcalc's own reader.
 
-Every generated preset is exactly what `kvcalc.hf_reader.spec_from_config` makes of one recorded
+Every generated preset is exactly what `kvcalc.model.hf.reader.spec_from_config` makes of one recorded
 config, plus a name, aliases (the hub id first), a one-line description and a `source` naming the hub
 id and where the file was read. So a preset and `kvcalc show path/to/config.json` can never disagree:
 after any change to the reader, run this again (tests/test_preset_sources.py fails until you do).
@@ -51,7 +51,7 @@ def aliases(entry: dict[str, Any]) -> list[str]:
 
 def spec_for(name: str, entry: dict[str, Any]):
     """The reader's ModelSpec for this entry's config, with the preset's own fields set."""
-    from kvcalc.hf_reader import spec_from_config
+    from kvcalc.model.hf.reader import spec_from_config
 
     path = config_path(entry)
     raw = json.loads(path.read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kvcalc.cli import app
+from kvcalc.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvcalc.cli import app
+from kvcalc.cli.app import app
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -65,13 +65,13 @@ def test_theory_7b_on_a100():
 
 
 def test_api_names_survive_importing_the_core_modules():
-    import kvcalc.fit
-    import kvcalc.generate
-    import kvcalc.roofline  # noqa: F401  (binds the submodules on the package)
+    import kvcalc.cost.roofline  # noqa: F401  (binds the subpackages on the package)
+    import kvcalc.plan.fit
+    import kvcalc.plan.generate
 
     assert callable(kvcalc.roofline) and callable(kvcalc.fit) and callable(kvcalc.generate)
     assert kvcalc.roofline("7b", ["a100", "h100"], batch=1)[1].gpu == "h100"
-    from kvcalc.roofline import roofline_report
+    from kvcalc.cost.roofline import roofline_report
 
     assert callable(roofline_report)
 
@@ -121,7 +121,7 @@ def test_results_dump_as_json():
 def test_a_spec_object_gets_the_same_refusals_as_a_name():
     # deepseek-v3 caches one MLA latent per token (512 + 64 elements): --kv-heads and --window
     # would be ignored, so they are refused for a ModelSpec exactly as for the preset's name
-    from kvcalc.presets import get_model
+    from kvcalc.model.presets import get_model
 
     spec = get_model("deepseek-v3")
     for kwargs in ({"kv_heads": 8}, {"window": 4096}):

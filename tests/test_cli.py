@@ -22,7 +22,7 @@ def test_option_help_names_only_flags_its_command_has():
     # `show --encoder-seq` said "default: --seq", a flag show does not take.
     import typer.main
 
-    from kvcalc.cli import app
+    from kvcalc.cli.app import app
 
     group = typer.main.get_command(app)
     assert set(COMMANDS) | {"probe"} <= set(group.commands)
@@ -89,7 +89,7 @@ def test_markdown_and_table_show_units():
 
 def test_markdown_cells_keep_their_bars():
     # the lab's claims hold absolute values, |a - b|: unescaped, each bar would open a cell
-    from kvcalc.sheet import Sheet, to_markdown
+    from kvcalc.present.sheet import Sheet, to_markdown
 
     sheet = Sheet(title="t", columns=["check", "measured"], rows=[["mask", "|logits - full|: 0.0"]])
     row = to_markdown(sheet).splitlines()[-1]
@@ -135,7 +135,7 @@ def test_preset_start_does_not_import_hub_plotting_or_pyyaml():
     import sys
 
     code = (
-        "import sys; from typer.testing import CliRunner; from kvcalc.cli import app;"
+        "import sys; from typer.testing import CliRunner; from kvcalc.cli.app import app;"
         "r = CliRunner().invoke(app, ['cache', 'llama-3-8b']); assert r.exit_code == 0, r.output;"
         "r = CliRunner().invoke(app, ['roofline', '7b', '--gpu', 'a100']); assert r.exit_code == 0, r.output;"
         # PyYAML too: the shipped presets are read by kvcalc/presetyaml.py (start-up time)
@@ -153,8 +153,16 @@ def test_cache_start_imports_only_its_own_command_and_runs_without_the_collector
     import subprocess
     import sys
 
-    others = ["json", "yaml", "kvcalc.gpu", "kvcalc.roofline", "kvcalc.fit", "kvcalc.vllm", "kvcalc.generate"]
-    others += ["kvcalc.variants", "kvcalc.parallel", "kvcalc.params", "kvcalc.step", "kvcalc.api"]
+    others = [
+        "json",
+        "yaml",
+        "kvcalc.hardware.gpu",
+        "kvcalc.cost.roofline",
+        "kvcalc.plan.fit",
+        "kvcalc.engines.vllm.figures",
+        "kvcalc.plan.generate",
+    ]
+    others += ["kvcalc.plan.variants", "kvcalc.cost.shard", "kvcalc.cost.params", "kvcalc.cost.step", "kvcalc.api"]
     code = (
         "import atexit, gc, sys\n"
         f"atexit.register(lambda: sys.stderr.write('LOADED %r %r\\n' % ([m for m in {others!r} if m in sys.modules], gc.isenabled())))\n"
@@ -259,8 +267,8 @@ def test_an_impossible_what_if_is_a_usage_error():
 def test_cache_chart_takes_one_ranks_weights_with_tp(tmp_path):
     # llama-3-70b holds 131.42 GiB of bf16 weights, more than an H100's 79.19 GiB: the "memory - weights"
     # line was left out at --tp 4 although each rank holds about a quarter (the cache drawn is one rank's)
-    from kvcalc.parallel import rank_weight_bytes_resident
-    from kvcalc.presets import get_gpu, get_model
+    from kvcalc.cost.shard import rank_weight_bytes_resident
+    from kvcalc.model.presets import get_gpu, get_model
 
     rank = rank_weight_bytes_resident(get_model("llama-3-70b"), 4)
     assert rank < get_gpu("h100").capacity_bytes < 4 * rank

@@ -38,7 +38,7 @@ def test_completes_names_and_dtypes(line, expected):
 
 def test_completion_reads_no_yaml():
     code = (
-        "import sys; from kvcalc.cli_common import _complete_models, _complete_gpus;"
+        "import sys; from kvcalc.cli.common import _complete_models, _complete_gpus;"
         "assert _complete_models('qwen') and _complete_gpus('h'); print('yaml' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

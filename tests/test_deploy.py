@@ -11,7 +11,13 @@ from conftest import run, run_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.generate import (
+from kvcalc.cost.kvcache import cache_bytes
+from kvcalc.cost.params import compute_params, weight_bytes_read
+from kvcalc.cost.roofline import causal_pairs, chunked_pairs, decode_attention_flops, decode_row, prefill_flops
+from kvcalc.cost.shard import LINKS
+from kvcalc.cost.step import Deployment, stages
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.generate import (
     decode_sum,
     forward_flops,
     generate_report,
@@ -19,12 +25,6 @@ from kvcalc.generate import (
     sum_chunked_pairs,
     sum_held,
 )
-from kvcalc.kvcache import cache_bytes
-from kvcalc.parallel import LINKS
-from kvcalc.params import compute_params, weight_bytes_read
-from kvcalc.presets import get_gpu, get_model
-from kvcalc.roofline import causal_pairs, chunked_pairs, decode_attention_flops, decode_row, prefill_flops
-from kvcalc.step import Deployment, stages
 
 # --- acceptance -----------------------------------------------------------------------------
 

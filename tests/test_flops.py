@@ -4,15 +4,15 @@ from conftest import FIXTURES, run, run_json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcalc.params import compute_params
-from kvcalc.resolve import resolve_model
-from kvcalc.roofline import (
+from kvcalc.cost.params import compute_params
+from kvcalc.cost.roofline import (
     chunked_pairs,
     decode_attention_flops,
     prefill_attention_flops,
     prefill_flops,
 )
-from kvcalc.specs import LayerKind, LayerRun, ModelSpec
+from kvcalc.model.resolve import resolve_model
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 
 
 def spec(name: str) -> ModelSpec:

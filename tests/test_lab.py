@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import run
 
-from kvcalc import lab
-from kvcalc.lab_model import LabConfig, TinyDecoder
+from kvcalc.lab import checks as lab
+from kvcalc.lab.tiny import LabConfig, TinyDecoder
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -103,7 +103,7 @@ def test_lab_without_numpy_says_how_to_install(monkeypatch):
 
 
 def test_cache_arrays_hold_the_formula_and_scale_to_the_70b():
-    from kvcalc.lab_model import cache_arrays, cache_nbytes
+    from kvcalc.lab.tiny import cache_arrays, cache_nbytes
 
     # The 70B of THEORY.md section 2 (L 80, G 8, d_head 128), bf16 (2 B), 2 sequences x 16 tokens:
     # 2 (K, V) x 80 x 8 x 128 x 16 x 2 B = 5,242,880 B per sequence, 10,485,760 for two.
@@ -119,7 +119,7 @@ def test_cache_arrays_hold_the_formula_and_scale_to_the_70b():
 
 
 def test_decode_and_prefill_intensities():
-    from kvcalc.lab_model import Products
+    from kvcalc.lab.tiny import Products
 
     work = Products(64, 8)
     # decode: 2 n^2 FLOPs over 4 (n^2 + 2n) bytes; prefill over 8 columns: 2 n^2 x 8 over 4 (n^2 + 2 x 8 n)

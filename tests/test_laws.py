@@ -3,10 +3,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.kvcache import cache_bytes, kv_heads_per_rank
-from kvcalc.presets import get_gpu, get_model
-from kvcalc.roofline import decode_row
-from kvcalc.specs import LayerKind, LayerRun, ModelSpec
+from kvcalc.cost.kvcache import cache_bytes, kv_heads_per_rank
+from kvcalc.cost.roofline import decode_row
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 
 dims = st.fixed_dictionaries(
     {

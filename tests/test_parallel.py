@@ -10,9 +10,9 @@ from conftest import run, run_json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcalc.errors import UsageError
-from kvcalc.kvcache import bytes_per_token
-from kvcalc.parallel import (
+from kvcalc.cost.kvcache import bytes_per_token
+from kvcalc.cost.params import compute_params, weight_bytes_read, weight_bytes_resident
+from kvcalc.cost.shard import (
     LINKS,
     allreduce_seconds,
     allreduce_wire_bytes,
@@ -27,8 +27,8 @@ from kvcalc.parallel import (
     rank_weight_bytes_resident,
     valid_tp,
 )
-from kvcalc.params import compute_params, weight_bytes_read, weight_bytes_resident
-from kvcalc.presets import MODEL_DIR, get_model, preset_names
+from kvcalc.errors import UsageError
+from kvcalc.model.presets import MODEL_DIR, get_model, preset_names
 
 
 def test_llama3_70b_weights_per_gpu_tp2_and_tp8():
@@ -196,7 +196,7 @@ def test_invalid_split_is_one_line(args):
 
 
 def test_max_position_embeddings_read_from_config():
-    from kvcalc.hf_reader import spec_from_config
+    from kvcalc.model.hf.reader import spec_from_config
 
     config = {
         "model_type": "llama",

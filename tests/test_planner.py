@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 from conftest import GiB, run, run_json, shared_path
 
-from kvcalc.generate import concat_positions
+from kvcalc.plan.generate import concat_positions
 
 H100_CAPACITY = 85_030_000_000  # gpu_presets/h100.yaml: 79.19 GiB, as vLLM 0.19 saw it
 

@@ -11,8 +11,8 @@ import re
 import pytest
 from conftest import FIXTURES, REPO
 
-from kvcalc import presets
-from kvcalc.hf_reader import spec_from_config
+from kvcalc.model import presets as presets
+from kvcalc.model.hf.reader import spec_from_config
 
 _spec = importlib.util.spec_from_file_location("make_presets", REPO / "scripts" / "make_presets.py")
 make_presets = importlib.util.module_from_spec(_spec)

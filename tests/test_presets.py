@@ -4,10 +4,10 @@ import pytest
 import yaml
 from conftest import shared_path
 
-from kvcalc import presets
+from kvcalc.cost.kvcache import bytes_per_token
+from kvcalc.cost.params import param_counts
 from kvcalc.errors import SpecError
-from kvcalc.kvcache import bytes_per_token
-from kvcalc.params import param_counts
+from kvcalc.model import presets as presets
 
 MODELS = presets.preset_names(presets.MODEL_DIR)
 GPUS = presets.preset_names(presets.GPU_DIR)

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc import presetyaml
+from kvcalc.model import presetyaml as presetyaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted([*ROOT.glob("model_presets/*.yaml"), *ROOT.glob("gpu_presets/*.yaml")], key=lambda p: p.name)
@@ -97,7 +97,7 @@ def test_everything_else_is_left_to_pyyaml(text: str) -> None:
 
 def test_a_malformed_file_is_still_reported_by_pyyaml(tmp_path: Path) -> None:
     from kvcalc.errors import SpecError
-    from kvcalc.presets import _yaml_text
+    from kvcalc.model.presets import _yaml_text
 
     with pytest.raises(SpecError, match=r"bad.yaml: malformed YAML \(line \d+, column \d+\): "):
         _yaml_text('name: "x"\nlayers: [1, 2\n', "bad.yaml")

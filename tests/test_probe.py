@@ -8,9 +8,10 @@ import pytest
 import yaml
 from conftest import run, run_json
 
-from kvcalc import presets, probe
-from kvcalc.gpu import GpuSpec
-from kvcalc.specs import build
+from kvcalc.hardware import probe as probe
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model import presets as presets
+from kvcalc.model.spec import build
 
 QUICK = ("probe", "--quick", "--repeat", "2", "--device", "cpu")
 

@@ -5,8 +5,8 @@ import sys
 import pytest
 from conftest import GiB, run, run_json
 
-from kvcalc import presets
 from kvcalc.errors import SpecError, UsageError
+from kvcalc.model import presets as presets
 
 GPU = """\
 full_name: "Test box"

@@ -9,9 +9,9 @@ import re
 import pytest
 from conftest import GiB, run, run_json, shared_path
 
-from kvcalc.quant import read_quantization
-from kvcalc.vllm import _group_size
-from kvcalc.weights import allocated
+from kvcalc.engines.vllm.figures import _group_size
+from kvcalc.engines.vllm.weights import allocated
+from kvcalc.model.quant import read_quantization
 
 MiB = 2**20
 
@@ -273,9 +273,9 @@ def test_gemma3_vision_tower_and_both_rotary_caches():
 
 
 def test_gemma3_weight_terms_by_hand():
-    from kvcalc.presets import get_gpu
-    from kvcalc.resolve import resolve_model
-    from kvcalc.vllm_memory import Settings, predict
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.model.resolve import resolve_model
 
     spec = resolve_model(str(shared_path("configs", "gemma-3-27b-it.json"))).spec
     w = predict(spec, get_gpu("h100"), Settings()).weights
@@ -295,9 +295,9 @@ def test_llama4_vision_tower_split_over_tp():
     # tp: 34 x (4 x 1408^2 + 3 x 1408 + 2 x 1408 x 5632 + 5632) = 809,180,416, unfold 588 x 1408 = 827,904,
     # adapter 5632 x 4096 + 4096 x 4096 = 39,845,888, projector 4096 x 5120 = 20,971,520 -> 870,825,728;
     # replicated: 34 x 6 x 1408 + 1408 + 577 x 1408 + 4 x 1408 = 1,106,688.
-    from kvcalc.presets import get_gpu
-    from kvcalc.resolve import resolve_model
-    from kvcalc.vllm_memory import Settings, predict
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.model.resolve import resolve_model
 
     spec = resolve_model(str(shared_path("configs", "llama-4-scout-17b-16e-instruct.json"))).spec
     terms = predict(spec, get_gpu("h100"), Settings(tp=4, gpu_memory_utilization=0.95))
@@ -317,9 +317,9 @@ def test_mistral3_pixtral_tower_and_dummy_images(tmp_path):
     # -> 4,847,616. Profiling: 8,192 // 3,080 = 2 dummy images (55 x 55 merged patches + 55 row tokens),
     # 2 x (3 x 1540^2 + 3,080 x 5,120) x 2 B held through the language model's forward (2.03 GiB logged for
     # the bf16 checkpoint in the planner's v0.19.0 report; 2.18 for w8a8, not explained).
-    from kvcalc.presets import get_gpu
-    from kvcalc.resolve import resolve_model
-    from kvcalc.vllm_memory import Settings, predict
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.model.resolve import resolve_model
 
     text = json.loads(shared_path("configs", "mistral-small-24b-instruct-2501.json").read_text())
     vision = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16}
@@ -346,7 +346,7 @@ def test_llava_clip_tower_up_to_the_feature_layer():
     # _get_num_hidden_layers) and no post-LayerNorm. Split: 23 x (4 x 1024^2 + 3 x 1024 + 2 x 1024 x 4096 + 4096)
     # = 289,890,304 plus the projector 1024 x 4096 + 4096^2 + 4096 = 20,975,616; replicated: 23 x 6 x 1024,
     # patch conv 3 x 14^2 x 1024, class embedding, 577 x 1024 positions, pre-LayerNorm, linear_2's bias 4096.
-    from kvcalc.vllm_vision import vision_params
+    from kvcalc.model.hf.towers import vision_params
 
     clip = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096}
     clip |= {"num_hidden_layers": 24, "patch_size": 14, "image_size": 336, "num_attention_heads": 16}
@@ -359,7 +359,7 @@ def test_llava_clip_tower_up_to_the_feature_layer():
 def test_rotary_rows_follow_the_scaling_type(tmp_path):
     # vLLM's caches: linear and dynamic NTK keep max_position x factor rows; YaRN original x factor
     # (yarn_scaling_rope.py: ceil(original_max_position x factor), at least max_position); llama3 just max_position
-    from kvcalc.quant import checkpoint_info
+    from kvcalc.model.quant import checkpoint_info
 
     base = {"num_attention_heads": 32, "hidden_size": 4096, "max_position_embeddings": 4096}
     rows = {
@@ -386,9 +386,9 @@ def test_modelopt_ignore_list_keeps_attention_16_bit(tmp_path, ignore_key):
         q[ignore_key] = q.pop("ignore")
     quant = read_quantization(q)
     assert quant.linear.name == "nvfp4" and not quant.attention_quantized
-    from kvcalc.presets import get_gpu
-    from kvcalc.resolve import resolve_model
-    from kvcalc.vllm_memory import Settings, predict
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.model.resolve import resolve_model
 
     def weights(cfg: dict, name: str):
         path = tmp_path / f"{name}.json"
@@ -524,7 +524,7 @@ def test_compute_peak_follows_the_weight_format(tmp_path, quantization, gpu, pea
 
 
 def test_capacities_match_their_sources():
-    from kvcalc.presets import get_gpu
+    from kvcalc.model.presets import get_gpu
 
     profiles = _profiles()
     # "NVIDIA H100 80GB HBM3 (CUDA reports 79.19 GiB total)", and 0.95 of it is the logged 75.23 GiB

@@ -78,7 +78,7 @@ def test_gpus_table_is_compact():
 def test_a_long_table_is_laid_out_fast_and_the_same():
     import time
 
-    from kvcalc.render import PLAIN_ROWS
+    from kvcalc.present.render import PLAIN_ROWS
 
     start = time.perf_counter()
     big = run("roofline", "7b", "--gpu", "h100", "--batch", "1..16384+1", env={"COLUMNS": ""})

@@ -1,0 +1,470 @@
+"""The kvcalc command line: parse -> core -> render -> print. The one place that prints."""
+
+# NOTE: no `from __future__ import annotations` in the CLI modules: Typer would eval every string
+# annotation of the command it runs (about 100 evals, 2 ms of start-up); real ones cost nothing.
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main__ runs)
+    BatchOpt,
+    DtypeOpt,
+    EncoderSeqOpt,
+    ExplainOpt,
+    Fmt,
+    FmtOpt,
+    HeadDimOpt,
+    ImagesOpt,
+    KvDtypeOpt,
+    KvHeadsOpt,
+    LayersOpt,
+    ModelArg,
+    PlotOpt,
+    PlotSizeOpt,
+    SeqOpt,
+    WindowOpt,
+    _complete_gpus,
+    _complete_models,
+    _cross_overrides,
+    _draw,
+    _dump,
+    _emit,
+    _gpu,
+    _gpu_names,
+    _model,
+    _overrides,
+    _plot_ready,
+    app,
+    explained,
+    with_context_warning,
+)
+from kvcalc.errors import KvcalcError, UsageError
+from kvcalc.plan.deploy import (
+    EffOpt,
+    GpusOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+)
+from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
+
+# --- commands --------------------------------------------------------------------------
+
+
+@app.command()
+def cache(
+    model: ModelArg,
+    batch: BatchOpt = "1",
+    seq: SeqOpt = "4096",
+    kv_dtype: KvDtypeOpt = "bf16",
+    gpu: Annotated[
+        Optional[str],
+        typer.Option("--gpu", "-g", help="Show the share of this GPU's memory.", autocompletion=_complete_gpus),
+    ] = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: show the cache of one rank.")] = 1,
+    fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
+    layers: LayersOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    head_dim: HeadDimOpt = None,
+    window: WindowOpt = None,
+    dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
+) -> None:
+    """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
+    from kvcalc.cost.kvcache import cache_report, check_tp, with_gpu_share
+    from kvcalc.present.render import cache_sheet
+
+    _plot_ready(plot, plot_size)
+    batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
+    check_grid("cache --batch x --seq", len(batches), len(seqs))
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    if tp < 1:
+        raise UsageError(f"--tp must be at least 1, got {tp}")
+    gpu_names = _gpu_names(gpu)
+    if len(gpu_names) > 1:
+        raise UsageError("cache takes one --gpu", hint="`kvcalc roofline` compares several GPUs")
+    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
+    spec = _model(model, overrides).spec
+    check_tp(spec, tp)  # vLLM's rule, as fit and roofline apply it
+    gpu_spec = _gpu(gpu_names[0]) if gpu_names else None
+    steps: list[str] | None = [] if explain else None
+    shown_b, shown_s = map(set, explained(batches, seqs, steps))
+    results = []
+    for s in seqs:
+        for b in batches:
+            st = steps if b in shown_b and s in shown_s else None
+            r = with_context_warning(cache_report(spec, b, s, kv, tp, steps=st), spec)
+            results.append(with_gpu_share(r, gpu_spec, st) if gpu_spec else r)
+    _emit(
+        fmt,
+        lambda: _dump(results),
+        lambda: [cache_sheet(results)],
+        lambda: [
+            {**{k: v for k, v in r.model_dump().items() if k != "layers"}, "warnings": "; ".join(r.warnings)}
+            for r in results
+        ],
+        steps,
+    )
+
+    def chart():  # noqa: ANN202
+        from kvcalc.cost.shard import rank_weight_bytes_resident
+        from kvcalc.present.chart import cache_chart
+
+        # NOTE: the weights one rank holds: with --tp the cache drawn is one rank's, and the whole
+        # model's weights put the "memory - weights" line below zero (70B at tp 4) or too low.
+        weights = rank_weight_bytes_resident(spec, tp, dtype=overrides.get("dtype")) if gpu_spec else None
+        return cache_chart(
+            spec,
+            batches,
+            kv,
+            seqs,
+            gpu_spec.capacity_bytes if gpu_spec else None,
+            weights,
+            gpu_spec.name if gpu_spec else None,
+            tp=tp,
+        )
+
+    _draw(plot, chart, plot_size)
+
+
+@app.command()
+def roofline(
+    model: ModelArg,
+    gpu: Annotated[
+        str,
+        typer.Option(
+            "--gpu",
+            "-g",
+            help="GPU preset, or several: a100,h100,h200 (kvcalc gpus lists them).",
+            autocompletion=_complete_gpus,
+        ),
+    ],
+    batch: BatchOpt = "1..64",
+    seq: SeqOpt = "1024",
+    kv_dtype: KvDtypeOpt = "bf16",
+    fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
+    tp: TpOpt = None,
+    gpus: GpusOpt = None,
+    pp: PpOpt = None,
+    interconnect: InterconnectOpt = None,
+    gpu_util: GpuUtilOpt = 0.9,
+    reserve: ReserveOpt = "2GiB",
+    efficiency: EffOpt = None,
+    mbu: MbuOpt = None,
+    mfu: MfuOpt = None,
+    layers: LayersOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    head_dim: HeadDimOpt = None,
+    window: WindowOpt = None,
+    dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
+) -> None:
+    """Decode roofline of MODEL on a GPU: bytes, FLOPs, intensity, and time and tokens/s ceilings.
+
+    With --tp/--pp: weights, KV and FLOPs are per GPU (the most loaded pipeline stage), the step adds
+    the all-reduces and stage-to-stage sends, and tokens/s is for the whole deployment. Every row
+    says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util.
+    """
+    from kvcalc.cost.roofline import roofline_report
+    from kvcalc.plan.deploy import deployment, ranks, utilization
+    from kvcalc.present.render import roofline_sheet
+
+    _plot_ready(plot, plot_size)
+    n_tp, n_pp = ranks(tp, gpus, pp)
+    batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
+    gpu_names = _gpu_names(gpu)
+    check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    util = utilization(efficiency, mbu, mfu)
+    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
+    spec = _model(model, overrides).spec
+    gpu_specs = [_gpu(name) for name in gpu_names]
+    deps = [
+        deployment(spec, g, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+        for g in gpu_specs
+    ]
+    steps: list[str] | None = [] if explain else None
+    shown_b, shown_s = explained(batches, seqs, steps)
+    results = []
+    for g, dep in zip(gpu_specs, deps):
+        if steps is not None and len(gpu_specs) > 1:
+            steps.append(f"on {g.name}:")
+        every = (shown_b, shown_s) == (batches, seqs)
+        results.append(
+            roofline_report(
+                spec, g, batches, seqs, overrides.get("dtype"), kv, steps if every else None, dep=dep, util=util
+            )
+        )
+        if not every:  # the same rows again, for their arithmetic alone
+            roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
+    _emit(
+        fmt,
+        lambda: _results_json(results),
+        lambda: [roofline_sheet(r) for r in results],
+        lambda: [{"model": r.model, "gpu": r.gpu, **row.model_dump()} for r in results for row in r.rows],
+        steps,
+    )
+
+    def chart():  # noqa: ANN202
+        from kvcalc.present.chart import roofline_chart
+
+        return roofline_chart(results)
+
+    _draw(plot, chart, plot_size)
+
+
+def _complete_compare_items(incomplete: str) -> list[str]:
+    """The variants' plain forms, then model names: either may be compared."""
+    variants = [v for v in ("mha", "gqa", "mqa", "mla", "swa:4096") if v.startswith(incomplete.lower())]
+    return variants + _complete_models(incomplete)
+
+
+@app.command()
+def compare(
+    items: Annotated[
+        list[str],
+        typer.Argument(
+            help="Variants (mha, gqa, gqa:4, mqa, mla, mla:512+64, swa:4096, each +fp8/+int4) or model names.",
+            autocompletion=_complete_compare_items,
+        ),
+    ],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
+    ] = "70b",
+    batch: BatchOpt = "32",
+    seq: SeqOpt = "8192",
+    kv_dtype: KvDtypeOpt = "bf16",
+    fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
+) -> None:
+    """KV cache of attention variants or models side by side, each relative to the first."""
+    from kvcalc.plan.variants import apply_variant, compare_report, is_variant, split_dtype
+    from kvcalc.present.render import compare_grid_sheet, compare_sheet
+
+    _plot_ready(plot, plot_size)
+    batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
+    check_grid("compare --batch x --seq x items", len(batches), len(seqs), len(items))
+    if plot is not None:
+        from kvcalc.present.chart import MAX_BARS
+
+        if len(batches) * len(seqs) * len(items) > MAX_BARS:
+            raise UsageError(
+                f"a compare chart draws at most {MAX_BARS} bars, this one would have "
+                f"{len(batches) * len(seqs) * len(items):,}",
+                hint="fewer items, --batch or --seq values",
+            )
+    default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    variants = [is_variant(item) for item in items]
+    # NOTE: the base model is read only when a variant needs it; a list of models has no base.
+    base = _model(model).spec if any(variants) else None
+    rows = []
+    for item, variant in zip(items, variants):
+        text, item_kv = split_dtype(item)
+        spec = apply_variant(base, item) if variant else _model(text).spec
+        rows.append((item, spec, normalize_dtype(item_kv, KV_DTYPES) if item_kv else default_kv))
+    steps: list[str] | None = [] if explain else None
+    shown_b, shown_s = map(set, explained(batches, seqs, steps))
+    results = [
+        compare_report(rows, b, s, base.name if base else None, steps if b in shown_b and s in shown_s else None)
+        for s in seqs
+        for b in batches
+    ]
+    _emit(
+        fmt,
+        lambda: _results_json(results),
+        lambda: [compare_sheet(results[0])] if len(results) == 1 else [compare_grid_sheet(results)],
+        lambda: [{"batch": r.batch, "seq": r.seq, **row.model_dump()} for r in results for row in r.rows],
+        steps,
+    )
+
+    def chart():  # noqa: ANN202
+        from kvcalc.present.chart import compare_chart
+
+        return compare_chart(results)
+
+    _draw(plot, chart, plot_size)
+
+
+@app.command()
+def models(fmt: FmtOpt = Fmt.table) -> None:
+    """The model presets: built-in, then the user's (kvcalc.model.presets.user_dir(): $KVCALC_PRESETS/models)."""
+    from kvcalc.cost.kvcache import bytes_per_token
+    from kvcalc.cost.params import param_counts
+    from kvcalc.model.presets import MODEL_DIR, listing
+    from kvcalc.present.render import models_sheet
+
+    rows = []
+    for spec, origin, location in listing(MODEL_DIR):
+        # NOTE: a preset may leave its parameters unknown (no vocab_size): listed, not a reason to fail
+        counts = None if spec.params_unknown else param_counts(spec)
+        kinds = sorted({run.kind.value for run, _ in spec.layer_groups()})
+        rows.append(
+            {
+                "name": spec.name,
+                "origin": origin,
+                "location": location,
+                "aliases": spec.aliases,
+                "num_layers": spec.num_layers,
+                "num_heads": spec.num_heads,
+                # NOTE: an MLA cache holds one latent per token, not KV heads (as in `compare` and `cache`)
+                "kv_heads": None if spec.is_mla else spec.kv_heads,
+                "head_dim": spec.head_dim_effective,
+                "attention": "+".join(kinds),
+                "params": spec.params or (counts.total if counts else None),
+                "active_params": spec.params or (counts.active if counts else None),
+                "kv_bytes_per_token_bf16": bytes_per_token(spec, "bf16"),
+            }
+        )
+    csv_rows = [{**r, "aliases": " ".join(r["aliases"])} for r in rows]
+    _emit(fmt, {"rows": rows}, [models_sheet(rows)], csv_rows)
+
+
+@app.command()
+def gpus(fmt: FmtOpt = Fmt.table) -> None:
+    """The GPU presets (dense peak FLOP/s, HBM bandwidth, memory) and their sources; user presets marked."""
+    from kvcalc.model.presets import GPU_DIR, listing
+    from kvcalc.present.render import gpus_sheet
+
+    rows = [
+        {
+            "name": g.name,
+            "origin": origin,
+            "location": location,
+            "full_name": g.full_name,
+            "aliases": g.aliases,
+            "memory_bytes": g.memory_bytes,
+            "capacity_bytes": g.capacity_bytes,
+            "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+            "peak_dense_tflop_per_s": g.peak_dense_tflop_per_s,
+            "sources": g.sources,
+        }
+        for g, origin, location in listing(GPU_DIR)
+    ]
+    csv_rows = [
+        {
+            **{k: v for k, v in r.items() if k not in ("peak_dense_tflop_per_s", "sources", "aliases")},
+            **{
+                f"{d}_tflop_per_s": r["peak_dense_tflop_per_s"].get(d)
+                for d in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+            },
+        }
+        for r in rows
+    ]
+    _emit(fmt, {"rows": rows}, [gpus_sheet(rows)], csv_rows)
+
+
+@app.command()
+def show(
+    model: ModelArg,
+    fmt: FmtOpt = Fmt.table,
+    layers: LayersOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    head_dim: HeadDimOpt = None,
+    window: WindowOpt = None,
+    dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
+) -> None:
+    """The resolved spec of MODEL, where it came from, and its parameter counts."""
+    from kvcalc.cost.kvcache import bytes_per_token
+    from kvcalc.cost.params import param_counts
+    from kvcalc.present.render import show_sheet
+
+    resolved = _model(
+        model, {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
+    )
+    # NOTE: a config without vocab_size / intermediate_size still has a cache: show it, parameters unknown.
+    counts = None if resolved.spec.params_unknown else param_counts(resolved.spec)
+    payload = {
+        "source": resolved.source,
+        "location": resolved.location,
+        "spec": resolved.spec.model_dump(mode="json"),
+        "params": counts.model_dump() if counts else None,
+        "kv_bytes_per_token_bf16": bytes_per_token(resolved.spec, "bf16"),
+    }
+    sheet = show_sheet(resolved, counts, payload["kv_bytes_per_token_bf16"])
+    _emit(fmt, payload, [sheet], [{"field": r[0], "value": r[1]} for r in sheet.rows])
+
+
+@app.command()
+def lab(
+    names: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            help="Checks to run (default: all but speed): causality, cached-equals-full, mask, gqa-equals-mha, pooling, positions, savings, cache-size, roofline, speed."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random lab model and tokens.")] = 0,
+    bench: Annotated[
+        bool, typer.Option("--bench", help="Also time naive against cached generation (64, 128, 255 tokens).")
+    ] = False,
+    fmt: FmtOpt = Fmt.table,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
+) -> None:
+    """Demonstrate the premises on a tiny float64 decoder: the cache is exact, what it saves, its size at real
+    model shapes, and decode against prefill on this machine's measured roofs (needs kvcalc[lab])."""
+    from kvcalc.lab.checks import run_lab
+    from kvcalc.present.render import lab_sheet
+
+    _plot_ready(plot, plot_size)
+    if not 0 <= seed < 2**32:
+        raise UsageError(f"--seed must be from 0 to {2**32 - 1:,}, got {seed}")
+    if plot is not None and not bench:
+        raise UsageError("the lab chart shows the speed check", hint="add --bench")
+    result = run_lab(names or [], seed, bench)
+    _emit(fmt, result.model_dump(mode="json"), [lab_sheet(result)], [c.model_dump() for c in result.checks])
+
+    def chart():  # noqa: ANN202
+        from kvcalc.present.chart import Chart, Series
+
+        if not result.bench:
+            raise UsageError("the lab chart shows the speed check", hint="add --bench")
+        xs = [float(r["tokens"]) for r in result.bench]
+        return Chart(
+            title="kvcalc lab: time per generated token",
+            xlabel="tokens generated",
+            ylabel="ms per token (log)",
+            xlog=False,
+            ylog=True,
+            series=[
+                Series(
+                    "naive (recompute the prefix)",
+                    xs,
+                    [r["naive_s_per_token"] * 1e3 for r in result.bench],
+                    gid="naive",
+                ),
+                Series("with a KV cache", xs, [r["cached_s_per_token"] * 1e3 for r in result.bench], gid="cached"),
+            ],
+        )
+
+    _draw(plot, chart, plot_size)
+    if not result.passed:
+        failed = ", ".join(c.name for c in result.checks if not c.passed)
+        raise KvcalcError(f"lab checks failed: {failed}")
+
+
+def _results_json(results: list) -> dict:
+    """One result as its JSON object; several (a --batch x --seq grid) as {"results": [...]}."""
+    if len(results) == 1:
+        return results[0].model_dump(mode="json")
+    return {"results": [r.model_dump(mode="json") for r in results]}
+
+
+# The serving commands (fit, generate) live in cli/planner.py and probe in cli/probe.py; importing them registers them.
+from kvcalc.cli import planner, probe  # noqa: E402, F401

@@ -1,0 +1,226 @@
+"""Pure KV-cache arithmetic: elements and bytes per token, per layer group and in total."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvcalc.errors import UsageError
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.results import CacheResult, LayerCache
+from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes, plural
+
+if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvcalc cache MODEL`
+    from kvcalc.hardware.gpu import GpuSpec
+
+# Layers that cache K and V per token, kv_heads x head_dim each (cross-attention caches the
+# encoder's or the images' tokens rather than the text's).
+ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS)
+
+
+def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
+    # NOTE: with tp > G each rank still needs one whole KV head, so heads are replicated
+    # (vLLM and TensorRT-LLM both do this) rather than split below one.
+    return max(1, kv_heads // tp)
+
+
+# --- valid tensor-parallel sizes: how KV heads may split over ranks -----------------------
+# vLLM's rule (ModelConfig.verify_with_parallel_config, QKVParallelLinear; parallel.py cites both).
+# Here rather than in parallel.py: `kvcalc cache --tp` needs it, and nothing else of parallel.py.
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def valid_tp(spec: ModelSpec) -> list[int]:
+    """Tensor-parallel sizes vLLM accepts for this model (up to its query-head count)."""
+    kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
+    return [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Refuse a tensor-parallel size vLLM would refuse: tp must divide the query heads, and each
+    layer's KV heads must either split evenly over the ranks or be replicated evenly (tp a
+    multiple of them). MLA has one shared latent, so only the query heads constrain it."""
+    if tp < 1:
+        raise UsageError(f"tensor parallelism must be at least 1, got {tp}")
+    allowed = ", ".join(map(str, valid_tp(spec)))
+    if spec.num_heads % tp:
+        raise UsageError(
+            f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
+            hint=f"allowed: {allowed}",
+        )
+    if spec.is_mla:
+        return
+    for run, _ in spec.layer_groups():
+        g = run.kv_heads or spec.kv_heads
+        if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED) and g % tp and tp % g:
+            raise UsageError(
+                f"tensor parallelism {tp} cannot split {spec.name}'s {g} KV heads: it must divide them "
+                "or be a multiple of them",
+                hint=f"allowed: {allowed}",
+            )
+
+
+def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
+    """Cached elements one token adds to one layer on one tensor-parallel rank."""
+    if run.kv_shared:
+        return 0  # it reads the K and V an earlier layer cached
+    if run.kind in ATTENTION_KINDS:
+        return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.head_dim_effective
+    if run.kind == LayerKind.MLA:
+        # NOTE: the latent is shared by all heads, so every rank stores it whole.
+        return spec.kv_lora_rank + spec.qk_rope_head_dim
+    return 0
+
+
+def tokens_held(run: LayerRun, seq: int) -> int:
+    """How many of a sequence's seq tokens one layer keeps."""
+    if run.kind in (LayerKind.FULL, LayerKind.MLA):
+        return seq
+    if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+        return min(seq, run.window_tokens)
+    if run.kind == LayerKind.CROSS:
+        return seq if run.cross_tokens is None else run.cross_tokens
+    return 0
+
+
+def grows_with_seq(run: LayerRun) -> bool:
+    """Whether a layer's holding grows with the sequence (cross-attention over fixed encoder or
+    image tokens, and recurrent state, do not)."""
+    if run.kind == LayerKind.CROSS:
+        return run.cross_tokens is None
+    return run.kind != LayerKind.STATELESS
+
+
+def replicates_kv_heads(spec: ModelSpec, tp: int) -> bool:
+    return any(
+        run.kind in ATTENTION_KINDS and not run.kv_shared and (run.kv_heads or spec.kv_heads) < tp
+        for run, _ in spec.layer_groups()
+    )
+
+
+def cache_elements(spec: ModelSpec, batch: int, seq: int, tp: int = 1) -> int:
+    """Elements held by the whole cache (one rank) for batch sequences of seq tokens."""
+    return batch * sum(n * elements_per_token(spec, run, tp) * tokens_held(run, seq) for run, n in spec.layer_groups())
+
+
+def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1) -> int:
+    return elements_to_bytes(cache_elements(spec, batch, seq, tp), kv_dtype)
+
+
+def token_elements(spec: ModelSpec, tp: int = 1) -> int:
+    """Elements one more token adds to all layers (one rank) while every window still grows."""
+    return sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups() if grows_with_seq(run))
+
+
+def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
+    """What one more token adds while every window still grows."""
+    return elements_to_bytes(token_elements(spec, tp), kv_dtype)
+
+
+def state_bytes(spec: ModelSpec, batch: int) -> int:
+    """Constant recurrent state (SSM / linear attention) for batch sequences."""
+    return batch * sum(n * run.state_bytes for run, n in spec.layer_groups())
+
+
+def _element_bytes(kv_dtype: str) -> str:
+    bits = dtype_bits(kv_dtype)
+    return f"{float(bits / 8):g} B ({kv_dtype})"
+
+
+def cache_report(
+    spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1, steps: list[str] | None = None
+) -> CacheResult:
+    """The cache of batch × seq tokens. With `steps`, also the arithmetic, one line per step, from
+    the same numbers the result holds."""
+    steps = [] if steps is None else steps
+    layers = []
+    per_token_elements = token_elements(spec, tp)
+    all_elements = cache_elements(spec, 1, seq, tp)
+    for run, n in spec.layer_groups():
+        per_token = elements_per_token(spec, run, tp)
+        held = tokens_held(run, seq)
+        heads = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) if run.kind in ATTENTION_KINDS else None
+        _explain_group(steps, spec, run, n, per_token, held, seq, tp)
+        layers.append(
+            LayerCache(
+                kind=run.kind.value,
+                layers=n,
+                window_tokens=run.window_tokens,
+                kv_heads=heads,
+                elements_per_token=per_token,
+                tokens_held=held,
+                bytes_per_token=elements_to_bytes(n * per_token, kv_dtype),
+                total_bytes=elements_to_bytes(batch * n * per_token * held, kv_dtype),
+                state_bytes=batch * n * run.state_bytes,
+            )
+        )
+    per_token_bytes = elements_to_bytes(per_token_elements, kv_dtype)
+    total = elements_to_bytes(batch * all_elements, kv_dtype)
+    steps.append(f"{per_token_elements:,} elements × {_element_bytes(kv_dtype)} = {per_token_bytes:,} B per token")
+    if all_elements == per_token_elements * seq:
+        steps.append(f"× {plural(batch, 'sequence')} × {plural(seq, 'token')} = {total:,} B = {fmt_bytes(total)}")
+    else:
+        steps.append(
+            f"sum of elements × tokens held over the layers = {all_elements:,} elements per sequence; "
+            f"× {plural(batch, 'sequence')} × {_element_bytes(kv_dtype)} = {total:,} B = {fmt_bytes(total)}"
+        )
+    return CacheResult(
+        model=spec.name,
+        batch=batch,
+        seq=seq,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        kv_heads_replicated=replicates_kv_heads(spec, tp),
+        bytes_per_token=per_token_bytes,
+        total_bytes=total,
+        state_bytes=state_bytes(spec, batch),
+        layers=layers,
+    )
+
+
+def _explain_group(
+    steps: list[str], spec: ModelSpec, run: LayerRun, n: int, per_token: int, held: int, seq: int, tp: int
+) -> None:
+    if run.kv_shared:
+        steps.append(f"{n} {run.kind.value} layers share an earlier layer's K and V (cross-layer attention): 0")
+    elif run.kind in ATTENTION_KINDS:
+        heads = run.kv_heads or spec.kv_heads
+        rank_heads = kv_heads_per_rank(heads, tp)
+        if tp > 1:
+            note = " (replicated: each rank keeps one whole head)" if heads < tp else ""
+            steps.append(
+                f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {plural(rank_heads, 'KV head')} per rank{note}"
+            )
+        steps.append(
+            f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "
+            f"{spec.head_dim_effective} head dim = {n * per_token:,} elements per token"
+        )
+        if run.kind == LayerKind.CROSS:
+            source = f"{run.cross_tokens:,} encoder/image tokens" if run.cross_tokens is not None else "the sequence"
+            steps.append(f"  each cross-attention layer holds {source}, not the text: {held:,} tokens")
+        elif run.kind != LayerKind.FULL:
+            what = "window" if run.kind == LayerKind.SLIDING else "chunk"
+            steps.append(
+                f"  each {run.kind.value} layer holds min({seq:,} tokens, {what} {run.window_tokens:,}) = {held:,} tokens"
+            )
+    elif run.kind == LayerKind.MLA:
+        steps.append(
+            f"MLA layers: ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} RoPE key) × {n} layers = "
+            f"{n * per_token:,} elements per token (the latent is stored whole on every rank)"
+        )
+    else:
+        state = f"; constant state {run.state_bytes:,} B per sequence each" if run.state_bytes else ""
+        steps.append(f"{n} layers without attention: no per-token KV{state}")
+
+
+def with_gpu_share(result: CacheResult, gpu: GpuSpec, steps: list[str] | None = None) -> CacheResult:
+    """The cache as a share of one GPU's memory (the CLI's `cache --gpu`)."""
+    result.gpu, result.gpu_memory_bytes = gpu.name, gpu.capacity_bytes
+    result.gpu_memory_share = result.total_bytes / gpu.capacity_bytes
+    if steps is not None:
+        steps.append(
+            f"share of one {gpu.name}: {result.total_bytes:,} / {gpu.capacity_bytes:,} B = {result.gpu_memory_share:.1%}"
+        )
+    return result

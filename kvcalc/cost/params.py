@@ -1,0 +1,240 @@
+"""Pure parameter arithmetic: counts by component, total and active, and the bytes a step reads."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+from kvcalc.errors import SpecError
+from kvcalc.model.quant import LinearFormat
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.results import Result
+from kvcalc.units import dtype_bits
+
+
+class ParamCounts(Result):
+    embedding: int
+    lm_head: int  # 0 when tied to the embedding
+    attention: int  # all layers' token mixers: attention, MLA, SSM / linear attention
+    dense_mlp: int
+    router: int
+    shared_experts: int
+    experts: int  # all routed experts of all MoE layers
+    expert_params: int  # one routed expert of one layer
+    moe_layers: int
+    norms: int
+    extra: int  # outside the decoder layers: vision tower, encoder, position tables
+    total: int
+    active: int  # per token, both embeddings counted (Mistral's, Qwen's convention)
+    active_excl_embedding: int  # less the input-embedding table (OpenAI's gpt-oss convention)
+
+
+def attention_params(spec: ModelSpec, run: LayerRun) -> int:
+    h, d, hidden = spec.num_heads, spec.head_dim_effective, spec.hidden_size
+    if run.kind == LayerKind.STATELESS:
+        return run.mixer_params or 0
+    if run.kind == LayerKind.MLA:
+        nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
+        v = spec.v_head_dim or nope
+        if spec.q_lora_rank:
+            q = hidden * spec.q_lora_rank + spec.q_lora_rank + spec.q_lora_rank * h * (nope + rope)
+        else:
+            q = hidden * h * (nope + rope)
+        kv_a = hidden * (spec.kv_lora_rank + rope) + spec.kv_lora_rank
+        kv_b = spec.kv_lora_rank * h * (nope + v)
+        return q + kv_a + kv_b + h * v * hidden
+    g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
+    bias = (h * d + 2 * g * d) if spec.attention_bias else 0
+    bias += hidden if spec.o_proj_bias else 0
+    gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
+    return hidden * h * d + gate + 2 * hidden * g * d + h * d * hidden + bias
+
+
+def _mlp(spec: ModelSpec, intermediate: int) -> int:
+    weights = (3 if spec.mlp_gated else 2) * spec.hidden_size * intermediate
+    if not spec.mlp_bias or not intermediate:
+        return weights
+    # NOTE: gate and up (or fc1) biases are intermediate-wide, the down (fc2) bias hidden-wide.
+    return weights + (2 if spec.mlp_gated else 1) * intermediate + spec.hidden_size
+
+
+def param_counts(spec: ModelSpec) -> ParamCounts:
+    """Parameters from the architecture (an explicit `params` is not consulted here)."""
+    if spec.params_unknown or spec.vocab_size is None:
+        raise SpecError(
+            f"model '{spec.name}': parameters unknown: {spec.params_unknown or 'no vocab_size'}",
+            hint="the cache size needs no parameters; for weights use a preset or a complete config.json",
+        )
+    hidden = spec.hidden_size
+    embedding = spec.vocab_size * hidden
+    lm_head = 0 if spec.tie_embeddings else embedding
+    attention = dense = router = shared = experts = moe_layers = 0
+    expert_params = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size) if spec.is_moe else 0
+    for i, run in enumerate(spec.expanded_layers()):
+        attention += attention_params(spec, run)
+        if run.intermediate_size is not None:
+            dense += _mlp(spec, run.intermediate_size)
+        elif spec.is_moe and i >= spec.dense_layers:
+            moe_layers += 1
+            router += hidden * spec.experts
+            experts += spec.experts * expert_params
+            shared += _mlp(spec, spec.shared_expert_intermediate_size)
+        else:
+            dense += _mlp(spec, spec.intermediate_size)
+    norms = (2 * spec.num_layers + 1) * hidden
+    extra = int(extra_params(spec))
+    total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
+    # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
+    active = total - extra - experts + moe_layers * spec.experts_per_token * expert_params
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        dense_mlp=dense,
+        router=router,
+        shared_experts=shared,
+        experts=experts,
+        expert_params=expert_params,
+        moe_layers=moe_layers,
+        norms=norms,
+        extra=extra,
+        total=total,
+        active=active,
+        active_excl_embedding=active - (embedding if lm_head else 0),
+    )
+
+
+def extra_params(spec: ModelSpec, tp: int = 1) -> Fraction:
+    """Weights outside the decoder on one of `tp` ranks: the preset's or reader's extra_params (split
+    over tp), else a vision tower and projector where the family's layout is known
+    (quant.Checkpoint.vision_params, as vLLM builds it: most of it split, the rest replicated)."""
+    ck = spec.checkpoint
+    if not spec.extra_params and ck and ck.vision_params:
+        split, replicated = ck.vision_params
+        return Fraction(split, tp) + replicated
+    return Fraction(spec.extra_params, tp)
+
+
+def total_params(spec: ModelSpec) -> int:
+    return spec.params or param_counts(spec).total
+
+
+def compute_params(spec: ModelSpec) -> int:
+    """Parameters one token multiplies through (2 FLOPs each): active, less the embedding lookup."""
+    if spec.params:
+        return spec.params
+    return param_counts(spec).active_excl_embedding
+
+
+def expected_experts(experts: int, k: int, tokens: int) -> Fraction:
+    """Expected distinct experts a layer touches for `tokens` tokens under uniform routing."""
+    # NOTE: each token picks k of E experts; an expert is missed by one token with
+    # probability 1 - k/E, by all of them with (1 - k/E)^tokens.
+    # NOTE: exact for up to 256 tokens; beyond, the exact power has hundreds of thousands of digits
+    # (a batch of 1m took minutes), so it is taken in floating point: log1p/expm1 keep the missed
+    # share accurate when it is tiny.
+    if tokens <= 256:
+        return experts * (1 - (1 - Fraction(k, experts)) ** tokens)
+    return Fraction(experts * -math.expm1(tokens * math.log1p(-k / experts)))
+
+
+def _bytes(params: int | Fraction, dtype: str) -> Fraction:
+    return params * dtype_bits(dtype) / 8
+
+
+def weight_dtypes(spec: ModelSpec, dtype: str | None) -> tuple[str, str]:
+    """(dense, expert) weight dtypes: an explicit dtype applies to all weights."""
+    if dtype is None:
+        return spec.dtype, spec.expert_dtype or spec.dtype
+    return dtype, dtype
+
+
+class Shard(NamedTuple):
+    """Parameters (of the model, or of one rank) grouped by the format they are stored in."""
+
+    ends: Fraction  # embedding, final norm, LM head: 16-bit unless the checkpoint quantizes the LM head
+    mixers: Fraction  # attention / SSM projections: 16-bit when an ignore list keeps attention so
+    # dense MLPs and shared experts; also the norms and routers, which vLLM keeps 16-bit but are counted
+    # in the linear format here (under 0.2% of any model's bytes)
+    dense: Fraction
+    experts: Fraction  # routed experts
+
+
+def _per_param(fmt: LinearFormat) -> Fraction:
+    """Bytes per weight element of a stored format, with its group or block scales (and zero points).
+    One scale per output row or per tensor adds under 0.2% at these widths and is not counted."""
+    per = Fraction(fmt.weight_bits, 8)
+    if fmt.scale == "group" and fmt.group_size:
+        per += Fraction(fmt.scale_bytes, fmt.group_size)
+        per += Fraction(fmt.weight_bits, 8 * fmt.group_size) if fmt.zero_points else 0
+    elif fmt.scale == "block" and fmt.group_size:
+        per += Fraction(fmt.scale_bytes, fmt.group_size**2)
+    return per
+
+
+def shard_formats(spec: ModelSpec, dtype: str | None) -> Shard:
+    """Bytes per parameter of each Shard group, from the weight format as vLLM stores it
+    (weights.quantization_of): with a quantized format (a checkpoint's quantization_config, or
+    `--dtype fp8|int8|int4|mxfp4|nvfp4`) the linear layers take it, scales included, while the
+    embedding and LM head stay in the activation dtype (vLLM quantizes LinearBase layers, not
+    VocabParallelEmbedding / ParallelLMHead, unless the checkpoint says so); attention stays 16-bit
+    when the checkpoint's ignore list keeps it so. A float dtype applies to every weight."""
+    from kvcalc.engines.vllm.weights import quantization_of
+
+    floats = ("fp32", "bf16", "fp16")
+    dense_dtype, expert_dtype = weight_dtypes(spec, dtype)
+    q = quantization_of(spec, dtype)
+    if q is None and dense_dtype in floats and expert_dtype in floats:
+        a, e = Fraction(dtype_bits(dense_dtype), 8), Fraction(dtype_bits(expert_dtype), 8)
+        return Shard(a, a, a, e)
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    act = (
+        dtype if dtype in floats else spec.dtype if spec.dtype in floats else declared if declared in floats else "bf16"
+    )
+    a = Fraction(dtype_bits(act), 8)
+    linear = _per_param(q.linear) if q and q.linear else a
+    mixers = linear if q is None or q.attention_quantized else a
+    experts = _per_param(q.experts) if q and q.experts else linear
+    return Shard(linear if q and q.lm_head_quantized else a, mixers, linear, experts)
+
+
+def shard_bytes(spec: ModelSpec, params: Shard, dtype: str | None) -> int:
+    """Bytes of parameters grouped as a Shard, each group in its stored format."""
+    per = shard_formats(spec, dtype)
+    return math.ceil(sum(n * b for n, b in zip(params, per)))
+
+
+def weight_bytes_resident(spec: ModelSpec, dtype: str | None = None) -> int:
+    """All weights held in memory (embedding, LM head, every expert), each group in its format."""
+    if spec.params:
+        return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
+    c = param_counts(spec)
+    hidden = spec.hidden_size
+    # NOTE: weights outside the decoder (vision tower, encoder) stay 16-bit like the embedding.
+    ends = c.embedding + c.lm_head + hidden + c.extra
+    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(c, hidden), c.experts), dtype)
+
+
+def _other_dense(c: ParamCounts, hidden: int) -> int:
+    """Dense MLPs, shared experts, routers and the layers' norms (the final norm is with the ends)."""
+    return c.dense_mlp + c.shared_experts + c.router + c.norms - hidden
+
+
+def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) -> int:
+    """Weight bytes one forward step over `tokens` tokens reads from memory.
+
+    The LM head and every dense weight are read once; the input embedding only for the
+    tokens' rows (unless tied, when it is the LM head); routed experts only as many as the
+    tokens are expected to reach.
+    """
+    if spec.params:
+        # NOTE: an explicit count (the textbook 7b / 70b) is what a step reads, as THEORY.md assumes.
+        return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
+    c = param_counts(spec)
+    hidden = spec.hidden_size
+    ends = (c.lm_head + min(tokens, spec.vocab_size) * hidden if c.lm_head else c.embedding) + hidden
+    routed = Fraction(0)
+    if spec.is_moe:
+        routed = c.moe_layers * expected_experts(spec.experts, spec.experts_per_token, tokens) * c.expert_params
+    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(c, hidden), routed), dtype)

@@ -1,0 +1,430 @@
+"""Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill, per GPU
+of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage costs)."""
+
+from fractions import Fraction
+
+from kvcalc.cost.kvcache import tokens_held
+from kvcalc.cost.params import compute_params
+from kvcalc.cost.shard import allreduce_seconds, allreduces_per_step, kv_heads_per_rank, send_seconds
+from kvcalc.cost.step import (
+    SINGLE,
+    Deployment,
+    Fit,
+    Stage,
+    activation_bytes,
+    comm_seconds,
+    context_warning,
+    decode_state_bytes,
+    kv_bytes,
+    memory_fit,
+    needs_link,
+    stage_decode_flops,
+    stage_prefill_flops,
+    stages,
+    weight_bytes_read,
+)
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.results import Result
+from kvcalc.units import fmt_rate, fmt_seconds
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class RooflineRow(Result):
+    batch: int
+    seq: int
+    weight_bytes: int
+    kv_bytes: int
+    flops: int
+    arithmetic_intensity: float
+    bound: str  # "memory" or "compute"
+    state_bytes: int = 0  # SSM / linear-attention state read and written (decode) or written (prefill)
+    step_seconds: float  # ceiling: a lower bound on time
+    tokens_per_s: float  # ceiling: an upper bound on throughput
+    memory_seconds: float
+    compute_seconds: float
+    comm_seconds: float = 0.0  # all-reduces and pipeline sends on the step's critical path
+    fits: bool = True  # weights + KV + state + reserve within capacity x gpu_util on every GPU
+    estimate_step_seconds: float | None = None  # with --efficiency / --mbu / --mfu
+    estimate_tokens_per_s: float | None = None
+
+
+class RooflineResult(Result):
+    model: str
+    gpu: str
+    dtype: str
+    kv_dtype: str
+    compute_dtype: str
+    peak_flop_per_s: float
+    bandwidth_bytes_per_s: float
+    ridge_flop_per_byte: float
+    tp: int = 1
+    pp: int = 1
+    interconnect: str | None = None
+    gpu_util: float = 0.9
+    reserve_bytes: int = 0
+    mbu: float | None = None
+    mfu: float | None = None
+    warnings: list[str] = []
+    rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
+
+
+def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:
+    """Per-head width of the QK^T product and of the attention x V product."""
+    if spec.is_mla:
+        if absorbed:
+            # NOTE: decode with weight absorption (FlashMLA; vLLM's and SGLang's MLA backends) folds W_UK
+            # into the query and W_UV into the output, so every head attends over the cached latent
+            # itself: QK over kv_lora_rank + rope (576 for DeepSeek-V3), V over kv_lora_rank (512). The
+            # absorbed projections cost what kv_b_proj costs, so the parameter FLOPs do not change.
+            return spec.kv_lora_rank + spec.qk_rope_head_dim, spec.kv_lora_rank
+        # Without absorption (prefill) MLA attends with (nope + rope)-wide keys and v_head_dim values.
+        qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
+        return qk, spec.v_head_dim or spec.qk_nope_head_dim or qk
+    d = spec.head_dim_effective
+    return d, d
+
+
+def attention_form(spec: ModelSpec, phase: str) -> str:
+    """How attention is counted in a phase ("decode" or "prefill"), for --explain."""
+    qk, v = _qk_v_dims(spec, absorbed=phase == "decode")
+    if not spec.is_mla:
+        return f"attention: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
+    if phase == "decode":
+        return (
+            f"MLA decode with weight absorption (as FlashMLA and vLLM run it): 2 × {spec.num_heads} heads × "
+            f"({qk} latent + rope + {v} latent) FLOPs per cached token"
+        )
+    return f"MLA prefill without absorption: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
+
+
+def _attends(run: LayerRun) -> bool:
+    return run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)
+
+
+def decode_keys(run: LayerRun, seq: int) -> Fraction:
+    """Keys a new token at context `seq` attends to in one layer.
+
+    A chunked layer (Llama 4) lets query i (from 1) see ((i - 1) mod C) + 1 keys: inside the first
+    chunk that is `seq`; past it the position cycles through the chunk, so a step averages (C + 1) / 2.
+    """
+    if run.kind == LayerKind.CHUNKED and seq > run.window_tokens:
+        return Fraction(run.window_tokens + 1, 2)
+    return Fraction(tokens_held(run, seq))
+
+
+def attended_keys(spec: ModelSpec, seq: int) -> Fraction:
+    """Cached keys one new token attends to, summed over the layers."""
+    return sum((n * decode_keys(run, seq) for run, n in spec.layer_groups() if _attends(run)), Fraction(0))
+
+
+def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
+    """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key, with MLA's
+    absorbed widths (kv_lora_rank + rope, kv_lora_rank)."""
+    qk, v = _qk_v_dims(spec, absorbed=True)
+    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq))
+
+
+def causal_pairs(prompt: int, window: int | None = None) -> int:
+    """Query-key pairs of a causal pass over `prompt` tokens: query i sees min(i, W) keys."""
+    if window is None or prompt <= window:
+        return prompt * (prompt + 1) // 2
+    return window * (window + 1) // 2 + (prompt - window) * window
+
+
+def chunked_pairs(prompt: int, chunk: int) -> int:
+    """Query-key pairs of a chunked causal pass: query i (from 1) sees ((i - 1) mod C) + 1 keys, so each
+    whole chunk has C(C + 1)/2 pairs and the last, partial chunk of r tokens r(r + 1)/2 (about P·C/2 in
+    all, where a sliding window of C would have about P·C)."""
+    whole, rest = divmod(prompt, chunk)
+    return whole * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
+
+
+def layer_pairs(run: LayerRun, prompt: int) -> int:
+    """Query-key pairs one layer computes for a prompt of `prompt` tokens."""
+    if run.kind == LayerKind.CHUNKED:
+        return chunked_pairs(prompt, run.window_tokens)
+    if run.kind == LayerKind.SLIDING:
+        return causal_pairs(prompt, run.window_tokens)
+    if run.kind == LayerKind.CROSS:
+        return prompt * tokens_held(run, prompt)  # every query sees every encoder / image token
+    return causal_pairs(prompt)
+
+
+def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
+    """Causal attention FLOPs for a prompt of P tokens: 2·h·(d_qk + d_v) per query-key pair of the
+    lower triangle, P(P+1)/2 pairs for a full layer (≈ 2·h·d·P² FLOPs per layer at d_qk = d_v = d)."""
+    qk, v = _qk_v_dims(spec)
+    return sum(
+        n * 2 * spec.num_heads * (qk + v) * layer_pairs(run, prompt) for run, n in spec.layer_groups() if _attends(run)
+    )
+
+
+def lm_head_params(spec: ModelSpec) -> int:
+    """The LM head's weights (vocab x hidden), tied or not: compute_params counts them once."""
+    return spec.vocab_size * spec.hidden_size
+
+
+def prefill_flops(spec: ModelSpec, prompt: int) -> int:
+    """One sequence's prompt pass: every prompt token through the layers, but the LM head only for the
+    last position (vLLM's prefill and HF generate compute logits for the token they sample)."""
+    if spec.params:
+        # NOTE: an explicit count (THEORY.md's textbook 7b / 70b) is the 2N-per-token model, whole.
+        return 2 * spec.params * prompt + prefill_attention_flops(spec, prompt)
+    body = compute_params(spec) - lm_head_params(spec)
+    return 2 * body * prompt + 2 * lm_head_params(spec) + prefill_attention_flops(spec, prompt)
+
+
+def stage_seconds(
+    gpu: GpuSpec, compute_dtype: str, nbytes: int, flops: int, mbu: float = 1.0, mfu: float = 1.0
+) -> tuple[float, float]:
+    """(memory, compute) seconds of one GPU's share of a step: bytes / (bandwidth x MBU) and
+    FLOPs / (peak x MFU). The ceiling when both utilizations are 1."""
+    return nbytes / (gpu.bandwidth_bytes_per_s * mbu), flops / (gpu.peak_flop_per_s(compute_dtype) * mfu)
+
+
+def _row(
+    gpu: GpuSpec,
+    compute_dtype: str,
+    batch: int,
+    seq: int,
+    per_stage: list[tuple[int, int, int, int]],
+    comm: float,
+    fits: bool,
+    util: tuple[float, float] | None = None,
+) -> RooflineRow:
+    """A step from each stage's (weight bytes, KV bytes, state bytes, FLOPs) on one GPU: the stages
+    run one after another, each at max(memory, compute), plus the communication on the critical path."""
+    times = [stage_seconds(gpu, compute_dtype, w + k + r, f) for w, k, r, f in per_stage]
+    memory_s, compute_s = sum(m for m, _ in times), sum(c for _, c in times)
+    step = sum(max(m, c) for m, c in times) + comm
+    # Per GPU: the stage that moves the most bytes (all of them when pp is 1).
+    weight, kv, state, flops = max(per_stage, key=lambda t: t[0] + t[1] + t[2])
+    row = RooflineRow(
+        batch=batch,
+        seq=seq,
+        weight_bytes=weight,
+        kv_bytes=kv,
+        state_bytes=state,
+        flops=flops,
+        arithmetic_intensity=flops / (weight + kv + state),
+        bound="memory" if memory_s >= compute_s else "compute",
+        step_seconds=step,
+        tokens_per_s=batch / step,
+        memory_seconds=memory_s,
+        compute_seconds=compute_s,
+        comm_seconds=comm,
+        fits=fits,
+    )
+    if util is not None:
+        est = sum(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
+        row.estimate_step_seconds, row.estimate_tokens_per_s = est, batch / est
+    return row
+
+
+def decode_row(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batch: int,
+    seq: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
+    steps: list[str] | None = None,
+    *,
+    dep: Deployment = SINGLE,
+    staged: tuple[Stage, ...] | None = None,
+    util: tuple[float, float] | None = None,
+) -> RooflineRow:
+    """One decode step for `batch` sequences that each hold `seq` cached tokens, on `dep`."""
+    staged = staged or stages(spec, dep, dtype)
+    per_stage = [
+        (
+            weight_bytes_read(spec, st, batch),
+            kv_bytes(st, batch, seq, kv_dtype),
+            decode_state_bytes(st, batch),
+            stage_decode_flops(st, batch, seq),
+        )
+        for st in staged
+    ]
+    comm = comm_seconds(spec, dep, batch, dtype)
+    fit = memory_fit(gpu, dep, staged, batch, seq, kv_dtype)
+    row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, util)
+    if steps is not None:
+        _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit, dtype)
+    return row
+
+
+def prefill_row(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batch: int,
+    prompt: int,
+    dtype: str | None,
+    kv_dtype: str,
+    compute_dtype: str,
+    *,
+    dep: Deployment = SINGLE,
+    staged: tuple[Stage, ...] | None = None,
+    util: tuple[float, float] | None = None,
+) -> RooflineRow:
+    """The prompt pass: every prompt token through the weights, K/V written once, the all-reduces
+    carrying batch x prompt activations."""
+    staged = staged or stages(spec, dep, dtype)
+    per_stage = [
+        (
+            weight_bytes_read(spec, st, batch * prompt),
+            kv_bytes(st, batch, prompt, kv_dtype),
+            batch * st.state_bytes,  # each sequence's final state written once (none read: a new prompt)
+            stage_prefill_flops(st, batch, prompt),
+        )
+        for st in staged
+    ]
+    fit = memory_fit(gpu, dep, staged, batch, prompt, kv_dtype)
+    return _row(
+        gpu, compute_dtype, batch, prompt, per_stage, comm_seconds(spec, dep, batch * prompt, dtype), fit.fits, util
+    )
+
+
+def _explain_decode(
+    steps: list[str],
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    staged: tuple[Stage, ...],
+    per_stage: list[tuple[int, int, int, int]],
+    row: RooflineRow,
+    compute_dtype: str,
+    fit: Fit,
+    dtype: str | None = None,
+) -> None:
+    b, s = row.batch, row.seq
+    moe = " (routed experts: those the batch's tokens are expected to reach)" if spec.is_moe and not spec.params else ""
+    steps += [f"batch {b:,}, context {s:,}:", f"  {attention_form(spec, 'decode')}"]
+    if dep.gpus > 1:
+        kv = (
+            f"{kv_heads_per_rank(spec.kv_heads, dep.tp)} of {spec.kv_heads} KV heads"
+            if not spec.is_mla
+            else "the whole MLA latent"
+        )
+        steps.append(
+            f"  per GPU (tp {dep.tp} x pp {dep.pp}): 1/{dep.tp} of the attention, MLP, expert, embedding and LM-head "
+            f"matrices, norms and routers whole, {spec.num_heads // dep.tp} query heads and {kv} per rank"
+        )
+    bw, peak = gpu.bandwidth_bytes_per_s, gpu.peak_flop_per_s(compute_dtype)
+    for st, (w, k, r, f) in zip(staged, per_stage):
+        where = (
+            f"  stage {st.index} (layers {st.start}-{st.end - 1}) per GPU:"
+            if dep.pp > 1
+            else "  per GPU:"
+            if dep.gpus > 1
+            else " "
+        )
+        m, c = w + k + r, f
+        state = f"; recurrent state read and written {r:,} B (2 x {b:,} x {st.state_bytes:,} B)" if r else ""
+        steps += [
+            f"{where} weights read {w:,} B{moe}; KV read {k:,} B ({b:,} sequence{'s' if b > 1 else ''} x {s:,} cached tokens){state}; FLOPs {f:,}",
+            f"    max({m:,} B / {bw:,} B/s, {c:,} FLOP / {peak:,.0f} FLOP/s) = "
+            f"max({fmt_seconds(m / bw)}, {fmt_seconds(c / peak)}) = {fmt_seconds(max(m / bw, c / peak))}",
+        ]
+    steps += comm_lines(spec, dep, b, dtype)
+    summed = " + ".join(fmt_seconds(max(stage_seconds(gpu, compute_dtype, w + k + r, f))) for w, k, r, f in per_stage)
+    steps += [
+        f"  step >= {summed}"
+        + (f" + communication {fmt_seconds(row.comm_seconds)}" if row.comm_seconds else "")
+        + f" = {fmt_seconds(row.step_seconds)} ({row.bound}-bound, intensity {row.arithmetic_intensity:,.2f} FLOP/B"
+        f" against a ridge of {gpu.ridge_flop_per_byte(compute_dtype):,.1f})",
+        f"  tokens/s <= {b:,} / {fmt_seconds(row.step_seconds)} = {row.tokens_per_s:,.1f}",
+        "  memory: " + fit.message(f"{'fits' if fit.fits else 'DOES NOT FIT'}"),
+    ]
+
+
+def comm_lines(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | None = None) -> list[str]:
+    """--explain lines for the communication of a step over `tokens` tokens in flight."""
+    if dep.gpus == 1 or dep.link is None:
+        return []
+    link, lines = dep.link, []
+    message = tokens * spec.hidden_size * activation_bytes(spec, dtype)
+    if dep.tp > 1:
+        one = allreduce_seconds(message, dep.tp, link)
+        count = allreduces_per_step(spec)
+        per_layer = (
+            f"2 per layer x {spec.num_layers} layers"
+            if count == 2 * spec.num_layers
+            else f"{count} (one after each mixer and each MLP of the {spec.num_layers} layers)"
+        )
+        bw = link.group_bandwidth(dep.tp)
+        mesh = (
+            f", a full mesh: {min(dep.tp - 1, link.mesh_peers)} of its {link.mesh_peers} peer links"
+            if link.mesh_peers
+            else ""
+        )
+        lines.append(
+            f"  all-reduce ({link.name}, {fmt_rate(bw)} each way{mesh}): "
+            f"{per_layer} x (alpha {fmt_seconds(link.latency_s)} + "
+            f"2 x {dep.tp - 1}/{dep.tp} x {message:,} B / {fmt_rate(bw)}) "
+            f"= {count} x {fmt_seconds(one)} = {fmt_seconds(count * one)}"
+        )
+    if dep.pp > 1:
+        lines.append(
+            f"  pipeline sends: {dep.pp - 1} x (alpha + {message:,} B / "
+            f"{fmt_rate(link.group_bandwidth(2))}) = {fmt_seconds((dep.pp - 1) * send_seconds(message, link))}"
+        )
+    return lines
+
+
+def roofline_report(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    batches: list[int],
+    seqs: list[int],
+    dtype: str | None,
+    kv_dtype: str,
+    steps: list[str] | None = None,
+    *,
+    dep: Deployment = SINGLE,
+    util: tuple[float, float] | None = None,
+) -> RooflineResult:
+    weight_dtype = dtype or spec.dtype
+    from kvcalc.engines.vllm.weights import matmul_dtype
+
+    compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
+    needs_link(dep, gpu)
+    staged = stages(spec, dep, dtype)
+    rows = [
+        decode_row(spec, gpu, b, s, dtype, kv_dtype, compute_dtype, steps, dep=dep, staged=staged, util=util)
+        for s in seqs
+        for b in batches
+    ]
+    warnings = [w for w in (context_warning(spec, max(seqs)),) if w]
+    bad = [r for r in rows if not r.fits]
+    if bad:
+        worst = max(bad, key=lambda r: memory_fit(gpu, dep, staged, r.batch, r.seq, kv_dtype).over_bytes)
+        fit = memory_fit(gpu, dep, staged, worst.batch, worst.seq, kv_dtype)
+        where = f"{dep.tp * dep.pp} x {gpu.name}" if dep.gpus > 1 else f"one {gpu.name}"
+        warnings.insert(
+            0,
+            f"{len(bad):,} of {len(rows):,} rows do not fit on {where} (fits: NO); the worst, batch {worst.batch:,} "
+            f"x {worst.seq:,} tokens, per GPU" + fit.message(""),
+        )
+    return RooflineResult(
+        model=spec.name,
+        gpu=gpu.name,
+        dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        compute_dtype=compute_dtype,
+        peak_flop_per_s=gpu.peak_flop_per_s(compute_dtype),
+        bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        ridge_flop_per_byte=gpu.ridge_flop_per_byte(compute_dtype),
+        tp=dep.tp,
+        pp=dep.pp,
+        interconnect=dep.link.name if dep.link and dep.gpus > 1 else None,
+        gpu_util=dep.gpu_util,
+        reserve_bytes=dep.reserve_bytes,
+        mbu=util[0] if util else None,
+        mfu=util[1] if util else None,
+        warnings=warnings,
+        rows=rows,
+    )

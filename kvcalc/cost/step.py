@@ -1,0 +1,280 @@
+"""Pure cost of one forward step on a parallel deployment: per-GPU bytes and FLOPs of each pipeline
+stage as functions of the context, the communication on the step's critical path, and whether
+each GPU's weights + KV + state + reserve fit its memory budget."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+from kvcalc.cost.kvcache import elements_per_token, tokens_held
+from kvcalc.cost.shard import (
+    Link,
+    allreduce_seconds,
+    allreduces_per_step,
+    check_pp,
+    check_tp,
+    pp_indices,
+    rank_compute_params,
+    rank_read_parts,
+    rank_weight_bytes_resident,
+    read_bytes,
+    send_seconds,
+)
+from kvcalc.errors import UsageError
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.units import elements_to_bytes, fmt_bytes
+
+GIB = 2**30
+
+
+# NOTE: NamedTuples, not frozen dataclasses: each frozen dataclass compiles five generated methods
+# at import (about 0.5 ms each class, 3 ms of `kvcalc roofline`'s start); these are plain records.
+class Deployment(NamedTuple):
+    """How one model replica is spread: tp GPUs per stage, pp stages, the link between them, and
+    the per-GPU memory budget (capacity x gpu_util, less a reserve for activations and buffers)."""
+
+    tp: int = 1
+    pp: int = 1
+    link: Link | None = None
+    gpu_util: float = 0.9
+    reserve_bytes: int = 2 * GIB
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+SINGLE = Deployment()
+
+
+class Term(NamedTuple):
+    """`layers` layers of a stage with the same shape (`run`), as one GPU sees them."""
+
+    run: LayerRun  # its kind and window say which tokens it holds and attends to
+    layers: int
+    elements: int  # KV elements one held token adds to one of these layers on one rank
+    # KV elements per token one of these layers reads in a step: a KV-sharing layer (Hunyuan's
+    # cross-layer attention) holds none of its own but attends over its source layer's K and V.
+    read_elements: int
+    decode_flops: int  # attention FLOPs per attended key for one new token (MLA: absorbed widths)
+    prefill_flops: int  # attention FLOPs per query-key pair of a prompt pass
+
+    @property
+    def window(self) -> int | None:
+        """Where holding stops growing (sliding and chunked layers)."""
+        return self.run.window_tokens if self.run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) else None
+
+
+class Stage(NamedTuple):
+    index: int
+    start: int
+    end: int
+    terms: tuple[Term, ...]
+    compute_params: int  # multiplied through per token on one GPU of this stage
+    lm_head_params: int  # of which the LM head's slice (last stage), computed once per prefill
+    resident_bytes: int  # weights one GPU of this stage holds
+    state_bytes: int  # SSM / linear-attention state of one sequence on one rank
+    attention_heads: int  # query heads per rank
+    read_parts: tuple  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
+
+
+def held(window: int | None, context: int) -> int:
+    return context if window is None else min(context, window)
+
+
+def validate(spec: ModelSpec, dep: Deployment) -> None:
+    check_tp(spec, dep.tp)
+    check_pp(spec, dep.pp)
+
+
+def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
+    """The pipeline stages of a valid deployment, each as one of its GPUs sees it."""
+    from kvcalc.cost.roofline import _attends, _qk_v_dims
+
+    validate(spec, dep)
+    tp, pp = dep.tp, dep.pp
+    heads = spec.num_heads // tp
+    qk, v = _qk_v_dims(spec)
+    dqk, dv = _qk_v_dims(spec, absorbed=True)
+    layers = spec.expanded_layers()
+    out = []
+    for s in range(pp):
+        start, end = pp_indices(spec.num_layers, s, pp)
+        groups: dict[LayerRun, int] = {}
+        state = 0
+        for run in layers[start:end]:
+            key = run.model_copy(update={"count": 1})
+            groups[key] = groups.get(key, 0) + 1
+            state += run.state_bytes
+        terms = tuple(
+            Term(
+                run=run,
+                layers=n,
+                elements=elements_per_token(spec, run, tp),
+                read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), tp),
+                decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
+                prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
+            )
+            for run, n in groups.items()
+        )
+        last = s == pp - 1 and not spec.params
+        out.append(
+            Stage(
+                index=s,
+                start=start,
+                end=end,
+                terms=tuple(t for t in terms if t.elements or t.decode_flops),
+                compute_params=rank_compute_params(spec, tp, s, pp),
+                lm_head_params=math.ceil(Fraction(spec.vocab_size * spec.hidden_size, tp)) if last else 0,
+                resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype),
+                # NOTE: SSM / linear-attention heads split across ranks like attention heads.
+                state_bytes=math.ceil(state / tp),
+                attention_heads=heads,
+                read_parts=rank_read_parts(spec, tp, s, pp, dtype),
+            )
+        )
+    return tuple(out)
+
+
+def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
+    """KV bytes a step over sequences of `context` tokens reads on one GPU of the stage: each layer
+    reads the K and V it attends to (a KV-sharing layer its source's again)."""
+    elements = sum(t.layers * t.read_elements * tokens_held(t.run, context) for t in stage.terms)
+    return elements_to_bytes(batch * elements, kv_dtype)
+
+
+BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s default)
+
+
+def held_kv_bytes(stage: Stage, context: int, kv_dtype: str, block: int = BLOCK_TOKENS) -> int:
+    """KV one sequence of `context` tokens holds on one GPU of the stage: each layer's tokens in
+    whole blocks (roofline's and generate's fit check and fit itself, with its --block-size)."""
+    elements = sum(t.layers * t.elements * (-(-tokens_held(t.run, context) // block) * block) for t in stage.terms)
+    return elements_to_bytes(elements, kv_dtype)
+
+
+def decode_state_bytes(stage: Stage, batch: int) -> int:
+    """SSM / linear-attention state a decode step moves on one GPU of the stage: every sequence's
+    recurrent state is read and the updated state written back in place, whole, each step (vLLM's
+    mamba selective_state_update and fused_recurrent_gated_delta_rule load the state and store it)."""
+    return 2 * batch * stage.state_bytes
+
+
+def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
+    """One new token per sequence over `context` cached tokens, on one GPU of the stage."""
+    from kvcalc.cost.roofline import decode_keys
+
+    attention = sum((t.layers * t.decode_flops * decode_keys(t.run, context) for t in stage.terms), Fraction(0))
+    return batch * (2 * stage.compute_params + int(attention))
+
+
+def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
+    """A causal pass over `prompt` tokens per sequence, on one GPU of the stage: the LM head only for
+    the last position (what vLLM samples from)."""
+    from kvcalc.cost.roofline import layer_pairs
+
+    attention = sum(t.layers * t.prefill_flops * layer_pairs(t.run, prompt) for t in stage.terms)
+    body = stage.compute_params - stage.lm_head_params
+    return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention)
+
+
+def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
+    """Weight bytes one GPU of the stage reads in a step over `tokens` tokens, in the weight formats
+    the stage was built for (stages(..., dtype))."""
+    return read_bytes(spec, stage.read_parts, tokens)
+
+
+# --- communication ------------------------------------------------------------------------
+
+
+def activation_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
+    # NOTE: activations travel in the dtype the matmuls run at (bf16/fp16) even for fp8 or int4
+    # weights; only a model run in fp32 sends 4 bytes (an fp32 checkpoint given --dtype bf16 sends 2).
+    from kvcalc.engines.vllm.weights import matmul_dtype
+
+    return 4 if matmul_dtype(spec, dtype) == "fp32" else 2
+
+
+def needs_link(dep: Deployment, gpu: GpuSpec) -> Link | None:
+    if dep.gpus == 1:
+        return None
+    if dep.link is None:
+        raise UsageError(
+            f"{gpu.name}'s preset has no sourced interconnect, needed for {dep.tp} x {dep.pp} GPUs",
+            hint="give --interconnect (nvlink4, pcie5, ... or a bandwidth such as 100GB/s)",
+        )
+    return dep.link
+
+
+def comm_seconds(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | None = None) -> float:
+    """Communication on a step's critical path for `tokens` tokens in flight: under tensor
+    parallelism one all-reduce after each row-parallel block (two per layer for attention + MLP,
+    Megatron-style column then row parallel; parallel.allreduces_per_step), and pp - 1 activation
+    sends between pipeline stages."""
+    if dep.gpus == 1 or dep.link is None:
+        return 0.0
+    message = tokens * spec.hidden_size * activation_bytes(spec, dtype)
+    seconds = allreduces_per_step(spec) * allreduce_seconds(message, dep.tp, dep.link)
+    return seconds + (dep.pp - 1) * send_seconds(message, dep.link)
+
+
+# --- memory fit ------------------------------------------------------------------------------
+
+
+class Fit(NamedTuple):
+    fits: bool
+    stage: int  # the stage with the least room (or the most over)
+    stages: int
+    need_bytes: int  # weights + KV + state + reserve on one GPU of that stage
+    budget_bytes: int
+    weight_bytes: int
+    kv_bytes: int
+    state_bytes: int
+
+    @property
+    def over_bytes(self) -> int:
+        return self.need_bytes - self.budget_bytes
+
+    def message(self, where: str) -> str:
+        stage = f" (pipeline stage {self.stage})" if self.stages > 1 else ""
+        verdict = "over by" if not self.fits else "room left"
+        return (
+            f"{where}{stage}: weights held {fmt_bytes(self.weight_bytes)} + KV {fmt_bytes(self.kv_bytes)}"
+            + (f" + state {fmt_bytes(self.state_bytes)}" if self.state_bytes else "")
+            + f" + reserve {fmt_bytes(self.need_bytes - self.weight_bytes - self.kv_bytes - self.state_bytes)}"
+            f" = {fmt_bytes(self.need_bytes)} of a {fmt_bytes(self.budget_bytes)} budget, "
+            f"{verdict} {fmt_bytes(abs(self.over_bytes))}"
+        )
+
+
+def memory_fit(
+    gpu: GpuSpec, dep: Deployment, staged: tuple[Stage, ...], batch: int, context: int, kv_dtype: str
+) -> Fit:
+    """Does every GPU hold its weights, the KV of `batch` x `context` tokens, the recurrent state
+    and the reserve within capacity x gpu_util? Reports the tightest stage. The KV is held in
+    whole pages of BLOCK_TOKENS, as vLLM allocates it and `kvcalc fit` counts it (a step reads only
+    the tokens, kv_bytes), so a row fits here exactly when fit's default block size says it fits."""
+    budget = int(gpu.capacity_bytes * dep.gpu_util)
+    worst = None
+    for st in staged:
+        kv = batch * held_kv_bytes(st, context, kv_dtype)
+        state = batch * st.state_bytes
+        need = st.resident_bytes + kv + state + dep.reserve_bytes
+        fit = Fit(need <= budget, st.index, len(staged), need, budget, st.resident_bytes, kv, state)
+        if worst is None or fit.over_bytes > worst.over_bytes:
+            worst = fit
+    assert worst is not None
+    return worst
+
+
+def context_warning(spec: ModelSpec, context: int) -> str | None:
+    limit = spec.max_position_embeddings
+    if limit is not None and context > limit:
+        return (
+            f"context {context:,} tokens exceeds {spec.name}'s max_position_embeddings {limit:,}: "
+            "the model was not trained for it (a what-if, not a plan)"
+        )
+    return None

@@ -1,0 +1,182 @@
+"""vLLM's own KV-cache start-up figures, following the accounting of vLLM 0.19 (V1 engine).
+
+vLLM logs "GPU KV cache size: N tokens" and "Maximum concurrency for S tokens per request: X x"
+(vllm/v1/core/kv_cache_utils.py). It splits layers into KV-cache groups by attention type, each
+block-sized page shared by `group_size` layers, then:
+
+    num_blocks      = available_bytes // (page_bytes_per_layer x group_size)
+    tokens          = num_blocks // number_of_groups x block_size
+    blocks/request  = sum over groups: full ceil(S / block); sliding ceil(min(W - 1 + M, S) / block) + 1;
+                      chunked ceil(min(C + M, S) / block); SSM / linear-attention (hybrids) 1 block
+    concurrency     = num_blocks / blocks_per_request
+
+with M = max_num_batched_tokens. A uniform model is one group of all its layers.
+"""
+
+import math
+
+from kvcalc.cost.kvcache import elements_per_token
+from kvcalc.errors import UsageError
+from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.results import Result
+from kvcalc.units import elements_to_bytes
+
+VLLM_VERSION = "0.19"
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class VllmFigures(Result):
+    version: str
+    available_kv_bytes: int
+    block_size: int
+    page_bytes_per_layer: int
+    group_size: int  # layers sharing one block-sized tensor slot
+    kv_cache_groups: int
+    num_blocks: int
+    kv_cache_tokens: int
+    blocks_per_request: int
+    max_concurrency: float
+    log_lines: list[str]
+    # Predicted terms (absent when --kv-memory gives the engine's own figure).
+    gpu_total_bytes: int | None = None
+    requested_bytes: int | None = None
+    weights_bytes: int | None = None
+    profile_peak_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    weight_format: str | None = None
+    activation_dtype: str | None = None
+    not_sized: list[str] = []
+
+
+def _group_size(counts: list[int]) -> int:
+    # NOTE: vLLM uses the smallest group ("the 1 in an n:1 pattern") unless the largest is
+    # within 1.5x of it, then the largest, to avoid many padding layers (kv_cache_utils.py
+    # _get_kv_cache_groups_uniform_page_size; 1.25 before the gpt-oss + EAGLE change, 1.5 in 0.19).
+    smallest, largest = min(counts), max(counts)
+    return largest if largest < smallest * 1.5 else smallest
+
+
+def _stage_spec(spec: ModelSpec, layers: range) -> ModelSpec:
+    """The layers one pipeline stage holds, as a model of its own (for its KV pages)."""
+    expanded = spec.expanded_layers()
+    pattern = [run.model_copy(update={"count": 1}) for run in (expanded[i] for i in layers)]
+    return spec.with_changes(
+        num_layers=len(layers),
+        layer_pattern=[r.model_dump() for r in pattern] if spec.layer_pattern else [],
+        dense_layers=min(spec.dense_layers, len(layers)),
+    )
+
+
+def vllm_figures(
+    spec: ModelSpec,
+    available_bytes: int,
+    *,
+    kv_dtype: str,
+    tp: int,
+    seq: int,
+    block_size: int = 16,
+    max_num_batched_tokens: int = 8192,
+    stages: list[tuple[range, int]] | None = None,
+) -> VllmFigures:
+    """vLLM's three lines. With pipeline stages ((layers, available bytes) each), every stage sizes
+    its own blocks and the engine keeps the smallest count (kv_cache_utils.get_kv_cache_configs);
+    the logged memory is rank 0's."""
+    if stages and len(stages) > 1:
+        per = [
+            _one(_stage_spec(spec, layers), avail, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
+            for layers, avail in stages
+        ]
+        low = min(per, key=lambda f: f.num_blocks)
+        tokens = low.num_blocks // low.kv_cache_groups * block_size
+        concurrency = low.num_blocks / per[0].blocks_per_request
+        return per[0].model_copy(
+            update={
+                "num_blocks": low.num_blocks,
+                "kv_cache_tokens": tokens,
+                "max_concurrency": concurrency,
+                "log_lines": _lines(per[0].available_kv_bytes, tokens, seq, concurrency),
+            }
+        )
+    return _one(spec, available_bytes, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
+
+
+def _lines(available_bytes: int, tokens: int, seq: int, concurrency: float) -> list[str]:
+    return [
+        f"Available KV cache memory: {available_bytes / 2**30:.2f} GiB",
+        f"GPU KV cache size: {tokens:,} tokens",
+        f"Maximum concurrency for {seq:,} tokens per request: {concurrency:.2f}x",
+    ]
+
+
+def _one(
+    spec: ModelSpec,
+    available_bytes: int,
+    kv_dtype: str,
+    tp: int,
+    seq: int,
+    block_size: int,
+    max_num_batched_tokens: int,
+) -> VllmFigures:
+    types: dict[tuple[LayerKind, int | None], int] = {}
+    per_token: set[int] = set()
+    mamba_layers, mamba_state = 0, 0
+    for run, n in spec.layer_groups():
+        if run.kind in (LayerKind.CROSS,):
+            continue
+        if run.kind == LayerKind.STATELESS:
+            if run.state_bytes:
+                # SSM / linear-attention state of one layer on one rank (heads split over tp)
+                mamba_layers += n
+                mamba_state = max(mamba_state, math.ceil(run.state_bytes / tp))
+            continue
+        per_token.add(elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype))
+        key = (run.kind, run.window_tokens)
+        types[key] = types.get(key, 0) + n
+    if len(per_token) != 1:
+        raise UsageError(
+            f"--engine vllm: {spec.name}'s layers have different page sizes; vLLM pads them, which is not modelled",
+            hint="drop --engine vllm for kvcalc's own estimate",
+        )
+    (token_bytes,) = per_token
+    if mamba_layers:
+        # NOTE: hybrid models (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig):
+        # the attention block grows, in steps of 16 tokens, until one layer's page holds a mamba
+        # layer's state; the state's page is padded to the same size; a request needs one block
+        # per mamba group (MambaSpec without prefix caching).
+        needed = 16 * math.ceil(mamba_state / (16 * token_bytes))
+        block_size = max(block_size, needed)
+        types[(LayerKind.STATELESS, None)] = mamba_layers
+    page = block_size * token_bytes
+    group_size = _group_size(list(types.values()))
+    groups = sum(math.ceil(n / group_size) for n in types.values())
+    num_blocks = max(available_bytes, 0) // (page * group_size)
+    tokens = num_blocks // groups * block_size
+    per_request = 0
+    for (kind, window), n in types.items():
+        if kind == LayerKind.SLIDING:
+            # SlidingWindowSpec.max_memory_usage_bytes: +1 as the window may start mid-block
+            need = math.ceil(min(window - 1 + max_num_batched_tokens, seq) / block_size) + 1
+        elif kind == LayerKind.STATELESS:
+            need = 1
+        elif kind == LayerKind.CHUNKED:
+            # ChunkedLocalAttentionSpec.max_memory_usage_bytes: one chunk plus a scheduled batch
+            need = math.ceil(min(window + max_num_batched_tokens, seq) / block_size)
+        else:
+            need = math.ceil(seq / block_size)
+        per_request += need * math.ceil(n / group_size)
+    concurrency = num_blocks / per_request
+    return VllmFigures(
+        version=VLLM_VERSION,
+        available_kv_bytes=available_bytes,
+        block_size=block_size,
+        page_bytes_per_layer=page,
+        group_size=group_size,
+        kv_cache_groups=groups,
+        num_blocks=num_blocks,
+        kv_cache_tokens=tokens,
+        blocks_per_request=per_request,
+        max_concurrency=concurrency,
+        log_lines=_lines(available_bytes, tokens, seq, concurrency),
+    )

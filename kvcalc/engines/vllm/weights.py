@@ -1,0 +1,208 @@
+"""Weights as vLLM 0.19 holds them on one GPU: each tensor's per-rank shape times its stored format.
+
+Pure. Sharding follows vllm/model_executor/layers/linear.py and vocab_parallel_embedding.py:
+column-parallel layers (QKV, gate/up, MLA q_b/kv_b, experts' w13) split their output rows over tp,
+row-parallel layers (o_proj, down, experts' w2) their input columns; KV heads are replicated when
+tp exceeds them; the vocabulary is padded to a multiple of 64 and split; norms, the MoE router and
+MLA's q_a/kv_a projections are replicated. Pipeline stages hold only their own layers, the first the
+embedding, the last the final norm and LM head.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.model.quant import QUANTIZED_DTYPES, LinearFormat, Quantization, named, plain
+from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.results import Result
+
+VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
+MIB = 2**20
+
+
+def allocated(size: int) -> int:
+    """Bytes PyTorch's caching allocator books for one tensor (c10/cuda/CUDACachingAllocator.cpp).
+
+    Requests round up to 512 B. A tensor of 10 MiB or more gets its own segment rounded up to
+    2 MiB (kRoundLarge), and the segment is split only if more than 1 MiB (kSmallSize) would be
+    left over; otherwise the whole segment is the tensor's block, and vLLM's weight figure
+    (torch.cuda.max_memory_allocated after loading) counts it.
+    """
+    size = max(512, math.ceil(size / 512) * 512)
+    if size < 10 * MIB:
+        return size
+    segment = math.ceil(size / (2 * MIB)) * 2 * MIB
+    return size if segment - size > MIB else segment
+
+
+class WeightBytes(Result):
+    """One rank's weight bytes by component (the rank's pipeline stage only)."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    mlp: int  # dense MLPs and shared experts
+    experts: int  # routed experts
+    router: int
+    norms: int
+    mixers: int  # SSM / linear-attention mixers (16-bit)
+    mla_absorbed: int  # bf16 copies of a quantized kv_b_proj that MLA decode multiplies with
+    extra: int  # outside the decoder: a vision tower and projector (spec.extra_params), 16-bit, split by tp
+    rotary_cache: int | None  # None: the checkpoint's max_position_embeddings is unknown
+    total: int
+
+
+def padded_vocab(vocab: int) -> int:
+    return math.ceil(vocab / VOCAB_PADDING) * VOCAB_PADDING
+
+
+def quantization_of(spec: ModelSpec, dtype: str | None) -> Quantization | None:
+    """The checkpoint's quantization, or what `--dtype` / a preset's dtype fields say."""
+    from kvcalc.model.quant import dtype_quantization
+
+    if dtype is not None:
+        return dtype_quantization(dtype)
+    if spec.checkpoint and spec.checkpoint.quantization:
+        return spec.checkpoint.quantization
+    q = dtype_quantization(spec.dtype)
+    if spec.expert_dtype and spec.expert_dtype in QUANTIZED_DTYPES:
+        base = q or Quantization(method=f"preset expert_dtype {spec.expert_dtype}")
+        return base.model_copy(update={"experts": named(spec.expert_dtype)})
+    return q
+
+
+def weight_bytes(
+    spec: ModelSpec,
+    act_dtype: str,
+    quant: Quantization | None,
+    *,
+    tp: int = 1,
+    layers: range | None = None,
+) -> WeightBytes:
+    """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps."""
+    layers = layers if layers is not None else range(spec.num_layers)
+    first, last = layers.start == 0, layers.stop == spec.num_layers
+    a = plain(act_dtype)
+    linear = quant.linear if quant and quant.linear else a
+    attn = linear if quant is None or quant.attention_quantized else a
+    expert = quant.experts if quant and quant.experts else linear
+    h, heads, d = spec.hidden_size, spec.num_heads, spec.head_dim_effective
+    hr = math.ceil(heads / tp)
+
+    def lin(fmt: LinearFormat, out_rows: int, in_cols: int, copies: int = 1) -> int:
+        return sum(allocated(t) for t in fmt.tensor_bytes(out_rows, in_cols, copies))
+
+    vocab_rows = math.ceil(padded_vocab(spec.vocab_size) / tp)
+    embedding = lin(a, vocab_rows, h) if first else 0
+    head_fmt = linear if quant and quant.lm_head_quantized else a
+    # NOTE: a tied LM head is the embedding tensor itself, unless the two sit on different stages.
+    lm_head = lin(head_fmt, vocab_rows, h) if last and (not spec.tie_embeddings or not first) else 0
+
+    attention = mlp = experts = router = mixers = absorbed = 0
+    norms = (h if last else 0) + 2 * h * len(layers)
+    expanded = spec.expanded_layers()
+    for i in layers:
+        run = expanded[i]
+        if run.kind == LayerKind.STATELESS:
+            mixers += math.ceil((run.mixer_params or 0) * 2 / tp)
+        elif run.kind == LayerKind.MLA:
+            nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
+            v = spec.v_head_dim or nope
+            if spec.q_lora_rank:
+                attention += lin(attn, spec.q_lora_rank, h) + lin(attn, hr * (nope + rope), spec.q_lora_rank)
+                norms += spec.q_lora_rank
+            else:
+                attention += lin(attn, hr * (nope + rope), h)
+            attention += lin(attn, spec.kv_lora_rank + rope, h) + lin(attn, hr * (nope + v), spec.kv_lora_rank)
+            attention += lin(attn, h, hr * v)
+            norms += spec.kv_lora_rank
+            if attn.weight_bits < 16:
+                # NOTE: MLA (vllm/model_executor/layers/attention/mla_attention.py
+                # process_weights_after_loading) dequantizes kv_b_proj into bf16 W_UK / W_UV
+                # and keeps them beside the quantized original.
+                absorbed += allocated(hr * (nope + v) * spec.kv_lora_rank * 2)
+        else:
+            g = max(1, (run.kv_heads or spec.kv_heads) // tp)
+            attention += lin(attn, (hr + 2 * g) * d, h) + lin(attn, h, hr * d)
+            if spec.attention_bias:
+                attention += allocated((hr + 2 * g) * d * 2)
+        if run.intermediate_size is not None:
+            mlp += _mlp(spec, linear, run.intermediate_size, tp)
+        elif spec.is_moe and i >= spec.dense_layers:
+            inter = spec.expert_intermediate_size or spec.intermediate_size
+            per = math.ceil(inter / tp)
+            # fused MoE: one w13 [E, 2I/tp, h] and one w2 [E, h, I/tp] tensor per layer
+            experts += lin(expert, 2 * per, h, spec.experts) + lin(expert, h, per, spec.experts)
+            router += allocated(spec.experts * h * 2)
+            if spec.shared_expert_intermediate_size:
+                mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp)
+        else:
+            mlp += _mlp(spec, linear, spec.intermediate_size, tp)
+    norms *= a.weight_bits // 8
+    rotary = None
+    ck = spec.checkpoint
+    if spec.max_position_embeddings:
+        # NOTE: a cos/sin cache of rows x rotary_dim in the model dtype per distinct rope setting
+        # (rotary_embedding/base.py registers cos_sin_cache; get_rope shares equal instances). The rows
+        # are max_position_embeddings unless the scaling lengthens the table (quant._rotary_rows).
+        rows = (ck.rotary_rows if ck and ck.rotary_rows else None) or (spec.max_position_embeddings,)
+        rotary = sum(allocated(r * rotary_dim(spec) * (a.weight_bits // 8)) for r in rows)
+    # NOTE: vLLM's vision encoders (mllama, SigLIP, Qwen-VL ViTs) use tensor-parallel linear layers
+    # and sit on the first pipeline stage; checkpoints leave them unquantized.
+    extra = 0
+    if first and spec.extra_params:
+        extra = math.ceil(spec.extra_params * (a.weight_bits // 8) / tp)
+    elif first and ck and ck.vision_params:
+        split, replicated = ck.vision_params
+        extra = (math.ceil(split / tp) + replicated) * (a.weight_bits // 8)
+    parts = (embedding, lm_head, attention, mlp, experts, router, norms, mixers, absorbed, rotary or 0, extra)
+    return WeightBytes(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        mlp=mlp,
+        experts=experts,
+        router=router,
+        norms=norms,
+        mixers=mixers,
+        mla_absorbed=absorbed,
+        extra=extra,
+        rotary_cache=rotary,
+        total=sum(parts),
+    )
+
+
+def matmul_dtype(spec: ModelSpec, dtype: str | None) -> str:
+    """The peak a model's matmuls run at, from the weight format rather than the storage dtype:
+    weight-only formats (GPTQ / AWQ int4 or int8, w4a16, mxfp4 experts) multiply in 16-bit, w8a8
+    int8 at the int8 rate, fp8 w8a8 at the fp8 rate, nvfp4 (w4a4) at the fp4 rate. GpuSpec.compute_dtype
+    falls back to 16-bit where the GPU has no such rate (vLLM then runs the weights through Marlin)."""
+    from kvcalc.model.quant import compute_format
+
+    if dtype in ("fp32", "bf16", "fp16"):
+        return dtype
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    half = declared if declared in ("bf16", "fp16") else "bf16"
+    if (
+        dtype is None
+        and spec.dtype in ("fp32", "bf16", "fp16")
+        and not (spec.checkpoint and spec.checkpoint.quantization)
+    ):
+        return spec.dtype if spec.expert_dtype is None else half
+    fmt = compute_format(quantization_of(spec, dtype))
+    return {"16-bit": half, "fp32": "fp32"}.get(fmt, fmt)
+
+
+def rotary_dim(spec: ModelSpec) -> int:
+    """Columns of the rotary cache: the config's partial rotary width, else the (rope) head dim."""
+    if spec.checkpoint and spec.checkpoint.rotary_dim:
+        return spec.checkpoint.rotary_dim
+    return spec.qk_rope_head_dim if spec.is_mla else spec.head_dim_effective
+
+
+def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int) -> int:
+    if not inter:
+        return 0
+    per = math.ceil(inter / tp)
+    up = (2 if spec.mlp_gated else 1) * per
+    return sum(allocated(t) for t in fmt.tensor_bytes(up, spec.hidden_size) + fmt.tensor_bytes(spec.hidden_size, per))

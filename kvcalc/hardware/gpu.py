@@ -1,0 +1,82 @@
+"""Pydantic input model of an accelerator: memory, HBM bandwidth, dense peaks and scale-up link.
+
+Its own module so that a command without --gpu (`kvcalc cache MODEL`) does not define it at start-up.
+"""
+
+# NOTE: no `from __future__ import annotations` in the Pydantic model modules: Pydantic would compile
+# every field's annotation string at import.
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kvcalc.errors import SpecError
+from kvcalc.model.spec import Pos
+
+PEAK_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
+class GpuSpec(BaseModel):
+    """One accelerator: memory, HBM bandwidth and dense peak FLOP/s per dtype."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    name: str = Field(min_length=1)
+    full_name: str
+    aliases: list[str] = []
+    memory_bytes: Pos  # as marketed, converted with the marketed unit (GB -> 1e9, GiB -> 2^30)
+    usable_memory_bytes: Pos | None = None  # measured, where a source has it
+    hbm_bandwidth_bytes_per_s: Pos
+    peak_dense_tflop_per_s: dict[str, float]
+    sources: list[str] = []
+    notes: str | None = None
+    # Scale-up link for tensor parallelism: ONE direction's bandwidth per GPU (half a vendor's
+    # bidirectional figure) and a small-message all-reduce latency floor (kvcalc/parallel.py).
+    interconnect: str | None = None
+    link_bandwidth_bytes_per_s: Pos | None = None
+    link_latency_s: Annotated[float, Field(gt=0)] | None = None
+    # A fully connected mesh without a switch (AMD Infinity Fabric: 7 links, one to each peer of an
+    # 8-GPU board): the link bandwidth is split over this many peer links, and a tensor-parallel
+    # group of t GPUs reaches only the t - 1 links to its own members.
+    link_mesh_peers: Pos | None = None
+
+    @field_validator("peak_dense_tflop_per_s")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for key, value in v.items():
+            if key not in PEAK_DTYPES:
+                raise ValueError(f"unknown dtype '{key}' (allowed: {', '.join(PEAK_DTYPES)})")
+            if value <= 0:
+                raise ValueError(f"peak for {key} must be positive")
+            out[key] = value
+        return out
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Capacity used for fitting: the measured figure if known, else the marketed one."""
+        return self.usable_memory_bytes or self.memory_bytes
+
+    @property
+    def bandwidth_bytes_per_s(self) -> int:
+        return self.hbm_bandwidth_bytes_per_s
+
+    def compute_dtype(self, weight_dtype: str) -> str:
+        """The tensor-core format a matmul with these weights runs in on this GPU."""
+        # NOTE: int4 / mxfp4 weights are usually dequantized and multiplied in bf16
+        # (weight-only quantization); fp8 and int8 use their own tensor-core rates.
+        wanted = {"int4": "bf16", "mxfp4": "bf16", "nvfp4": "bf16"}.get(weight_dtype, weight_dtype)
+        # NOTE: fp32 last: a device measured by `kvcalc probe` on a CPU has only an fp32 rate, and a
+        # CPU runtime without 16-bit units widens bf16 weights to fp32 to multiply them.
+        for candidate in (wanted, "bf16", "fp16", "fp32"):
+            if candidate in self.peak_dense_tflop_per_s:
+                return candidate
+        raise SpecError(
+            f"GPU '{self.name}' has no sourced dense peak for {wanted}, bf16, fp16 or fp32",
+            hint="add peak_dense_tflop_per_s to its preset, or pick another --gpu",
+        )
+
+    def peak_flop_per_s(self, dtype: str) -> float:
+        return self.peak_dense_tflop_per_s[dtype] * 1e12
+
+    def ridge_flop_per_byte(self, dtype: str) -> float:
+        return self.peak_flop_per_s(dtype) / self.bandwidth_bytes_per_s

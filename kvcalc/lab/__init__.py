@@ -1,0 +1,1 @@
+"""Checks of the premises on a tiny float64 decoder (kvcalc lab)."""

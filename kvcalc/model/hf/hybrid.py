@@ -1,0 +1,179 @@
+"""Hybrid models: Mamba-1 / Mamba-2, Gated DeltaNet and short-conv layers (constant state) beside attention.
+
+State shapes follow vLLM's MambaStateShapeCalculator (model_executor/layers/mamba/mamba_utils.py): a conv
+window of kernel - 1 steps over the conv channels, plus the SSM / linear-attention state. Their dtypes
+follow MambaStateDtypeCalculator: the conv state in the model's activation dtype, the SSM state in
+mamba_ssm_cache_dtype as vLLM 0.19's per-model hooks resolve it (hf_reader._state_dtypes). The weight dtype
+never enters (a --dtype int4 what-if does not shrink the state).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from kvcalc.model.hf.fields import Config
+from kvcalc.model.spec import LayerKind, LayerRun
+
+
+class StateDtypes(NamedTuple):
+    conv: float  # bytes per element of conv windows
+    ssm: float  # bytes per element of SSM / linear-attention state
+
+
+def mamba2(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+    """(state bytes per sequence, mixer params) of one Mamba-2 layer (Nemotron-H and Granite-4.0-H names)."""
+    heads = cfg.int_field("mamba_num_heads", "mamba_n_heads")
+    d_inner_default = cfg.get("mamba_expand", "expand", default=2) * hidden
+    head_dim = d_inner_default // heads
+    if cfg.get("mamba_head_dim", "mamba_d_head") not in (None, "auto"):  # "auto": GraniteMoeHybridConfig's default
+        head_dim = cfg.int_field("mamba_head_dim", "mamba_d_head")
+    d_state = cfg.int_field("ssm_state_size", "state_size", "mamba_d_state")
+    groups = cfg.get("n_groups", "mamba_n_groups", default=1)
+    kernel = cfg.get("conv_kernel", "mamba_d_conv", default=4)
+    d_inner = heads * head_dim
+    conv_dim = d_inner + 2 * groups * d_state
+    state = math.ceil(heads * head_dim * d_state * el.ssm) + math.ceil((kernel - 1) * conv_dim * el.conv)
+    params = (
+        hidden * (2 * d_inner + 2 * groups * d_state + heads)
+        + conv_dim * (kernel + 1)
+        + 3 * heads
+        + d_inner
+        + d_inner * hidden
+    )
+    return state, params
+
+
+def mamba1(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+    d_inner = cfg.get("mamba_expand", default=2) * hidden
+    d_state = cfg.get("mamba_d_state", default=16)
+    d_conv = cfg.get("mamba_d_conv", default=4)
+    dt_rank = cfg.get("mamba_dt_rank", default="auto")
+    dt_rank = math.ceil(hidden / 16) if dt_rank == "auto" else dt_rank  # JambaConfig: "auto" is hidden / 16
+    state = math.ceil(d_inner * d_state * el.ssm) + math.ceil((d_conv - 1) * d_inner * el.conv)
+    params = (
+        hidden * 2 * d_inner
+        + d_inner * d_conv
+        + d_inner * (dt_rank + 2 * d_state)
+        + dt_rank * d_inner
+        + d_inner * d_state
+        + 2 * d_inner
+        + d_inner * hidden
+    )
+    return state, params
+
+
+def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+    """Qwen3-Next / Qwen3.5 linear attention: a (k x v) state per value head plus a conv window."""
+    k_heads = cfg.int_field("linear_num_key_heads")
+    v_heads = cfg.int_field("linear_num_value_heads")
+    dk = cfg.int_field("linear_key_head_dim")
+    dv = cfg.int_field("linear_value_head_dim")
+    kernel = cfg.get("linear_conv_kernel_dim", default=4)
+    key_dim, value_dim = k_heads * dk, v_heads * dv
+    conv_dim = 2 * key_dim + value_dim
+    state = math.ceil(v_heads * dk * dv * el.ssm) + math.ceil((kernel - 1) * conv_dim * el.conv)
+    params = (
+        hidden * (2 * key_dim + 2 * value_dim)
+        + hidden * 2 * v_heads
+        + conv_dim * kernel
+        + 2 * v_heads
+        + dv
+        + value_dim * hidden
+    )
+    return state, params
+
+
+def short_conv(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+    """LFM2's gated short convolution: in_proj to B, C, x; a depthwise conv of conv_L_cache taps;
+    out_proj. vLLM keeps conv_L_cache - 1 past steps of conv_dim channels (lfm2.py,
+    short_conv_state_shape)."""
+    dim = cfg.int_field("conv_dim", default=hidden)
+    taps = cfg.int_field("conv_L_cache", default=3)
+    bias = bool(cfg.get("conv_bias", default=False))
+    params = hidden * 3 * dim + dim * taps + dim * hidden + (3 * dim + dim + hidden if bias else 0)
+    return math.ceil((taps - 1) * dim * el.conv), params
+
+
+def lfm2_intermediate(cfg: Config) -> int:
+    """LFM2's SwiGLU width: block_ff_dim, shrunk to 2/3 and rounded up to block_multiple_of when
+    block_auto_adjust_ff_dim (transformers models/lfm2/modeling_lfm2.py, Lfm2MLP)."""
+    ff = cfg.int_field("block_ff_dim", "intermediate_size")
+    if cfg.get("block_auto_adjust_ff_dim", default=True):
+        ff = int(2 * ff / 3)
+        multiplier = cfg.get("block_ffn_dim_multiplier", default=1.0)
+        if multiplier is not None:
+            ff = int(multiplier * ff)
+        multiple = cfg.int_field("block_multiple_of", default=256)
+        ff = multiple * ((ff + multiple - 1) // multiple)
+    return ff
+
+
+# NemotronHConfig (transformers 5) saves layers_block_type instead of hybrid_override_pattern, with these
+# names (and the legacy mamba / attention ones that remap_legacy_layer_types renames).
+NEMOTRON_SYMBOLS = {
+    "linear_attention": "M",
+    "mamba": "M",
+    "full_attention": "*",
+    "attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
+
+
+def nemotron_pattern(cfg: Config) -> str | None:
+    """The block pattern as a hybrid_override_pattern string, from either spelling, or None."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        return pattern
+    types = cfg.get("layers_block_type", "layer_types")
+    if not isinstance(types, list):
+        return None
+    unknown = sorted({str(t) for t in types} - set(NEMOTRON_SYMBOLS))
+    if unknown:
+        raise cfg.refuse(
+            f"layers_block_type entry '{unknown[0]}' is not supported (known: {', '.join(NEMOTRON_SYMBOLS)})"
+        )
+    return "".join(NEMOTRON_SYMBOLS[t] for t in types)
+
+
+def nemotron_h(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
+    pattern = nemotron_pattern(cfg)
+    if pattern is None:
+        raise cfg.refuse("a nemotron_h config needs hybrid_override_pattern or layers_block_type")
+    if len(pattern) != layers:
+        raise cfg.refuse(f"hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers says {layers}")
+    state, params = mamba2(cfg, hidden, el)
+    inter = cfg.int_field("intermediate_size") if "-" in pattern else 0  # only MLP blocks ('-') need it
+    runs = []
+    for ch in pattern:
+        if ch == "*":  # attention only, no MLP in this block
+            runs.append(LayerRun(kind=LayerKind.FULL, intermediate_size=0))
+        elif ch == "M":
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params, intermediate_size=0))
+        elif ch == "-":  # MLP only
+            runs.append(LayerRun(kind=LayerKind.STATELESS, mixer_params=0, intermediate_size=inter))
+        elif ch == "E":  # mixture of experts only (Nemotron 3): the spec's MoE fields describe it
+            runs.append(LayerRun(kind=LayerKind.STATELESS, mixer_params=0))
+        else:
+            raise cfg.refuse(f"hybrid_override_pattern symbol '{ch}' is not supported (known: * M - E)")
+    return runs
+
+
+def jamba(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
+    """Jamba: attention at layer i when i % attn_layer_period == attn_layer_offset, Mamba-1 elsewhere."""
+    period, offset = cfg.get("attn_layer_period"), cfg.get("attn_layer_offset", default=0)
+    state, params = mamba1(cfg, hidden, el)
+    moe_period, moe_offset = cfg.get("expert_layer_period", default=1), cfg.get("expert_layer_offset", default=0)
+    inter = cfg.int_field("intermediate_size")
+    experts = cfg.get("num_experts", default=0)
+    if not isinstance(experts, int):
+        raise cfg.refuse(f"field num_experts must be an integer for Jamba, got {experts!r}")
+    runs = []
+    for i in range(layers):
+        dense = {} if (experts > 1 and i % moe_period == moe_offset) else {"intermediate_size": inter}
+        if i % period == offset:
+            runs.append(LayerRun(kind=LayerKind.FULL, **dense))
+        else:
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params, **dense))
+    return runs

@@ -1,0 +1,68 @@
+"""Pre-Llama field conventions: Falcon, ChatGLM, MPT, StarCoder (bigcode), Qwen 1, GPT-2, BLOOM."""
+
+from __future__ import annotations
+
+from kvcalc.model.hf.fields import Config
+
+# Families whose MLP is fc_in -> act -> fc_out (no gate projection).
+UNGATED = {
+    "gpt2",
+    "gptj",
+    "gpt_bigcode",
+    "gpt_neox",
+    "falcon",
+    "bloom",
+    "mpt",
+    "starcoder2",
+    "opt",
+    "nemotron_h",
+    "nemotron",  # Nemotron-4 / Minitron: up_proj, relu^2, down_proj
+    "arcee",  # AFM: the same relu^2 MLP
+    "phi",
+    "apertus",  # Apertus: up_proj, xIELU, down_proj (transformers ApertusMLP, vLLM apertus.py)
+    "persimmon",  # dense_h_to_4h, relu^2, dense_4h_to_h
+    "gpt_neo",
+    "codegen",
+    "xglm",
+    "biogpt",
+}
+
+
+def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
+    if "kv_heads" in cfg.overrides:
+        return cfg.overrides["kv_heads"]
+    if model_type == "falcon":
+        if cfg.get("new_decoder_architecture"):
+            return cfg.int_field("num_kv_heads", "num_key_value_heads")
+        return 1 if cfg.get("multi_query", default=True) else heads
+    if model_type == "chatglm":
+        return cfg.int_field("multi_query_group_num") if cfg.get("multi_query_attention") else heads
+    if model_type == "mpt":
+        # NOTE: attn_config carries a kv_n_heads default even for MHA; only its attn_type counts.
+        attn = cfg.get("attn_config") or {}
+        kind = attn.get("attn_type", "multihead_attention")
+        if kind == "multiquery_attention":
+            return 1
+        return attn.get("kv_n_heads") or heads if kind == "grouped_query_attention" else heads
+    if model_type == "dbrx":
+        # DBRX keeps its KV heads in attn_config (transformers DbrxAttentionConfig.kv_n_heads, default 1).
+        return (cfg.get("attn_config") or {}).get("kv_n_heads", 1)
+    if cfg.get("multi_query") is True:  # gpt_bigcode (StarCoder, SantaCoder)
+        return 1
+    value = cfg.get("num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if value is None:
+        return heads  # NOTE: absent num_key_value_heads means MHA (Llama 2 7B/13B, Qwen 1)
+    return cfg.int_field("num_key_value_heads", "num_kv_heads", "n_head_kv")
+
+
+def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
+    """The dense MLP width, or None when the config does not say (parameters are then unknown)."""
+    if model_type == "mpt":
+        return int(cfg.get("expansion_ratio", default=4) * hidden)
+    if model_type == "qwen":
+        # NOTE: Qwen 1 lists twice its MLP width: w1 and w2 are each intermediate_size / 2.
+        return cfg.int_field("intermediate_size") // 2
+    value = cfg.get("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
+    if value is None:
+        return 4 * hidden if model_type in UNGATED else None
+    return cfg.int_field("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")

@@ -1,0 +1,68 @@
+"""Mixture-of-experts fields: expert counts, widths, shared experts and leading dense layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.model.hf.fields import Config
+
+
+def _uniform(cfg: Config, name: str, value: Any) -> Any:
+    """Hunyuan lists some MoE fields per layer; kvcalc reads them when every layer agrees."""
+    if isinstance(value, list):
+        if not value or any(v != value[0] for v in value):
+            raise cfg.refuse(f"{name} differs between layers ({value!r}); per-layer expert shapes are not read")
+        return value[0]
+    return value
+
+
+def leading_dense(layout: list) -> int:
+    """How many layers at the start of an mlp_layer_types list are dense."""
+    return next((i for i, t in enumerate(layout) if t != "dense"), len(layout))
+
+
+def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
+    experts = _uniform(cfg, "num_experts", cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0))
+    if not experts or experts <= 1:
+        return {}
+    k = _uniform(
+        cfg,
+        "moe_topk",
+        cfg.get("num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk"),
+    )
+    if not k:
+        raise cfg.refuse(f"{experts} experts but no num_experts_per_tok")
+    moe_inter = _uniform(cfg, "moe_intermediate_size", cfg.get("moe_intermediate_size"))
+    if model_type in ("llama4_text", "granitemoehybrid", "granitemoe", "granitemoeshared"):
+        moe_inter = cfg.get("intermediate_size")  # these name the expert width intermediate_size
+    shared = 0
+    if cfg.get("moe_shared_expert_intermediate_size"):  # Nemotron 3: the shared expert's full width
+        shared = cfg.get("moe_shared_expert_intermediate_size")
+    elif cfg.get("shared_expert_intermediate_size"):
+        shared = cfg.get("shared_expert_intermediate_size")
+    elif model_type in ("granitemoehybrid", "granitemoeshared"):
+        shared = cfg.get("shared_intermediate_size", default=0)
+    elif model_type in ("hunyuan", "hunyuan_v1_moe"):
+        # vLLM hunyuan_v1.py: the shared MLP is intermediate_size x num_shared_expert wide, when
+        # use_mixed_mlp_moe is on.
+        if cfg.get("use_mixed_mlp_moe", default=True):
+            count = _uniform(cfg, "num_shared_expert", cfg.get("num_shared_expert", default=1))
+            shared = count * cfg.int_field("intermediate_size")
+    elif model_type == "afmoe":
+        # AfmoeMoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
+        shared = cfg.get("num_shared_experts", default=0) * (moe_inter or 0)
+    elif cfg.get("n_shared_experts"):
+        shared = cfg.get("n_shared_experts") * (moe_inter or 0)
+    elif model_type == "llama4_text":
+        shared = moe_inter
+    out = {"experts": experts, "experts_per_token": k, "shared_expert_intermediate_size": shared}
+    if moe_inter:
+        out["expert_intermediate_size"] = moe_inter
+    dense = cfg.get("first_k_dense_replace", "num_dense_layers", default=0)  # num_dense_layers: AfmoeConfig
+    if isinstance(layout := cfg.get("mlp_layer_types"), list):
+        # transformers 5 lists each layer's MLP ("dense" / "sparse") and reads it over first_k_dense_replace;
+        # a layout other than leading dense layers makes the parameters unknown (hf_unread.parameter_doubts).
+        dense = leading_dense(layout)
+    if dense:
+        out["dense_layers"] = dense
+    return out

@@ -1,0 +1,334 @@
+"""Hugging Face config.json -> ModelSpec: the one reader, dispatching to a module per family group.
+
+Pure: no I/O. A new architecture is one new hf_*.py module and a line in `_pattern` or `LAYER_TYPES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.errors import SpecError
+from kvcalc.model.hf import encdec as hf_encdec
+from kvcalc.model.hf import hybrid as hf_hybrid
+from kvcalc.model.hf import legacy as hf_legacy
+from kvcalc.model.hf import mla as hf_mla
+from kvcalc.model.hf import moe as hf_moe
+from kvcalc.model.hf import nas as hf_nas
+from kvcalc.model.hf import vision as hf_vision
+from kvcalc.model.hf import windows as hf_windows
+from kvcalc.model.hf.defaults import TYPE_DEFAULTS
+from kvcalc.model.hf.fields import Config, check_types, declared_dtype, quantization, window
+from kvcalc.model.hf.hybrid import StateDtypes
+from kvcalc.model.hf.unread import parameter_doubts, refuse_unplaced_state, refuse_unread, refuse_unread_shape
+from kvcalc.model.quant import checkpoint_info
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
+from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
+
+# Families whose attention_bias also puts a bias on o_proj.
+O_PROJ_BIAS = {
+    "llama",
+    "gpt_oss",
+    "qwen3",
+    "qwen3_moe",
+    "granite",
+    "granitemoe",
+    "granitemoehybrid",
+    "cohere",
+    "cohere2",
+}
+# The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
+MAX_LAYERS = 100_000
+# Layer-type names each family uses in layer_types, beyond attention ones.
+MAMBA_TYPES = {"granitemoehybrid", "bamba"}
+CONV_TYPES = {"lfm2"}
+ENCODER_DECODER = {
+    "whisper",
+    "t5",
+    "mt5",
+    "umt5",
+    "bart",
+    "mbart",
+    "marian",
+    "pegasus",
+    "seamless_m4t",
+    "led",
+    "longt5",
+}
+
+
+def _merge_text_config(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Multimodal wrappers keep the language model in text_config (or llm_config)."""
+    model_type = str(raw.get("model_type", ""))
+    for key in ("text_config", "llm_config", "language_config"):
+        inner = raw.get(key)
+        if isinstance(inner, dict):
+            merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "llm_config")}
+            merged.update(inner)
+            inner_type = inner.get("model_type") or (f"{model_type}_text" if model_type else "")
+            if model_type == "mllama":
+                inner_type = "mllama_text_model"
+            return merged, str(inner_type)
+    return dict(raw), model_type
+
+
+def _layer_types(
+    cfg: Config, model_type: str, types: list[Any], layers: int, hidden: int, el: StateDtypes
+) -> list[LayerRun]:
+    """One LayerRun per entry of an explicit per-layer list (layer_types)."""
+    if len(types) != layers:
+        raise cfg.refuse(f"layer_types has {len(types)} entries for {layers} layers")
+    runs = []
+    for t in types:
+        if t in ("full_attention", "attention"):
+            runs.append(LayerRun(kind=LayerKind.FULL))
+        elif t == "sliding_attention":
+            win = cfg.overrides.get("window") or cfg.get("sliding_window", "sliding_window_size")
+            runs.append(LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)))
+        elif t == "chunked_attention":
+            runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=cfg.int_field("attention_chunk_size")))
+        elif t in ("mamba", "linear_attention") and model_type in MAMBA_TYPES:
+            # transformers 5 saves Mamba layers under the new name linear_attention (remap_legacy_layer_types)
+            state, params = hf_hybrid.mamba2(cfg, hidden, el)
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+        elif t == "linear_attention":
+            state, params = hf_hybrid.gated_deltanet(cfg, hidden, el)
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+        elif t == "conv" and model_type in CONV_TYPES:
+            state, params = hf_hybrid.short_conv(cfg, hidden, el)
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+        else:
+            raise cfg.refuse(f"layer type '{t}' in layer_types of a '{model_type}' model is not supported")
+    return runs
+
+
+def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
+    """One LayerRun per layer (count 1), or [] for a uniform model."""
+    if hf_mla.is_mla(cfg):
+        return []  # uniform MLA
+    if isinstance(cfg.get("block_configs"), list):
+        return hf_nas.block_configs(cfg, layers, hidden)
+    if model_type == "llama4_text" or (cfg.get("attention_chunk_size") and cfg.get("layer_types") is None):
+        return hf_windows.llama4_chunked(cfg, layers)
+    if model_type == "nemotron_h":
+        return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
+    types = cfg.get("layer_types", "layers_block_type")
+    interval = cfg.get("full_attention_interval")
+    if types is None and isinstance(interval, int) and interval > 0:
+        # Qwen3-Next: every `interval`-th layer is full attention, the rest linear attention.
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if types is None and model_type == "afmoe":
+        # AfmoeConfig: layer i is full attention when (i + 1) % global_attn_every_n_layers == 0.
+        every = cfg.int_field("global_attn_every_n_layers")
+        types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
+    if types is None and model_type == "bamba":
+        # BambaConfig.layers_block_type: attention at attn_layer_indices, Mamba-2 elsewhere.
+        attention = cfg.get("attn_layer_indices") or []
+        types = ["attention" if i in attention else "mamba" for i in range(layers)]
+    if types is None and model_type in MAMBA_TYPES:
+        types = ["mamba"] * layers  # GraniteMoeHybridConfig.layers_block_type without layer_types
+    if types is None and model_type in CONV_TYPES:
+        # Lfm2Config: full_attn_idxs (default: every layer) name the attention layers.
+        full = cfg.get("full_attn_idxs", default=list(range(layers)))
+        types = ["full_attention" if i in full else "conv" for i in range(layers)]
+    if isinstance(types, list):
+        return _layer_types(cfg, model_type, types, layers, hidden, el)
+    if isinstance(cfg.get("hybrid_override_pattern"), str):
+        return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
+    if cfg.get("attn_layer_period"):
+        return hf_hybrid.jamba(cfg, layers, hidden, el)
+    cross = cfg.get("cross_attention_layers")
+    if isinstance(cross, list):
+        return [LayerRun(kind=LayerKind.CROSS if i in cross else LayerKind.FULL) for i in range(layers)]
+    runs = hf_windows.sliding_pattern(cfg, model_type, layers, model_type in TYPE_DEFAULTS)
+    return runs or []
+
+
+def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> list[LayerRun]:
+    """Hunyuan CLA: layer i computes K and V when i % cla_share_factor == 0; the layers after it attend
+    over those (HunYuanCrossAttention has q_proj and o_proj only; vLLM hunyuan_v1.py shares the cache)."""
+    factor = cfg.int_field("cla_share_factor", default=1)
+    base = runs or [LayerRun()] * layers
+    if any(r.kind != LayerKind.FULL for r in base):
+        raise cfg.refuse("use_cla with windowed or hybrid layers is not read")
+    return [r.model_copy(update={"kv_shared": i % factor != 0}) for i, r in enumerate(base)]
+
+
+def _state_dtypes(cfg: Config, model_type: str) -> StateDtypes:
+    """Conv state in the activation dtype; the SSM / linear-attention state as vLLM 0.19 resolves
+    mamba_ssm_cache_dtype 'auto' (model_executor/models/config.py): NemotronHForCausalLMConfig takes the
+    config's mamba_ssm_cache_dtype, else float16 (PR #29978; float32 only from PR #39032, after 0.19.0);
+    Qwen3_5ForConditionalGenerationConfig takes the text config's mamba_ssm_dtype (PR #34489: Qwen3.5 says
+    float32); every other family keeps the model's dtype, whatever its config names."""
+    activation = declared_dtype(cfg)
+    if model_type == "nemotron_h":
+        raw = str(cfg.get("mamba_ssm_cache_dtype", default="float16"))
+    elif model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
+        raw = str(cfg.get("mamba_ssm_dtype", default="auto"))
+    else:
+        raw = "auto"
+    raw = raw.removeprefix("torch.")
+    ssm = DTYPE_ALIASES.get(raw, raw) if raw != "auto" else activation
+    if ssm not in DTYPE_BITS:
+        raise cfg.refuse(f"mamba_ssm_cache_dtype '{raw}' is not a known dtype")
+    return StateDtypes(conv=float(DTYPE_BITS[activation]) / 8, ssm=float(DTYPE_BITS[ssm]) / 8)
+
+
+def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
+    """Map a config.json dict to a ModelSpec, or refuse with the file and field that is wrong."""
+    overrides = overrides or {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: config.json must be a JSON object")
+    for wrapper in (raw, raw.get("text_config"), raw.get("llm_config"), raw.get("language_config")):
+        if isinstance(wrapper, dict) and not isinstance(wrapper.get("model_type", ""), str):
+            raise SpecError(f"{where}: field model_type must be a string, got {wrapper['model_type']!r}")
+    data, model_type = _merge_text_config(raw)
+    encdec = raw.get("is_encoder_decoder") or model_type in ENCODER_DECODER or raw.get("model_type") in ENCODER_DECODER
+    if encdec:
+        model_type = str(raw.get("model_type", model_type))
+    data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
+    for nested in ("ffn_config", "attn_config"):
+        if data.get(nested) is not None and not isinstance(data[nested], dict):
+            raise SpecError(f"{where}: field {nested} must be an object, got {data[nested]!r}")
+    if model_type == "dbrx":
+        # DbrxFFNConfig nests the experts: moe_num_experts, moe_top_k, ffn_hidden_size (each expert's width).
+        ffn = data.get("ffn_config") or {}
+        data.update(
+            num_local_experts=ffn.get("moe_num_experts", 4),
+            num_experts_per_tok=ffn.get("moe_top_k", 1),
+            intermediate_size=ffn.get("ffn_hidden_size", 3584),
+        )
+    cfg = Config(data, where, overrides)
+    check_types(cfg)
+    refuse_unread(cfg, model_type)
+    dtype = overrides.get("dtype") or declared_dtype(cfg)
+    weight_dtype, expert_dtype = quantization(cfg, dtype) if "dtype" not in overrides else (dtype, None)
+    vocab = cfg.get("vocab_size", "padded_vocab_size")
+    if vocab is not None:
+        vocab = cfg.int_field("vocab_size", "padded_vocab_size")
+    fields: dict[str, Any] = {
+        "name": name,
+        "source": where,
+        "vocab_size": vocab,
+        "dtype": weight_dtype,
+        "expert_dtype": expert_dtype,
+        "checkpoint": checkpoint_info(raw),
+    }
+    if vocab is None:
+        fields["params_unknown"] = "config.json has no vocab_size"
+    if encdec:
+        fields.update(hf_encdec.encdec_fields(cfg, model_type))
+        if fields["num_layers"] > MAX_LAYERS:
+            raise cfg.refuse(
+                f"{fields['num_layers']:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})"
+            )
+        for flag in ("layers", "window"):
+            if flag in overrides:
+                raise SpecError(
+                    f"{where}: --{flag} is not supported for an encoder-decoder", hint="edit a copy of config.json"
+                )
+        if "kv_heads" in overrides:
+            fields["num_kv_heads"] = overrides["kv_heads"]
+        if "head_dim" in overrides:
+            fields["head_dim"] = overrides["head_dim"]
+        return build(ModelSpec, fields, where)
+    decoder = _decoder_fields(cfg, model_type, raw)
+    missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
+    missing += parameter_doubts(cfg, model_type)
+    fields.update(decoder)
+    if missing:
+        fields["params_unknown"] = "; ".join(missing)
+    return build(ModelSpec, fields, where)
+
+
+def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[str, Any]:
+    where, overrides = cfg.where, cfg.overrides
+    if (
+        model_type == "nemotron_h"
+        and cfg.get("num_hidden_layers") is None
+        and (pattern := hf_hybrid.nemotron_pattern(cfg))
+    ):
+        cfg.data["num_hidden_layers"] = len(pattern)  # NemotronHConfig counts the blocks of layers_block_type
+    layers = overrides.get("layers") or cfg.int_field(
+        "num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers"
+    )
+    if layers > MAX_LAYERS:
+        raise cfg.refuse(f"{layers:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})")
+    hidden = cfg.int_field("hidden_size", "n_embd", "d_model", "dim", override=None)
+    heads = cfg.int_field("num_attention_heads", "n_head", "n_heads", "num_heads")
+    kv_heads = hf_legacy.kv_heads(cfg, model_type, heads)
+    head_dim = overrides.get("head_dim") or cfg.get("head_dim", "kv_channels", "attention_head_dim")
+    if head_dim is None and hf_mla.is_mla(cfg):
+        head_dim = hf_mla.mla_head_dim(cfg)
+    if head_dim is None and model_type == "mpt":
+        head_dim = hidden // heads
+    if not hf_mla.is_mla(cfg) and not {"kv_heads", "head_dim"} & set(overrides):
+        refuse_unread_shape(cfg, kv_heads or heads, head_dim or hidden // heads)
+    if cross := cfg.get("cross_attention_layers"):
+        if not isinstance(cross, list):
+            raise SpecError(f"{where}: cross_attention_layers must be a list")
+    if kv_heads and heads % kv_heads:
+        raise SpecError(
+            f"{where}: num_attention_heads ({heads}) is not divisible by the KV heads ({kv_heads})",
+            hint="query heads must split evenly into KV-head groups",
+        )
+    positions = cfg.get("max_position_embeddings", "n_positions", "max_seq_len")  # for the --seq warning
+    fields: dict[str, Any] = {
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        # Lfm2Config reads LFM's original key tie_embedding as tie_word_embeddings.
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", "tie_embedding", default=True)),
+        "mlp_gated": model_type not in hf_legacy.UNGATED,
+        "attention_bias": bool(
+            cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))
+        ),
+        # NOTE: attention_bias covers o_proj only where the modeling code says so (transformers
+        # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
+        # Qwen 1/2 bias q, k, v alone.
+        "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
+        # AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates the output like Qwen3-Next's.
+        "attn_output_gate": bool(cfg.get("attn_output_gate", default=model_type in ("qwen3_next", "afmoe"))),
+        # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
+        "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
+        "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),
+        "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
+        **hf_moe.moe_fields(cfg, model_type),
+    }
+    refuse_unplaced_state(cfg, sum(1 for r in fields["layer_pattern"] if r.state_bytes))
+    # block_configs give every layer its own FFN width; there is no global one.
+    if cfg.get("block_configs"):
+        fields["intermediate_size"] = 0
+    elif model_type in CONV_TYPES:
+        fields["intermediate_size"] = hf_hybrid.lfm2_intermediate(cfg)
+    elif model_type == "granitemoehybrid" and not fields.get("experts"):
+        fields["intermediate_size"] = cfg.int_field("shared_intermediate_size")  # dense: the shared MLP is the MLP
+    else:
+        inter = hf_legacy.intermediate(cfg, model_type, hidden)
+        if inter is None and fields.get("experts") and not fields.get("dense_layers"):
+            inter = 0  # every layer is MoE (Qwen3.5 MoE text configs): no dense MLP width is needed
+        if inter is None:
+            fields["params_unknown"] = "config.json has no intermediate_size"
+            inter = 0
+        fields["intermediate_size"] = inter
+    if hf_mla.is_mla(cfg):
+        fields.update(hf_mla.mla_fields(cfg))
+    if cfg.get("use_cla"):
+        fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
+    ck = fields.get("checkpoint")
+    if isinstance(raw.get("vision_config"), dict) and str(raw.get("model_type")) != "mllama":
+        fields["description"] = (
+            "vision tower and projector counted as vLLM builds them"
+            if ck and ck.vision_params
+            else "language model only: the vision tower's parameters are not counted"
+        )
+    if str(raw.get("model_type")) == "mllama":
+        vision = hf_vision.mllama_fields(cfg, raw.get("vision_config"), hidden)
+        images = vision.pop("images")
+        fields.update(vision)
+        fields["layer_pattern"] = [
+            r.model_copy(update={"cross_tokens": images * vision["image_tokens"]}) if r.kind == LayerKind.CROSS else r
+            for r in fields["layer_pattern"]
+        ]
+    return fields

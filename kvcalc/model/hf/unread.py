@@ -1,0 +1,220 @@
+"""What the config reader refuses, and why: fields whose effect on the cache kvcalc does not model."""
+
+from __future__ import annotations
+
+from kvcalc.model.hf.fields import Config
+from kvcalc.model.hf.moe import leading_dense
+
+
+def refuse_unread(cfg: Config, model_type: str) -> None:
+    """Fields whose effect on the cache kvcalc does not model: refuse rather than guess."""
+    if cfg.get("use_cla") and model_type not in ("hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"):
+        raise cfg.refuse(
+            "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
+        )
+    if cfg.get("moe_layer_num_skipped"):
+        raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
+    if model_type.startswith("longcat_flash"):
+        # vLLM longcat_flash.py: each of num_layers layers holds two MLA attention blocks (two caches).
+        raise cfg.refuse(
+            "LongCat-Flash's layers each hold two MLA attention blocks (num_layers counts the pairs); not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    if isinstance(cfg.get("attention_other_setting"), dict):
+        raise cfg.refuse(
+            "attention_other_setting (Step 3.5's sliding layers with their own heads) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    shapes = [k for k, v in cfg.data.items() if k.startswith("swa_") and v is not None and "head" in k]
+    if shapes:
+        raise cfg.refuse(
+            f"{shapes[0]} (sliding layers with their own attention shape, MiMo-V2-Flash) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    v_dim = cfg.get("v_head_dim")
+    if v_dim is not None and not cfg.get("kv_lora_rank"):
+        k_dim = cfg.get("head_dim", "kv_channels", "attention_head_dim")
+        hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+        if k_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+            k_dim = hidden // heads
+        if v_dim != k_dim:
+            raise cfg.refuse(
+                f"v_head_dim {v_dim} differs from the key head_dim {k_dim}: values narrower or wider than keys "
+                "are not read",
+                hint="its cache is not estimated, rather than guessed",
+            )
+    pattern = cfg.get("hybrid_override_pattern", "layers_block_type")
+    moe = isinstance(pattern, str) and "E" in pattern or isinstance(pattern, list) and "moe" in pattern
+    if moe and not cfg.get("n_routed_experts", "num_experts"):
+        raise cfg.refuse("hybrid_override_pattern has MoE layers (E) but no n_routed_experts")
+    if model_type == "falcon_h1" or cfg.get("mamba_d_ssm"):
+        raise cfg.refuse(
+            "Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
+            hint="its cache and state are not estimated, rather than guessed",
+        )
+    # GLM-5 (glm_moe_dsa) and DeepSeek-V4 carry the same indexer; a trimmed copy may lack index_topk.
+    if cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa", "deepseek_v4"):
+        raise cfg.refuse(
+            "DeepSeek-V3.2's lightning indexer (also in GLM-5 and DeepSeek-V4) keeps a second per-token cache "
+            "(index_head_dim keys in fp8) that kvcalc does not model",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v"):
+        raise cfg.refuse(
+            "global_head_dim / num_global_key_value_heads / attention_k_eq_v (Gemma 4's full-attention layers "
+            "have their own KV shape) are not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    if cfg.get("num_kv_shared_layers"):
+        raise cfg.refuse("num_kv_shared_layers (Gemma 3n's KV sharing across layers) is not read")
+    if cfg.get("linear_attn_config") or model_type == "kimi_linear":
+        raise cfg.refuse("Kimi Linear's KDA linear attention is not read")
+    attn_types = cfg.get("attn_type_list")
+    if isinstance(attn_types, list) and any(t != 1 for t in attn_types):
+        raise cfg.refuse("attn_type_list has lightning (linear) attention layers (MiniMax-01); they are not read")
+    if model_type in ("mamba", "mamba2", "falcon_mamba"):
+        raise cfg.refuse(
+            f"'{model_type}' is a pure state-space model: it has no KV cache, and its state is not modelled"
+        )
+    if cfg.get("kv_reuse_group") or cfg.get("global_attn_idx") is not None:
+        raise cfg.refuse("kv_reuse_group / global_attn_idx (Hymba's shared and windowed KV) are not read")
+    refuse_per_layer_kv(cfg)
+    if model_type in ("lfm2_moe", "lfm2_vl_moe"):
+        raise cfg.refuse(
+            f"'{model_type}' (LFM2 with experts) is not read yet",
+            hint="its cache is not estimated, rather than guessed",
+        )
+
+
+# Names other code bases give the KV-head count and the head width. The reader takes num_key_value_heads and
+# head_dim (with the aliases in hf_legacy / hf_reader); the same figure under one of these names is harmless,
+# a different one would change the cache.
+SHAPE_ALIASES = {
+    "n_kv_heads": "KV heads", "num_query_groups": "KV heads", "num_kv_groups": "KV heads", "kv_n_heads": "KV heads",
+    "num_attention_groups": "KV heads",  # Step 3's name for its KV heads
+    "hidden_size_per_head": "head width", "head_size": "head width", "d_head": "head width",
+    "attention_head_size": "head width", "kv_head_dim": "head width",
+}  # fmt: skip
+
+
+def refuse_unread_shape(cfg: Config, kv_heads: int, head_dim: int) -> None:
+    """Refuse when a KV-head count or head width under a name the reader does not take disagrees with the
+    one it resolved (Meta-style n_kv_heads, PLaMo's hidden_size_per_head)."""
+    read = {"KV heads": kv_heads, "head width": head_dim}
+    for key, what in SHAPE_ALIASES.items():
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value != read[what]:
+            raise cfg.refuse(
+                f"{key} {value} is not read, and differs from the {what} kvcalc reads ({read[what]})",
+                hint="its cache is not estimated, rather than guessed",
+            )
+
+
+# Keys that describe recurrent state (Mamba, linear attention, short convolutions, RG-LRU), and the per-layer
+# layouts through which the reader places such layers.
+RECURRENT_KEYS = ("mamba_", "ssm_", "state_size", "linear_num_value_heads", "conv_l_cache", "block_types", "lru_width")
+LAYOUT_KEYS = (
+    "layer_types", "layers_block_type", "hybrid_override_pattern", "attn_layer_period", "full_attention_interval",
+    "full_attn_idxs", "attn_layer_indices", "block_configs",
+)  # fmt: skip
+
+
+def refuse_unplaced_state(cfg: Config, stateful_layers: int) -> None:
+    """A config that describes recurrent state but no layout the reader read (RecurrentGemma's block_types,
+    PLaMo 2's mamba_step) would otherwise be read as attention in every layer: refuse."""
+    if stateful_layers or any(cfg.get(key) is not None for key in LAYOUT_KEYS):
+        return
+    keys = [k for k in cfg.data if cfg.data[k] is not None and k.lower().startswith(RECURRENT_KEYS)]
+    if keys:
+        raise cfg.refuse(
+            f"{keys[0]} describes recurrent (SSM / linear-attention) layers, but which layers they are is not read",
+            hint="its cache and state are not estimated, rather than guessed",
+        )
+
+
+# Mixture-of-experts keys the reader reads, or that do not change the parameter count.
+MOE_KEYS_READ = {
+    "num_local_experts", "n_routed_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
+    "moe_top_k", "num_selected_experts", "moe_topk", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
+    "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_shared_expert",
+    "use_mixed_mlp_moe", "shared_intermediate_size", "expert_layer_period", "expert_layer_offset",
+    "moe_drop_tokens", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
+}  # fmt: skip
+
+
+# Per-layer lists (one entry per layer) that the reader reads, or that do not change the parameter count.
+PER_LAYER_READ = {
+    "layer_types", "layers_block_type", "no_rope_layers", "moe_intermediate_size", "moe_topk", "num_shared_expert",
+    "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types",
+}  # fmt: skip
+# Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression, which
+# layers are which: MiMo-V2-Flash's hybrid_layer_pattern).
+KV_WORDS = ("kv", "key_value", "head_dim", "window", "sliding", "cache", "compress", "hybrid", "pattern")
+
+
+def _layer_count(cfg: Config) -> int | None:
+    layers = cfg.get("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+    return layers if isinstance(layers, int) and not isinstance(layers, bool) else None
+
+
+def unread_per_layer(cfg: Config) -> list[str]:
+    """Keys holding one value per layer that the reader does not read: a layer-by-layer variation
+    (Laguna's num_attention_heads_per_layer, gating_types) that no global field describes."""
+    layers = _layer_count(cfg)
+    if layers is None:
+        return []
+    mtp = cfg.get("num_nextn_predict_layers", default=0)
+    lengths = {layers, layers + mtp} if isinstance(mtp, int) else {layers}
+    return [
+        key
+        for key, value in cfg.data.items()
+        if isinstance(value, list)
+        and len(value) in lengths
+        and key not in PER_LAYER_READ
+        and not key.endswith(("token_id", "token_ids", "tokens"))
+    ]
+
+
+def refuse_per_layer_kv(cfg: Config) -> None:
+    """A per-layer list about the KV shape that is not read would change the cache: refuse."""
+    for key in unread_per_layer(cfg):
+        if any(word in key.lower() for word in KV_WORDS):
+            raise cfg.refuse(
+                f"{key} (one value per layer) is not read; it may change the cache",
+                hint="its cache is not estimated, rather than guessed",
+            )
+
+
+def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
+    """Config fields that would change the parameter count in ways the reader does not model. The cache
+    is still answered; parameters are then reported as unknown rather than a different number."""
+    doubts = []
+    step = cfg.get("decoder_sparse_step")
+    if step not in (None, 0, 1) or cfg.get("mlp_only_layers"):
+        doubts.append("decoder_sparse_step / mlp_only_layers (dense layers between MoE layers) are not read")
+    if cfg.get("hidden_size_per_layer_input") or cfg.get("vocab_size_per_layer_input"):
+        doubts.append("per-layer input embeddings (Gemma 3n / 4) are not counted")
+    if cfg.get("moe_layer_freq") not in (None, 1):
+        doubts.append("moe_layer_freq other than 1 is not read")
+    layout = cfg.get("mlp_layer_types")
+    if isinstance(layout, list):
+        experts = cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0)
+        sparse = layout[leading_dense(layout) :]
+        if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
+            doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
+    read = MOE_KEYS_READ | {"llama4_text": {"moe_layers"}, "afmoe": {"num_shared_experts"}}.get(model_type, set())
+    for key, value in cfg.data.items():
+        if key in read or not ("expert" in key or key.startswith("moe_")):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, list)):
+            continue
+        # NOTE: a shared-expert count of 1 is one more MLP per layer (Ling's num_shared_experts: 1).
+        least = 1 if "shared" in key else 2
+        if (isinstance(value, int) and value >= least) or (isinstance(value, list) and value):
+            doubts.append(f"{key} is not read")
+    doubts += [
+        f"{key} (one value per layer) is not read"
+        for key in unread_per_layer(cfg)
+        if f"{key} is not read" not in doubts and not (key == "moe_layers" and model_type == "llama4_text")
+    ]
+    return doubts

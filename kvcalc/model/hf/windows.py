@@ -1,0 +1,82 @@
+"""Sliding-window and chunked attention patterns: Mistral, Qwen 2/3, Gemma 2/3, Llama 4."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.model.hf.fields import Config, window
+from kvcalc.model.spec import LayerKind, LayerRun
+
+# Types whose `sliding_window` applies to every layer when set.
+SLIDE_ALL = {"mistral", "mixtral", "starcoder2", "phi3", "phimoe"}
+# Types whose `sliding_window` is used only when `use_sliding_window` is true.
+QWEN_SLIDE = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+
+
+def llama4_chunked(cfg: Config, layers: int) -> list[LayerRun]:
+    """Llama 4: RoPE layers attend within chunks; every 4th (NoPE) layer is global. MoE layers are
+    moe_layers, else every interleave_moe_layer_step-th; the rest have a dense MLP of intermediate_size_mlp.
+
+    Llama4TextConfig (transformers 5) derives layer_types from no_rope_layers and serializes both, so a
+    re-saved config lists chunked_attention / full_attention per layer: read them here, beside the MLP
+    layout, rather than as a plain layer_types list (which would make every layer MoE).
+    """
+    nope = cfg.get("no_rope_layers")
+    interval = cfg.get("no_rope_layer_interval", default=4)
+    if not isinstance(nope, list) or len(nope) != layers:
+        nope = [int((i + 1) % interval != 0) for i in range(layers)]
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        if len(types) != layers or any(t not in ("chunked_attention", "full_attention") for t in types):
+            raise cfg.refuse("layer_types of a Llama 4 model must list chunked_attention / full_attention per layer")
+        nope = [int(t == "chunked_attention") for t in types]
+    # vLLM llama4.py: a RoPE layer attends in chunks only when attention_chunk_size is set.
+    chunk = cfg.int_field("attention_chunk_size") if cfg.get("attention_chunk_size") is not None else None
+    step = cfg.get("interleave_moe_layer_step", default=1)
+    moe = cfg.get("moe_layers")
+    if not isinstance(moe, list):
+        moe = list(range(step - 1, layers, step))  # Llama4TextConfig's default
+    dense_inter = cfg.int_field("intermediate_size_mlp", "intermediate_size")
+    runs = []
+    for i in range(layers):
+        extra = {} if i in moe else {"intermediate_size": dense_inter}
+        if nope[i] and chunk:
+            runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=chunk, **extra))
+        else:
+            runs.append(LayerRun(kind=LayerKind.FULL, **extra))
+    return runs
+
+
+def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool) -> list[LayerRun] | None:
+    """The window pattern of a family that has one, [] for uniform full attention, None if not ours."""
+    win: Any = cfg.overrides.get("window") or cfg.get("sliding_window", "sliding_window_size")
+    if model_type == "gemma2":
+        return [
+            LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)) if i % 2 == 0 else LayerRun()
+            for i in range(layers)
+        ]
+    if model_type in ("gemma3_text", "cohere2") or cfg.get("sliding_window_pattern") is not None:
+        # Gemma3Config and Cohere2Config derive layer_types alike: layer i is full attention when
+        # (i + 1) % sliding_window_pattern == 0, sliding otherwise.
+        every = cfg.int_field("sliding_window_pattern", "_sliding_window_pattern", default=6)
+        return [
+            LayerRun() if (i + 1) % every == 0 else LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win))
+            for i in range(layers)
+        ]
+    if model_type in QWEN_SLIDE or cfg.get("use_sliding_window") is not None:
+        if cfg.get("use_sliding_window") and win:
+            first = cfg.get("max_window_layers", default=layers)
+            return [
+                LayerRun(kind=LayerKind.SLIDING, window_tokens=win) if i >= first else LayerRun() for i in range(layers)
+            ]
+        return []
+    if win and (model_type in SLIDE_ALL or "window" in cfg.overrides):
+        return [LayerRun(kind=LayerKind.SLIDING, window_tokens=win)] * layers
+    if win and not known_type:
+        # NOTE: families disagree on which layers a bare sliding_window applies to (all of them in
+        # Mistral; some, by a pattern or a layer list, elsewhere): for an unread type, refuse.
+        raise cfg.refuse(
+            f"sliding_window {win} in a '{model_type}' config without layer_types: which layers slide is not known",
+            hint="pass --window to make every layer slide, if that is what the model does",
+        )
+    return None

@@ -1,0 +1,343 @@
+"""Weight formats as an engine loads them: quantization_config -> a format per linear-layer group -> bytes.
+
+Pure: reads a config dict, returns Pydantic descriptions and integers. The byte counts follow what
+vLLM 0.19 keeps on the GPU after `process_weights_after_loading` (vllm/model_executor/layers/
+quantization/*): packed weights plus their scales (and zero points where the format has them);
+embeddings, norms and the MoE router stay in the activation dtype unless a config quantizes them.
+"""
+
+# NOTE: no `from __future__ import annotations` in the Pydantic model modules: Pydantic would compile
+# every field's annotation string at import (about 2 ms of start-up over results, specs and quant).
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Scale = Literal["none", "tensor", "channel", "group", "block"]
+Compute = Literal["16-bit", "fp32", "fp8", "int8", "fp4"]
+
+
+class LinearFormat(BaseModel):
+    """How one linear layer's weight is stored: element bits plus scale (and zero-point) overhead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    name: str  # fp8, int8, int4, mxfp4, nvfp4, nf4 or an activation dtype (bf16, fp16, fp32)
+    weight_bits: int = Field(gt=0)
+    scale: Scale = "none"
+    group_size: int | None = None  # elements along the input per scale ("group"), block edge ("block")
+    scale_bytes: int = 0  # bytes of one scale
+    zero_points: bool = False  # asymmetric formats keep a packed zero point per scale
+    extra_bytes: int = 0  # per-linear constants (global scales)
+    compute: Compute = "16-bit"  # the tensor-core format its matmuls run in
+
+    def linear_bytes(self, out_rows: int, in_cols: int) -> int:
+        """Bytes of one [out_rows, in_cols] weight in this format, scales included."""
+        return sum(self.tensor_bytes(out_rows, in_cols))
+
+    def tensor_bytes(self, out_rows: int, in_cols: int, copies: int = 1) -> list[int]:
+        """The separate tensors it is stored in (weight, scales, zero points, global scales), for
+        `copies` stacked copies (the experts of a fused-MoE layer share one tensor of each)."""
+        weight = math.ceil(out_rows * in_cols * self.weight_bits / 8)
+        if self.scale == "channel":
+            scales = out_rows
+        elif self.scale == "group":
+            scales = out_rows * math.ceil(in_cols / self.group_size)
+        elif self.scale == "block":
+            scales = math.ceil(out_rows / self.group_size) * math.ceil(in_cols / self.group_size)
+        elif self.scale == "tensor":
+            scales = 1
+        else:
+            scales = 0
+        zeros = math.ceil(scales * self.weight_bits / 8) if self.zero_points else 0
+        parts = [weight, scales * self.scale_bytes, zeros, self.extra_bytes]
+        return [copies * p for p in parts if p]
+
+
+def plain(dtype: str) -> LinearFormat:
+    """An unquantized weight in an activation dtype."""
+    bits = {"fp32": 32, "bf16": 16, "fp16": 16}[dtype]
+    return LinearFormat(name=dtype, weight_bits=bits, compute="fp32" if bits == 32 else "16-bit")
+
+
+# NOTE: the formats `--dtype` names, as vLLM's `--quantization fp8` or an llm-compressor checkpoint
+# stores them: fp8 and int8 are w8a8 with one fp32 scale per output channel
+# (compressed_tensors_w8a8_{fp8,int8}.py: ChannelQuantScaleParameter, float32); int4 is w4a16 with
+# group size 128 and 16-bit scales (GPTQ / AWQ / Marlin, symmetric: Marlin drops the zero points).
+# mxfp4: e8m0 scale per 32 (OCP MX spec, vLLM mxfp4.py); nvfp4: fp8 scale per 16 plus an fp32
+# global weight scale and input scale per linear (modelopt.py / compressed_tensors_w4a4_nvfp4.py).
+_NAMED = {
+    "fp8": {"weight_bits": 8, "scale": "channel", "scale_bytes": 4, "compute": "fp8"},
+    "int8": {"weight_bits": 8, "scale": "channel", "scale_bytes": 4, "compute": "int8"},
+    "int4": {"weight_bits": 4, "scale": "group", "group_size": 128, "scale_bytes": 2},
+    "mxfp4": {"weight_bits": 4, "scale": "group", "group_size": 32, "scale_bytes": 1},
+    "nvfp4": {
+        "weight_bits": 4,
+        "scale": "group",
+        "group_size": 16,
+        "scale_bytes": 1,
+        "extra_bytes": 8,
+        "compute": "fp4",
+    },
+}
+QUANTIZED_DTYPES = tuple(_NAMED)
+
+
+def named(dtype: str) -> LinearFormat | None:
+    """The stored format `--dtype DTYPE` names; None for an activation dtype (bf16, fp16, fp32).
+    Built on demand: a LinearFormat made at import would build the models' validators at every
+    start (defer_build above), which `kvcalc cache` on an unquantized model never needs."""
+    fields = _NAMED.get(dtype)
+    return LinearFormat(name=dtype, **fields) if fields else None
+
+
+class Quantization(BaseModel):
+    """A checkpoint's quantization: the format of each linear-layer group."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    method: str
+    linear: LinearFormat | None = None  # None: not understood (see `problem`)
+    experts: LinearFormat | None = None  # MoE experts when they differ from `linear`
+    attention_quantized: bool = True  # False when the ignore list keeps attention 16-bit
+    lm_head_quantized: bool = False
+    problem: str | None = None  # why the format could not be read
+
+
+class Checkpoint(BaseModel):
+    """What a checkpoint loads beyond the architecture: quantization, rotary cache, vision tower."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    quantization: Quantization | None = None
+    rotary_dim: int | None = None  # columns of vLLM's cos/sin cache (head_dim x partial_rotary_factor)
+    vision: bool = False  # a vision_config: an encoder and projector are loaded and profiled too
+    declared_dtype: str | None = None  # torch_dtype of the config (fp32, bf16, fp16)
+    # rows of each cos/sin cache vLLM builds, when not the one max_position_embeddings table
+    rotary_rows: tuple[int, ...] | None = None
+    # the vision tower and projector vLLM loads, where kvcalc knows the family's layout:
+    # (parameters split over tensor parallelism, parameters replicated on every rank)
+    vision_params: tuple[int, int] | None = None
+    # the profiling run's dummy image, where known: (embeddings per image, pixel values per image)
+    image_profile: tuple[int, int] | None = None
+
+
+def _ignored(patterns: list[str], *names: str) -> bool:
+    """True when an ignore / modules_to_not_convert entry covers one of these module names."""
+    for pattern in patterns:
+        p = str(pattern)
+        regex = p[3:] if p.startswith("re:") else re.escape(p).replace(r"\*", ".*")
+        if any(re.search(regex, n) or n.endswith(p) or p in n for n in names):
+            return True
+    return False
+
+
+def _compressed_tensors(q: dict[str, Any]) -> Quantization:
+    groups = q.get("config_groups") or {}
+    scheme = next(iter(groups.values()), None) if isinstance(groups, dict) else None
+    weights = scheme.get("weights") if isinstance(scheme, dict) else None
+    if not isinstance(weights, dict):
+        return Quantization(method="compressed-tensors", problem="no config_groups weights scheme")
+    bits, kind = weights.get("num_bits"), weights.get("type", "int")
+    strategy, group = weights.get("strategy", "tensor"), weights.get("group_size")
+    acts = scheme.get("input_activations")
+    ignore = [str(x) for x in q.get("ignore") or []]
+    common = {
+        "method": "compressed-tensors",
+        "attention_quantized": not _ignored(ignore, "model.layers.0.self_attn.q_proj"),
+        "lm_head_quantized": not _ignored(ignore, "lm_head") and "lm_head" in str(scheme.get("targets")),
+    }
+    if bits == 8 and strategy in ("channel", "tensor", "block"):
+        name = "fp8" if kind == "float" else "int8"
+        scale: Scale = strategy
+        size = None
+        if strategy == "block":
+            block = weights.get("block_structure") or [128, 128]
+            size = int(block[0])
+        fmt = LinearFormat(
+            name=name,
+            weight_bits=8,
+            scale=scale,
+            group_size=size,
+            scale_bytes=4,
+            zero_points=not weights.get("symmetric", True),
+            compute=name if acts else "16-bit",
+        )
+        return Quantization(linear=fmt, **common)
+    if bits == 4 and kind == "float" and group == 16:
+        nvfp4 = named("nvfp4")
+        return Quantization(linear=nvfp4 if acts else nvfp4.model_copy(update={"compute": "16-bit"}), **common)
+    if bits in (4, 8) and kind == "int" and strategy in ("group", "channel"):
+        fmt = LinearFormat(
+            name=f"int{bits}",
+            weight_bits=bits,
+            scale="group" if strategy == "group" else "channel",
+            group_size=group if strategy == "group" else None,
+            scale_bytes=2,
+            zero_points=not weights.get("symmetric", True),
+            compute="int8" if acts and bits == 8 else "16-bit",
+        )
+        return Quantization(linear=fmt, **common)
+    return Quantization(
+        method="compressed-tensors", problem=f"{bits}-bit {kind} weights with strategy '{strategy}' are not modelled"
+    )
+
+
+def _gptq_awq(method: str, q: dict[str, Any]) -> Quantization:
+    bits = q.get("bits") or q.get("w_bit")
+    group = q.get("group_size") or q.get("q_group_size") or 128
+    if bits not in (2, 3, 4, 8):
+        return Quantization(method=method, problem=f"bits={bits!r}")
+    # NOTE: GPTQ-Marlin keeps zero points only for asymmetric checkpoints (sym=false); AWQ is
+    # always asymmetric (its zero points become Marlin's zp). Scales are 16-bit.
+    asym = method == "awq" or not q.get("sym", True)
+    fmt = LinearFormat(
+        name=f"int{bits}",
+        weight_bits=bits,
+        scale="group" if group and group > 0 else "channel",
+        group_size=group if group and group > 0 else None,
+        scale_bytes=2,
+        zero_points=asym,
+    )
+    return Quantization(method=method, linear=fmt, lm_head_quantized=bool(q.get("lm_head")))
+
+
+def _bitsandbytes(q: dict[str, Any]) -> Quantization:
+    if q.get("load_in_4bit"):
+        # NOTE: nf4/fp4 in blocks of 64 with an fp32 absmax each; double quantization stores the
+        # absmax as 8-bit plus an fp32 per 256 absmax values (bitsandbytes functional.quantize_4bit).
+        double = q.get("bnb_4bit_use_double_quant", False)
+        fmt = LinearFormat(
+            name="nf4", weight_bits=4, scale="group", group_size=64, scale_bytes=1 if double else 4, extra_bytes=0
+        )
+        return Quantization(method="bitsandbytes", linear=fmt)
+    if q.get("load_in_8bit"):
+        return Quantization(
+            method="bitsandbytes", linear=LinearFormat(name="int8", weight_bits=8, scale="channel", scale_bytes=4)
+        )
+    return Quantization(method="bitsandbytes", problem="neither load_in_4bit nor load_in_8bit")
+
+
+def read_quantization(q: Any) -> Quantization | None:
+    """The format of each linear-layer group from a config's quantization_config (None: unquantized)."""
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    if method == "compressed-tensors":
+        return _compressed_tensors(q)
+    if method in ("gptq", "awq", "gptq_marlin", "awq_marlin"):
+        return _gptq_awq(method.removesuffix("_marlin"), q)
+    if method == "bitsandbytes":
+        return _bitsandbytes(q)
+    if method == "mxfp4":
+        # NOTE: gpt-oss quantizes only the experts; attention, router, embeddings stay 16-bit.
+        return Quantization(method=method, experts=named("mxfp4"), attention_quantized=False)
+    if method in ("fp8", "fbgemm_fp8"):
+        block = q.get("weight_block_size")
+        if block:  # DeepSeek-V3 style: 128x128 blocks, fp32 weight_scale_inv per block
+            fmt = LinearFormat(
+                name="fp8", weight_bits=8, scale="block", group_size=int(block[0]), scale_bytes=4, compute="fp8"
+            )
+        elif method == "fbgemm_fp8":
+            fmt = named("fp8")
+        else:  # serialized per-tensor fp8 (fp8.py Fp8LinearMethod: one fp32 scale per linear)
+            fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+        ignore = [str(x) for x in q.get("ignored_layers") or q.get("modules_to_not_convert") or []]
+        return Quantization(
+            method=method, linear=fmt, attention_quantized=not _ignored(ignore, "model.layers.0.self_attn.q_proj")
+        )
+    if method == "modelopt":
+        nested = q.get("quantization") if isinstance(q.get("quantization"), dict) else {}
+        algo = str(q.get("quant_algo") or nested.get("quant_algo", "")).upper()
+        # NOTE: vLLM's ModelOpt configs (modelopt.py) read the modules left unquantized from the
+        # compressed-tensors style "ignore" or the older "exclude_modules" (nested under
+        # "quantization" in hf_quant_config.json); NVIDIA's checkpoints list every self_attn there.
+        ignore = [str(x) for x in q.get("ignore") or q.get("exclude_modules") or nested.get("exclude_modules") or []]
+        kept = {"attention_quantized": not _ignored(ignore, "model.layers.0.self_attn.q_proj")}
+        if algo == "FP8":
+            fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+            return Quantization(method=method, linear=fmt, **kept)
+        if algo == "NVFP4":
+            return Quantization(method=method, linear=named("nvfp4"), **kept)
+        return Quantization(method=method, problem=f"quant_algo '{algo}'")
+    return Quantization(method=method or "unknown", problem="this quantization method is not modelled")
+
+
+def checkpoint_info(raw: Any) -> Checkpoint | None:
+    """One call from the config reader: what vLLM loads beyond the architecture's parameters."""
+    from kvcalc.model.hf.towers import image_profile, vision_params
+
+    if not isinstance(raw, dict):
+        return None
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    heads, hidden = text.get("num_attention_heads"), text.get("hidden_size")
+    head_dim = text.get("head_dim") or text.get("qk_rope_head_dim")
+    if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
+        head_dim = hidden // heads
+    rotary = None
+    if isinstance(head_dim, int):
+        factor = text.get("partial_rotary_factor", 1.0)
+        rotary = int(head_dim * factor) if isinstance(factor, (int, float)) and 0 < factor <= 1 else head_dim
+    declared = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
+    declared = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(declared)
+    return Checkpoint(
+        declared_dtype=declared,
+        quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),
+        rotary_dim=rotary,
+        vision=isinstance(raw.get("vision_config"), dict),
+        rotary_rows=_rotary_rows(text),
+        vision_params=vision_params(raw, text),
+        image_profile=image_profile(raw),
+    )
+
+
+def _scaled_rows(max_pos: int, scaling: Any) -> int:
+    """Rows of one rotary cache (vllm/model_executor/layers/rotary_embedding, get_rope)."""
+    if not isinstance(scaling, dict):
+        return max_pos
+    kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
+    factor = scaling.get("factor")
+    if not isinstance(factor, (int, float)) or factor <= 0:
+        return max_pos
+    if kind in ("linear", "dynamic"):
+        # linear_scaling_rope.py / dynamic_ntk_scaling_rope.py: max_len = max_position_embeddings x factor
+        return int(max_pos * factor)
+    if kind in ("yarn", "deepseek_yarn"):
+        # yarn_scaling_rope.py (and DeepSeek's): ceil(original_max_position x factor), at least max_position
+        original = scaling.get("original_max_position_embeddings")
+        original = original if isinstance(original, int) and original > 0 else max_pos
+        return max(math.ceil(original * factor), max_pos)
+    return max_pos  # default, llama3, mrope, longrope's long table: max_position_embeddings rows
+
+
+def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
+    """The cos/sin caches' rows when they differ from one table of max_position_embeddings."""
+    max_pos = text.get("max_position_embeddings")
+    if not isinstance(max_pos, int) or max_pos <= 0:
+        return None
+    params = text.get("rope_parameters")
+    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
+        # transformers 5 per-layer-type rope parameters: one cache per distinct setting
+        caches = {_scaled_rows(max_pos, v) for v in params.values() if isinstance(v, dict)}
+        rows = sorted(caches, reverse=True)
+    else:
+        rows = [_scaled_rows(max_pos, text.get("rope_scaling") or params)]
+        if "rope_local_base_freq" in text:
+            # Gemma 3: sliding layers build their own default rope (gemma3.py, rope_local_base_freq)
+            rows.append(max_pos)
+    return None if rows == [max_pos] else tuple(rows)
+
+
+def dtype_quantization(dtype: str) -> Quantization | None:
+    """`--dtype X` for a quantized X: every decoder linear layer in that format; None for 16/32-bit."""
+    fmt = named(dtype)
+    return Quantization(method=f"--dtype {dtype}", linear=fmt) if fmt else None
+
+
+def compute_format(q: Quantization | None) -> Compute:
+    """The tensor-core format the dense matmuls of a checkpoint run in."""
+    if q is None:
+        return "16-bit"
+    fmt = q.linear or q.experts
+    return fmt.compute if fmt else "16-bit"

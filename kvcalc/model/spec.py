@@ -1,0 +1,243 @@
+"""Pydantic input models: the model architecture (ModelSpec, LayerRun); the accelerator is in gpu.py."""
+
+# NOTE: no `from __future__ import annotations` in the Pydantic model modules: Pydantic would compile
+# every field's annotation string at import (about 2 ms of start-up over results, specs and quant).
+from collections import Counter
+from enum import Enum
+from functools import cached_property
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kvcalc.errors import SpecError, UsageError
+from kvcalc.model.quant import Checkpoint
+from kvcalc.units import normalize_dtype
+
+Pos = Annotated[int, Field(gt=0)]
+NonNeg = Annotated[int, Field(ge=0)]
+
+
+class LayerKind(str, Enum):
+    FULL = "full"  # holds every token of the context
+    SLIDING = "sliding"  # holds the last W tokens
+    CHUNKED = "chunked"  # attends within chunks of C tokens: holds at most C
+    MLA = "mla"  # holds a compressed latent (kv_lora_rank + qk_rope_head_dim) per token
+    STATELESS = "stateless"  # no per-token KV: SSM / linear attention (constant state) or no-op
+    CROSS = "cross"  # cross-attention: holds the encoder's (or the images') tokens, not the text's
+
+
+class LayerRun(BaseModel):
+    """`count` consecutive layers of one kind. A model's pattern is a list of runs."""
+
+    # NOTE: not deferred: ModelSpec's validator then reuses this one, where a deferred LayerRun was
+    # built twice, inside ModelSpec's and again when expanded_layers made the first run.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: LayerKind = LayerKind.FULL
+    count: Pos = 1
+    window_tokens: Pos | None = None
+    kv_heads: Pos | None = None
+    state_bytes: NonNeg = 0
+    mixer_params: NonNeg | None = None
+    intermediate_size: NonNeg | None = None
+    # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
+    # the sequence itself (an encoder-decoder whose encoder input is as long as --seq).
+    cross_tokens: NonNeg | None = 0
+    # Attends over an earlier layer's K and V (Hunyuan's cross-layer attention): caches nothing itself.
+    kv_shared: bool = False
+
+    @model_validator(mode="after")
+    def _window_matches_kind(self) -> "LayerRun":
+        windowed = self.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)
+        if windowed and self.window_tokens is None:
+            raise ValueError(f"a {self.kind.value} layer needs window_tokens")
+        if not windowed and self.window_tokens is not None:
+            raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
+        if self.state_bytes and self.kind != LayerKind.STATELESS:
+            raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
+        if self.kv_shared and self.kind not in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+            raise ValueError("kv_shared is only for attention layers")
+        if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
+            raise ValueError("cross_tokens is only for cross-attention layers")
+        return self
+
+
+class ModelSpec(BaseModel):
+    """A decoder's architecture: what the cache, parameter and roofline arithmetic need."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    description: str | None = None
+    source: str | None = None
+
+    num_layers: Pos
+    hidden_size: Pos
+    num_heads: Pos
+    num_kv_heads: Pos | None = None  # absent means MHA (as many KV heads as query heads)
+    head_dim: Pos | None = None  # absent means hidden_size / num_heads
+    intermediate_size: NonNeg = 0
+    vocab_size: Pos | None = None  # None: not in the config; parameters are then unknown
+    tie_embeddings: bool = False
+    mlp_gated: bool = True
+    attention_bias: bool = False  # q, k, v biases
+    o_proj_bias: bool = False
+    attn_output_gate: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next, Qwen3.5)
+    mlp_bias: bool = False  # biases on every MLP / expert projection (gpt-oss, BART, Whisper)
+    # Weights outside the decoder layers and token embeddings: a vision tower and projector, an
+    # encoder, position tables. Held in memory, not read by a decode step.
+    extra_params: NonNeg = 0
+    image_tokens: Pos | None = None  # encoder tokens one image adds to each cross-attention layer
+    params_unknown: str | None = None  # why parameters cannot be counted (a field the config lacks)
+    dtype: str = "bf16"
+    params: Pos | None = None  # explicit count: taken as what a decode step reads
+
+    experts: NonNeg = 0
+    experts_per_token: NonNeg = 0
+    expert_intermediate_size: NonNeg | None = None
+    shared_expert_intermediate_size: NonNeg = 0
+    dense_layers: NonNeg = 0  # the first k layers use a dense MLP instead of experts
+    expert_dtype: str | None = None
+
+    kv_lora_rank: Pos | None = None
+    qk_rope_head_dim: Pos | None = None
+    qk_nope_head_dim: Pos | None = None
+    v_head_dim: Pos | None = None
+    q_lora_rank: Pos | None = None
+
+    # Repeats cyclically to fill num_layers (gemma-2: [sliding, full]); empty means uniform.
+    layer_pattern: list[LayerRun] = []
+    max_position_embeddings: Pos | None = None  # the context the model was trained for, when known
+
+    # What the checkpoint loads beyond the architecture (quantization, rotary cache, vision tower).
+    checkpoint: Checkpoint | None = None
+
+    @field_validator("dtype", "expert_dtype")
+    @classmethod
+    def _dtype(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            return normalize_dtype(v)
+        except UsageError as e:
+            raise ValueError(f"{e.message} ({e.hint})") from None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ModelSpec":
+        if self.num_heads % self.kv_heads != 0:
+            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.kv_heads})")
+        if self.head_dim is None and self.hidden_size % self.num_heads != 0:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_heads ({self.num_heads}): give head_dim"
+            )
+        if self.vocab_size is None and not self.params_unknown:
+            raise ValueError("vocab_size is required")
+        period = sum(run.count for run in self.layer_pattern)
+        if period > self.num_layers:
+            raise ValueError(f"layer_pattern covers {period} layers but the model has num_layers={self.num_layers}")
+        for run in self.layer_pattern:
+            if run.kv_heads is not None and self.num_heads % run.kv_heads != 0:
+                raise ValueError(
+                    f"num_heads ({self.num_heads}) must be divisible by a layer's kv_heads ({run.kv_heads})"
+                )
+            if run.kind == LayerKind.MLA and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
+                raise ValueError("MLA layers need kv_lora_rank and qk_rope_head_dim")
+        if self.experts:
+            if not 0 < self.experts_per_token <= self.experts:
+                raise ValueError(
+                    f"experts_per_token must be between 1 and experts ({self.experts}), got {self.experts_per_token}"
+                )
+            if self.dense_layers > self.num_layers:
+                raise ValueError("dense_layers cannot exceed num_layers")
+        return self
+
+    # --- derived ----------------------------------------------------------------------
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def head_dim_effective(self) -> int:
+        # NOTE: take head_dim from the config when present: Gemma, Qwen3 and Llama-3.2 set it
+        # independently of hidden_size / num_heads.
+        return self.head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    def expanded_layers(self) -> list[LayerRun]:
+        """One entry per layer (count ignored), the pattern repeated to num_layers."""
+        if not self.layer_pattern:
+            kind = LayerKind.MLA if self.is_mla else LayerKind.FULL
+            return [LayerRun(kind=kind)] * self.num_layers
+        unit = [run for run in self.layer_pattern for _ in range(run.count)]
+        return [unit[i % len(unit)] for i in range(self.num_layers)]
+
+    def layer_groups(self) -> list[tuple[LayerRun, int]]:
+        """Distinct layer shapes with how many layers have each, in first-seen order."""
+        return self._layer_groups
+
+    @cached_property
+    def _layer_groups(self) -> list[tuple[LayerRun, int]]:
+        # NOTE: cached: the arithmetic asks for it in every step of a generate loop; specs are
+        # never mutated (with_changes builds a new one).
+        # expanded_layers repeats the same few run objects: count them first (first-seen order), then
+        # copy each distinct run once with count 1 (a copy per layer was 61 copies for DeepSeek-V3).
+        groups: dict[LayerRun, int] = {}
+        for run, layers in Counter(self.expanded_layers()).items():
+            key = run if run.count == 1 else run.model_copy(update={"count": 1})
+            groups[key] = groups.get(key, 0) + layers
+        return list(groups.items())
+
+    def with_changes(self, **changes: object) -> "ModelSpec":
+        """A validated copy with some fields replaced (for overrides and what-ifs)."""
+        data = self.model_dump()
+        data.update(changes)
+        return build(ModelSpec, data, f"model '{self.name}'")
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first error as 'field.path: message' (just the message for a whole-model invariant).
+    An unknown field comes first, with the closest known name: a typo (`num_layerz`) is the cause
+    of the 'Field required' that Pydantic lists before it."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    where = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        import difflib
+
+        msg = "unknown field"
+        fields = _fields_at(exc.title, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1, cutoff=0.6)
+        if close:
+            msg += f" (did you mean {close[0]}?)"
+    return f"{where}: {msg}" if where else msg
+
+
+def _fields_at(title: str, loc: tuple) -> list[str]:
+    """The field names a model named `title` accepts at the top level (nested paths: none offered)."""
+    if loc:
+        return []
+    if title == "ModelSpec":
+        return list(ModelSpec.model_fields)
+    if title == "GpuSpec":
+        from kvcalc.hardware.gpu import GpuSpec  # its own module, off the start-up path of `kvcalc cache`
+
+        return list(GpuSpec.model_fields)
+    return []
+
+
+def build(model: type[BaseModel], data: object, where: str):
+    """Validate data into a model, turning Pydantic's error into a one-line SpecError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{where}: {validation_message(exc)}") from None

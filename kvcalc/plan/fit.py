@@ -1,0 +1,254 @@
+"""Pure memory-fit arithmetic: per-GPU budget, tensor and pipeline parallelism, paged blocks, largest batch and context."""
+
+import math
+from typing import Callable
+
+from kvcalc.cost.kvcache import (
+    ATTENTION_KINDS,
+    cache_report,
+    elements_per_token,
+    kv_heads_per_rank,
+    replicates_kv_heads,
+    tokens_held,
+)
+from kvcalc.cost.params import weight_bytes_resident
+from kvcalc.cost.step import Deployment, Stage, context_warning, held_kv_bytes, stages
+from kvcalc.engines.vllm.figures import VllmFigures
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+from kvcalc.results import Result
+from kvcalc.units import elements_to_bytes, fmt_bytes
+
+MAX_SEARCH_SEQ = 1 << 30  # beyond any published context length
+
+
+# NOTE: this command's result models live here, beside the function that returns them, so that
+# another command does not define them at start-up; and no `from __future__ import annotations`
+# in this module: Pydantic would compile every field's annotation string at import.
+class PerGpu(Result):
+    weight_bytes: int
+    kv_bytes: int  # the requested batch x seq, paged, on one rank
+    state_bytes: int
+    reserve_bytes: int
+    budget_bytes: int  # capacity x gpu_util
+    capacity_bytes: int
+
+
+class SloResult(Result):
+    tpot_ms: float | None = None
+    ttft_ms: float | None = None
+    batch: int
+    tpot_s: float
+    ttft_s: float | None = None
+    tokens_per_s: float
+    basis: str  # "ceiling" or "estimate"
+    met: bool = True  # False: no batch that fits meets the goals; tpot_s / ttft_s are then batch 1's
+
+
+class FitResult(Result):
+    model: str
+    gpu: str
+    tp: int
+    pp: int = 1
+    seq: int
+    batch: int
+    dtype: str
+    kv_dtype: str
+    gpu_util: float
+    block_size: int
+    kv_heads_per_rank: int | None
+    kv_heads_replicated: bool
+    fits: bool
+    max_batch: int
+    max_seq: int | None  # None: windowed layers only, the cache stops growing
+    kv_capacity_tokens: int
+    max_concurrency: float
+    per_gpu: PerGpu
+    vllm: VllmFigures | None = None
+    slo: SloResult | None = None
+    warnings: list[str] = []
+    ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
+    verdict: str = ""
+
+
+def paged(tokens: int, block_size: int) -> int:
+    """Tokens a paged allocator reserves: whole blocks."""
+    return math.ceil(tokens / block_size) * block_size
+
+
+def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, block_size: int) -> int:
+    """One sequence's cache on one rank (all layers), each layer's tokens rounded up to whole blocks."""
+    elements = sum(
+        n * elements_per_token(spec, run, tp) * paged(tokens_held(run, seq), block_size)
+        for run, n in spec.layer_groups()
+    )
+    return elements_to_bytes(elements, kv_dtype)
+
+
+def _max_seq(stage: Stage, batch: int, avail: int, kv_dtype: str, block_size: int) -> int | None:
+    def fits(s: int) -> bool:
+        return batch * (held_kv_bytes(stage, s, kv_dtype, block_size) + stage.state_bytes) <= avail
+
+    if fits(MAX_SEARCH_SEQ):
+        return None
+    return largest_satisfying(MAX_SEARCH_SEQ, fits)
+
+
+def largest_satisfying(limit: int, ok: Callable[[int], bool]) -> int:
+    """Largest n in [1, limit] with ok(n), for ok monotone (true, then false); 0 if none."""
+    if limit < 1 or not ok(1):
+        return 0
+    lo, hi = 1, limit + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def fit_report(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tp: int,
+    seq: int,
+    batch: int,
+    dtype: str | None,
+    kv_dtype: str,
+    gpu_util: float,
+    reserve_bytes: int,
+    block_size: int,
+    steps: list[str] | None = None,
+    pp: int = 1,
+    weights_per_gpu: int | None = None,
+    staged: tuple[Stage, ...] | None = None,
+) -> FitResult:
+    """Per GPU of each pipeline stage: its weights, the paged KV of its layers, state and reserve
+    against capacity x gpu_util. The figures reported are the tightest stage's. weights_per_gpu: an
+    engine's own figure (vLLM's weights as loaded) instead of kvcalc's shard, on every stage."""
+    dep = Deployment(tp=tp, pp=pp, gpu_util=gpu_util, reserve_bytes=reserve_bytes)
+    staged = staged or stages(spec, dep, dtype)
+    budget = int(gpu.capacity_bytes * gpu_util)
+
+    def resident(st: Stage) -> int:
+        return st.resident_bytes if weights_per_gpu is None else weights_per_gpu
+
+    def room(st: Stage) -> tuple[int, int, int]:
+        """(bytes left for KV and state, one sequence's KV, its state) on one GPU of the stage."""
+        return (
+            budget - resident(st) - reserve_bytes,
+            held_kv_bytes(st, seq, kv_dtype, block_size),
+            st.state_bytes,
+        )
+
+    def capacity(st: Stage) -> int:
+        avail, per_seq, per_state = room(st)
+        return max(avail, 0) // (per_seq + per_state) if per_seq + per_state else MAX_SEARCH_SEQ
+
+    stage = min(staged, key=lambda st: (capacity(st), room(st)[0]))
+    avail, per_seq, per_state = room(stage)
+    weights = resident(stage)
+    usable = max(avail, 0)
+    max_batch = min(capacity(st) for st in staged) if per_seq + per_state else 0
+    per_token = sum(t.layers * t.elements for t in stage.terms)  # while every window still grows
+    per_token_bytes = elements_to_bytes(per_token, kv_dtype)
+    fits = all(batch * (pr[1] + pr[2]) <= pr[0] for pr in map(room, staged))
+    attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
+    if steps is not None:
+        all_weights = weight_bytes_resident(spec, dtype)
+        where = f" (pipeline stage {stage.index}, layers {stage.start}-{stage.end - 1}: the tightest)" if pp > 1 else ""
+        steps += [
+            f"budget per GPU: {gpu.capacity_bytes:,} B × {gpu_util:g} = {budget:,} B",
+            f"weights: {weights:,} B per GPU (as vLLM loads them)"
+            if weights_per_gpu is not None
+            else f"weights: {all_weights:,} B in all; one GPU{where} holds {weights:,} B "
+            + ("(1/tp of the matrices, embedding and LM head; norms and routers whole)" if tp > 1 else ""),
+            f"left for the KV cache: {budget:,} − {weights:,} − reserve {reserve_bytes:,} = {avail:,} B",
+        ]
+        if tp > 1:
+            kv_steps: list[str] = []
+            cache_report(spec, 1, seq, kv_dtype, tp, steps=kv_steps)
+            steps += [line for line in kv_steps if line.startswith("tensor parallel") or "MLA" in line][:2]
+        blocks = math.ceil(seq / block_size)
+        steps.append(
+            f"paged blocks: ⌈{seq:,} / {block_size}⌉ = {blocks:,} blocks = {blocks * block_size:,} token slots per full layer"
+        )
+        state = f" + constant state {per_state:,} B" if per_state else ""
+        steps.append(f"one sequence of {seq:,} tokens on one GPU: {per_seq:,} B of KV{state}")
+        steps.append(f"largest batch: ⌊{usable:,} / {per_seq + per_state:,}⌋ = {max_batch:,}")
+    result = FitResult(
+        model=spec.name,
+        gpu=gpu.name,
+        tp=tp,
+        pp=pp,
+        seq=seq,
+        batch=batch,
+        dtype=dtype or spec.dtype,
+        kv_dtype=kv_dtype,
+        gpu_util=gpu_util,
+        block_size=block_size,
+        kv_heads_per_rank=kv_heads_per_rank(attention[0].kv_heads or spec.kv_heads, tp) if attention else None,
+        kv_heads_replicated=replicates_kv_heads(spec, tp),
+        fits=fits,
+        max_batch=max_batch,
+        max_seq=_max_seq(stage, batch, usable, kv_dtype, block_size),
+        kv_capacity_tokens=(usable // (per_token_bytes * block_size)) * block_size if per_token_bytes else 0,
+        max_concurrency=usable / (per_seq + per_state) if per_seq + per_state else 0.0,
+        per_gpu=PerGpu(
+            weight_bytes=weights,
+            kv_bytes=batch * per_seq,
+            state_bytes=batch * per_state,
+            reserve_bytes=reserve_bytes,
+            budget_bytes=budget,
+            capacity_bytes=gpu.capacity_bytes,
+        ),
+        warnings=[w for w in (context_warning(spec, seq),) if w],
+    )
+    result.ok, result.verdict = verdict(result)  # the caller redoes it after adding latency goals
+    return result
+
+
+def _slo_figures(slo) -> str:  # noqa: ANN001
+    """The goal times the search measured, as the verdict quotes them: 'TPOT 19.91 ms, TTFT 80.12 ms'."""
+    pairs = (("TPOT", slo.tpot_s if slo.tpot_ms else None), ("TTFT", slo.ttft_s))
+    return ", ".join(f"{label} {value * 1e3:.2f} ms" for label, value in pairs if value is not None)
+
+
+def verdict(result: FitResult) -> tuple[bool, str]:
+    """(ok, one line): fits and meets the latency goals, or what is over or missed and by how much."""
+    p = result.per_gpu
+    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    budget = f"the {fmt_bytes(p.budget_bytes)} budget ({fmt_bytes(p.capacity_bytes)} x {result.gpu_util:g})"
+    if not result.fits:
+        fixed = p.weight_bytes + p.reserve_bytes
+        if fixed > p.budget_bytes:
+            return False, (
+                f"DOES NOT FIT on {where}: weights {fmt_bytes(p.weight_bytes)} + reserve {fmt_bytes(p.reserve_bytes)} "
+                f"per GPU exceed {budget} by {fmt_bytes(fixed - p.budget_bytes)}; use more GPUs (--tp, --pp), "
+                "smaller weights (--dtype fp8/int4) or a larger GPU"
+            )
+        need = fixed + p.kv_bytes + p.state_bytes
+        return False, (
+            f"DOES NOT FIT on {where}: batch {result.batch:,} x {result.seq:,} tokens needs {fmt_bytes(p.kv_bytes)} "
+            f"of KV{' and state' if p.state_bytes else ''} per GPU, over {budget} by {fmt_bytes(need - p.budget_bytes)}; "
+            f"the largest batch that fits is {result.max_batch:,}"
+        )
+    slo = result.slo
+    if slo is None:
+        return True, f"fits on {where}"
+    goals = " and ".join(
+        f"{label} {value:g} ms" for label, value in (("TPOT", slo.tpot_ms), ("TTFT", slo.ttft_ms)) if value is not None
+    )
+    if slo.met and result.batch > slo.batch:
+        # The goals hold up to slo.batch (step times grow with the batch); this row asks for more.
+        there = _slo_figures(slo)
+        return False, (
+            f"fits on {where} but batch {result.batch:,} misses {goals}: the largest batch that meets "
+            f"{'them' if ' and ' in goals else 'it'} is {slo.batch:,} ({there} there, {slo.basis})"
+        )
+    if not slo.met:
+        figures = _slo_figures(slo)
+        return False, (
+            f"fits on {where} but misses {goals}: batch 1 takes {figures} ({slo.basis}); "
+            "relax the goal, add GPUs (--tp) or quantize weights and cache"
+        )
+    return True, f"fits on {where} and meets {goals} up to batch {slo.batch:,} ({slo.basis})"

@@ -1,0 +1,1 @@
+"""Result models in, Rich renderables and chart files out; nothing here prints."""

@@ -1,0 +1,181 @@
+"""Pure chart data (no plotting library): one description drawn by both the terminal and the file renderer."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kvcalc.cost.kvcache import cache_bytes
+from kvcalc.model.spec import ModelSpec
+from kvcalc.units import GIB, fmt_tokens
+
+if TYPE_CHECKING:
+    from kvcalc.cost.roofline import RooflineResult
+    from kvcalc.plan.variants import CompareResult
+
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+MAX_SERIES = 8  # lines or point groups per chart: more make an unreadable legend
+
+
+@dataclass
+class Series:
+    label: str
+    x: list[float]
+    y: list[float]
+    kind: str = "line"  # line | point | ridge | hline
+    gid: str = ""  # element id in SVG output
+    group: str = ""  # series of one group (a GPU) share a colour
+
+
+@dataclass
+class Chart:
+    title: str
+    xlabel: str
+    ylabel: str
+    xlog: bool = True
+    ylog: bool = True
+    series: list[Series] = field(default_factory=list)
+    bars: list[tuple[str, float]] = field(default_factory=list)
+
+
+def _logspace(lo: float, hi: float, n: int = 64) -> list[float]:
+    a, b = math.log10(lo), math.log10(hi)
+    return [10 ** (a + (b - a) * i / (n - 1)) for i in range(n)]
+
+
+def roofline_chart(results: list[RooflineResult]) -> Chart:
+    """Attainable TFLOP/s against FLOP/byte: each GPU's roofs, its ridge, one point per (batch, seq) row."""
+    first = results[0]
+    points = [r.arithmetic_intensity for res in results for r in res.rows]
+    ridges = [res.ridge_flop_per_byte for res in results]
+    lo = min(points + ridges) / 4
+    hi = max(points + ridges) * 4
+    chart = Chart(
+        title=f"Decode roofline: {first.model} ({first.dtype} weights, {first.kv_dtype} KV)",
+        xlabel="arithmetic intensity (FLOP/byte, log)",
+        ylabel="attainable TFLOP/s (log)",
+    )
+    for res in results:
+        xs = _logspace(lo, hi)
+        roof = [min(res.peak_flop_per_s, res.bandwidth_bytes_per_s * x) / 1e12 for x in xs]
+        chart.series.append(Series(f"{res.gpu} roof", xs, roof, "line", gid=f"roof-{res.gpu}", group=res.gpu))
+        chart.series.append(
+            Series(
+                f"{res.gpu} ridge {res.ridge_flop_per_byte:,.0f} FLOP/B",
+                [res.ridge_flop_per_byte],
+                [res.peak_flop_per_s / 1e12],
+                "ridge",
+                gid=f"ridge-{res.gpu}",
+                group=res.gpu,
+            )
+        )
+    # NOTE: one point series per GPU and --seq value (or per GPU when there are many seq values),
+    # never one per row: a 16k-row sweep drew a legend of 8,000 entries and took 71 s.
+    for res in results:
+        seqs = sorted({r.seq for r in res.rows})
+        by_seq = len(seqs) <= MAX_SERIES
+        groups = [[r for r in res.rows if r.seq == s] for s in seqs] if by_seq else [res.rows]
+        for rows in groups:
+            label = f"S={fmt_tokens(rows[0].seq)}" if by_seq else f"{len(rows):,} rows"
+            batches = sorted({r.batch for r in rows})
+            label += f", B={batches[0]}" if len(batches) == 1 else f", B={batches[0]}..{batches[-1]}"
+            label += f" {res.gpu}" if len(results) > 1 else ""
+            chart.series.append(
+                Series(
+                    label,
+                    [r.arithmetic_intensity for r in rows],
+                    [r.flops / r.step_seconds / 1e12 for r in rows],
+                    "point",
+                    gid=f"point-{res.gpu}-{rows[0].seq if by_seq else 'all'}",
+                    group=res.gpu,
+                )
+            )
+    return chart
+
+
+def _spread(values: list[int], most: int) -> list[int]:
+    """At most `most` of the sorted values, evenly spread, the first and last kept."""
+    if len(values) <= most:
+        return values
+    step = (len(values) - 1) / (most - 1)
+    return sorted({values[round(i * step)] for i in range(most)})
+
+
+def cache_chart(
+    spec: ModelSpec,
+    batches: list[int],
+    kv_dtype: str,
+    seqs: list[int],
+    capacity_bytes: int | None = None,
+    weight_bytes: int | None = None,
+    gpu: str | None = None,
+    tp: int = 1,
+) -> Chart:
+    """Cache size against context length for each batch (at most MAX_SERIES lines), the --seq values
+    asked for as points on them, and the GPU's memory lines."""
+    lo = min(256, seqs[0])
+    hi = max(seqs[-1], 4 * seqs[0] if len(seqs) == 1 else seqs[-1], 1024)
+    xs = sorted({max(1, round(s)) for s in _logspace(lo, hi, 48)} | set(seqs))
+    drawn = _spread(batches, MAX_SERIES)
+    title = f"KV cache: {spec.name}, {kv_dtype}" + (f", tp {tp} (per rank)" if tp > 1 else "")
+    if len(drawn) < len(batches):
+        title += f" ({len(drawn)} of {len(batches)} batch sizes)"
+    chart = Chart(title=title, xlabel="context (tokens, log)", ylabel="KV cache (GiB, log)")
+    for b in drawn:
+        chart.series.append(
+            Series(
+                f"batch {b}",
+                list(xs),
+                [cache_bytes(spec, b, s, kv_dtype, tp) / GIB for s in xs],
+                "line",
+                gid=f"batch-{b}",
+                group=f"batch {b}",
+            )
+        )
+    asked = _spread(seqs, 200)
+    chart.series.append(
+        Series(
+            "--seq asked",
+            [s for _ in drawn for s in asked],
+            [cache_bytes(spec, b, s, kv_dtype, tp) / GIB for b in drawn for s in asked],
+            "point",
+            gid="asked",
+        )
+    )
+    if capacity_bytes:
+        chart.series.append(
+            Series(f"{gpu} memory", [xs[0], xs[-1]], [capacity_bytes / GIB] * 2, "hline", gid="gpu-memory")
+        )
+        if weight_bytes is not None and capacity_bytes > weight_bytes:
+            chart.series.append(
+                Series(
+                    f"{gpu} memory - weights",
+                    [xs[0], xs[-1]],
+                    [(capacity_bytes - weight_bytes) / GIB] * 2,
+                    "hline",
+                    gid="gpu-minus-weights",
+                )
+            )
+    return chart
+
+
+MAX_BARS = 40
+
+
+def compare_chart(results: list[CompareResult]) -> Chart:
+    first = results[0]
+    many = len(results) > 1
+    what = f"variants of {first.model}" if first.model else "models"
+    return Chart(
+        title=f"KV cache: {what}" + ("" if many else f", batch {first.batch} x {first.seq:,} tokens"),
+        xlabel="variant" if first.model else "model",
+        ylabel="KV cache (GiB)",
+        xlog=False,
+        ylog=False,
+        bars=[
+            (r.name + (f" B={res.batch} S={fmt_tokens(res.seq)}" if many else ""), r.total_bytes / GIB)
+            for res in results
+            for r in res.rows
+        ],
+    )

@@ -1,0 +1,43 @@
+"""Pure chart data for the planner: decode step time as the context grows (generate) and time per
+output token against batch (fit), drawn by the same terminal and file renderers as the other charts."""
+
+from __future__ import annotations
+
+from kvcalc.present.chart import MAX_SERIES, Chart, Series
+
+POINTS = 64  # samples per line: enough for a smooth curve, cheap at any --new
+
+
+def sample(lo: int, hi: int, n: int = POINTS) -> list[int]:
+    """Up to n integers from lo to hi inclusive, evenly spread, both ends kept."""
+    if hi <= lo:
+        return [lo]
+    if hi - lo + 1 <= n:
+        return list(range(lo, hi + 1))
+    return sorted({lo + round(i * (hi - lo) / (n - 1)) for i in range(n)})
+
+
+def generate_chart(title: str, lines: list[tuple[str, list[int], list[float]]]) -> Chart:
+    """Time per output token (ms) against the context it decodes over, one line per basis."""
+    chart = Chart(title=title, xlabel="context (tokens)", ylabel="time per output token (ms)", xlog=False, ylog=False)
+    for label, xs, seconds in lines[:MAX_SERIES]:
+        chart.series.append(
+            Series(label, [float(x) for x in xs], [s * 1e3 for s in seconds], "line", gid=f"tpot-{label}")
+        )
+    return chart
+
+
+def fit_chart(
+    title: str, lines: list[tuple[str, list[int], list[float]]], goal_ms: float | None, batches: list[int]
+) -> Chart:
+    """Time per output token (ms) against batch, one line per context, the TPOT goal as a dashed line."""
+    chart = Chart(title=title, xlabel="batch (sequences, log)", ylabel="time per output token (ms, log)")
+    for label, xs, seconds in lines[:MAX_SERIES]:
+        chart.series.append(
+            Series(label, [float(x) for x in xs], [s * 1e3 for s in seconds], "line", gid=f"tpot-{label}")
+        )
+    if goal_ms is not None and batches:
+        chart.series.append(
+            Series(f"TPOT goal {goal_ms:g} ms", [float(min(batches)), float(max(batches))], [goal_ms, goal_ms], "hline")
+        )
+    return chart

@@ -1,0 +1,498 @@
+"""Result models as sheets (title, columns, rows, notes); sheet.py lays them out as Rich, Markdown or CSV."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvcalc.present.sheet import PLAIN_ROWS, Sheet, to_csv, to_markdown, to_rich  # noqa: F401  (the layout: sheet.py)
+from kvcalc.units import fmt_bytes, fmt_flop_count, fmt_flops, fmt_params, fmt_rate, fmt_seconds, plural
+
+if TYPE_CHECKING:  # annotations only: each command imports the result models of its own core module
+    from kvcalc.cost.roofline import RooflineResult
+    from kvcalc.plan.variants import CompareResult, CompareRow
+    from kvcalc.results import CacheResult
+
+
+def _bytes(n: int) -> str:
+    return f"{fmt_bytes(n)}"
+
+
+def cache_sheet(results: list[CacheResult]) -> Sheet:
+    first = results[0]
+    tp = f", tp {first.tp} (per rank)" if first.tp > 1 else ""
+    sheet = Sheet(
+        title=f"KV cache: {first.model}, {first.kv_dtype}{tp}",
+        columns=["layers", "kind", "KV\nheads", "elements per\ntoken, layer", "per\ntoken", "tokens\nheld"],
+        optional=(3, 5, 2, 4),  # elements, tokens held, KV heads, then bytes per token (also in the notes)
+    )
+    for layer in first.layers:
+        kind = layer.kind + (f" W={layer.window_tokens:,}" if layer.window_tokens else "")
+        sheet.rows.append(
+            [
+                str(layer.layers),
+                kind,
+                "-" if layer.kv_heads is None else str(layer.kv_heads),
+                f"{layer.elements_per_token:,}",
+                _bytes(layer.bytes_per_token),
+                f"{layer.tokens_held:,}" if layer.elements_per_token else "-",
+            ]
+        )
+    sheet.notes.append(
+        f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)"
+    )
+    for r in results:
+        line = f"Batch {r.batch:,} x {r.seq:,} tokens: {_bytes(r.total_bytes)} ({r.total_bytes:,} B)"
+        if r.state_bytes:
+            line += f" + constant recurrent state {_bytes(r.state_bytes)}"
+        if r.gpu_memory_share is not None:
+            line += f" = {r.gpu_memory_share:.1%} of one {r.gpu} ({_bytes(r.gpu_memory_bytes)})"
+        sheet.notes.append(line)
+    if first.kv_heads_replicated:
+        sheet.notes.append(
+            f"KV heads are replicated: tp {first.tp} exceeds a layer's KV heads, so each rank keeps one whole head."
+        )
+    beyond = [r for r in results if r.warnings]
+    if beyond:  # the longest context only: a range would repeat it per value
+        sheet.notes += [f"Warning: {w}" for w in max(beyond, key=lambda r: r.seq).warnings]
+    return sheet
+
+
+def _unit(values: list[float], units: list[tuple[str, float]], by=max) -> tuple[str, float]:  # noqa: ANN001
+    """The largest unit the column's biggest (or smallest) value reaches: one unit per column."""
+    top = by(values, default=0)
+    for name, size in units:
+        if top >= size:
+            return name, size
+    return units[-1]
+
+
+BYTE_UNITS = [("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)]
+FLOP_UNITS = [("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("FLOP", 1)]
+TIME_UNITS = [("s", 1), ("ms", 1e-3), ("µs", 1e-6)]
+
+
+def _fixed(value: float, decimals: int) -> str:
+    """A figure in its column's unit: `decimals` places, or three significant digits below 0.1. The
+    column's unit follows its largest value, so batch 1 beside batch 32,768 printed 18 ms as '0.02' s
+    and 512 KiB as '0.00' GiB."""
+    import math
+
+    if value == 0 or abs(value) >= 0.1:
+        return f"{value:,.{decimals}f}"
+    return f"{value:,.{max(decimals, 2 - math.floor(math.log10(abs(value))))}f}"
+
+
+def roofline_sheet(result: RooflineResult) -> Sheet:
+    rows = result.rows
+    wu, ws = _unit([r.weight_bytes for r in rows], BYTE_UNITS)
+    ku, ks = _unit([r.kv_bytes for r in rows], BYTE_UNITS)
+    fu, fs = _unit([r.flops for r in rows], FLOP_UNITS, by=min)
+    tu, ts = _unit([r.step_seconds for r in rows], TIME_UNITS)
+    parallel = result.tp * result.pp > 1
+    where = result.gpu
+    if parallel:
+        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}, {result.interconnect})"
+    estimate = result.mbu is not None
+    sheet = Sheet(
+        title=(
+            f"Decode roofline: {result.model} on {where} ({result.dtype} weights, {result.kv_dtype} KV, "
+            f"{result.compute_dtype} peak {fmt_flops(result.peak_flop_per_s)}, HBM {fmt_rate(result.bandwidth_bytes_per_s)}, "
+            f"ridge {result.ridge_flop_per_byte:,.1f} FLOP/B)" + ("; bytes and FLOPs per GPU" if parallel else "")
+        ),
+        columns=[
+            "batch",
+            "seq",
+            f"weights read\n{wu}",
+            f"KV read\n{ku}",
+            fu,
+            "FLOP/B",
+            "bound",
+            *([f"comm\n{tu}"] if parallel else []),
+            f"step\n{tu} >=",
+            "tok/s\n<=",
+            *(["tok/s\nestimate"] if estimate else []),
+            "fits",
+        ],
+        optional=(2, 4, 5, 6, 3),  # weights (one value), FLOPs, intensity, bound, KV read
+    )
+    for r in rows:
+        sheet.rows.append(
+            [
+                f"{r.batch:,}",
+                f"{r.seq:,}",
+                _fixed(r.weight_bytes / ws, 2),
+                _fixed(r.kv_bytes / ks, 2),
+                _fixed(r.flops / fs, 1),
+                _fixed(r.arithmetic_intensity, 2),
+                r.bound,
+                *([_fixed(r.comm_seconds / ts, 2)] if parallel else []),
+                _fixed(r.step_seconds / ts, 2),
+                _fixed(r.tokens_per_s, 1),
+                *([_fixed(r.estimate_tokens_per_s, 1)] if estimate else []),
+                "yes" if r.fits else "NO",
+            ]
+        )
+    sheet.notes.append(
+        "Ceilings: step time >= max(bytes / bandwidth, FLOPs / peak)"
+        + (" per stage + all-reduces and sends" if parallel else "")
+        + ", tokens/s <= batch / step time; real kernels reach a fraction of both roofs."
+    )
+    if estimate:
+        sheet.notes.append(f"Estimate: both roofs scaled by MBU {result.mbu:g} and MFU {result.mfu:g} (not a bound).")
+    state = max(r.state_bytes for r in rows)
+    if state:
+        sheet.notes.append(
+            f"Bytes also count the SSM / linear-attention state each step reads and writes back: up to {fmt_bytes(state)}"
+            + (" per GPU." if parallel else ".")
+        )
+    sheet.notes += [f"Warning: {w}" for w in result.warnings]
+    return sheet
+
+
+def _compared(result: CompareResult) -> str:
+    return f"variants of {result.model}" if result.model else ", ".join(r.name for r in result.rows)
+
+
+def compare_sheet(result: CompareResult) -> Sheet:
+    sheet = Sheet(
+        title=f"KV cache compared: {_compared(result)}, batch {result.batch:,} x {result.seq:,} tokens",
+        columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+        # NOTE: the answer (total, then per token) goes last; the heads and dtype are in the variant's name
+        optional=(2, 1, 5, 3),  # KV dtype, KV heads, vs first, per token
+    )
+    sheet.rows.extend(_compare_cells(r) for r in result.rows)
+    return sheet
+
+
+def _compare_cells(r: CompareRow) -> list[str]:
+    kv_heads = "latent" if r.kv_heads is None else str(r.kv_heads)
+    return [r.name, kv_heads, r.kv_dtype, _bytes(r.bytes_per_token), _bytes(r.total_bytes), f"{r.ratio:.3g}x"]
+
+
+def compare_grid_sheet(results: list[CompareResult]) -> Sheet:
+    """Several --batch x --seq values as one table, a row per (batch, seq, item). NOTE: a table
+    each took Rich 28 s for 16,000 batch values."""
+    first = results[0]
+    sheet = Sheet(
+        title=f"KV cache compared: {_compared(first)}, each relative to the first at the same batch x seq",
+        columns=["batch", "seq", "variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+        text_columns=(2,),
+        optional=(4, 3, 7, 5),  # KV dtype, KV heads, vs first, per token
+    )
+    for result in results:
+        sheet.rows.extend([f"{result.batch:,}", f"{result.seq:,}", *_compare_cells(r)] for r in result.rows)
+    return sheet
+
+
+def _origin(row: dict) -> str:
+    """A preset's name, marked when it comes from the user's folder."""
+    return f"{row['name']} (user)" if row.get("origin") == "user" else row["name"]
+
+
+def _user_note(sheet: Sheet, rows: list[dict]) -> None:
+    users = [r["location"] for r in rows if r.get("origin") == "user"]
+    if users:
+        sheet.notes.append(f"(user): from your preset folder, {users[0].rsplit('/', 1)[0].rsplit(chr(92), 1)[0]}")
+
+
+def models_sheet(rows: list[dict]) -> Sheet:
+    sheet = Sheet(
+        title="Model presets (params: total / active per token)",
+        columns=["name", "layers", "heads", "KV\nheads", "head\ndim", "attention", "params", "KV / token\n(bf16)"],
+        text_columns=(0, 5, 6),
+        optional=(2, 4, 1, 5),  # query heads, head dim, layers, attention kinds
+    )
+    for r in rows:
+        sheet.rows.append(
+            [
+                _origin(r),
+                str(r["num_layers"]),
+                str(r["num_heads"]),
+                "latent" if r["kv_heads"] is None else str(r["kv_heads"]),
+                str(r["head_dim"]),
+                r["attention"],
+                "unknown"
+                if r["params"] is None
+                else fmt_params(r["params"])
+                + (f" / {fmt_params(r['active_params'])}" if r["active_params"] != r["params"] else ""),
+                _bytes(r["kv_bytes_per_token_bf16"]),
+            ]
+        )
+    _user_note(sheet, rows)
+    return sheet
+
+
+def gpus_sheet(rows: list[dict]) -> Sheet:
+    sheet = Sheet(
+        title="GPU presets (dense peaks, no sparsity; memory as used by fit)",
+        columns=["name", "memory", "HBM", "bf16\nTFLOP/s", "fp8\nTFLOP/s", "ridge bf16\nFLOP/B"],
+        notes=["Full names, aliases, every dtype's peak and the sources: kvcalc gpus --format json."],
+    )
+    for r in rows:
+        bf16, fp8 = r["peak_dense_tflop_per_s"].get("bf16"), r["peak_dense_tflop_per_s"].get("fp8")
+        ridge = bf16 * 1e12 / r["bandwidth_bytes_per_s"] if bf16 else None
+        sheet.rows.append(
+            [
+                _origin(r),
+                _bytes(r["capacity_bytes"]),
+                fmt_rate(r["bandwidth_bytes_per_s"]),
+                f"{bf16:,g}" if bf16 else "-",
+                f"{fp8:,g}" if fp8 else "-",
+                f"{ridge:,.0f}" if ridge else "-",
+            ]
+        )
+    _user_note(sheet, rows)
+    return sheet
+
+
+def _field_rows(key: str, value: object) -> list[list[str]]:
+    """A spec field as rows; a nested record (the checkpoint's quantization) as one row per set
+    sub-field, `checkpoint.quantization.method`, rather than a Python dict printed whole."""
+    if not isinstance(value, dict):
+        return [[key, str(value)]]
+    return [row for k, v in value.items() if v not in (None, False, [], {}, "") for row in _field_rows(f"{key}.{k}", v)]
+
+
+def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> Sheet:  # noqa: ANN001
+    spec = resolved.spec
+    sheet = Sheet(
+        title=f"{spec.name} (from {resolved.source}: {resolved.location})",
+        columns=["field", "value"],
+        text_columns=(0, 1),
+    )
+    skip = {"name", "layer_pattern", "aliases", "description"}
+    for key, value in spec.model_dump(mode="json").items():
+        if key not in skip and value not in (None, 0, [], "") or key in ("num_layers", "num_heads"):
+            sheet.rows += _field_rows(key, value)
+    sheet.rows.append(["head_dim (effective)", str(spec.head_dim_effective)])
+    sheet.rows.append(
+        [
+            "KV heads (effective)",
+            f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
+            if spec.is_mla
+            else str(spec.kv_heads),
+        ]
+    )
+    for run, n in spec.layer_groups():
+        detail = f"{n} x {run.kind.value}"
+        if run.window_tokens:
+            detail += f" (W {run.window_tokens:,})"
+        if run.kv_heads:
+            detail += f", {plural(run.kv_heads, 'KV head')}"
+        if run.state_bytes:
+            detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
+        if run.kv_shared:
+            detail += ", reading an earlier layer's K and V (no cache of their own)"
+        sheet.rows.append(["layers", detail])
+    if kv_bytes_per_token_bf16 is not None:  # the figure the JSON carries, in the table too
+        sheet.rows.append(
+            [
+                "KV cache per token (bf16)",
+                f"{fmt_bytes(kv_bytes_per_token_bf16)} ({kv_bytes_per_token_bf16:,} B, while every window grows)",
+            ]
+        )
+    if counts is None:
+        sheet.rows.append(["parameters", f"unknown: {spec.params_unknown}"])
+        return sheet
+    sheet.rows.append(["parameters (from the architecture)", f"{fmt_params(counts.total)} ({counts.total:,})"])
+    if counts.active != counts.total:
+        sheet.rows.append(
+            [
+                "active per token",
+                f"{fmt_params(counts.active)}; {fmt_params(counts.active_excl_embedding)} without the input embedding",
+            ]
+        )
+    if spec.params:
+        sheet.notes.append(f"Explicit params {spec.params:,} are used for weight bytes and FLOPs.")
+    return sheet
+
+
+def _reserve_note(result) -> str:  # noqa: ANN001
+    v = result.vllm
+    if v is not None and v.profile_peak_bytes is not None:
+        return "vLLM profiling peak + non-torch memory"
+    return "activations, graphs, buffers (--reserve)"
+
+
+def fit_sheet(result) -> Sheet:  # noqa: ANN001
+    from kvcalc.plan.fit import FitResult
+
+    assert isinstance(result, FitResult)
+    p = result.per_gpu
+    where = f"one {result.gpu}"
+    if result.tp * result.pp > 1:
+        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
+    sheet = Sheet(
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
+        columns=["per GPU", "bytes", ""],
+        text_columns=(0, 2),
+    )
+    kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
+    if result.kv_heads_per_rank is not None:
+        kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
+    sheet.rows += [
+        ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
+        ["KV cache", _bytes(p.kv_bytes), kv_note],
+        ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
+        ["reserve", _bytes(p.reserve_bytes), _reserve_note(result)],
+        [
+            "total",
+            _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
+            "fits" if result.fits else "DOES NOT FIT",
+        ],
+        ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
+    ]
+    sheet.rows = [r for r in sheet.rows if r]
+    sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
+    sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(
+        f"Largest context at batch {result.batch:,}: "
+        + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
+        + f". KV capacity: {result.kv_capacity_tokens:,} tokens; concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
+    )
+    if result.kv_heads_replicated:
+        sheet.notes.append(
+            f"Replicated KV heads: tp {result.tp} exceeds the model's KV heads, so each rank keeps a whole head "
+            "(more cache per rank than an even split)."
+        )
+    if result.vllm:
+        v = result.vllm
+        sheet.notes.append(
+            f"vLLM {v.version} accounting ({v.num_blocks:,} blocks of {v.block_size}, page {v.page_bytes_per_layer:,} B per layer, "
+            f"{v.kv_cache_groups} group(s) of {v.group_size} layers):"
+        )
+        if v.requested_bytes is not None:
+            sheet.notes.append(
+                f"  predicted: requested {_bytes(v.requested_bytes)} ({_bytes(v.gpu_total_bytes)} x {result.gpu_util:g})"
+                f" - weights {_bytes(v.weights_bytes)} ({v.weight_format}) - profiling peak "
+                f"{_bytes(v.profile_peak_bytes)} - non-torch {_bytes(v.non_torch_bytes)}"
+            )
+        sheet.notes += [f"  {line}" for line in v.log_lines]
+        sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
+    if result.slo:
+        s = result.slo
+        goal = " and ".join(
+            g
+            for g in (
+                f"TPOT <= {s.tpot_ms:g} ms" if s.tpot_ms else "",
+                f"TTFT <= {s.ttft_ms:g} ms" if s.ttft_ms else "",
+            )
+            if g
+        )
+        if s.met:
+            sheet.notes.append(
+                f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
+                f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+            )
+        else:
+            sheet.notes.append(
+                f"No batch meets {goal} ({s.basis}): batch 1 takes TPOT {fmt_seconds(s.tpot_s)}"
+                + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+            )
+    sheet.notes += [f"Warning: {w}" for w in result.warnings]
+    return sheet
+
+
+def fit_grid_sheet(results: list) -> Sheet:
+    """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
+    first = results[0]
+    where = (
+        f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+        if first.tp * first.pp > 1
+        else f"one {first.gpu}"
+    )
+    goals = first.slo is not None
+    sheet = Sheet(
+        title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
+        columns=[
+            "batch",
+            "seq",
+            "weights",
+            "KV cache",
+            "total",
+            "budget",
+            "fits",
+            "largest\nbatch",
+            *(["batch for\ngoals"] if goals else []),
+        ],
+        text_columns=(),
+        # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
+        optional=(2, 5, 4, 7, 3),  # weights, budget, total, largest batch, KV cache
+    )
+    for r in results:
+        p = r.per_gpu
+        sheet.rows.append(
+            [
+                f"{r.batch:,}",
+                f"{r.seq:,}",
+                _bytes(p.weight_bytes),
+                _bytes(p.kv_bytes + p.state_bytes),
+                _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
+                _bytes(p.budget_bytes),
+                "yes" if r.fits else "NO",
+                f"{r.max_batch:,}",
+                *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+            ]
+        )
+    bad = [r for r in results if not r.ok]
+    sheet.notes.append(
+        f"Verdict: all {len(results):,} combinations fit" + (" and meet the goals." if goals else ".")
+        if not bad
+        else f"Verdict: {len(bad):,} of {len(results):,} do not; the first: {bad[0].verdict}."
+    )
+    sheet.notes += [f"Warning: {w}" for w in dict.fromkeys(w for r in results for w in r.warnings)]
+    return sheet
+
+
+def generate_sheet(results: list) -> Sheet:
+    first = results[0]
+    where = first.gpu
+    if first.tp * first.pp > 1:
+        where = f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+    sheet = Sheet(
+        title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
+        columns=["", *[r.basis for r in results]],
+    )
+    sheet.rows += [
+        ["time to first token", *[fmt_seconds(r.ttft_s) for r in results]],
+        ["time per output token (first)", *[fmt_seconds(r.tpot_first_s) for r in results]],
+        ["time per output token (last)", *[fmt_seconds(r.tpot_last_s) for r in results]],
+        ["time per output token (mean)", *[fmt_seconds(r.tpot_s) for r in results]],
+        ["total", *[fmt_seconds(r.total_s) for r in results]],
+        ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results]],
+    ]
+    if first.tp * first.pp > 1:
+        sheet.rows.append(["communication per step", *[fmt_seconds(r.comm_seconds_per_step) for r in results]])
+    sheet.rows.append(["fits in memory", *["yes" if r.fits else "NO" for r in results]])
+    sheet.notes.append(
+        "Ceilings: no real run beats them."
+        if len(results) == 1
+        else "The ceiling is a bound; the estimate scales both roofs."
+    )
+    sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
+    sheet.notes.append(
+        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
+        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
+    )
+    sheet.notes.append(
+        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
+        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
+        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
+    )
+    sheet.notes += [f"Warning: {w}" for w in first.warnings]
+    return sheet
+
+
+def lab_sheet(result) -> Sheet:  # noqa: ANN001
+    sheet = Sheet(
+        title=f"kvcalc lab (seed {result.seed}, float64)",
+        columns=["check", "claim", "measured", "verdict"],
+        text_columns=(0, 1, 2),
+    )
+    for c in result.checks:
+        sheet.rows.append([c.name, c.claim, c.measured, "pass" if c.passed else "FAIL"])
+    if result.bench:
+        sheet.notes.append(
+            "Speed: " + "; ".join(f"T={r['tokens']}: {r['speedup']:.1f}x faster with the cache" for r in result.bench)
+        )
+    return sheet
