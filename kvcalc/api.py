@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.units import KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
     from kvcalc.cost.roofline import RooflineResult
@@ -71,7 +71,7 @@ def _model(model: str | ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
         return override(model, overrides)
     if not isinstance(model, (str, os.PathLike)):
         raise UsageError(f"model must be a preset name, hub id, path or ModelSpec, got {model!r}")
-    from kvcalc.cli.common import _model as resolve
+    from kvcalc.plan.inputs import resolve
 
     return resolve(os.fspath(model), overrides).spec
 
@@ -131,7 +131,7 @@ def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, rese
 
 
 def _overrides(**given: Any) -> dict[str, Any]:
-    from kvcalc.cli.common import _overrides as check
+    from kvcalc.plan.inputs import what_ifs as check
 
     window = given.pop("window")
     # NOTE: the CLI's checks expect ints (Typer parsed them); here they may be text or a bool.
@@ -168,7 +168,7 @@ def cache(
     gpus = _some_gpus(gpu) if gpu is not None else []
     if len(gpus) > 1:
         raise UsageError("cache takes one gpu")
-    from kvcalc.cli.common import with_context_warning
+    from kvcalc.plan.inputs import with_context_warning
 
     results = [with_context_warning(cache_report(spec, b, s, kv, tp), spec) for s in seqs for b in batches]
     if gpus:
@@ -234,7 +234,6 @@ def fit(
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals);
     lists or ranges give one result per (seq, batch), as the command's rows."""
-    from kvcalc.cli.planner import FIT_MAX_ROWS
     from kvcalc.cost.kvcache import check_tp
     from kvcalc.plan.deploy import deployment, ranks
     from kvcalc.plan.fit import fit_report
@@ -289,7 +288,7 @@ def generate(
 ) -> GenerateResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
     (or mbu / mfu) is given."""
-    from kvcalc.engines.vllm.weights import matmul_dtype
+    from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
 

@@ -74,6 +74,7 @@ MAX_COUNT = 2**40
 # rows took 6.3 s as a table, 50,000 about 3 s. A larger grid is refused before any work, with the
 # size it would have had.
 MAX_ROWS = 50_000
+FIT_MAX_ROWS = 10_000  # a fit row costs ~0.2 ms and a per-GPU breakdown; more is not a plan anyone reads
 
 
 def parse_count(text: str, what: str = "value", minimum: int = 1, maximum: int = MAX_COUNT) -> int:

@@ -11,9 +11,10 @@ from conftest import run, run_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvcalc.cost.flops import causal_pairs, chunked_pairs, decode_attention_flops, prefill_flops
 from kvcalc.cost.kvcache import cache_bytes
 from kvcalc.cost.params import compute_params, weight_bytes_read
-from kvcalc.cost.roofline import causal_pairs, chunked_pairs, decode_attention_flops, decode_row, prefill_flops
+from kvcalc.cost.roofline import decode_row
 from kvcalc.cost.shard import LINKS
 from kvcalc.cost.step import Deployment, stages
 from kvcalc.model.presets import get_gpu, get_model

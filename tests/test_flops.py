@@ -4,13 +4,13 @@ from conftest import FIXTURES, run, run_json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcalc.cost.params import compute_params
-from kvcalc.cost.roofline import (
+from kvcalc.cost.flops import (
     chunked_pairs,
     decode_attention_flops,
     prefill_attention_flops,
     prefill_flops,
 )
+from kvcalc.cost.params import compute_params
 from kvcalc.model.resolve import resolve_model
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import GiB, run, run_json, shared_path
 
 from kvcalc.engines.vllm.figures import _group_size
-from kvcalc.engines.vllm.weights import allocated
+from kvcalc.engines.weights import allocated
 from kvcalc.model.quant import read_quantization
 
 MiB = 2**20

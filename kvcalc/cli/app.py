@@ -26,31 +26,18 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     WindowOpt,
     _complete_gpus,
     _complete_models,
-    _cross_overrides,
     _draw,
     _dump,
     _emit,
     _gpu,
     _gpu_names,
-    _model,
-    _overrides,
     _plot_ready,
     app,
     explained,
-    with_context_warning,
 )
+from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
 from kvcalc.errors import KvcalcError, UsageError
-from kvcalc.plan.deploy import (
-    EffOpt,
-    GpusOpt,
-    GpuUtilOpt,
-    InterconnectOpt,
-    MbuOpt,
-    MfuOpt,
-    PpOpt,
-    ReserveOpt,
-    TpOpt,
-)
+from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
 from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 
 # --- commands --------------------------------------------------------------------------
@@ -92,8 +79,8 @@ def cache(
     gpu_names = _gpu_names(gpu)
     if len(gpu_names) > 1:
         raise UsageError("cache takes one --gpu", hint="`kvcalc roofline` compares several GPUs")
-    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
-    spec = _model(model, overrides).spec
+    overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
+    spec = resolve(model, overrides).spec
     check_tp(spec, tp)  # vLLM's rule, as fit and roofline apply it
     gpu_spec = _gpu(gpu_names[0]) if gpu_names else None
     steps: list[str] | None = [] if explain else None
@@ -189,8 +176,8 @@ def roofline(
     check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     util = utilization(efficiency, mbu, mfu)
-    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
-    spec = _model(model, overrides).spec
+    overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
+    spec = resolve(model, overrides).spec
     gpu_specs = [_gpu(name) for name in gpu_names]
     deps = [
         deployment(spec, g, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
@@ -271,11 +258,11 @@ def compare(
     default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
     variants = [is_variant(item) for item in items]
     # NOTE: the base model is read only when a variant needs it; a list of models has no base.
-    base = _model(model).spec if any(variants) else None
+    base = resolve(model).spec if any(variants) else None
     rows = []
     for item, variant in zip(items, variants):
         text, item_kv = split_dtype(item)
-        spec = apply_variant(base, item) if variant else _model(text).spec
+        spec = apply_variant(base, item) if variant else resolve(text).spec
         rows.append((item, spec, normalize_dtype(item_kv, KV_DTYPES) if item_kv else default_kv))
     steps: list[str] | None = [] if explain else None
     shown_b, shown_s = map(set, explained(batches, seqs, steps))
@@ -385,8 +372,8 @@ def show(
     from kvcalc.cost.params import param_counts
     from kvcalc.present.render import show_sheet
 
-    resolved = _model(
-        model, {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
+    resolved = resolve(
+        model, {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     )
     # NOTE: a config without vocab_size / intermediate_size still has a cache: show it, parameters unknown.
     counts = None if resolved.spec.params_unknown else param_counts(resolved.spec)

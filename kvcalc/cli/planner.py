@@ -22,32 +22,18 @@ from kvcalc.cli.common import (
     _check_planner,
     _complete_gpus,
     _complete_kv_dtypes,
-    _cross_overrides,
     _draw,
     _dump,
     _emit,
     _gpu,
-    _model,
-    _overrides,
     _plot_ready,
     app,
 )
+from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
 from kvcalc.errors import UsageError
-from kvcalc.plan.deploy import (
-    EffOpt,
-    GpusOpt,
-    GpuUtilOpt,
-    InterconnectOpt,
-    MbuOpt,
-    MfuOpt,
-    PpOpt,
-    ReserveOpt,
-    TpOpt,
-    deployment,
-    ranks,
-    utilization,
-)
-from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.plan.deploy import deployment, ranks, utilization
+from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
+from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
 
 GpuOpt = Annotated[
     str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).", autocompletion=_complete_gpus)
@@ -55,7 +41,6 @@ GpuOpt = Annotated[
 # Exit status of `kvcalc fit`, documented in its --help and the README.
 EXIT_FITS = 0  # every combination fits and meets the latency goals given
 EXIT_DOES_NOT_FIT = 3  # some combination does not fit, or misses a goal (the table is still printed)
-FIT_MAX_ROWS = 10_000  # a fit row costs ~0.2 ms and a per-GPU breakdown; more is not a plan anyone reads
 
 
 @app.command()
@@ -159,8 +144,8 @@ def fit(
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
-    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
-    spec = _model(model, overrides).spec
+    overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
+    spec = resolve(model, overrides).spec
     gpu_spec = _gpu(gpu)
     if kv is None:
         kv = cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
@@ -261,7 +246,7 @@ def fit(
     def chart():  # noqa: ANN202
         from kvcalc.cost.roofline import decode_row
         from kvcalc.cost.step import stages
-        from kvcalc.engines.vllm.weights import matmul_dtype
+        from kvcalc.model.formats import matmul_dtype
         from kvcalc.present.chart_planner import fit_chart, sample
 
         staged = stages(spec, dep, overrides.get("dtype"))
@@ -331,7 +316,7 @@ def generate(
 
     n_tp, n_pp = ranks(tp, gpus, pp)
     _plot_ready(plot, plot_size)
-    overrides = {**_overrides(layers, kv_heads, head_dim, window, dtype), **_cross_overrides(images, encoder_seq)}
+    overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     util = utilization(efficiency, mbu, mfu)
     args = dict(
@@ -341,10 +326,10 @@ def generate(
         dtype=overrides.get("dtype"),
         kv_dtype=kv,
     )
-    spec = _model(model, overrides).spec
+    spec = resolve(model, overrides).spec
     gpu_spec = _gpu(gpu)
     dep = deployment(spec, gpu_spec, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
-    from kvcalc.engines.vllm.weights import matmul_dtype
+    from kvcalc.model.formats import matmul_dtype
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
     steps: list[str] | None = [] if explain else None

@@ -180,7 +180,7 @@ def shard_formats(spec: ModelSpec, dtype: str | None) -> Shard:
     embedding and LM head stay in the activation dtype (vLLM quantizes LinearBase layers, not
     VocabParallelEmbedding / ParallelLMHead, unless the checkpoint says so); attention stays 16-bit
     when the checkpoint's ignore list keeps it so. A float dtype applies to every weight."""
-    from kvcalc.engines.vllm.weights import quantization_of
+    from kvcalc.model.formats import quantization_of
 
     floats = ("fp32", "bf16", "fp16")
     dense_dtype, expert_dtype = weight_dtypes(spec, dtype)

@@ -1,10 +1,9 @@
 """Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill, per GPU
 of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage costs)."""
 
-from fractions import Fraction
-
-from kvcalc.cost.kvcache import tokens_held
-from kvcalc.cost.params import compute_params
+from kvcalc.cost.flops import (
+    attention_form,
+)
 from kvcalc.cost.shard import allreduce_seconds, allreduces_per_step, kv_heads_per_rank, send_seconds
 from kvcalc.cost.step import (
     SINGLE,
@@ -24,7 +23,7 @@ from kvcalc.cost.step import (
     weight_bytes_read,
 )
 from kvcalc.hardware.gpu import GpuSpec
-from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.model.spec import ModelSpec
 from kvcalc.results import Result
 from kvcalc.units import fmt_rate, fmt_seconds
 
@@ -69,112 +68,6 @@ class RooflineResult(Result):
     mfu: float | None = None
     warnings: list[str] = []
     rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
-
-
-def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:
-    """Per-head width of the QK^T product and of the attention x V product."""
-    if spec.is_mla:
-        if absorbed:
-            # NOTE: decode with weight absorption (FlashMLA; vLLM's and SGLang's MLA backends) folds W_UK
-            # into the query and W_UV into the output, so every head attends over the cached latent
-            # itself: QK over kv_lora_rank + rope (576 for DeepSeek-V3), V over kv_lora_rank (512). The
-            # absorbed projections cost what kv_b_proj costs, so the parameter FLOPs do not change.
-            return spec.kv_lora_rank + spec.qk_rope_head_dim, spec.kv_lora_rank
-        # Without absorption (prefill) MLA attends with (nope + rope)-wide keys and v_head_dim values.
-        qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
-        return qk, spec.v_head_dim or spec.qk_nope_head_dim or qk
-    d = spec.head_dim_effective
-    return d, d
-
-
-def attention_form(spec: ModelSpec, phase: str) -> str:
-    """How attention is counted in a phase ("decode" or "prefill"), for --explain."""
-    qk, v = _qk_v_dims(spec, absorbed=phase == "decode")
-    if not spec.is_mla:
-        return f"attention: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
-    if phase == "decode":
-        return (
-            f"MLA decode with weight absorption (as FlashMLA and vLLM run it): 2 × {spec.num_heads} heads × "
-            f"({qk} latent + rope + {v} latent) FLOPs per cached token"
-        )
-    return f"MLA prefill without absorption: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
-
-
-def _attends(run: LayerRun) -> bool:
-    return run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)
-
-
-def decode_keys(run: LayerRun, seq: int) -> Fraction:
-    """Keys a new token at context `seq` attends to in one layer.
-
-    A chunked layer (Llama 4) lets query i (from 1) see ((i - 1) mod C) + 1 keys: inside the first
-    chunk that is `seq`; past it the position cycles through the chunk, so a step averages (C + 1) / 2.
-    """
-    if run.kind == LayerKind.CHUNKED and seq > run.window_tokens:
-        return Fraction(run.window_tokens + 1, 2)
-    return Fraction(tokens_held(run, seq))
-
-
-def attended_keys(spec: ModelSpec, seq: int) -> Fraction:
-    """Cached keys one new token attends to, summed over the layers."""
-    return sum((n * decode_keys(run, seq) for run, n in spec.layer_groups() if _attends(run)), Fraction(0))
-
-
-def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
-    """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key, with MLA's
-    absorbed widths (kv_lora_rank + rope, kv_lora_rank)."""
-    qk, v = _qk_v_dims(spec, absorbed=True)
-    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq))
-
-
-def causal_pairs(prompt: int, window: int | None = None) -> int:
-    """Query-key pairs of a causal pass over `prompt` tokens: query i sees min(i, W) keys."""
-    if window is None or prompt <= window:
-        return prompt * (prompt + 1) // 2
-    return window * (window + 1) // 2 + (prompt - window) * window
-
-
-def chunked_pairs(prompt: int, chunk: int) -> int:
-    """Query-key pairs of a chunked causal pass: query i (from 1) sees ((i - 1) mod C) + 1 keys, so each
-    whole chunk has C(C + 1)/2 pairs and the last, partial chunk of r tokens r(r + 1)/2 (about P·C/2 in
-    all, where a sliding window of C would have about P·C)."""
-    whole, rest = divmod(prompt, chunk)
-    return whole * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
-
-
-def layer_pairs(run: LayerRun, prompt: int) -> int:
-    """Query-key pairs one layer computes for a prompt of `prompt` tokens."""
-    if run.kind == LayerKind.CHUNKED:
-        return chunked_pairs(prompt, run.window_tokens)
-    if run.kind == LayerKind.SLIDING:
-        return causal_pairs(prompt, run.window_tokens)
-    if run.kind == LayerKind.CROSS:
-        return prompt * tokens_held(run, prompt)  # every query sees every encoder / image token
-    return causal_pairs(prompt)
-
-
-def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
-    """Causal attention FLOPs for a prompt of P tokens: 2·h·(d_qk + d_v) per query-key pair of the
-    lower triangle, P(P+1)/2 pairs for a full layer (≈ 2·h·d·P² FLOPs per layer at d_qk = d_v = d)."""
-    qk, v = _qk_v_dims(spec)
-    return sum(
-        n * 2 * spec.num_heads * (qk + v) * layer_pairs(run, prompt) for run, n in spec.layer_groups() if _attends(run)
-    )
-
-
-def lm_head_params(spec: ModelSpec) -> int:
-    """The LM head's weights (vocab x hidden), tied or not: compute_params counts them once."""
-    return spec.vocab_size * spec.hidden_size
-
-
-def prefill_flops(spec: ModelSpec, prompt: int) -> int:
-    """One sequence's prompt pass: every prompt token through the layers, but the LM head only for the
-    last position (vLLM's prefill and HF generate compute logits for the token they sample)."""
-    if spec.params:
-        # NOTE: an explicit count (THEORY.md's textbook 7b / 70b) is the 2N-per-token model, whole.
-        return 2 * spec.params * prompt + prefill_attention_flops(spec, prompt)
-    body = compute_params(spec) - lm_head_params(spec)
-    return 2 * body * prompt + 2 * lm_head_params(spec) + prefill_attention_flops(spec, prompt)
 
 
 def stage_seconds(
@@ -388,7 +281,7 @@ def roofline_report(
     util: tuple[float, float] | None = None,
 ) -> RooflineResult:
     weight_dtype = dtype or spec.dtype
-    from kvcalc.engines.vllm.weights import matmul_dtype
+    from kvcalc.model.formats import matmul_dtype
 
     compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
     needs_link(dep, gpu)

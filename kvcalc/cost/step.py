@@ -92,7 +92,7 @@ def validate(spec: ModelSpec, dep: Deployment) -> None:
 
 def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
     """The pipeline stages of a valid deployment, each as one of its GPUs sees it."""
-    from kvcalc.cost.roofline import _attends, _qk_v_dims
+    from kvcalc.cost.flops import _attends, _qk_v_dims
 
     validate(spec, dep)
     tp, pp = dep.tp, dep.pp
@@ -165,7 +165,7 @@ def decode_state_bytes(stage: Stage, batch: int) -> int:
 
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
     """One new token per sequence over `context` cached tokens, on one GPU of the stage."""
-    from kvcalc.cost.roofline import decode_keys
+    from kvcalc.cost.flops import decode_keys
 
     attention = sum((t.layers * t.decode_flops * decode_keys(t.run, context) for t in stage.terms), Fraction(0))
     return batch * (2 * stage.compute_params + int(attention))
@@ -174,7 +174,7 @@ def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
 def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
     """A causal pass over `prompt` tokens per sequence, on one GPU of the stage: the LM head only for
     the last position (what vLLM samples from)."""
-    from kvcalc.cost.roofline import layer_pairs
+    from kvcalc.cost.flops import layer_pairs
 
     attention = sum(t.layers * t.prefill_flops * layer_pairs(t.run, prompt) for t in stage.terms)
     body = stage.compute_params - stage.lm_head_params
@@ -193,7 +193,7 @@ def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
 def activation_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
     # NOTE: activations travel in the dtype the matmuls run at (bf16/fp16) even for fp8 or int4
     # weights; only a model run in fp32 sends 4 bytes (an fp32 checkpoint given --dtype bf16 sends 2).
-    from kvcalc.engines.vllm.weights import matmul_dtype
+    from kvcalc.model.formats import matmul_dtype
 
     return 4 if matmul_dtype(spec, dtype) == "fp32" else 2
 

@@ -10,7 +10,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kvcalc.errors import SpecError
-from kvcalc.model.spec import Pos
+
+Pos = Annotated[int, Field(gt=0)]
 
 PEAK_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 

@@ -214,8 +214,8 @@ def _lab_spec(cfg):  # noqa: ANN001, ANN202
 
 def check_savings(seed: int, tokens: int = 32, traffic_tokens: int = 4096) -> Check:
     np = _np()
+    from kvcalc.cost.flops import decode_attention_flops
     from kvcalc.cost.params import compute_params
-    from kvcalc.cost.roofline import decode_attention_flops
     from kvcalc.plan.generate import concat_positions, forward_flops
 
     model = _model(seed, d_model=64, d_ff=128, vocab=256)

@@ -1,40 +1,6 @@
-"""Options the speed commands share (roofline, generate, fit): the deployment (--tp/--gpus, --pp,
---interconnect), the memory budget (--gpu-util, --reserve) and the estimate (--efficiency/--mbu/--mfu)."""
-
-from typing import Annotated, Optional
-
-import typer
+"""The deployment a speed question names: tp x pp ranks, the link, the memory budget, the what-if utilization."""
 
 from kvcalc.errors import UsageError
-
-TpOpt = Annotated[
-    Optional[int],
-    typer.Option("--tp", help="Tensor-parallel GPUs per pipeline stage (vLLM's rule: divides the heads)."),
-]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", help="Same as --tp.")]
-PpOpt = Annotated[
-    Optional[int], typer.Option("--pp", help="Pipeline stages (layers split as vLLM's get_pp_indices splits them).")
-]
-InterconnectOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--interconnect",
-        help="Link between the GPUs: nvlink3/4/5, infinity-fabric, pcie3/4/5, or a one-way rate such as 100GB/s "
-        "(default: the GPU preset's).",
-    ),
-]
-GpuUtilOpt = Annotated[
-    float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
-]
-ReserveOpt = Annotated[
-    str, typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers.")
-]
-EffOpt = Annotated[
-    Optional[float],
-    typer.Option("--efficiency", help="Scale both roofs by F (0-1] for an estimate beside the ceiling."),
-]
-MbuOpt = Annotated[Optional[float], typer.Option("--mbu", help="Memory-bandwidth utilization (0-1] for the estimate.")]
-MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Model FLOP/s utilization (0-1] for the estimate.")]
 
 
 def utilization(efficiency: float | None, mbu: float | None, mfu: float | None) -> tuple[float, float] | None:

@@ -4,17 +4,10 @@ between window edges, so the sum of max(memory, compute) over a run of steps is 
 
 from fractions import Fraction
 
+from kvcalc.cost.flops import _attends, _qk_v_dims, prefill_attention_flops, prefill_flops
 from kvcalc.cost.kvcache import bytes_per_token
 from kvcalc.cost.params import compute_params
-from kvcalc.cost.roofline import (
-    _attends,
-    _qk_v_dims,
-    comm_lines,
-    decode_row,
-    prefill_attention_flops,
-    prefill_flops,
-    prefill_row,
-)
+from kvcalc.cost.roofline import comm_lines, decode_row, prefill_row
 from kvcalc.cost.step import (
     SINGLE,
     Deployment,

@@ -31,7 +31,7 @@ def largest_batch(
     for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive, got {value:g}")
-    from kvcalc.engines.vllm.weights import matmul_dtype
+    from kvcalc.model.formats import matmul_dtype
 
     compute = gpu.compute_dtype(matmul_dtype(spec, dtype))
     needs_link(dep, gpu)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.engines.vllm.weights import WeightBytes, padded_vocab, quantization_of, weight_bytes
+from kvcalc.engines.weights import WeightBytes, padded_vocab, weight_bytes
 from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.formats import quantization_of
 from kvcalc.model.quant import Quantization
 from kvcalc.model.spec import LayerKind, ModelSpec
 from kvcalc.results import Result

@@ -1,4 +1,4 @@
-"""Weights as vLLM 0.19 holds them on one GPU: each tensor's per-rank shape times its stored format.
+"""Weights as the PyTorch engines (vLLM 0.19, SGLang) hold them on one GPU: each tensor's per-rank shape times its stored format.
 
 Pure. Sharding follows vllm/model_executor/layers/linear.py and vocab_parallel_embedding.py:
 column-parallel layers (QKV, gate/up, MLA q_b/kv_b, experts' w13) split their output rows over tp,
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.model.quant import QUANTIZED_DTYPES, LinearFormat, Quantization, named, plain
+from kvcalc.model.formats import rotary_dim
+from kvcalc.model.quant import LinearFormat, Quantization, plain
 from kvcalc.model.spec import LayerKind, ModelSpec
 from kvcalc.results import Result
 
@@ -54,21 +55,6 @@ class WeightBytes(Result):
 
 def padded_vocab(vocab: int) -> int:
     return math.ceil(vocab / VOCAB_PADDING) * VOCAB_PADDING
-
-
-def quantization_of(spec: ModelSpec, dtype: str | None) -> Quantization | None:
-    """The checkpoint's quantization, or what `--dtype` / a preset's dtype fields say."""
-    from kvcalc.model.quant import dtype_quantization
-
-    if dtype is not None:
-        return dtype_quantization(dtype)
-    if spec.checkpoint and spec.checkpoint.quantization:
-        return spec.checkpoint.quantization
-    q = dtype_quantization(spec.dtype)
-    if spec.expert_dtype and spec.expert_dtype in QUANTIZED_DTYPES:
-        base = q or Quantization(method=f"preset expert_dtype {spec.expert_dtype}")
-        return base.model_copy(update={"experts": named(spec.expert_dtype)})
-    return q
 
 
 def weight_bytes(
@@ -170,34 +156,6 @@ def weight_bytes(
         rotary_cache=rotary,
         total=sum(parts),
     )
-
-
-def matmul_dtype(spec: ModelSpec, dtype: str | None) -> str:
-    """The peak a model's matmuls run at, from the weight format rather than the storage dtype:
-    weight-only formats (GPTQ / AWQ int4 or int8, w4a16, mxfp4 experts) multiply in 16-bit, w8a8
-    int8 at the int8 rate, fp8 w8a8 at the fp8 rate, nvfp4 (w4a4) at the fp4 rate. GpuSpec.compute_dtype
-    falls back to 16-bit where the GPU has no such rate (vLLM then runs the weights through Marlin)."""
-    from kvcalc.model.quant import compute_format
-
-    if dtype in ("fp32", "bf16", "fp16"):
-        return dtype
-    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
-    half = declared if declared in ("bf16", "fp16") else "bf16"
-    if (
-        dtype is None
-        and spec.dtype in ("fp32", "bf16", "fp16")
-        and not (spec.checkpoint and spec.checkpoint.quantization)
-    ):
-        return spec.dtype if spec.expert_dtype is None else half
-    fmt = compute_format(quantization_of(spec, dtype))
-    return {"16-bit": half, "fp32": "fp32"}.get(fmt, fmt)
-
-
-def rotary_dim(spec: ModelSpec) -> int:
-    """Columns of the rotary cache: the config's partial rotary width, else the (rope) head dim."""
-    if spec.checkpoint and spec.checkpoint.rotary_dim:
-        return spec.checkpoint.rotary_dim
-    return spec.qk_rope_head_dim if spec.is_mla else spec.head_dim_effective
 
 
 def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int) -> int:

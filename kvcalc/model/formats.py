@@ -1,0 +1,50 @@
+"""The formats a model's weights are stored and multiplied in: the checkpoint's quantization or a `--dtype`
+what-if, the dtype its matmuls run at, its rotary width. Model facts, asked by the cost model and the engines."""
+
+from __future__ import annotations
+
+from kvcalc.model.quant import QUANTIZED_DTYPES, Quantization, named
+from kvcalc.model.spec import ModelSpec
+
+
+def quantization_of(spec: ModelSpec, dtype: str | None) -> Quantization | None:
+    """The checkpoint's quantization, or what `--dtype` / a preset's dtype fields say."""
+    from kvcalc.model.quant import dtype_quantization
+
+    if dtype is not None:
+        return dtype_quantization(dtype)
+    if spec.checkpoint and spec.checkpoint.quantization:
+        return spec.checkpoint.quantization
+    q = dtype_quantization(spec.dtype)
+    if spec.expert_dtype and spec.expert_dtype in QUANTIZED_DTYPES:
+        base = q or Quantization(method=f"preset expert_dtype {spec.expert_dtype}")
+        return base.model_copy(update={"experts": named(spec.expert_dtype)})
+    return q
+
+
+def matmul_dtype(spec: ModelSpec, dtype: str | None) -> str:
+    """The peak a model's matmuls run at, from the weight format rather than the storage dtype:
+    weight-only formats (GPTQ / AWQ int4 or int8, w4a16, mxfp4 experts) multiply in 16-bit, w8a8
+    int8 at the int8 rate, fp8 w8a8 at the fp8 rate, nvfp4 (w4a4) at the fp4 rate. GpuSpec.compute_dtype
+    falls back to 16-bit where the GPU has no such rate (vLLM then runs the weights through Marlin)."""
+    from kvcalc.model.quant import compute_format
+
+    if dtype in ("fp32", "bf16", "fp16"):
+        return dtype
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    half = declared if declared in ("bf16", "fp16") else "bf16"
+    if (
+        dtype is None
+        and spec.dtype in ("fp32", "bf16", "fp16")
+        and not (spec.checkpoint and spec.checkpoint.quantization)
+    ):
+        return spec.dtype if spec.expert_dtype is None else half
+    fmt = compute_format(quantization_of(spec, dtype))
+    return {"16-bit": half, "fp32": "fp32"}.get(fmt, fmt)
+
+
+def rotary_dim(spec: ModelSpec) -> int:
+    """Columns of the rotary cache: the config's partial rotary width, else the (rope) head dim."""
+    if spec.checkpoint and spec.checkpoint.rotary_dim:
+        return spec.checkpoint.rotary_dim
+    return spec.qk_rope_head_dim if spec.is_mla else spec.head_dim_effective

@@ -1,0 +1,68 @@
+"""What a request names, checked once for the CLI and the API: the model with its what-if overrides.
+
+Kept off `kvcalc cache`'s heavy path: resolution and the step model load only when used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.errors import UsageError
+from kvcalc.units import WEIGHT_DTYPES, normalize_dtype, parse_count
+
+if TYPE_CHECKING:
+    from kvcalc.model.resolve import Resolved
+
+
+def cross_overrides(images: int | None, encoder_seq: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if images is not None:
+        if images < 0:
+            raise UsageError(f"--images must be 0 or more, got {images}")
+        out["images"] = images
+    if encoder_seq is not None:
+        out["encoder_seq"] = parse_count(encoder_seq, "--encoder-seq")
+    if len(out) == 2:
+        raise UsageError("give --images or --encoder-seq, not both")
+    return out
+
+
+# NOTE: upper bounds for the what-if overrides: real models have at most a few hundred layers and
+# a few hundred heads; far larger values only make the per-layer arithmetic slow.
+OVERRIDE_LIMITS = {"layers": 10_000, "kv_heads": 65_536, "head_dim": 65_536}
+
+
+def what_ifs(
+    layers: int | None, kv_heads: int | None, head_dim: int | None, window: str | None, dtype: str | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim)):
+        if value is not None:
+            flag = f"--{key.replace('_', '-')}"
+            if value <= 0:
+                raise UsageError(f"{flag} must be a positive integer, got {value}")
+            if value > OVERRIDE_LIMITS[key]:
+                raise UsageError(f"{flag} must be at most {OVERRIDE_LIMITS[key]:,}, got {value:,}")
+            out[key] = value
+    if window is not None:
+        out["window"] = parse_count(window, "--window")
+    if dtype is not None:
+        out["dtype"] = normalize_dtype(dtype, WEIGHT_DTYPES)
+    return out
+
+
+def with_context_warning(result, spec):  # noqa: ANN001, ANN201
+    """A cache result beyond the model's trained context carries the warning roofline gives."""
+    limit = spec.max_position_embeddings
+    if limit is not None and result.seq > limit:
+        from kvcalc.cost.step import context_warning  # NOTE: only then: step.py is not on cache's start-up path
+
+        result.warnings.append(context_warning(spec, result.seq))
+    return result
+
+
+def resolve(text: str, overrides: dict[str, Any] | None = None) -> Resolved:
+    """MODEL as the commands take it (preset, alias, hub id, file or folder), with the what-if overrides applied."""
+    from kvcalc.model.resolve import resolve_model
+
+    return resolve_model(text, overrides)
