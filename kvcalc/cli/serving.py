@@ -133,7 +133,7 @@ def fit(
     """
     from kvcalc.cli import vllm as cli_vllm
     from kvcalc.plan.fit import fit_report, verdict
-    from kvcalc.present.render import fit_grid_sheet, fit_sheet
+    from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
     _plot_ready(plot, plot_size)
@@ -247,7 +247,7 @@ def fit(
         from kvcalc.cost.roofline import decode_row
         from kvcalc.cost.step import stages
         from kvcalc.model.formats import matmul_dtype
-        from kvcalc.present.chart_planner import fit_chart, sample
+        from kvcalc.present.chart_serving import fit_chart, sample
 
         staged = stages(spec, dep, overrides.get("dtype"))
         compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
@@ -312,7 +312,7 @@ def generate(
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""
     from kvcalc.plan.generate import generate_report
-    from kvcalc.present.render import generate_sheet
+    from kvcalc.present.serving import generate_sheet
 
     n_tp, n_pp = ranks(tp, gpus, pp)
     _plot_ready(plot, plot_size)
@@ -348,7 +348,7 @@ def generate(
     def chart():  # noqa: ANN202
         from kvcalc.cost.roofline import decode_row
         from kvcalc.cost.step import stages
-        from kvcalc.present.chart_planner import generate_chart, sample
+        from kvcalc.present.chart_serving import generate_chart, sample
 
         first = results[0]
         staged = stages(spec, dep, overrides.get("dtype"))

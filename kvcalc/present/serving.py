@@ -1,0 +1,183 @@
+"""The serving answers as sheets: fit (one row or a batch x seq grid) and generate."""
+
+from __future__ import annotations
+
+from kvcalc.present.render import _bytes
+from kvcalc.present.sheet import Sheet
+from kvcalc.units import fmt_flop_count, fmt_seconds, plural
+
+
+def _reserve_note(result) -> str:  # noqa: ANN001
+    v = result.vllm
+    if v is not None and v.profile_peak_bytes is not None:
+        return "vLLM profiling peak + non-torch memory"
+    return "activations, graphs, buffers (--reserve)"
+
+
+def fit_sheet(result) -> Sheet:  # noqa: ANN001
+    from kvcalc.plan.fit import FitResult
+
+    assert isinstance(result, FitResult)
+    p = result.per_gpu
+    where = f"one {result.gpu}"
+    if result.tp * result.pp > 1:
+        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
+    sheet = Sheet(
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
+        columns=["per GPU", "bytes", ""],
+        text_columns=(0, 2),
+    )
+    kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
+    if result.kv_heads_per_rank is not None:
+        kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
+    sheet.rows += [
+        ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
+        ["KV cache", _bytes(p.kv_bytes), kv_note],
+        ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
+        ["reserve", _bytes(p.reserve_bytes), _reserve_note(result)],
+        [
+            "total",
+            _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
+            "fits" if result.fits else "DOES NOT FIT",
+        ],
+        ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
+    ]
+    sheet.rows = [r for r in sheet.rows if r]
+    sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
+    sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(
+        f"Largest context at batch {result.batch:,}: "
+        + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
+        + f". KV capacity: {result.kv_capacity_tokens:,} tokens; concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
+    )
+    if result.kv_heads_replicated:
+        sheet.notes.append(
+            f"Replicated KV heads: tp {result.tp} exceeds the model's KV heads, so each rank keeps a whole head "
+            "(more cache per rank than an even split)."
+        )
+    if result.vllm:
+        v = result.vllm
+        sheet.notes.append(
+            f"vLLM {v.version} accounting ({v.num_blocks:,} blocks of {v.block_size}, page {v.page_bytes_per_layer:,} B per layer, "
+            f"{v.kv_cache_groups} group(s) of {v.group_size} layers):"
+        )
+        if v.requested_bytes is not None:
+            sheet.notes.append(
+                f"  predicted: requested {_bytes(v.requested_bytes)} ({_bytes(v.gpu_total_bytes)} x {result.gpu_util:g})"
+                f" - weights {_bytes(v.weights_bytes)} ({v.weight_format}) - profiling peak "
+                f"{_bytes(v.profile_peak_bytes)} - non-torch {_bytes(v.non_torch_bytes)}"
+            )
+        sheet.notes += [f"  {line}" for line in v.log_lines]
+        sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
+    if result.slo:
+        s = result.slo
+        goal = " and ".join(
+            g
+            for g in (
+                f"TPOT <= {s.tpot_ms:g} ms" if s.tpot_ms else "",
+                f"TTFT <= {s.ttft_ms:g} ms" if s.ttft_ms else "",
+            )
+            if g
+        )
+        if s.met:
+            sheet.notes.append(
+                f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
+                f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+            )
+        else:
+            sheet.notes.append(
+                f"No batch meets {goal} ({s.basis}): batch 1 takes TPOT {fmt_seconds(s.tpot_s)}"
+                + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+            )
+    sheet.notes += [f"Warning: {w}" for w in result.warnings]
+    return sheet
+
+
+def fit_grid_sheet(results: list) -> Sheet:
+    """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
+    first = results[0]
+    where = (
+        f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+        if first.tp * first.pp > 1
+        else f"one {first.gpu}"
+    )
+    goals = first.slo is not None
+    sheet = Sheet(
+        title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
+        columns=[
+            "batch",
+            "seq",
+            "weights",
+            "KV cache",
+            "total",
+            "budget",
+            "fits",
+            "largest\nbatch",
+            *(["batch for\ngoals"] if goals else []),
+        ],
+        text_columns=(),
+        # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
+        optional=(2, 5, 4, 7, 3),  # weights, budget, total, largest batch, KV cache
+    )
+    for r in results:
+        p = r.per_gpu
+        sheet.rows.append(
+            [
+                f"{r.batch:,}",
+                f"{r.seq:,}",
+                _bytes(p.weight_bytes),
+                _bytes(p.kv_bytes + p.state_bytes),
+                _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
+                _bytes(p.budget_bytes),
+                "yes" if r.fits else "NO",
+                f"{r.max_batch:,}",
+                *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+            ]
+        )
+    bad = [r for r in results if not r.ok]
+    sheet.notes.append(
+        f"Verdict: all {len(results):,} combinations fit" + (" and meet the goals." if goals else ".")
+        if not bad
+        else f"Verdict: {len(bad):,} of {len(results):,} do not; the first: {bad[0].verdict}."
+    )
+    sheet.notes += [f"Warning: {w}" for w in dict.fromkeys(w for r in results for w in r.warnings)]
+    return sheet
+
+
+def generate_sheet(results: list) -> Sheet:
+    first = results[0]
+    where = first.gpu
+    if first.tp * first.pp > 1:
+        where = f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+    sheet = Sheet(
+        title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
+        columns=["", *[r.basis for r in results]],
+    )
+    sheet.rows += [
+        ["time to first token", *[fmt_seconds(r.ttft_s) for r in results]],
+        ["time per output token (first)", *[fmt_seconds(r.tpot_first_s) for r in results]],
+        ["time per output token (last)", *[fmt_seconds(r.tpot_last_s) for r in results]],
+        ["time per output token (mean)", *[fmt_seconds(r.tpot_s) for r in results]],
+        ["total", *[fmt_seconds(r.total_s) for r in results]],
+        ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results]],
+    ]
+    if first.tp * first.pp > 1:
+        sheet.rows.append(["communication per step", *[fmt_seconds(r.comm_seconds_per_step) for r in results]])
+    sheet.rows.append(["fits in memory", *["yes" if r.fits else "NO" for r in results]])
+    sheet.notes.append(
+        "Ceilings: no real run beats them."
+        if len(results) == 1
+        else "The ceiling is a bound; the estimate scales both roofs."
+    )
+    sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
+    sheet.notes.append(
+        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
+        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
+    )
+    sheet.notes.append(
+        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
+        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
+        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
+    )
+    sheet.notes += [f"Warning: {w}" for w in first.warnings]
+    return sheet
