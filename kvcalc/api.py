@@ -196,10 +196,13 @@ def roofline(
     efficiency: float | None = None,
     mbu: float | None = None,
     mfu: float | None = None,
+    engine: str = "vllm",
+    ceiling: bool = False,
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
-    mbu / mfu) an estimate beside each ceiling."""
+    mbu / mfu) a what-if beside each ceiling; each row also carries the estimate calibrated for `engine`
+    (vllm, sglang, trtllm, llamacpp) unless ceiling=True."""
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.deploy import utilization
 
@@ -211,8 +214,11 @@ def roofline(
     spec = _model(model, overrides)
     deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve) for g in gpus]
     util = utilization(efficiency, mbu, mfu)
+    from kvcalc.plan.estimated import engine_for_estimate
+
+    est = engine_for_estimate(engine, ceiling)
     results = [
-        roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util)
+        roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util, engine=est)
         for g, d in zip(gpus, deps)
     ]
     return results[0] if len(results) == 1 else results
@@ -285,14 +291,21 @@ def generate(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
+    engine: str = "vllm",
+    ceiling: bool = False,
 ) -> GenerateResult:
-    """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
-    (or mbu / mfu) is given."""
+    """Time to first token, per output token and in total (`kvcalc generate`): the ceilings at the top
+    level and `estimate`, calibrated for `engine` (vllm, sglang, trtllm, llamacpp), unless ceiling=True.
+    With efficiency (or mbu / mfu) the figures are that what-if instead, as the command's `what_if`."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
 
-    util = utilization(efficiency, mbu, mfu) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
+    what_if = utilization(efficiency, mbu, mfu)
+    util = what_if or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
+    from kvcalc.plan.estimated import engine_for_estimate
+
+    est = engine_for_estimate(engine, ceiling)
     gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
@@ -309,6 +322,7 @@ def generate(
         mbu=util[0],
         mfu=util[1],
         dep=dep,
+        engine=None if what_if else est,
     )
 
 

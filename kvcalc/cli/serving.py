@@ -30,6 +30,7 @@ from kvcalc.cli.common import (
     app,
 )
 from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.estimating import CeilingOpt, EngineOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
@@ -294,6 +295,8 @@ def generate(
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
+    engine: EngineOpt = "vllm",
+    ceiling: CeilingOpt = False,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
@@ -306,8 +309,9 @@ def generate(
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
-    """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+    """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
+    the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
+    (--ceiling: the bound alone; --efficiency/--mbu/--mfu: a what-if beside them), and what the KV cache saves.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""
@@ -333,7 +337,10 @@ def generate(
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
     steps: list[str] | None = [] if explain else None
-    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep)]
+    from kvcalc.cli.estimating import engine_for_estimate
+
+    est_engine = engine_for_estimate(engine, ceiling)
+    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep, engine=est_engine)]
     if util:
         results.append(
             generate_report(
@@ -342,7 +349,7 @@ def generate(
         )
     payload = results[0].model_dump(mode="json")
     if util:
-        payload["estimate"] = results[1].model_dump(mode="json")
+        payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu
     _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
 
     def chart():  # noqa: ANN202
