@@ -45,13 +45,14 @@ def load_points(path: Path = POINTS):
             prompt=int(r["prompt"]),
             new=int(r["new"]),
         )
-        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["dtype"], r["kv_dtype"], setup)
+        chunk = 512 if r["engine"] == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
+        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["dtype"], r["kv_dtype"], setup, chunk)
         if key not in cache:
             spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
             tp, pp = int(r["tp"]), int(r["pp"])
             dep = Deployment(tp=tp, pp=pp, link=link_for(gpu))
             try:
-                cache[key] = setup_features(spec, gpu, dep, setup, r["dtype"] or None, r["kv_dtype"])
+                cache[key] = setup_features(spec, gpu, dep, setup, r["dtype"] or None, r["kv_dtype"], chunk)
             except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted
                 cache[key] = e
             families[key] = gpu_family(gpu)
@@ -59,7 +60,15 @@ def load_points(path: Path = POINTS):
         if isinstance(sf, Exception):
             continue
         points.append(
-            Point(sf, r["engine"], r["metric"], float(r["value"]), 1.0 / per_source[r["source"]], r["source"])
+            Point(
+                sf,
+                r["engine"],
+                r["metric"],
+                float(r["value"]),
+                1.0 / per_source[r["source"]],
+                r["source"],
+                f"{r['model']} on {r['gpu']} {r['dtype'] or 'preset dtype'} (id {r['id']})",
+            )  # fmt: skip
         )
     return points
 
@@ -70,7 +79,9 @@ def names_for(points) -> list[str]:
     links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces})
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
-    names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s", "ttft_wave") for e in engines]
+    names += [
+        f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s", "ttft_wave") for e in engines
+    ]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]

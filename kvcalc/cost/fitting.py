@@ -6,11 +6,11 @@ Used by scripts/calibrate.py (the shipped fit), benchmarks/speed_accuracy.py (le
 errors) and `kvcalc calibrate` (a user's own points). No file is read here.
 
 Closed-loop concurrency C (each client sends its next request when the last ends) uses a
-steady-state closed form, not a simulation: a mean decode step carries the C decoding sequences and
-the prompt tokens that arrive per step on average (C x prompt / new, chunked prefill as vLLM, SGLang
-and TensorRT-LLM run it); a request's TTFT is one such step carrying its own prompt, plus half a
-step of waiting, plus a fitted share (`ttft_wave`) of the prefill of all C prompts at once: the
-benchmark's first wave, whose queueing the mean TTFT includes.
+steady-state closed form, not a simulation: a token of each request takes a decode step of the C
+sequences plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
+is its own prompt pass, plus half a step of waiting, plus a fitted share (`ttft_wave`) of the
+prefill of all C prompts at once: the benchmark's first wave, whose queueing the mean TTFT includes.
+The ceiling of the same figures is the bare steps: no arriving prompts, no queueing.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ class Setup(NamedTuple):
 
 class SetupFeatures(NamedTuple):
     setup: Setup
-    decode: StepFeatures  # a mean decode step (closed loop: with the prompt tokens arriving per step)
-    first: StepFeatures  # the step that yields a request's first token
+    decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1)
+    first: StepFeatures  # the prompt pass that yields a request's first token
     wave: StepFeatures | None  # closed loop: all C prompts at once
+    prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
 
 
 def setup_features(
@@ -50,8 +51,11 @@ def setup_features(
     setup: Setup,
     dtype: str | None,
     kv_dtype: str,
+    chunk: int = 8192,
 ) -> SetupFeatures:
-    """The steps whose times make a setup's figures, computed once so a fit re-times them cheaply."""
+    """The steps whose times make a setup's figures, computed once so a fit re-times them cheaply.
+    With pp > 1 decode keeps min(pp, sequences) micro-batches in flight and a prompt goes through the
+    pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512; 8192 for the others)."""
     staged = stages(spec, dep, dtype)
     p, n = setup.prompt, max(1, setup.new)
     ctx = p + n // 2
@@ -59,15 +63,22 @@ def setup_features(
     def f(**kw: object) -> StepFeatures:
         return features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, **kw)  # type: ignore[arg-type]
 
-    if setup.concurrency is None:
+    def decode(users: int) -> StepFeatures:
+        m = min(dep.pp, users)
+        return f(decode_contexts=[ctx] * -(-users // m), microbatches=m)
+
+    def prompt(tokens: int, seqs: int) -> StepFeatures:
+        return f(prefill_tokens=max(1, tokens), prefill_seqs=seqs, microbatches=-(-tokens // chunk))
+
+    c = setup.concurrency or 1
+    if setup.concurrency is None or c == 1:
+        # NOTE: one client alone is a batch of 1: its prompt never shares a step with a decode.
         b = setup.batch or 1
-        return SetupFeatures(setup, f(decode_contexts=[ctx] * b), f(prefill_tokens=max(1, b * p), prefill_seqs=b), None)
-    c = setup.concurrency
-    arriving = (c * p) // n  # prompt tokens per decode step in steady state
-    decode = f(decode_contexts=[ctx] * c, prefill_tokens=arriving, prefill_seqs=max(1, -(-c // n)))
-    first = f(decode_contexts=[ctx] * max(0, c - 1), prefill_tokens=max(1, p + arriving), prefill_seqs=1 + c // n)
-    wave = f(prefill_tokens=max(1, c * p), prefill_seqs=c) if c > 1 else None
-    return SetupFeatures(setup, decode, first, wave)
+        return SetupFeatures(setup, decode(b), prompt(b * p, b), None, 0.0)
+    # NOTE: the prompts that arrive while a request decodes (c of them per `new` steps) are charged
+    # as their own prefill passes amortized over the steps, not as a few prompt tokens in every step
+    # (which would count a MoE's expert reads as if each step touched more experts).
+    return SetupFeatures(setup, decode(c), prompt(p, 1), prompt(c * p, c), c / n)
 
 
 class Figures(NamedTuple):
@@ -81,10 +92,12 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
     """The setup's figures with each step timed by `time` (time_of with constants, or the ceiling)."""
     s = sf.setup
     n = max(1, s.new)
-    tpot = time(sf.decode)
+    step = time(sf.decode)
     ttft = time(sf.first)
+    # the bound (no constants) leaves out what the steady state may overlap: arriving prompts, queueing
+    tpot = step + (sf.prompts_per_step * ttft if c else 0.0)
     users = s.concurrency or s.batch or 1
-    if sf.wave is not None:
+    if sf.wave is not None and c:
         ttft += 0.5 * tpot + c.get(f"ttft_wave.{engine}", c.get("ttft_wave", 0.0)) * time(sf.wave)
     total = ttft + (n - 1) * tpot
     return Figures(ttft, tpot, total, users * n / total)
@@ -118,6 +131,7 @@ class Point(NamedTuple):
     value: float
     weight: float = 1.0
     source: str = ""
+    label: str = ""  # the setup in words (model, GPU, dtype), for reports
 
 
 def log_error(p: Point, c: Mapping[str, float]) -> float:
@@ -126,7 +140,16 @@ def log_error(p: Point, c: Mapping[str, float]) -> float:
 
 
 def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
-    return sum(p.weight * abs(log_error(p, c)) for p in points)
+    """Weighted sum of |log error|; a setup measured in several metrics is timed once."""
+    memo: dict[tuple[int, str], Figures] = {}
+    total = 0.0
+    for p in points:
+        key = (id(p.sf), p.engine)
+        fig = memo.get(key)
+        if fig is None:
+            fig = memo[key] = figures(p.sf, lambda f, e=p.engine: time_of(f, c, e), c, p.engine)
+        total += p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value))
+    return total
 
 
 # NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
@@ -137,30 +160,35 @@ def fit(
     points: Sequence[Point],
     start: Mapping[str, float],
     names: Sequence[str],
-    sweeps: int = 6,
+    sweeps: int = 12,
 ) -> dict[str, float]:
-    """Coordinate descent in log space on the weighted sum of |log error| (a weighted-median fit,
-    robust to a few odd points): each constant in turn is scaled by the best of a few factors, the
-    factors narrowing each sweep. Deterministic; constants not in `names` stay as given."""
+    """Pattern search in log space on the weighted sum of |log error| (a weighted-median fit, robust
+    to a few odd points): each constant in turn tries its own step up and down, keeps a move that
+    lowers the loss (and widens its step), else halves its step. Deterministic; constants not in
+    `names` stay as given."""
     c = dict(start)
     for name in names:
         c.setdefault(name, _base(c, name))
+        if name.startswith("ttft_wave") and c[name] <= 0:
+            c[name] = 0.05
+    step = dict.fromkeys(names, 0.7)
     best = loss(points, c)
-    for sweep in range(sweeps):
-        step = 2.0 / (1 + sweep)
+    for _ in range(sweeps):
         for name in names:
-            here = c[name]
-            for k in (-1.0, -0.5, 0.5, 1.0):
-                trial = here * math.exp(k * step * 0.7)
+            if step[name] < 1e-3:
+                continue
+            here, moved = c[name], False
+            for k in (1.0, -1.0):
+                trial = here * math.exp(k * step[name])
                 if name.split(".")[0] in _CAPPED:
                     trial = min(trial, 1.0)
-                if name.startswith("ttft_wave") and here == 0:
-                    trial = 0.05 * (1 + k)
                 c[name] = trial
                 v = loss(points, c)
                 if v < best - 1e-12:
-                    best, here = v, trial
+                    best, here, moved = v, trial, True
+                    break
             c[name] = here
+            step[name] = step[name] * 1.5 if moved else step[name] * 0.5
     return c
 
 

@@ -61,7 +61,8 @@ def static_estimate(
 
         raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
     c, basis = constants_for(gpu, engine)
-    sf = setup_features(spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype)
+    chunk = 512 if engine == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
+    sf = setup_features(spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype, chunk)
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")
     plo, phi = _factors(c, "prefill")
