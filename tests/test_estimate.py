@@ -149,3 +149,47 @@ def test_time_of_is_the_step_estimate():
     f = features(spec, g, Deployment(), decode_contexts=[3000] * 12)
     t = step_time(spec, g, Deployment(), engine="trtllm", decode_contexts=[3000] * 12)
     assert time_of(f, c, "trtllm") == t.estimate_s and not math.isnan(t.estimate_s)
+
+
+def test_calibrate_reads_a_vllm_result_saves_and_later_estimates_say_so(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("KVCALC_PRESETS", str(tmp_path))
+    # the fields `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py), three concurrencies
+    files = []
+    for conc, ttft, tpot in ((1, 22.0, 7.9), (8, 55.0, 8.8), (32, 140.0, 11.5)):
+        f = tmp_path / f"vllm-c{conc}.json"
+        f.write_text(
+            json.dumps(
+                {
+                    "model_id": "meta-llama/Meta-Llama-3-8B",
+                    "max_concurrency": conc,
+                    "completed": 100,
+                    "total_input_tokens": 102400,
+                    "total_output_tokens": 25600,
+                    "mean_ttft_ms": ttft,
+                    "mean_tpot_ms": tpot,
+                }
+            )  # fmt: skip
+        )
+        files.append(str(f))
+    out = run_json("calibrate", *files, "--gpu", "h100", "--engine", "vllm")
+    assert out["points"] == 6 and out["gpu"] == "h100"
+    assert out["error_after"]["tpot_ms"] <= out["error_before"]["tpot_ms"]
+    assert out["error_after"]["tpot_ms"] < 0.1
+    assert (tmp_path / "calibration" / "h100--vllm.json").exists()
+    est = run_json("generate", "llama-3-8b", "--gpu", "h100")["estimate"]
+    assert "your calibration for h100 + vllm" in est["basis"]
+    # another engine on the same GPU keeps the shipped fit
+    assert (
+        "your calibration"
+        not in run_json("generate", "llama-3-8b", "--gpu", "h100", "--engine", "sglang")["estimate"]["basis"]
+    )
+
+
+def test_calibrate_bad_file_is_one_line_naming_it(tmp_path):
+    bad = tmp_path / "run.csv"
+    bad.write_text("model,gpu,ttft_ms\nllama-3-8b,h100,20\n")
+    r = run("calibrate", str(bad))
+    assert r.exit_code != 0 and str(bad) in r.stderr and "missing column prompt, new" in r.stderr
+    assert "Traceback" not in r.stderr

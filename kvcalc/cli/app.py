@@ -314,3 +314,4 @@ def _results_json(results: list) -> dict:
 from kvcalc.cli import catalog  # noqa: E402, F401, I001  (registration order is --help order)
 from kvcalc.cli import serving  # noqa: E402, F401, I001
 from kvcalc.cli import probe  # noqa: E402, F401, I001
+from kvcalc.cli import calibrate  # noqa: E402, F401, I001
