@@ -154,7 +154,7 @@ def test_uncached_flops_recompute_every_prefix():
 
 
 def test_tpot_goal_search():
-    out = run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--tpot-ms", "20")
+    out = run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--tpot-ms", "20", "--ceiling")
     slo = out["slo"]
     assert slo["tpot_s"] <= 0.020 and slo["batch"] <= out["max_batch"]
     over = run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", str(slo["batch"] + 1))
@@ -167,7 +167,7 @@ def test_tpot_goal_search():
 
 def test_slo_no_batch_meets():
     # The table is kept, the verdict says the goal is missed and by what, and the exit status is 3.
-    result = run("fit", "llama-3-8b", "--gpu", "h100", "--tpot-ms", "1")
+    result = run("fit", "llama-3-8b", "--gpu", "h100", "--tpot-ms", "1", "--ceiling")
     assert result.exit_code == 3 and result.stderr == ""
     text = " ".join(result.stdout.split())
     # batch 1: (15,009,857,536 B of weights read + 8,192 x 131,072 B of KV) / 3.35 TB/s = 4.80 ms
@@ -256,19 +256,19 @@ def test_a_batch_beyond_the_latency_goal_is_not_ok():
         return (15_009_849_344 + b * 8192 + b * 8192 * 131_072) / 3.35e12
 
     assert step(48) < 0.020 < step(49)
-    result = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20")
+    result = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20", "--ceiling")
     assert result.exit_code == 3 and result.stderr == ""
     out = json.loads(
         run(
-            "fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20", "-f", "json"
+            "fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20", "--ceiling", "-f", "json"
         ).stdout
     )
     assert out["fits"] is True and out["max_batch"] == 54 and out["slo"]["batch"] == 48 and out["slo"]["met"]
     assert out["ok"] is False
     assert "batch 52 misses TPOT 20 ms" in out["verdict"] and "48" in out["verdict"]
     # Within the goal's batch the combination is ok; in a grid only the rows beyond it are not.
-    assert run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "48", "--tpot-ms", "20").exit_code == 0
-    grid = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "1,52", "--tpot-ms", "20")
+    assert run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "48", "--tpot-ms", "20", "--ceiling").exit_code == 0
+    grid = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "1,52", "--tpot-ms", "20", "--ceiling")
     assert grid.exit_code == 3 and "1 of 2 do not" in " ".join(grid.stdout.split())
 
 

@@ -271,7 +271,7 @@ def fit(
 
                 est = [
                     step_time(
-                        spec, gpu_spec, dep, engine=engine or "vllm", decode_contexts=[s] * b,
+                        spec, gpu_spec, dep, engine=engine or "vllm", decode_batch=b, decode_context=s,
                         dtype=overrides.get("dtype"), kv_dtype=kv, staged=staged,
                     )
                     for b in grid

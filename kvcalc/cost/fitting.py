@@ -64,7 +64,7 @@ def setup_features(
 
     def decode(users: int) -> StepFeatures:
         m = min(dep.pp, users)
-        return f(decode_contexts=[ctx] * -(-users // m), microbatches=m)
+        return f(decode_batch=-(-users // m), decode_context=ctx, microbatches=m)
 
     def prompt(tokens: int, seqs: int) -> StepFeatures:
         return f(prefill_tokens=max(1, tokens), prefill_seqs=seqs, microbatches=-(-tokens // chunk))

@@ -310,7 +310,7 @@ def roofline_report(
 
         for r in rows:
             t = step_time(
-                spec, gpu, dep, engine=engine, decode_contexts=[r.seq] * r.batch, dtype=dtype, kv_dtype=kv_dtype,
+                spec, gpu, dep, engine=engine, decode_batch=r.batch, decode_context=r.seq, dtype=dtype, kv_dtype=kv_dtype,
                 staged=staged,
             )  # fmt: skip
             r.estimate = StepEstimate(

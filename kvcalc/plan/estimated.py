@@ -108,6 +108,14 @@ def decode_estimate(
     from kvcalc.cost.estimate import step_time
 
     t = step_time(
-        spec, gpu, dep, engine=engine, decode_contexts=[context] * batch, dtype=dtype, kv_dtype=kv_dtype, staged=staged
+        spec,
+        gpu,
+        dep,
+        engine=engine,
+        decode_batch=batch,
+        decode_context=context,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        staged=staged,
     )
     return t.estimate_s, t.lo_s, t.hi_s, t.basis
