@@ -363,7 +363,9 @@ def test_fit_explain_shows_the_prefill_allreduce_for_a_ttft_goal():
     # A TTFT goal is met or missed by the prompt pass, whose all-reduces carry every prompt token:
     # 1 x 8,192 tokens x 8,192 hidden x 2 B = 134,217,728 B each, 160 of them (one 2 x 3/4 x that / 450 GB/s
     # + 3.7 us = 451.09 us), 72.17 ms in all; the decode step's carry one token, 16,384 B.
-    out = run_json("fit", "llama-3-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--ttft-ms", "500", "--explain")
+    out = run_json(
+        "fit", "llama-3-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--ttft-ms", "500", "--explain", "--ceiling"
+    )
     text = "\n".join(out["explanation"])
     assert "prefill, 1 x 8,192 tokens: all-reduce" in text and "2 x 3/4 x 134,217,728 B" in text
     assert "= 160 x 451.09 µs = 72.17 ms" in text

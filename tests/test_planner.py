@@ -260,14 +260,31 @@ def test_a_batch_beyond_the_latency_goal_is_not_ok():
     assert result.exit_code == 3 and result.stderr == ""
     out = json.loads(
         run(
-            "fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "52", "--tpot-ms", "20", "--ceiling", "-f", "json"
+            "fit",
+            "llama-3-8b",
+            "--gpu",
+            "h100",
+            "--seq",
+            "8k",
+            "--batch",
+            "52",
+            "--tpot-ms",
+            "20",
+            "--ceiling",
+            "-f",
+            "json",
         ).stdout
     )
     assert out["fits"] is True and out["max_batch"] == 54 and out["slo"]["batch"] == 48 and out["slo"]["met"]
     assert out["ok"] is False
     assert "batch 52 misses TPOT 20 ms" in out["verdict"] and "48" in out["verdict"]
     # Within the goal's batch the combination is ok; in a grid only the rows beyond it are not.
-    assert run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "48", "--tpot-ms", "20", "--ceiling").exit_code == 0
+    assert (
+        run(
+            "fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "48", "--tpot-ms", "20", "--ceiling"
+        ).exit_code
+        == 0
+    )
     grid = run("fit", "llama-3-8b", "--gpu", "h100", "--seq", "8k", "--batch", "1,52", "--tpot-ms", "20", "--ceiling")
     assert grid.exit_code == 3 and "1 of 2 do not" in " ".join(grid.stdout.split())
 
