@@ -6,7 +6,7 @@ points are predicted. Reported as the issue's acceptance asks: median |predicted
 TPOT, output throughput, TTFT at a fixed batch and TTFT under closed-loop load; how often the 80%
 interval holds the measurement; and every measured point that beats the ceiling.
 
-Run: python benchmarks/speed_accuracy.py [--sweeps N]   (a few minutes on one core)
+Run: python benchmarks/speed_accuracy.py [--sweeps N] [--jobs J]   (10-20 minutes on two cores)
 """
 
 from __future__ import annotations
@@ -61,9 +61,24 @@ def median(xs: list[float]) -> float:
     return xs[len(xs) // 2] if xs else math.nan
 
 
+def _held_out(src: str, sweeps: int) -> list[tuple[str, float, bool]]:
+    """Fit on every source but `src`, score `src`'s points: (figure, |error|, interval holds)."""
+    points = load_points()
+    c = calibrate([p for p in points if p.source != src], sweeps)
+    out = []
+    for p in points:
+        k = kind(p)
+        if p.source != src or k is None:
+            continue
+        pred = predict(p.sf, p.metric, c, p.engine)
+        out.append((k, abs(pred / p.value - 1), interval_holds(p, c, pred)))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=8, help="fit sweeps per held-out source (default 8)")
+    ap.add_argument("--jobs", type=int, default=2, help="held-out sources fitted at once (default 2)")
     args = ap.parse_args()
     points = load_points()
     sources = sorted({p.source for p in points})
@@ -71,21 +86,16 @@ def main() -> int:
     by_source: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     held = 0
     total = 0
-    for src in sources:
-        train = [p for p in points if p.source != src]
-        test = [p for p in points if p.source == src]
-        c = calibrate(train, args.sweeps)
-        for p in test:
-            k = kind(p)
-            if k is None:
-                continue
-            pred = predict(p.sf, p.metric, c, p.engine)
-            err = abs(pred / p.value - 1)
-            errors[k].append(err)
-            by_source[src][k].append(err)
-            held += interval_holds(p, c, pred)
-            total += 1
-        print(f"held out {src}: {len(test)} points", flush=True)
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for src, scored in zip(sources, pool.map(_held_out, sources, [args.sweeps] * len(sources))):
+            for k, err, holds in scored:
+                errors[k].append(err)
+                by_source[src][k].append(err)
+                held += holds
+                total += 1
+            print(f"held out {src}: {len(scored)} points", flush=True)
     beaten = [p for p in points if beats_ceiling(p)]
     lines = [
         "# Speed estimate: leave-one-source-out accuracy",

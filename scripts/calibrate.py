@@ -1,8 +1,10 @@
 """Refit the speed estimate's constants from benchmarks/calibration/points.csv and write the file
 the package ships, kvcalc/cost/calibration.json. Deterministic: the same points give the same file.
 
-Each point is weighted by its source (1 / the source's point count), so NVIDIA's aiconfigurator
-table and its TensorRT-LLM docs count as much as any other publisher, not by their size.
+Each point is weighted by its source: a source of n points weighs ln(1 + n) in all, so NVIDIA's
+5,280 aiconfigurator rows count about twice its 96 TensorRT-LLM doc points, not 55 times, and a
+source of two points cannot outweigh one of fifty (1 / n per point did: two MLC llama.cpp points
+pulled every llama.cpp figure 2x off).
 Family and engine constants are fitted where the points hold that family or engine; the shared
 constant each falls back on is their weighted geometric mean.
 
@@ -65,7 +67,7 @@ def load_points(path: Path = POINTS):
                 r["engine"],
                 r["metric"],
                 float(r["value"]),
-                1.0 / per_source[r["source"]],
+                math.log1p(per_source[r["source"]]) / per_source[r["source"]],
                 r["source"],
                 f"{r['model']} on {r['gpu']} {r['dtype'] or 'preset dtype'} (id {r['id']})",
             )  # fmt: skip

@@ -8,7 +8,7 @@ measurements by scripts/calibrate.py; cost/calibration.py loads them):
 - memory: weight bytes / (bandwidth x bw_eff[family]) plus a per-layer GEMV start-up worth
   `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
   kv_eff[family]) plus a per-attention-layer floor;
-- compute: FLOPs / (peak x mfu[family]), the GEMM filling its tiles only past `mfu_tokens` tokens;
+- compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` tokens;
 - a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
   decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost;
 - communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink,
@@ -270,8 +270,11 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     per_stage = []
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
-        # NOTE: a GEMM of few rows leaves tensor-core tiles empty: compute time grows as tokens + mfu_tokens.
-        compute = flops * (f.tokens + fill) / max(f.tokens, 1) / (f.peak * mfu)
+        # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
+        # tokens + mfu_tokens. Decode GEMMs of a few rows run as bandwidth-bound GEMV-like kernels
+        # instead, so the padding is not charged there (it made batch 1 compute-bound on a 4090).
+        pad = (f.tokens + fill) / max(f.tokens, 1) if f.prefill else 1.0
+        compute = flops * pad / (f.peak * mfu)
         per_stage.append(max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
