@@ -13,6 +13,7 @@ from kvcalc.cost.kvcache import (
 )
 from kvcalc.cost.params import weight_bytes_resident
 from kvcalc.cost.step import Deployment, Stage, context_warning, held_kv_bytes, stages
+from kvcalc.engines.sglang.pool import SglangPool
 from kvcalc.engines.vllm.figures import VllmFigures
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -65,6 +66,7 @@ class FitResult(Result):
     max_concurrency: float
     per_gpu: PerGpu
     vllm: VllmFigures | None = None
+    sglang: SglangPool | None = None  # fit --engine sglang: SGLang's own pool, which then decides `ok`
     slo: SloResult | None = None
     warnings: list[str] = []
     ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3

@@ -69,6 +69,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
             )
         sheet.notes += [f"  {line}" for line in v.log_lines]
         sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
+    if result.sglang:
+        from kvcalc.present.sglang import notes
+
+        sheet.notes += notes(result.sglang)
     if result.slo:
         s = result.slo
         goal = " and ".join(

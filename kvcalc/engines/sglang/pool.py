@@ -90,8 +90,7 @@ class SglangPool(Result):
 
 def gpu_mem_mib(gpu: GpuSpec) -> int:
     """nvidia-smi's memory.total; without it in the preset, the CUDA total (a few hundred MiB lower)."""
-    smi = getattr(gpu, "smi_memory_mib", None)
-    return smi or gpu.capacity_bytes // MIB
+    return gpu.nvidia_smi_memory_mib or gpu.capacity_bytes // MIB
 
 
 def _elem_bits(kv_dtype: str) -> int:
@@ -163,9 +162,6 @@ def predict(
     mib = gpu_mem_mib(gpu)
     chunk_default, graph_bs = rel.graph_defaults(version, mib, tp)
     chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
-    if settings.dp_attention and rel.rule_of(version) >= (0, 4, 10) and settings.chunked_prefill_size is None:
-        # NOTE: server_args.py: with DP attention the chunked prefill size is divided by dp_size.
-        chunk = max(1, chunk // dp)
     act = _act_dtype(spec)
     kv_dtype = settings.kv_dtype or act
     ranges = _stage_ranges(spec, pp)
@@ -183,6 +179,10 @@ def predict(
             dp_attention=settings.dp_attention,
             mla=has_mla,
         )
+    if settings.dp_attention:
+        # NOTE: server_args.py _handle_data_parallelism (after the default fraction is set): with DP
+        # attention the chunked prefill size is divided by dp_size.
+        chunk = max(1, chunk // dp)
     quant = quantization_of(spec, dtype if dtype not in (None, "fp32", "bf16", "fp16") else None)
     total = gpu.capacity_bytes
     pre = pre_load_free_bytes
@@ -334,6 +334,6 @@ def _not_modelled(spec: ModelSpec, version: tuple[int, int, int], s: SglangSetti
         out.append("NCCL send/receive buffers between pipeline stages")
     if any(run.kind == LayerKind.CHUNKED for run, _ in spec.layer_groups()):
         out.append("Llama-4's chunked-attention pool split (its own closed form); counted as a uniform pool")
-    if default and rel.rule_of(version) < (0, 5, 3) and rel.rule_of(version) != (0, 4, 10):
-        out.append("chunked_prefill_size defaults of releases before 0.4.10 (taken as 0.5.2's)")
+    if rel.rule_of(version) < (0, 4, 6):
+        out.append("chunked_prefill_size defaults of releases before 0.4.6 (taken as 0.4.6's)")
     return out

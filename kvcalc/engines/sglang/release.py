@@ -5,8 +5,9 @@ Pure. Read from python/sglang/srt/server_args.py of each release (0.3.0 to 0.5.5
 from 0.5.3 _handle_gpu_memory_settings) and arg_groups/memory_hook.py of 0.5.23
 (handle_gpu_memory_settings, reserve_for_graph_mb). gpu_mem is `nvidia-smi --query-gpu=memory.total` in
 MiB (utils get_nvgpu_memory_capacity). A release between two read ones takes the older one's rule
-(../shared/reference/sglang_rules.md names the releases read; 0.5.2, 0.5.5 and 0.5.23 were checked
-against their wheels here).
+(../shared/reference/sglang_rules.md names the releases read; 0.4.6.post5, 0.4.7, 0.4.8, 0.4.9.post2,
+0.5.2, 0.5.5 and 0.5.23 were checked against their wheels here: the reserved-memory rule starts at 0.4.8,
+and 0.4.6/0.4.7 cap large cards at (gpu_mem - 18 GiB) / gpu_mem, not the 13 GiB the notes say).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kvcalc.errors import UsageError
 
 DEFAULT_RELEASE = "0.5.5"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
-RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 10), (0, 5, 3), (0, 5, 5), (0, 5, 23))
+RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 23))
 
 
 def parse_release(text: str) -> tuple[int, int, int]:
@@ -42,9 +43,14 @@ def graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) -> 
     """(chunked_prefill_size, cuda_graph_max_bs) a release picks on this card when neither is given."""
     g = gpu_mem_mib
     rule = rule_of(release)
+    if rule < (0, 4, 8):
+        # NOTE: 0.4.6 / 0.4.7 (server_args.py __post_init__): 2048 below 25,000 MiB, 16384 above
+        # 180,000 MiB (0.4.7 only), else 8192; releases before 0.4.6 are taken as 0.4.6.
+        chunk = 2048 if g < 25_000 else 16384 if (g > 180_000 and rule == (0, 4, 7)) else 8192
+        return chunk, 160
     if rule < (0, 5, 3):
-        # NOTE: 0.4.10-0.5.2 (server_args.py): 2048 below 35 GiB, 8192 below 160 GiB, else 16384;
-        # cuda_graph_max_bs only enters the fraction from 0.5.3 on. Earlier releases are taken as the same.
+        # NOTE: 0.4.8-0.5.2: 2048 below 35 GiB, 8192 below 160 GiB, else 16384; cuda_graph_max_bs only
+        # enters the fraction from 0.5.3 on.
         chunk = 2048 if g < 35 * 1024 else 8192 if g < 160 * 1024 else 16384
         return chunk, 160
     small = {(0, 5, 3): (2048, 16), (0, 5, 5): (2048, 24)}.get(rule, (4096, 48))
@@ -85,15 +91,23 @@ def default_mem_fraction(
 ) -> float:
     """--mem-fraction-static when it is not given (plain serving: no speculative decoding, not a VLM)."""
     g, rule, ps = gpu_mem_mib, rule_of(release), tp * pp
-    if rule < (0, 4, 6) or (rule == (0, 4, 6) and g <= 81920):
+    if rule < (0, 4, 8):
         eight = 0.83 if rule < (0, 4, 0) else 0.81
-        for at_least, f in ((16, 0.79), (8, eight), (4, 0.85), (2, 0.87)):
-            if tp >= at_least:
-                return f
-        return 0.88
-    if rule == (0, 4, 6):
-        return round((g - 13 * 1024) / g, 3)
-    if rule == (0, 4, 10):
+        f = 0.88
+        if rule < (0, 4, 6) or g <= 81920:
+            for at_least, value in ((16, 0.79), (8, eight), (4, 0.85), (2, 0.87)):
+                if (tp if rule < (0, 4, 6) else ps) >= at_least:
+                    f = value
+                    break
+        if rule < (0, 4, 6):
+            return f
+        if rule == (0, 4, 7) and g > 180_000:
+            return 0.79
+        if g > 96 * 1024:
+            # NOTE: not rounded: "15 GB + additional 3GB for cuda graph" (0.4.6 / 0.4.7 server_args.py)
+            return min(f + 48 * 1024 * (1 - f) / g, (g - 18 * 1024) / g)
+        return f
+    if rule == (0, 4, 8):
         if g < 35 * 1024:
             reserved = (2.8 + ps / 10) * 1024
         elif g < 90 * 1024:
