@@ -226,3 +226,13 @@ def test_sglang_options_need_the_engine():
     assert r.exit_code == 2 and "older than the releases kvcalc models" in r.stderr
     r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--mem-fraction-static", "1.5")
     assert r.exit_code == 2
+
+
+def test_python_api_fit_engine_sglang():
+    import kvcalc
+
+    r = kvcalc.fit("qwen3-14b", "rtx-4090", tp=4, seq=40960, engine="sglang", mem_fraction_static=0.8)
+    assert r.sglang is not None and r.sglang.mem_fraction_static == 0.8 and r.ok
+    assert r.sglang.max_total_num_tokens == r.sglang.kv_capacity_tokens > 40960
+    bad = kvcalc.fit("llama-3.1-70b", "h100", seq=8192, engine="sglang")
+    assert bad.sglang.refusal and not bad.ok

@@ -145,8 +145,8 @@ def fit(
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
     """
-    from kvcalc.cli import sglang as cli_sglang
     from kvcalc.cli import vllm as cli_vllm
+    from kvcalc.plan import sglang as cli_sglang
     from kvcalc.plan.fit import fit_report, verdict
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
