@@ -34,6 +34,12 @@ GIB = 2**30
 MIB = 2**20
 SWA_FULL_TOKENS_RATIO = 0.8  # server_args.py swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio (0.5.5)
+# NOTE: "Load weight end. ... mem usage" is a drop in free memory, not torch's allocation: it also holds
+# what loading leaves behind outside the tensors (CUDA modules loaded lazily by the first kernels, the
+# allocator's rounding). Public logs show it 0.031 GiB above the tensors for Llama-3.1-8B and 0.056 GiB
+# for Qwen2.5-0.5B on one GPU (0.134 GiB for Qwen3-14B at tp 4, left unexplained):
+# ../shared/reference/sglang_logs.json.
+LOAD_OVERHEAD_BYTES = round(0.04 * GIB)
 
 
 # NOTE: no `from __future__ import annotations` here: Pydantic would compile every annotation string.
@@ -195,7 +201,7 @@ def predict(
     first = None
     for layers in ranges:
         w = weight_bytes(spec, act, quant, tp=tp, layers=layers)
-        wb = w.total
+        wb = w.total + LOAD_OVERHEAD_BYTES
         if attn_tp != tp:
             # DP attention: the attention projections are split over the attention-TP group only.
             wb += weight_bytes(spec, act, quant, tp=attn_tp, layers=layers).attention - w.attention
