@@ -236,3 +236,13 @@ def test_python_api_fit_engine_sglang():
     assert r.sglang.max_total_num_tokens == r.sglang.kv_capacity_tokens > 40960
     bad = kvcalc.fit("llama-3.1-70b", "h100", seq=8192, engine="sglang")
     assert bad.sglang.refusal and not bad.ok
+
+
+def test_fp8_kv_is_auto_when_the_checkpoint_says_so():
+    # minimax-m2.7-nvfp4's quantization_config has kv_cache_scheme {num_bits: 8, type: float}
+    spec = get_model("minimax-m2.7-nvfp4")
+    assert spec.checkpoint.quantization.kv_cache_fp8
+    pool = predict(spec, get_gpu("b200"), SglangSettings(tp=4), seq=8192)
+    assert pool.kv_dtype == "fp8"
+    assert pool.cell_bytes == cell_bytes(spec, "fp8", 4)[0] == cell_bytes(spec, "bf16", 4)[0] // 2
+    assert predict(get_model("llama-3.1-8b"), get_gpu("h100"), SglangSettings(), seq=8192).kv_dtype == "bf16"

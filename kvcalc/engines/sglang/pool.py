@@ -169,7 +169,8 @@ def predict(
     chunk_default, graph_bs = rel.graph_defaults(version, mib, tp)
     chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
     act = _act_dtype(spec)
-    kv_dtype = settings.kv_dtype or act
+    checkpoint_quant = spec.checkpoint.quantization if spec.checkpoint else None
+    kv_dtype = settings.kv_dtype or ("fp8" if checkpoint_quant and checkpoint_quant.kv_cache_fp8 else act)
     ranges = _stage_ranges(spec, pp)
     has_mla = any(cell_bytes(spec, kv_dtype, attn_tp, r)[2] for r in ranges[:1])
     fraction = settings.mem_fraction_static
