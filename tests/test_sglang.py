@@ -246,3 +246,12 @@ def test_fp8_kv_is_auto_when_the_checkpoint_says_so():
     assert pool.kv_dtype == "fp8"
     assert pool.cell_bytes == cell_bytes(spec, "fp8", 4)[0] == cell_bytes(spec, "bf16", 4)[0] // 2
     assert predict(get_model("llama-3.1-8b"), get_gpu("h100"), SglangSettings(), seq=8192).kv_dtype == "bf16"
+
+
+def test_kv_dtype_sglang_does_not_take():
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--kv-dtype", "int4")
+    assert r.exit_code == 2 and "SGLang does not take --kv-dtype int4" in r.stderr
+    d = json.loads(
+        run("fit", "llama-3.1-8b", "-g", "h100", "--engine", "sglang", "--kv-dtype", "fp8", "--format", "json").stdout
+    )
+    assert d["sglang"]["kv_dtype"] == "fp8" and d["sglang"]["cell_bytes"] == 8 * 128 * 2 * 32

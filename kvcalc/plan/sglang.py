@@ -78,6 +78,12 @@ def predict(
     from kvcalc.errors import UsageError
 
     check_pp(spec, pp)
+    if kv_dtype not in (None, "bf16", "fp8"):
+        # NOTE: server_args.py (0.5.5) --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16/bfloat16, fp4_e2m1
+        raise UsageError(
+            f"SGLang does not take --kv-dtype {kv_dtype}",
+            hint="its --kv-cache-dtype is auto (the model dtype), bf16 or fp8 (fp8_e4m3 / fp8_e5m2)",
+        )
     quantized = spec.checkpoint.quantization if spec.checkpoint else None
     if quantized is not None and dtype not in (None, "fp32", "bf16", "fp16"):
         raise UsageError(
