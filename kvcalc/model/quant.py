@@ -244,7 +244,8 @@ def read_quantization(q: Any) -> Quantization | None:
     if quant is not None and isinstance(q, dict):
         # NOTE: SGLang's --kv-cache-dtype auto becomes fp8 when the checkpoint says so (0.5.5
         # model_runner: ModelOpt's kv_cache_quant_algo "FP8"; compressed-tensors' kv_cache_scheme).
-        nested = q.get("quantization") if isinstance(q.get("quantization"), dict) else {}
+        inner = q.get("quantization")
+        nested: dict[str, Any] = inner if isinstance(inner, dict) else {}
         algo = str(q.get("kv_cache_quant_algo") or nested.get("kv_cache_quant_algo") or "").upper()
         scheme = q.get("kv_cache_scheme")
         if algo == "FP8" or (
