@@ -255,3 +255,23 @@ def test_kv_dtype_sglang_does_not_take():
         run("fit", "llama-3.1-8b", "-g", "h100", "--engine", "sglang", "--kv-dtype", "fp8", "--format", "json").stdout
     )
     assert d["sglang"]["kv_dtype"] == "fp8" and d["sglang"]["cell_bytes"] == 8 * 128 * 2 * 32
+
+
+def test_mamba_state_is_carved_out_first():
+    spec = get_model("qwen3-next-80b-a3b")  # GDN layers with a constant state, every fourth layer full attention
+    pool = predict(
+        spec, get_gpu("h100"), SglangSettings(tp=4, mem_fraction_static=0.85), seq=8192,
+        pre_load_free_bytes=77 * GiB, weights_bytes=40 * GiB,
+    )  # fmt: skip
+    rest = 77 * GiB * 0.85 - 40 * GiB
+    state = -(-sum(n * run.state_bytes for run, n in spec.layer_groups()) // 4)
+    mamba = int(rest * 0.9 / 1.9 // state) * state  # r / (1 + r) of rest, whole requests' states
+    assert pool.mamba_bytes == mamba
+    assert pool.max_total_num_tokens == int((rest - mamba) // pool.cell_bytes)
+    assert pool.cell_bytes == 12 * 1 * 256 * 2 * 2  # 12 full-attention layers, 2 KV heads / tp 4 -> 1
+    assert pool.max_running_requests == mamba // state // 3
+
+
+def test_fit_grid_shows_sglang_columns():
+    r = run("fit", "llama-3.1-8b", "-g", "h100", "--engine", "sglang", "--seq", "8k,128k", "--batch", "1,64")
+    assert r.exit_code == 3 and "SGLang" in r.stdout and "#tokens" in r.stdout

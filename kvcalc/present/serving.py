@@ -118,6 +118,7 @@ def fit_grid_sheet(results: list) -> Sheet:
             "fits",
             "largest\nbatch",
             *(["batch for\ngoals"] if goals else []),
+            *(["SGLang\n#tokens", "SGLang\nfits"] if first.sglang else []),
         ],
         text_columns=(),
         # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
@@ -136,6 +137,7 @@ def fit_grid_sheet(results: list) -> Sheet:
                 "yes" if r.fits else "NO",
                 f"{r.max_batch:,}",
                 *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+                *([f"{r.sglang.max_total_num_tokens:,}", "yes" if r.sglang.fits else "NO"] if r.sglang else []),
             ]
         )
     bad = [r for r in results if not r.ok]

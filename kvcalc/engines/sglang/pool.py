@@ -240,6 +240,10 @@ def predict(
     if tokens <= 0:
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
     mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
+    if mamba and state_per_req:
+        # NOTE: init_memory_pool (0.5.5): with a Mamba / GDN state pool the request pool is capped by the
+        # states it holds (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache).
+        mrr = min(mrr, mamba // state_per_req // 3)
     slots = tokens + settings.page_size
     bits = _elem_bits(kv_dtype)
     if mla:
