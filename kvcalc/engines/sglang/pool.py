@@ -198,6 +198,10 @@ def predict(
     notes = _not_modelled(spec, version, settings, default)
     state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups() if run.kind == LayerKind.STATELESS)
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
+    # NOTE: 0.5.23 kv_cache_configurator.mm_runtime_reservation_gb: a multimodal model also keeps
+    # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).
+    vlm = bool(spec.checkpoint and spec.checkpoint.vision)
+    vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None
     for layers in ranges:
@@ -210,6 +214,8 @@ def predict(
             wb = weights_bytes
         available = pre - wb
         rest = available - pre * (1 - fraction)
+        if vlm_reserve:
+            rest -= vlm_reserve
         mamba = 0
         if state_per_req and rest > 0:
             # NOTE: 0.5.5 handle_max_mamba_cache (radix cache on): the state pool takes r / (1 + r) of
@@ -295,13 +301,21 @@ def predict(
     return pool.model_copy(update={"log_lines": log_lines(pool, spec, act)})
 
 
+TORCH_DTYPES = {
+    "bf16": "torch.bfloat16",
+    "fp16": "torch.float16",
+    "fp32": "torch.float32",
+    "fp8": "torch.float8_e4m3fn",
+}
+
+
 def _gb(n: int | float) -> str:
     return f"{n / GIB:.2f}"
 
 
 def log_lines(p: SglangPool, spec: ModelSpec, act: str) -> list[str]:
     """SGLang's own start-up lines (model_runner.py, scheduler.py) with the predicted values."""
-    torch_dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}.get(act, act)
+    torch_dtype = TORCH_DTYPES.get(act, act)
     after = p.pre_load_free_bytes - p.weights_bytes
     lines = [
         f"Load weight begin. avail mem={_gb(p.pre_load_free_bytes)} GB",
@@ -315,12 +329,15 @@ def log_lines(p: SglangPool, spec: ModelSpec, act: str) -> list[str]:
             f"Use Sliding window memory pool. full_layer_tokens={p.max_total_num_tokens}, "
             f"swa_layer_tokens={p.swa_tokens}"
         )
+    head = "KV Cache is allocated. "
+    if rel.rule_of(rel.parse_release(p.release)) >= (0, 5, 23):
+        # 0.5.23 memory_pool._finalize_allocation_log names the pool's dtype first
+        head += f"dtype: {TORCH_DTYPES.get(p.kv_dtype, p.kv_dtype)}, "
     if p.mla:
-        lines.append(f"KV Cache is allocated. #tokens: {p.max_total_num_tokens}, KV size: {_gb(p.kv_bytes or 0)} GB")
+        lines.append(f"{head}#tokens: {p.max_total_num_tokens}, KV size: {_gb(p.kv_bytes or 0)} GB")
     else:
         lines.append(
-            f"KV Cache is allocated. #tokens: {p.max_total_num_tokens}, K size: {_gb(p.k_bytes or 0)} GB, "
-            f"V size: {_gb(p.v_bytes or 0)} GB"
+            f"{head}#tokens: {p.max_total_num_tokens}, K size: {_gb(p.k_bytes or 0)} GB, V size: {_gb(p.v_bytes or 0)} GB"
         )
     lines.append(
         f"max_total_num_tokens={p.max_total_num_tokens}, chunked_prefill_size={p.chunked_prefill_size}, "
