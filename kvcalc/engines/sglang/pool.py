@@ -351,11 +351,11 @@ def _not_modelled(spec: ModelSpec, version: tuple[int, int, int], s: SglangSetti
     ck = spec.checkpoint
     if ck and ck.vision:
         out.append(
-            "the multimodal adjustments (adjust_mem_fraction_for_vlm on the default fraction; 0.5.23's VLM cache reserve)"
+            "the default fraction's multimodal factor (adjust_mem_fraction_for_vlm) and the vision encoder's own memory"
         )
     if rel.rule_of(version) >= (0, 5, 23):
         out.append(
-            "0.5.23's post-capture KV resizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default) and its "
+            "0.5.23's post-capture KV resizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default, so not applied) and its "
             "pool configurators' fixed overheads"
         )
     if s.pp > 1:
