@@ -356,7 +356,7 @@ def _not_modelled(spec: ModelSpec, version: tuple[int, int, int], s: SglangSetti
     if rel.rule_of(version) >= (0, 5, 23):
         out.append(
             "0.5.23's post-capture KV resizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default, so not applied) and its "
-            "pool configurators' fixed overheads"
+            "logical-page sharding scratch (off by default)"
         )
     if s.pp > 1:
         out.append("NCCL send/receive buffers between pipeline stages")
