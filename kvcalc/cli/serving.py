@@ -132,7 +132,7 @@ def fit(
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
     """
     from kvcalc.cli import vllm as cli_vllm
-    from kvcalc.plan.fit import fit_report, verdict
+    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
@@ -219,6 +219,8 @@ def fit(
                     max_batched_tokens=max_batched_tokens,
                     steps=steps,
                 )
+                v = result.vllm
+                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:
