@@ -4,7 +4,6 @@ honesty, and generate's closed-form decode sum checked against the step-by-step 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from conftest import run, run_json
@@ -326,13 +325,17 @@ def test_closed_form_series(a, n, window):
     assert sum_chunked_pairs(chunk, a, b) == sum(chunked_pairs(c, chunk) for c in range(a, b + 1))
 
 
-def test_generate_a_million_tokens_is_fast():
-    start = time.perf_counter()
+def test_generate_a_million_tokens_is_closed_form(monkeypatch):
+    import kvcalc.plan.generate as generate
+
+    # The token-by-token loop took 118 s; the closed form about 0.3 s (timed in benchmarks/bounds.py).
+    # Here the operations are counted: two decode steps are costed (the first and the last), not 2^20.
+    calls = []
+    row = generate.decode_row
+    monkeypatch.setattr(generate, "decode_row", lambda *a, **k: calls.append(1) or row(*a, **k))
     out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--new", "1m")
-    # The token-by-token loop took 118 s; the closed form takes about 0.3 s (benchmarks/bounds.py).
-    # 5 s is the hang limit, loose enough for a loaded machine.
-    assert time.perf_counter() - start < 5
     assert out["new"] == 1 << 20 and out["tpot_last_s"] > out["tpot_first_s"]
+    assert len(calls) == 2
 
 
 def test_generate_and_fit_plot_step_times(tmp_path):
