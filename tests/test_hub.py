@@ -162,3 +162,10 @@ def test_malformed_hub_setting_is_one_line(tmp_path):
     out = kvcalc(env, "cache", "acme/tiny")
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "HF_HUB_ETAG_TIMEOUT" in out.stderr and "internal" not in out.stderr
+
+
+def test_a_pasted_url_passes_its_revision(hub):
+    out = kvcalc(hub, "cache", "https://huggingface.co/acme/tiny/tree/v1.0", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["bytes_per_token"] == PER_TOKEN
+    assert any("/acme/tiny/resolve/v1.0/config.json" in path for _, path, _ in hubserver.HubHandler.requests)
