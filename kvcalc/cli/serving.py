@@ -309,7 +309,8 @@ def generate(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+    (ceilings unless --efficiency/--mbu/--mfu). --explain adds the arithmetic and the lesson: what
+    the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""

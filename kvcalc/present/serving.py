@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.present.render import _bytes
 from kvcalc.present.sheet import Sheet
-from kvcalc.units import fmt_flop_count, fmt_seconds, plural
+from kvcalc.units import fmt_seconds, plural
 
 
 def _reserve_note(result) -> str:  # noqa: ANN001
@@ -182,14 +182,5 @@ def generate_sheet(results: list) -> Sheet:
         else "The ceiling is a bound; the estimate scales both roofs."
     )
     sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
-    sheet.notes.append(
-        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
-        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
-    )
-    sheet.notes.append(
-        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
-        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
-        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
-    )
     sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet
