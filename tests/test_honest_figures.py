@@ -93,3 +93,38 @@ def test_weight_formats_are_labelled_as_a_mix(model, label):
     out = run_json("fit", model, "--gpu", "b200", "--tp", "8")
     assert out["weight_format"] == label
     assert f", {label} weights," in run("fit", model, "--gpu", "b200", "--tp", "8").stdout.splitlines()[0]
+
+
+# google/gemma-3-4b-it, vLLM 0.19.0 on one H100 at --gpu-memory-utilization 0.95 (llm-d-incubation/llm-d-planner
+# @ d3121e0, accuracy/results/v0.19.0/logs/google-gemma-3-4b-it--h100-80gb--tp1pp1dp1--8192.log): "weights
+# memory: 8.58GiB", "Available KV cache memory: 62.51 GiB", "GPU KV cache size: 468,144 tokens", "Maximum
+# concurrency for 8,192 tokens per request: 57.05x". Its sparse text_config lists neither
+# max_position_embeddings nor rope_local_base_freq; Gemma3TextConfig's defaults (131,072; 10,000) still make
+# vLLM's gemma3.py build two rotary caches: the global layers' linear-scaled one of 131,072 x 8 positions and
+# the sliding layers' default one, (1,048,576 + 131,072) x 256 x 2 B = 603,979,776 B (0.5625 GiB). Without
+# them kvcalc predicted 8.01 GiB of weights and a pool 0.64 GiB too large.
+GEMMA3_4B_ROTARY = (131_072 * 8 + 131_072) * 256 * 2
+
+
+def test_gemma3_4b_keeps_both_rotary_caches_of_its_class_defaults():
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.model.resolve import resolve_model
+
+    spec = resolve_model(str(FIXTURES / "real_configs" / "gemma-3-4b.json")).spec
+    assert spec.max_position_embeddings == 131_072
+    terms = predict(spec, get_gpu("h100"), Settings(gpu_memory_utilization=0.95))
+    assert terms.weights.rotary_cache == GEMMA3_4B_ROTARY
+    assert not any("rotary" in u for u in terms.unsized)
+
+
+@pytest.mark.parametrize("model", [str(FIXTURES / "real_configs" / "gemma-3-4b.json"), "gemma-3-4b"])
+def test_gemma3_4b_pool_against_vllms_log(model):
+    out = run_json("fit", model, "--gpu", "h100", "--engine", "vllm", "--gpu-util", "0.95", "--seq", "8192")
+    v = out["vllm"]
+    GiB = 2**30
+    assert v["weights_bytes"] / GiB == pytest.approx(8.58, abs=0.02)
+    error = v["available_kv_bytes"] / GiB - 62.51
+    assert -0.1 <= error <= 0.1  # was +0.64 GiB (promising more than vLLM has)
+    assert v["kv_cache_tokens"] == pytest.approx(468_144, rel=0.002)
+    assert v["max_concurrency"] == pytest.approx(57.05, rel=0.002)

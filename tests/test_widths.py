@@ -105,10 +105,10 @@ def test_a_long_stacked_layout_is_fast_and_fits():
     out = run("roofline", "7b", "--gpu", "h100", "--batch", "1..20000+1", env={"COLUMNS": "30"}).stdout
     lines = out.splitlines()
     assert max(cell_len(line) for line in lines) <= 30
-    # 7b batch 1 at 1,024 tokens on h100: (14e9 + 0.5 GiB) / 3.35 TB/s = 4.34 ms, 230.4 tokens/s; the
-    # column is in seconds (batch 20,000 takes seconds), so three significant digits, not "0.00"
-    assert "step s >=: 0.00434" in lines and "tok/s <=: 230.4" in lines and "batch: 20,000" in lines
-    assert "KV read TiB: 0.000488" in lines  # 0.5 GiB
+    # 7b batch 1 at 8,192 tokens (the default) on h100: (14e9 + 4 GiB) / 3.35 TB/s = 5.46 ms, 183.1 tokens/s;
+    # the column is in seconds (batch 20,000 takes seconds), so three significant digits, not "0.01"
+    assert "step s >=: 0.00546" in lines and "tok/s <=: 183.1" in lines and "batch: 20,000" in lines
+    assert "KV read TiB: 0.00391" in lines  # 4 GiB
 
 
 def test_small_figures_in_a_large_unit_keep_three_digits():

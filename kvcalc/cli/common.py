@@ -197,7 +197,12 @@ BatchOpt = Annotated[
     str, typer.Option("--batch", "-b", help="Sequences: 16, a list 1,8,64, a range 1..64 (doubling) or 8..64+8.")
 ]
 SeqOpt = Annotated[
-    str, typer.Option("--seq", "-s", help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range.")
+    str,
+    typer.Option(
+        "--seq",
+        "-s",
+        help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range (default 8k = 8,192, every command's).",
+    ),
 ]
 KvDtypeOpt = Annotated[
     str,

@@ -52,7 +52,12 @@ def fit(
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
     seq: Annotated[
-        str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output): 8k, or a list/range.")
+        str,
+        typer.Option(
+            "--seq",
+            "-s",
+            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's).",
+        ),
     ] = "8k",
     batch: Annotated[
         str, typer.Option("--batch", "-b", help="Concurrent sequences to check: 16, a list 1,8,64 or a range.")
@@ -283,8 +288,15 @@ def _fit_csv_row(result) -> dict:  # noqa: ANN001
 def generate(
     model: ModelArg,
     gpu: GpuOpt,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="Prompt tokens per sequence.")] = "1k",
-    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence.")] = "256",
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Prompt tokens per sequence (default 7,936: with 256 new, the 8,192-token default context).",
+        ),
+    ] = "7936",
+    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence (default 256).")] = "256",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
     kv_dtype: KvDtypeOpt = "bf16",
     tp: TpOpt = None,
