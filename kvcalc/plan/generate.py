@@ -29,6 +29,16 @@ from kvcalc.units import dtype_bits, fmt_seconds
 # NOTE: this command's result models live here, beside the function that returns them, so that
 # another command does not define them at start-up; and no `from __future__ import annotations`
 # in this module: Pydantic would compile every field's annotation string at import.
+class GenerateLesson(Result):
+    """What the KV cache saves (THEORY section 1): a lesson, not part of a deployment's answer."""
+
+    flops_uncached: int  # every step recomputes its whole prefix
+    concat_positions_copied: int  # growing the cache by concatenation
+    prealloc_positions_written: int
+    concat_bytes_copied: int
+    prealloc_bytes_written: int
+
+
 class GenerateResult(Result):
     model: str
     gpu: str
@@ -51,20 +61,7 @@ class GenerateResult(Result):
     flops_cached: int
     memory_note: str = ""
     warnings: list[str] = []
-    lesson: "GenerateLesson | None" = None  # with --explain only: what the cache saves, for teaching
-
-
-class GenerateLesson(Result):
-    """What the KV cache saves (THEORY section 1): a lesson, not part of a deployment's answer."""
-
-    flops_uncached: int  # every step recomputes its whole prefix
-    concat_positions_copied: int  # growing the cache by concatenation
-    prealloc_positions_written: int
-    concat_bytes_copied: int
-    prealloc_bytes_written: int
-
-
-GenerateResult.model_rebuild()
+    lesson: GenerateLesson | None = None  # with --explain only: what the cache saves, for teaching
 
 
 def forward_flops(spec: ModelSpec, tokens: int) -> int:
