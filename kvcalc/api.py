@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import (
+    DEFAULT_NEW,
+    DEFAULT_SEQ,
+    FIT_MAX_ROWS,
+    KV_DTYPES,
+    MAX_ROWS,
+    check_grid,
+    normalize_dtype,
+    parse_count,
+    parse_range,
+)
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
     from kvcalc.cost.roofline import RooflineResult
@@ -145,7 +155,7 @@ def cache(
     model: str | ModelSpec,
     *,
     batch: Counts = 1,
-    seq: Counts = 4096,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     tp: int = 1,
     gpu: str | GpuSpec | None = None,
@@ -181,7 +191,7 @@ def roofline(
     gpu: str | GpuSpec | list,
     *,
     batch: Counts = "1..64",
-    seq: Counts = 1024,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
     layers: int | None = None,
@@ -309,8 +319,8 @@ def generate(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    prompt: int | str = "1k",
-    new: int | str = 256,
+    prompt: int | str = DEFAULT_SEQ - DEFAULT_NEW,
+    new: int | str = DEFAULT_NEW,
     batch: int | str = 1,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
@@ -353,7 +363,7 @@ def compare(
     *items: str,
     model: str = "70b",
     batch: Counts = 32,
-    seq: Counts = 8192,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
 ) -> CompareResult | list[CompareResult]:
     """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""

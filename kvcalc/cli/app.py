@@ -47,7 +47,7 @@ from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 def cache(
     model: ModelArg,
     batch: BatchOpt = "1",
-    seq: SeqOpt = "4096",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     gpu: Annotated[
         Optional[str],
@@ -136,7 +136,7 @@ def roofline(
         ),
     ],
     batch: BatchOpt = "1..64",
-    seq: SeqOpt = "1024",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -232,7 +232,7 @@ def compare(
         str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
     ] = "70b",
     batch: BatchOpt = "32",
-    seq: SeqOpt = "8192",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,

@@ -60,7 +60,12 @@ def fit(
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
     seq: Annotated[
-        str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output): 8k, or a list/range.")
+        str,
+        typer.Option(
+            "--seq",
+            "-s",
+            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's).",
+        ),
     ] = "8k",
     batch: Annotated[
         str, typer.Option("--batch", "-b", help="Concurrent sequences to check: 16, a list 1,8,64 or a range.")
@@ -147,7 +152,7 @@ def fit(
     """
     from kvcalc.cli import vllm as cli_vllm
     from kvcalc.plan import sglang as cli_sglang
-    from kvcalc.plan.fit import fit_report, verdict
+    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
@@ -244,6 +249,8 @@ def fit(
                     max_batched_tokens=max_batched_tokens,
                     steps=steps,
                 )
+                v = result.vllm
+                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:
@@ -325,8 +332,15 @@ def _fit_csv_row(result) -> dict:  # noqa: ANN001
 def generate(
     model: ModelArg,
     gpu: GpuOpt,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="Prompt tokens per sequence.")] = "1k",
-    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence.")] = "256",
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Prompt tokens per sequence (default 7,936: with 256 new, the 8,192-token default context).",
+        ),
+    ] = "7936",
+    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence (default 256).")] = "256",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
     kv_dtype: KvDtypeOpt = "bf16",
     tp: TpOpt = None,
@@ -351,7 +365,8 @@ def generate(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+    (ceilings unless --efficiency/--mbu/--mfu). --explain adds the arithmetic and the lesson: what
+    the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""
