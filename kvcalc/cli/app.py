@@ -48,7 +48,7 @@ from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 def cache(
     model: ModelArg,
     batch: BatchOpt = "1",
-    seq: SeqOpt = "4096",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     gpu: Annotated[
         Optional[str],
@@ -137,7 +137,7 @@ def roofline(
         ),
     ],
     batch: BatchOpt = "1..64",
-    seq: SeqOpt = "1024",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -247,7 +247,7 @@ def compare(
         str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
     ] = "70b",
     batch: BatchOpt = "32",
-    seq: SeqOpt = "8192",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
