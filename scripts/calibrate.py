@@ -78,7 +78,9 @@ def load_points(path: Path = POINTS):
 def names_for(points) -> list[str]:
     fams = sorted({p.sf.decode.family for p in points})
     engines = sorted({p.engine for p in points})
-    links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces})
+    # NOTE: only NVLink's all-reduce terms have the points to fit them (hundreds of tp > 1 runs); PCIe
+    # and Infinity Fabric keep nccl-tests' and RCCL's figures (calibration.STARTING, speed_facts §2.4).
+    links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces} & {"nvlink"})
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [
