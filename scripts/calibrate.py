@@ -118,6 +118,24 @@ def calibrate(points, sweeps: int) -> dict[str, float]:
     return c
 
 
+def held_out_interval() -> dict[str, float]:
+    """The 80% interval from the leave-one-source-out residuals benchmarks/speed_accuracy.py wrote
+    (weighted 10th and 90th percentiles of measured / predicted, per phase); {} when absent."""
+    from kvcalc.cost.fitting import weighted_quantile
+
+    path = ROOT / "benchmarks" / "calibration" / "held_out_residuals.json"
+    if not path.exists():
+        return {}
+    rs = json.loads(path.read_text())["residuals"]
+    out = {}
+    for phase in ("decode", "prefill"):
+        sel = [r for r in rs if r["phase"] == phase]
+        vals, ws = [r["log_ratio"] for r in sel], [r["weight"] for r in sel]
+        out[f"interval.{phase}.lo"] = min(1.0, math.exp(weighted_quantile(vals, ws, 0.1)))
+        out[f"interval.{phase}.hi"] = max(1.0, math.exp(weighted_quantile(vals, ws, 0.9)))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=6, help="coordinate-descent sweeps (default 6)")
@@ -126,6 +144,7 @@ def main() -> int:
 
     points = load_points()
     c = calibrate(points, args.sweeps)
+    c.update(held_out_interval())  # the shipped interval: from held-out residuals where they exist
     sources = sorted({p.source for p in points})
     OUT.write_text(
         json.dumps(

@@ -317,41 +317,11 @@ def fit(
                 for b in grid
             ]
             lines.append((f"seq {s:,} (ceiling)", grid, times))
-            if not ceiling and util is None:  # what the verdict decides on, with its 80% interval
-                from kvcalc.cost.estimate import step_time
+            if not ceiling:  # what the verdict decides on: the estimate with its interval, or the what-if
+                from kvcalc.plan.estimated import decode_lines
 
-                est = [
-                    step_time(
-                        spec, gpu_spec, dep, engine=engine or "vllm", decode_batch=b, decode_context=s,
-                        dtype=overrides.get("dtype"), kv_dtype=kv, staged=staged,
-                    )
-                    for b in grid
-                ]  # fmt: skip
-                lines.append((f"seq {s:,} (estimate, {engine or 'vllm'})", grid, [t.estimate_s for t in est]))
-                lines.append((f"seq {s:,} estimate 80% low", grid, [t.lo_s for t in est]))
-                lines.append((f"seq {s:,} estimate 80% high", grid, [t.hi_s for t in est]))
-            elif util is not None:
-                u = decode_row
-                lines.append(
-                    (
-                        f"seq {s:,} (what-if MBU {util[0]:g}, MFU {util[1]:g})",
-                        grid,
-                        [
-                            u(
-                                spec,
-                                gpu_spec,
-                                b,
-                                s,
-                                overrides.get("dtype"),
-                                kv,
-                                compute,
-                                dep=dep,
-                                staged=staged,
-                                util=util,
-                            ).estimate_step_seconds
-                            for b in grid
-                        ],
-                    )
+                lines += decode_lines(
+                    spec, gpu_spec, dep, grid, s, engine or "vllm", overrides.get("dtype"), kv, staged, util
                 )
         where = f"{dep.gpus} x {gpu_spec.name}" if dep.gpus > 1 else gpu_spec.name
         return fit_chart(f"Time per output token: {spec.name} on {where}", lines, tpot_ms, grid)
