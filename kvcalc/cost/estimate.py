@@ -303,12 +303,14 @@ def step_time(
     staged: tuple[Stage, ...] | None = None,
     decode_batch: int = 0,
     decode_context: int = 0,
+    microbatches: int = 1,
 ) -> StepTime:
     """Time ONE engine step on `dep`: decode one token for each sequence in `decode_contexts` (its
     cached tokens) and process `prefill_tokens` prompt tokens of `prefill_seqs` sequences that already
     hold `prefill_context` tokens. Pass `staged` (step.stages) when timing many steps of one setup.
     `decode_batch` sequences all at `decode_context` tokens may be given instead of `decode_contexts`
-    (the same step, without a list as long as the batch).
+    (the same step, without a list as long as the batch). With pp > 1, `microbatches` keeps that many
+    micro-batches in flight (features() says how).
 
     `calibration`: constants to use instead of the shipped ones (calibration.constants_for)."""
     from kvcalc.cost.calibration import constants_for
@@ -330,6 +332,7 @@ def step_time(
         staged=staged,
         decode_batch=decode_batch,
         decode_context=decode_context,
+        microbatches=microbatches,
     )
     c, basis = (calibration, "estimate (given constants)") if calibration is not None else constants_for(gpu, engine)
     est = time_of(f, c, engine)
