@@ -16,7 +16,7 @@ HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
 
 class Resolved(NamedTuple):
     spec: ModelSpec
-    source: str  # preset | user preset | preset file | file | hub | cache
+    source: str  # preset | user preset | preset file | file | hub | cache | gguf
     location: str
 
 
@@ -28,6 +28,11 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
+        if path.open("rb").read(4) == b"GGUF":  # a GGUF file by another name
+            from kvcalc.model.gguf.source import open_local
+
+            g = open_local(str(path))
+            return Resolved(override(g.spec, overrides), "gguf", g.location)
         raise SpecError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:  # json's own limit on nesting: no config.json nests more than a few levels
         raise SpecError(f"{path}: not a model config: JSON nested too deeply to read") from None
@@ -172,6 +177,12 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     if found is not None:
         source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
         return Resolved(override(found.spec, overrides), source, found.location)
+    if text.lower().partition("@")[0].endswith(".gguf") or ":" in text or "gguf" in text.lower():
+        from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
+
+        if is_gguf_ref(text):  # a .gguf file, org/repo:QUANT or a GGUF repo: the header, read by range
+            g = open_gguf(text)
+            return Resolved(override(g.spec, overrides), "gguf", g.location)
     path = Path(text).expanduser()
     if path.is_dir():
         config = path / "config.json"
