@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from kvcalc.errors import SpecError
-from kvcalc.model.gguf.reader import Header, Skipped
+from kvcalc.model.gguf.reader import Header, Skipped, Tensor
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 
 # Sliding-window layer pattern by GGUF architecture when the file has no sliding_window_pattern:
@@ -51,7 +51,7 @@ def quant_label(filename: str, header: Header | None = None) -> str | None:
     stem = re.sub(r"(?i)(-\d{5}-of-\d{5})?\.gguf$", "", filename.rsplit("/", 1)[-1])
     found = re.findall(QUANT_IN_NAME, stem)
     if found:
-        return found[-1].upper()
+        return str(found[-1]).upper()
     ft = header.metadata.get("general.file_type") if header else None
     return FILE_TYPES.get(ft) if isinstance(ft, int) else None
 
@@ -86,7 +86,7 @@ def _swa_layers(md: dict[str, Any], arch: str, n: int) -> list[bool] | None:
     return [n_pattern == 0 or il % n_pattern < n_pattern - 1 for il in range(n)]
 
 
-def spec_from_gguf(header: Header, name: str, tensors: list | None = None) -> ModelSpec:
+def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = None) -> ModelSpec:
     """The ModelSpec llama.cpp would build from this header (tensors: all shards' tables)."""
     md = header.metadata
     arch = header.architecture
@@ -169,7 +169,9 @@ def _weight_dtype(label: str | None) -> str:
     return "mxfp4" if label.startswith("MXFP4") else "int4"
 
 
-def _pattern(md: dict, arch: str, n: int, kv: list[int], n_heads: int, mla: bool, kv_max, name: str) -> list:
+def _pattern(
+    md: dict[str, Any], arch: str, n: int, kv: list[int], n_heads: int, mla: bool, kv_max: int | None, name: str
+) -> list[LayerRun]:
     swa = _swa_layers(md, arch, n)
     window = _get(md, arch, "attention.sliding_window")
     kind_swa = SWA_DEFAULT.get(arch, (0, False, LayerKind.SLIDING))[2]
@@ -206,9 +208,9 @@ def _compress(runs: list[LayerRun]) -> list[LayerRun]:
     return out
 
 
-def _state_bytes(md: dict, arch: str) -> int:
+def _state_bytes(md: dict[str, Any], arch: str) -> int:
     """Mamba-style recurrent state of one layer and one sequence, f32 (llama-hparams.cpp n_embd_r/s)."""
     d_conv, d_inner = _get(md, arch, "ssm.conv_kernel", 0), _get(md, arch, "ssm.inner_size", 0)
     d_state, groups = _get(md, arch, "ssm.state_size", 0), _get(md, arch, "ssm.group_count", 0)
     r = (d_conv - 1) * (d_inner + 2 * groups * d_state) if d_conv else 0
-    return 4 * (r + d_state * d_inner)
+    return int(4 * (r + d_state * d_inner))

@@ -4,7 +4,8 @@ grouped) and read each header by HTTP range requests, never the tensor data."""
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from types import ModuleType
+from typing import Callable, NamedTuple
 
 from kvcalc.errors import HubError, NotFoundError
 
@@ -20,7 +21,7 @@ class GgufFile(NamedTuple):
     size_bytes: int  # the files' total size as the hub lists it
 
 
-def _hub():  # noqa: ANN202
+def _hub() -> ModuleType:
     import contextlib
     import io
 
@@ -29,9 +30,10 @@ def _hub():  # noqa: ANN202
             import huggingface_hub
     except ValueError as exc:
         raise HubError(f"huggingface_hub cannot start: {exc}") from None
-    from huggingface_hub.utils import disable_progress_bars, logging
+    from huggingface_hub.utils import logging
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    logging.set_verbosity_error()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     disable_progress_bars()
     return huggingface_hub
 
@@ -83,10 +85,11 @@ def list_gguf(repo: str, revision: str | None) -> list[GgufFile]:
     return quants
 
 
-def range_fetcher(repo: str, path: str, revision: str | None):  # noqa: ANN201
+def range_fetcher(repo: str, path: str, revision: str | None) -> Callable[[int, int], bytes]:
     """fetch(start, length) by HTTP Range on the file's resolve URL (redirects followed)."""
     hf = _hub()
-    from huggingface_hub.utils import build_hf_headers, get_session
+    from huggingface_hub.utils._headers import build_hf_headers
+    from huggingface_hub.utils._http import get_session
 
     url = hf.hf_hub_url(repo, path, revision=revision)
     session = get_session()
@@ -107,9 +110,9 @@ def range_fetcher(repo: str, path: str, revision: str | None):  # noqa: ANN201
         if r.status_code == 404:
             raise NotFoundError(f"{repo} has no file {path}")
         if r.status_code == 200:  # the server ignored Range: keep the part asked for
-            return r.content[start : start + length]
+            return bytes(r.content[start : start + length])
         if r.status_code != 206:
             raise HubError(f"{repo}/{path}: the hub answered HTTP {r.status_code}")
-        return r.content
+        return bytes(r.content)
 
     return fetch
