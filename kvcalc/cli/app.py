@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.cli import llamacpp as lcpp
 from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main__ runs)
     BatchOpt,
     DtypeOpt,
@@ -25,6 +26,7 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     SeqOpt,
     WindowOpt,
     _complete_gpus,
+    _complete_kv_dtypes,
     _complete_models,
     _draw,
     _dump,
@@ -48,7 +50,14 @@ def cache(
     model: ModelArg,
     batch: BatchOpt = "1",
     seq: SeqOpt = "4096",
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: Annotated[
+        Optional[str],
+        typer.Option(
+            "--kv-dtype",
+            help=f"Cache element type: {', '.join(KV_DTYPES)} (default bf16); with --engine llamacpp its -ctk/-ctv: f16 (default), q8_0, q4_0, ...",
+            autocompletion=_complete_kv_dtypes,
+        ),
+    ] = None,
     gpu: Annotated[
         Optional[str],
         typer.Option("--gpu", "-g", help="Show the share of this GPU's memory.", autocompletion=_complete_gpus),
@@ -65,15 +74,43 @@ def cache(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    engine: Annotated[
+        Optional[str], typer.Option("--engine", help="llamacpp: llama.cpp's KV, model and compute buffers instead.")
+    ] = None,
+    engine_version: lcpp.EngineVersionOpt = None,
+    quant: lcpp.QuantOpt = None,
+    parallel: lcpp.ParallelOpt = 1,
+    kv_unified: lcpp.KvUnifiedOpt = False,
+    ubatch: lcpp.UbatchOpt = 512,
+    flash_attn: lcpp.FlashAttnOpt = "on",
+    ngl: lcpp.NglOpt = None,
+    swa_full: lcpp.SwaFullOpt = False,
 ) -> None:
-    """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
+    """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq.
+
+    With --engine llamacpp: llama.cpp's buffers as llama-server allocates them (--seq is its -c)."""
     from kvcalc.cost.kvcache import cache_report, check_tp, with_gpu_share
     from kvcalc.present.render import cache_sheet
 
     _plot_ready(plot, plot_size)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     check_grid("cache --batch x --seq", len(batches), len(seqs))
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    if engine is not None:
+        return lcpp.cache_command(
+            model,
+            engine,
+            batches,
+            seqs,
+            gpu,
+            tp,
+            kv_dtype,
+            quant,
+            engine_version,
+            ngl,
+            fmt,
+            lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype),
+        )
+    kv = normalize_dtype(kv_dtype or "bf16", KV_DTYPES)
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
     gpu_names = _gpu_names(gpu)

@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.cli import llamacpp as lcpp
 from kvcalc.cli.common import (
     DtypeOpt,
     EncoderSeqOpt,
@@ -75,7 +76,11 @@ def fit(
         typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks."),
     ] = 16,
     engine: Annotated[
-        Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm.")
+        Optional[str],
+        typer.Option(
+            "--engine",
+            help="Also print an engine's own start-up figures: vllm; llamacpp: llama.cpp's buffers and which GGUF quant fits.",
+        ),
     ] = None,
     kv_memory: Annotated[
         Optional[str],
@@ -118,6 +123,15 @@ def fit(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    engine_version: lcpp.EngineVersionOpt = None,
+    quant: lcpp.QuantOpt = None,
+    parallel: lcpp.ParallelOpt = 1,
+    kv_unified: lcpp.KvUnifiedOpt = False,
+    ubatch: lcpp.UbatchOpt = 512,
+    flash_attn: lcpp.FlashAttnOpt = "on",
+    ngl: lcpp.NglOpt = None,
+    swa_full: lcpp.SwaFullOpt = False,
+    cpu_bandwidth: lcpp.CpuBwOpt = 64.0,
 ) -> None:
     """Does MODEL fit on GPUs at batch x seq? Largest batch and context, KV capacity, concurrency, latency goals.
 
@@ -130,7 +144,18 @@ def fit(
 
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
+
+    With --engine llamacpp and a GGUF repo (org/Model-GGUF): every quant file with llama.cpp's
+    weights, KV and compute buffers at --seq (its -c), the layers that fit and a decode-speed
+    ceiling; exit 0 when one quant fits fully.
     """
+    if engine is not None and engine.strip().lower() in ("llamacpp", "llama.cpp", "llama-cpp"):
+        opts = lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype)
+        seqs_, batches_ = parse_range(seq, "--seq"), parse_range(batch, "--batch")
+        code = lcpp.fit_command(
+            model, gpu, seqs_, batches_, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, opts
+        )
+        raise typer.Exit(code)
     from kvcalc.cli import vllm as cli_vllm
     from kvcalc.plan.fit import fit_report, verdict
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet

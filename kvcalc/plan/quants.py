@@ -107,9 +107,16 @@ def quant_row(
     gpu_bw: int,
     cpu_bw: int,
     unified: bool,
+    ngl: int | None = None,
     **settings: Any,
 ) -> QuantRow:
-    r = largest_fit(spec, tensors, n_ctx, era, capacity, unified, **settings)
+    """One quant's row: at the largest -ngl that fits, or at the -ngl given."""
+    if ngl is None:
+        r = largest_fit(spec, tensors, n_ctx, era, capacity, unified, **settings)
+    else:
+        r = llamacpp_memory(
+            spec, tensors, n_ctx, era, ngl=ngl, capacity_bytes=capacity, unified_memory=unified, **settings
+        )
     gpus = [d for d in r.devices if d.name != "CPU"]
     total = sum(d.total_bytes for d in r.devices) if unified else sum(d.total_bytes for d in gpus)
     return QuantRow(
@@ -122,7 +129,7 @@ def quant_row(
         fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers,
         gpu_layers=r.gpu_layers,
         total_layers=r.total_layers,
-        decode_tokens_per_s_ceiling=round(decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified), 1),
+        decode_tokens_per_s_ceiling=float(f"{decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified):.4g}"),
         refusal=r.refusal,
         llamacpp=r,
     )

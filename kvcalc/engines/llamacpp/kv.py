@@ -10,6 +10,8 @@ one for the full-attention layers and one window-sized for the sliding ones
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from kvcalc.engines.llamacpp.eras import Era
 from kvcalc.model.gguf.types import is_quantized, row_bytes
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
@@ -27,7 +29,7 @@ class KvPart(Result):
     v_type: str | None  # None: a K-only (V-less) MLA cache, or recurrent state
     k_bytes: int
     v_bytes: int
-    layer_ids: list[int]  # which layers (their device follows --ngl)
+    layer_ids: list[int] = Field(exclude=True)  # which layers (their device follows --ngl)
 
     @property
     def bytes(self) -> int:
