@@ -18,7 +18,13 @@ def _value(v) -> bytes:
     if isinstance(v, bool):
         return struct.pack("<I?", 7, v)
     if isinstance(v, int):
-        return struct.pack("<Iq", 11, v) if v < 0 else struct.pack("<IQ", 10, v) if v >= 1 << 32 else struct.pack("<II", 4, v)
+        return (
+            struct.pack("<Iq", 11, v)
+            if v < 0
+            else struct.pack("<IQ", 10, v)
+            if v >= 1 << 32
+            else struct.pack("<II", 4, v)
+        )
     if isinstance(v, float):
         return struct.pack("<If", 6, v)
     if isinstance(v, str):

@@ -25,14 +25,14 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
 
     from kvcalc.model.hf.reader import spec_from_config
 
+    if _is_gguf(path):  # a GGUF file by another name (model.bin): its header, not JSON
+        from kvcalc.model.gguf.source import open_local
+
+        g = open_local(str(path))
+        return Resolved(override(g.spec, overrides), "gguf", g.location)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        if path.open("rb").read(4) == b"GGUF":  # a GGUF file by another name
-            from kvcalc.model.gguf.source import open_local
-
-            g = open_local(str(path))
-            return Resolved(override(g.spec, overrides), "gguf", g.location)
         raise SpecError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:  # json's own limit on nesting: no config.json nests more than a few levels
         raise SpecError(f"{path}: not a model config: JSON nested too deeply to read") from None
@@ -42,6 +42,14 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
     if "images" in overrides or "encoder_seq" in overrides:
         spec = spec.with_changes(layer_pattern=_cross_tokens(spec, _per_layer(spec), overrides))
     return Resolved(spec, source, str(path))
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 def _per_layer(spec: ModelSpec) -> list[LayerRun]:

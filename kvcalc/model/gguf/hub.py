@@ -10,7 +10,7 @@ from typing import Callable, NamedTuple
 from kvcalc.errors import HubError, NotFoundError
 
 SPLIT = re.compile(r"^(?P<base>.*)-(?P<k>\d{5})-of-(?P<n>\d{5})\.gguf$", re.IGNORECASE)
-FIRST_CHUNK = 1 << 20  # bytes of the first range request; each next one doubles (a header is 1-10 MB)
+FIRST_CHUNK = 256 << 10  # bytes of the first range request; each next one doubles up to 4 MiB (a header is 1-10 MB)
 
 
 class GgufFile(NamedTuple):

@@ -87,7 +87,7 @@ class _Cursor:
             got = self.fetch(len(self.buf), want)
             self.eof = len(got) < want
             self.buf += got
-            self.chunk = min(self.chunk * 2, 64 << 20)
+            self.chunk = min(self.chunk * 2, 4 << 20)
         if len(self.buf) < end:
             raise SpecError(
                 f"{self.name}: truncated GGUF: the header needs byte {end:,} but the file ends at {len(self.buf):,}",
