@@ -45,6 +45,9 @@ CpuBwOpt = Annotated[
         "--cpu-bandwidth", help="System memory GB/s for layers left on the CPU (default 64: dual-channel DDR5-4000)."
     ),
 ]
+# NOTE: kept free of llama.cpp's buffers: the CUDA context and driver are outside every buffer line,
+# and llama.cpp's own --fit targets 1024 MiB free (llama_params_fit_impl, ggml-org/llama.cpp#20153).
+FIT_HEADROOM = 1 << 30
 KV_NAMES = {"fp16": "f16", "half": "f16", "float16": "f16", "bfloat16": "bf16", "fp32": "f32", "float32": "f32"}
 
 
@@ -148,6 +151,7 @@ def run_fit(
     ngl: Optional[int],
     cpu_gb_s: float,
     opts: dict[str, Any],
+    headroom: int = FIT_HEADROOM,
 ):  # noqa: ANN001, ANN201
     """QuantFit for MODEL on the GPU at -c seq: every quant of a GGUF repo, or the one model given."""
     import re
@@ -162,8 +166,11 @@ def run_fit(
         raise UsageError("--cpu-bandwidth must be positive (GB/s)")
     e = era(version)
     unified = bool(gpu_spec.unified_memory)
+    capacity = gpu_spec.capacity_bytes - headroom
+    if capacity <= 0:
+        raise UsageError(f"--reserve leaves nothing of {gpu_spec.name}'s memory")
     common = dict(
-        capacity=gpu_spec.capacity_bytes,
+        capacity=capacity,
         gpu_bw=gpu_spec.bandwidth_bytes_per_s,
         cpu_bw=int(cpu_gb_s * 1e9),
         unified=unified,
@@ -194,7 +201,8 @@ def run_fit(
     return QuantFit(
         model=name,
         gpu=gpu_spec.name,
-        capacity_bytes=gpu_spec.capacity_bytes,
+        capacity_bytes=capacity,
+        headroom_bytes=headroom,
         n_ctx=seq,
         cpu_bandwidth_bytes_per_s=int(cpu_gb_s * 1e9),
         rows=out,
@@ -282,9 +290,10 @@ def fit_command(
     version: Optional[str],
     ngl: Optional[int],
     cpu_gb_s: float,
-    fmt,
+    fmt,  # noqa: ANN001
     opts: dict[str, Any],
-) -> int:  # noqa: ANN001
+    reserve: Optional[str] = None,
+) -> int:
     """`kvcalc fit MODEL --gpu G --engine llamacpp`: which quant fits; returns the exit status (0 when one fits fully)."""
     from kvcalc.cli.common import _emit, _gpu
 
@@ -294,7 +303,10 @@ def fit_command(
         )
     if len(seqs) != 1:
         raise UsageError("fit --engine llamacpp takes one --seq (llama.cpp's -c)")
-    q = run_fit(model, _gpu(gpu), seqs[0], kv_dtype, quant, version, ngl, cpu_gb_s, opts)
+    from kvcalc.units import parse_bytes
+
+    headroom = parse_bytes(reserve, "--reserve") if reserve is not None else FIT_HEADROOM
+    q = run_fit(model, _gpu(gpu), seqs[0], kv_dtype, quant, version, ngl, cpu_gb_s, opts, headroom)
 
     def sheets() -> list:
         from kvcalc.present.llamacpp import buffers_sheet, quants_sheet

@@ -32,7 +32,8 @@ class QuantRow(Result):
 class QuantFit(Result):
     model: str
     gpu: str
-    capacity_bytes: int
+    capacity_bytes: int  # the GPU's capacity (or the Mac's working set) less headroom_bytes
+    headroom_bytes: int  # kept free for the CUDA context and driver (--reserve, default 1 GiB)
     n_ctx: int
     speed_label: str = SPEED_LABEL
     cpu_bandwidth_bytes_per_s: int

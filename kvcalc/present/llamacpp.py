@@ -89,6 +89,9 @@ def quants_sheet(q: QuantFit) -> Sheet:
     if first is not None:
         sheet.notes.append(_settings(first).replace(f" -ngl {first.ngl}", " -ngl: the most that fit"))
     sheet.notes.append(
+        f"{fmt_bytes(q.headroom_bytes)} of the GPU kept free for the CUDA context (--reserve), as llama.cpp's --fit does"
+    )
+    sheet.notes.append(
         f"Decode tok/s: a {q.speed_label}; CPU layers at {q.cpu_bandwidth_bytes_per_s / 1e9:,.0f} GB/s (--cpu-bandwidth)"
     )
     sheet.notes.append(
