@@ -28,7 +28,8 @@ def test_model_preset_is_valid(name):
 def test_gpu_preset_is_valid(name):
     gpu = presets.get_gpu(name)
     assert gpu.capacity_bytes > 0 and gpu.bandwidth_bytes_per_s > 0
-    assert gpu.peak_dense_tflop_per_s and gpu.sources
+    # NOTE: Apple publishes no GPU TFLOPS: its unified-memory presets carry bandwidth and the working set only
+    assert (gpu.peak_dense_tflop_per_s or gpu.unified_memory) and gpu.sources
 
 
 def test_alias_lookup_reading_only_matching_files_agrees_with_the_full_index():
@@ -50,6 +51,9 @@ def test_gpu_presets_match_reference():
     by_name = {g["name"]: g for g in ref["accelerators"]}
     for name in GPUS:
         gpu = presets.get_gpu(name)
+        if gpu.full_name not in by_name:  # a card the reference does not hold: its own sources instead
+            assert gpu.sources and gpu.notes, name
+            continue
         entry = by_name[gpu.full_name]
         assert gpu.hbm_bandwidth_bytes_per_s == entry["hbm_bandwidth"]
         assert gpu.memory_bytes == entry["memory_bytes"]
