@@ -195,3 +195,31 @@ def test_reader_refuses_a_corrupt_count_without_reading_on():
     data = b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 1)
     with pytest.raises(SpecError, match="corrupt GGUF header"):
         header_of(data)
+
+
+def test_unreachable_hub_is_one_line_within_seconds(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"), HF_HUB_ETAG_TIMEOUT="2")
+    done = kvcalc_cli(env, "fit", "acme/Tiny-GGUF", "--gpu", "rtx-4090", "--engine", "llamacpp")
+    assert done.returncode == 1 and done.stderr.startswith(
+        "kvcalc: error: acme/Tiny-GGUF: the hub could not be reached"
+    )
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_split_gguf_parts_are_read_together(tmp_path):
+    md, t = llama_like(layers=4)
+    first = [x for x in t if not x[0].startswith(("blk.2.", "blk.3.", "output"))]
+    second = [x for x in t if x not in first]
+    md1 = {**md, "split.no": 0, "split.count": 2}
+    (tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf").write_bytes(gguf_bytes(md1, first)[0])
+    (tmp_path / "tiny-Q4_K_M-00002-of-00002.gguf").write_bytes(gguf_bytes({"split.no": 1, "split.count": 2}, second)[0])
+    out = run_json("cache", tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf", "--engine", "llamacpp", "--seq", "1k")
+    whole = tmp_path / "whole-Q4_K_M.gguf"
+    whole.write_bytes(gguf_bytes(md, t)[0])
+    ref = run_json("cache", whole, "--engine", "llamacpp", "--seq", "1k")
+    for key in ("model_buffer_bytes", "cpu_mapped_bytes", "kv_bytes"):
+        assert out["llamacpp"][key] == ref["llamacpp"][key], key
+    (tmp_path / "tiny-Q4_K_M-00002-of-00002.gguf").unlink()
+    r = run("cache", tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf")
+    assert r.exit_code == 1 and "split GGUF part(s) missing beside it: tiny-Q4_K_M-00002-of-00002.gguf" in r.stderr

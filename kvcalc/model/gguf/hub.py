@@ -58,10 +58,31 @@ def group_files(files: list[tuple[str, int]]) -> list[GgufFile]:
     return out
 
 
+def _reachable(repo: str, revision: str | None) -> None:
+    """Fail in seconds when the hub does not answer: huggingface_hub's own retries of a connection
+    error take ~24 s (kvcalc/model/hub.py probes config.json the same way, once, with a deadline)."""
+    from kvcalc.model.hub import _TRANSIENT, _ask_hub, _offline, _probe_seconds
+
+    if _offline():
+        return  # list_repo_tree refuses at once
+    from huggingface_hub.errors import HfHubHTTPError
+
+    error = _ask_hub(repo, revision, _probe_seconds())
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if error is not None and (not isinstance(error, HfHubHTTPError) or status in _TRANSIENT):
+        why = (
+            "did not answer in time"
+            if isinstance(error, TimeoutError)
+            else f"could not be reached ({type(error).__name__})"
+        )
+        raise HubError(f"{repo}: the hub {why}", hint="a local .gguf file needs no network")
+
+
 def list_gguf(repo: str, revision: str | None) -> list[GgufFile]:
     hf = _hub()
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
+    _reachable(repo, revision)
     try:
         entries = hf.HfApi().list_repo_tree(repo, recursive=True, revision=revision)
         files = [(e.path, int(getattr(e, "size", 0) or 0)) for e in entries if e.path.lower().endswith(".gguf")]
@@ -73,6 +94,11 @@ def list_gguf(repo: str, revision: str | None) -> list[GgufFile]:
         raise NotFoundError(f"{repo} is not a repository on the hub (or it is private)") from None
     except HfHubHTTPError as exc:
         raise HubError(f"{repo}: the hub answered: {str(exc).splitlines()[0]}") from None
+    except hf.errors.OfflineModeIsEnabled:
+        raise HubError(
+            f"{repo}: offline mode is on (HF_HUB_OFFLINE) and GGUF headers are read from the hub, not cached",
+            hint="pass a local .gguf file, or go online",
+        ) from None
     except OSError as exc:  # a network error: httpx's ConnectError and kin
         raise HubError(f"{repo}: the hub could not be reached ({type(exc).__name__})") from None
     except Exception as exc:  # noqa: BLE001  (httpx errors are not OSErrors)

@@ -54,14 +54,20 @@ def _parts(path: Path) -> list[Path]:
     return parts
 
 
-@functools.lru_cache(maxsize=8)
 def open_local(text: str) -> GgufModel:
-    from kvcalc.model.gguf.reader import read_local
-
+    """A local file's model; read once per process while the file (and its parts) stay unchanged."""
     path = Path(text).expanduser()
     parts = _parts(path)
-    headers = [read_local(str(p)) for p in parts]
-    return _model(headers, path.name, str(path), sum(p.stat().st_size for p in parts))
+    stamp = tuple((p.stat().st_mtime_ns, p.stat().st_size) for p in parts)
+    return _open_local(str(path), tuple(str(p) for p in parts), stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _open_local(path: str, parts: tuple[str, ...], stamp: tuple[tuple[int, int], ...]) -> GgufModel:
+    from kvcalc.model.gguf.reader import read_local
+
+    headers = [read_local(p) for p in parts]
+    return _model(headers, Path(path).name, path, sum(size for _, size in stamp))
 
 
 def pick(quants: list[GgufFile], want: str | None, repo: str) -> GgufFile:
