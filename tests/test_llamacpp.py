@@ -183,3 +183,17 @@ def test_engine_version_and_kv_dtype_errors_are_one_line():
     assert era("b7108").key == "2025-12" and era("b6900").key == "2025-08"
     r = run("cache", "llama-3-8b", "--engine", "llamacpp", "--kv-dtype", "fp8")
     assert r.exit_code == 2 and "not a llama.cpp cache type" in r.stderr
+
+
+def test_gpus_split_layers_and_each_gpu_holds_a_compute_buffer():
+    one = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--seq", "16k", "-f", "json")
+    four = run(
+        "fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--gpus", "4", "--seq", "16k", "-f", "json"
+    )
+    a, b = json.loads(one.stdout)["rows"][0], json.loads(four.stdout)["rows"][0]
+    assert a["gpu_layers"] * 3 < b["gpu_layers"] < b["total_layers"]
+    gpus = [d for d in b["llamacpp"]["devices"] if d["name"] != "CPU"]
+    assert len(gpus) == 4 and all(d["compute_bytes"] == b["compute_bytes"] for d in gpus)
+    assert all(d["total_bytes"] <= json.loads(four.stdout)["capacity_bytes"] for d in gpus)
+    r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--tp", "2")
+    assert r.exit_code == 2 and "give --gpus N, not --tp" in r.stderr

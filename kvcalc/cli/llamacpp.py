@@ -166,6 +166,8 @@ def run_fit(
         raise UsageError("--cpu-bandwidth must be positive (GB/s)")
     e = era(version)
     unified = bool(gpu_spec.unified_memory)
+    if unified and opts.get("n_gpus", 1) > 1:
+        raise UsageError(f"{gpu_spec.name} is one unified-memory chip: --gpus does not apply")
     capacity = gpu_spec.capacity_bytes - headroom
     if capacity <= 0:
         raise UsageError(f"--reserve leaves nothing of {gpu_spec.name}'s memory")
@@ -200,7 +202,7 @@ def run_fit(
         out.append(quant_row(label, size, spec, rows, seq, e, ngl=ngl, **common, **settings_))
     return QuantFit(
         model=name,
-        gpu=gpu_spec.name,
+        gpu=gpu_spec.name if opts.get("n_gpus", 1) == 1 else f"{opts['n_gpus']} x {gpu_spec.name}",
         capacity_bytes=capacity,
         headroom_bytes=headroom,
         n_ctx=seq,

@@ -152,8 +152,11 @@ def fit(
     if engine is not None and engine.strip().lower() in ("llamacpp", "llama.cpp", "llama-cpp"):
         opts = lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype)
         seqs_, batches_ = parse_range(seq, "--seq"), parse_range(batch, "--batch")
+        if tp is not None or pp is not None:
+            raise UsageError("llama.cpp splits layers over GPUs: give --gpus N, not --tp / --pp")
+        opts["n_gpus"] = gpus or 1
         code = lcpp.fit_command(
-            model, gpu, seqs_, batches_, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, opts
+            model, gpu, seqs_, batches_, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, opts, reserve
         )
         raise typer.Exit(code)
     from kvcalc.cli import vllm as cli_vllm
