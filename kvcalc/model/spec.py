@@ -1,4 +1,4 @@
-"""Pydantic input models: the model architecture (ModelSpec, LayerRun); the accelerator is in gpu.py."""
+"""Pydantic input models: the model architecture (ModelSpec, LayerRun); the accelerator is in hardware/gpu.py."""
 
 # NOTE: no `from __future__ import annotations` in the Pydantic model modules: Pydantic would compile
 # every field's annotation string at import (about 2 ms of start-up over results, specs and quant).
