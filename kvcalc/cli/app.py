@@ -110,7 +110,7 @@ def cache(
             fmt,
             lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype),
         )
-    kv = normalize_dtype(kv_dtype or "bf16", KV_DTYPES)
+    kv = normalize_dtype(kv_dtype if kv_dtype is not None else "bf16", KV_DTYPES)
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
     gpu_names = _gpu_names(gpu)
