@@ -197,3 +197,18 @@ def test_gpus_split_layers_and_each_gpu_holds_a_compute_buffer():
     assert all(d["total_bytes"] <= json.loads(four.stdout)["capacity_bytes"] for d in gpus)
     r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--tp", "2")
     assert r.exit_code == 2 and "give --gpus N, not --tp" in r.stderr
+
+
+def test_cpu_mapped_is_token_embd_as_llamacpp_logs_it():
+    # Qwen2.5-32B Q4_K_M on a full offload: `CPU_Mapped model buffer size = 417.66 MiB` is token_embd,
+    # 5120 x 152064 in q4_K (144 B per 256) = 437,944,320 B (llamacpp_rules.md §2.2)
+    from kvcalc.model.gguf.reader import Tensor
+
+    embd = Tensor("token_embd.weight", (5120, 152064), "q4_K", 0)
+    rows = [
+        TensorRow(embd.name, 5120, "q4_K", embd.nbytes),
+        TensorRow("blk.0.attn_q.weight", 5120, "q4_K", 5120 * 20 * 144),
+    ]
+    rows.append(TensorRow("output.weight", 5120, "q6_K", 152064 * 20 * 210))
+    _, cpu_mapped, _ = model_buffers(rows, 1, layer_devices(1, 99, 1))
+    assert cpu_mapped == 437_944_320 and round(cpu_mapped / MiB, 2) == 417.66
