@@ -223,3 +223,24 @@ def test_split_gguf_parts_are_read_together(tmp_path):
     (tmp_path / "tiny-Q4_K_M-00002-of-00002.gguf").unlink()
     r = run("cache", tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf")
     assert r.exit_code == 1 and "split GGUF part(s) missing beside it: tiny-Q4_K_M-00002-of-00002.gguf" in r.stderr
+
+
+def test_hybrid_layers_recurrent_as_llamacpp_marks_them():
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.kv import kv_parts
+
+    ssm = {"ssm.conv_kernel": 4, "ssm.inner_size": 1024, "ssm.state_size": 128, "ssm.group_count": 1}
+    # qwen3next: every 4th layer attends, the rest are recurrent; Mamba-style state
+    # (d_conv - 1)(d_inner + 2 n_group d_state) + d_state d_inner = 3,840 + 131,072 f32 per layer and sequence
+    md, t = llama_like("qwen3next", layers=8, extra={f"qwen3next.{k}": v for k, v in ssm.items()})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "q3n.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == (["stateless"] * 3 + ["full"]) * 2
+    parts = {p.cache: p for p in kv_parts(spec, 4096, era(None), parallel=2)[0]}
+    assert parts["recurrent"].bytes == 6 * 2 * 4 * (3840 + 131072) and parts["non-SWA"].layers == 2
+    # nemotron_h: no KV heads and no MLP = a Mamba layer; no KV heads but an MLP = an MLP-only layer
+    extra = {"nemotron_h.attention.head_count_kv": [0, 0, 2, 0], "nemotron_h.feed_forward_length": [0, 512, 0, 512]}
+    md, t = llama_like("nemotron_h", layers=4, extra={**extra, **{f"nemotron_h.{k}": v for k, v in ssm.items()}})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "nh.gguf")
+    assert [(r.kind.value, r.state_bytes) for r in spec.expanded_layers()] == [
+        ("stateless", 4 * (3840 + 131072)), ("stateless", 0), ("full", 0), ("stateless", 0),
+    ]  # fmt: skip

@@ -71,6 +71,8 @@ def quants_sheet(q: QuantFit) -> Sheet:
     )
     for r in q.rows:
         where = "all (fits)" if r.fits_fully else f"{r.gpu_layers}/{r.total_layers}"
+        if not r.llamacpp.fits:
+            where = "does not fit"  # not even the compute buffer (or, on a Mac, not the working set)
         if r.refusal:
             where = "refused"
         sheet.rows.append(

@@ -33,7 +33,7 @@ SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
     "gemma-embedding", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
     "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
-    "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe",
+    "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba",
 }  # fmt: skip
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
 # general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
@@ -179,9 +179,16 @@ def _pattern(
         window = _get(md, arch, "attention.chunk_size", 8192)
         swa = [il % 4 < 3 for il in range(n)] if window else None
     state = _state_bytes(md, arch)
+    ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name)
+    interval = _get(md, arch, "full_attention_interval", 4) if arch == "qwen3next" else 0
     runs: list[LayerRun] = []
     for il in range(n):
-        if kv[il] == 0 and not mla:
+        # NOTE: which layers are recurrent, as each src/models/<arch>.cpp sets is_recr: qwen3next by
+        # interval, nemotron_h where a layer has neither KV heads nor an MLP, the others where kv == 0
+        recurrent = (il + 1) % interval != 0 if interval else kv[il] == 0 and not mla
+        if arch == "nemotron_h" and kv[il] == 0 and ff[il] != 0:
+            runs.append(LayerRun(kind=LayerKind.STATELESS))  # an MLP-only layer: no cache, no state
+        elif recurrent:
             runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state))
         elif mla:
             runs.append(LayerRun(kind=LayerKind.MLA))
