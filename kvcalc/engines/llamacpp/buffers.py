@@ -83,8 +83,10 @@ def model_buffers(
             dev = None
         else:  # rope_freqs and kin: created with layer 0
             dev = devices[0]
-        if t.name == "token_embd.weight" and "output.weight" not in names and devices[n_layer] is not None:
-            # NOTE: tied output: create_tensor(TOKEN_EMBD, TENSOR_DUPLICATED) is loaded as the output tensor
+        tied = t.name == "token_embd.weight" and "output.weight" not in names
+        if tied and devices[n_layer] is not None and backend == "cuda":
+            # NOTE: tied output: create_tensor(TOKEN_EMBD, TENSOR_DUPLICATED) is loaded as the output tensor,
+            # a copy in GPU memory; Metal maps the file itself, so the duplicate is the same mapped bytes
             gpu[devices[n_layer]] = gpu.get(devices[n_layer], 0) + _alloc(t, backend)
         if dev is None:
             cpu_mapped += t.nbytes
