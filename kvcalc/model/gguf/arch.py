@@ -33,7 +33,8 @@ SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
     "gemma-embedding", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
     "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
-    "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba",
+    "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
+    "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
 }  # fmt: skip
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
 # general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
