@@ -212,3 +212,39 @@ def test_cpu_mapped_is_token_embd_as_llamacpp_logs_it():
     rows.append(TensorRow("output.weight", 5120, "q6_K", 152064 * 20 * 210))
     _, cpu_mapped, _ = model_buffers(rows, 1, layer_devices(1, 99, 1))
     assert cpu_mapped == 437_944_320 and round(cpu_mapped / MiB, 2) == 417.66
+
+
+def test_decode_ceiling_is_above_every_llama_bench_measurement():
+    # llama-bench tg 512 on consumer NVIDIA and Apple (../shared speed_calibration.json): a ceiling,
+    # so every measurement sits under it (17 points, measured/ceiling 0.42-0.85 when this was written)
+    import importlib.util
+
+    from conftest import REPO, shared_path
+
+    shared_path("reference", "speed_calibration.json")
+    spec = importlib.util.spec_from_file_location("llamacpp_ceiling", REPO / "benchmarks" / "llamacpp_ceiling.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    points = [
+        p for p in json.loads(bench.SHARED.read_text())
+        if p["metric"] == "output_tok_s_per_user" and p["id"].endswith("tg512") and p["gpu"] in bench.GPUS
+    ]  # fmt: skip
+    checked = 0
+    for p in points:
+        model = "llama-3-8b" if p["model"].endswith("8B") else "llama-3-70b"
+        recipe = "F16" if p["weight_dtype"].startswith("f16") else "Q4_K_M"
+        gpu = get_gpu_preset(bench.GPUS[p["gpu"]])
+        from kvcalc.plan.quants import quant_row
+
+        row = quant_row(recipe, 0, get_model(model), bench.table(model, recipe), 512, era(None), gpu.capacity_bytes,
+                        gpu.bandwidth_bytes_per_s, int(64e9), gpu.unified_memory, weights_exact=True)  # fmt: skip
+        if row.fits_fully:
+            checked += 1
+            assert 0.4 < p["value"] / row.decode_tokens_per_s_ceiling < 1, p["id"]
+    assert checked >= 15
+
+
+def get_gpu_preset(name):
+    from kvcalc.model.presets import get_gpu
+
+    return get_gpu(name)
