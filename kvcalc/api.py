@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import (
+    DEFAULT_NEW,
+    DEFAULT_SEQ,
+    FIT_MAX_ROWS,
+    KV_DTYPES,
+    MAX_ROWS,
+    check_grid,
+    normalize_dtype,
+    parse_count,
+    parse_range,
+)
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
     from kvcalc.cost.roofline import RooflineResult
@@ -145,7 +155,7 @@ def cache(
     model: str | ModelSpec,
     *,
     batch: Counts = 1,
-    seq: Counts = 4096,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     tp: int = 1,
     gpu: str | GpuSpec | None = None,
@@ -181,7 +191,7 @@ def roofline(
     gpu: str | GpuSpec | list,
     *,
     batch: Counts = "1..64",
-    seq: Counts = 1024,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
     layers: int | None = None,
@@ -231,9 +241,18 @@ def fit(
     gpu_util: float = 0.9,
     reserve: str | int = "2GiB",
     block_size: int = 16,
+    engine: str | None = None,
+    engine_version: str | None = None,
+    mem_fraction_static: float | None = None,
+    chunked_prefill_size: int | None = None,
+    page_size: int | None = None,
+    max_running_requests: int | None = None,
+    dp_attention: bool = False,
 ) -> FitResult | list[FitResult]:
-    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals);
-    lists or ranges give one result per (seq, batch), as the command's rows."""
+    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without latency goals); lists or
+    ranges give one result per (seq, batch), as the command's rows. engine="sglang" adds SGLang's own
+    pool (result.sglang, `fit --engine sglang`), which then decides `ok`; `kv_dtype` stays kvcalc's
+    (SGLang's pool takes the model dtype, its `auto`)."""
     from kvcalc.cost.kvcache import check_tp
     from kvcalc.plan.deploy import deployment, ranks
     from kvcalc.plan.fit import fit_report
@@ -265,15 +284,43 @@ def fit(
         for s in seqs
         for b in batches
     ]
+    from kvcalc.plan.fit import verdict
+    from kvcalc.plan.sglang import check_options
+
+    sglang = check_options(
+        engine if engine is None or engine.lower() == "sglang" else _no_engine(engine),
+        engine_version=engine_version,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size,
+        max_running_requests=max_running_requests,
+        dp_attention=dp_attention,
+    )
+    for r in results if sglang else ():
+        r.ok, r.verdict = verdict(r)
+        if sglang:
+            from kvcalc.plan import sglang as cli_sglang
+
+            r.sglang = cli_sglang.predict(
+                spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=None,
+                engine_version=engine_version, mem_fraction_static=mem_fraction_static,
+                chunked_prefill_size=chunked_prefill_size, page_size=page_size,
+                max_running_requests=max_running_requests, dp_attention=dp_attention, steps=None,
+            )  # fmt: skip
+            r.ok, r.verdict = cli_sglang.verdict(r)
     return results[0] if len(results) == 1 else results
+
+
+def _no_engine(engine: str) -> None:
+    raise UsageError(f"unknown engine '{engine}' for kvcalc.fit", hint="supported: sglang")
 
 
 def generate(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    prompt: int | str = "1k",
-    new: int | str = 256,
+    prompt: int | str = DEFAULT_SEQ - DEFAULT_NEW,
+    new: int | str = DEFAULT_NEW,
     batch: int | str = 1,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
@@ -316,7 +363,7 @@ def compare(
     *items: str,
     model: str = "70b",
     batch: Counts = 32,
-    seq: Counts = 8192,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
 ) -> CompareResult | list[CompareResult]:
     """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""

@@ -49,7 +49,7 @@ from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 def cache(
     model: ModelArg,
     batch: BatchOpt = "1",
-    seq: SeqOpt = "4096",
+    seq: SeqOpt = "8k",
     kv_dtype: Annotated[
         Optional[str],
         typer.Option(
@@ -173,7 +173,7 @@ def roofline(
         ),
     ],
     batch: BatchOpt = "1..64",
-    seq: SeqOpt = "1024",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -269,7 +269,7 @@ def compare(
         str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
     ] = "70b",
     batch: BatchOpt = "32",
-    seq: SeqOpt = "8192",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,

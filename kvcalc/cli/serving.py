@@ -31,6 +31,14 @@ from kvcalc.cli.common import (
     app,
 )
 from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.sglang import (
+    ChunkedPrefillOpt,
+    DpAttentionOpt,
+    EngineVersionOpt,
+    MaxRunningOpt,
+    MemFractionOpt,
+    PageSizeOpt,
+)
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
@@ -53,7 +61,12 @@ def fit(
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
     seq: Annotated[
-        str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output): 8k, or a list/range.")
+        str,
+        typer.Option(
+            "--seq",
+            "-s",
+            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's).",
+        ),
     ] = "8k",
     batch: Annotated[
         str, typer.Option("--batch", "-b", help="Concurrent sequences to check: 16, a list 1,8,64 or a range.")
@@ -79,9 +92,15 @@ def fit(
         Optional[str],
         typer.Option(
             "--engine",
-            help="Also print an engine's own start-up figures: vllm; llamacpp: llama.cpp's buffers and which GGUF quant fits.",
+            help="Also print an engine's own start-up figures: vllm, sglang; llamacpp: llama.cpp's buffers and which GGUF quant fits.",
         ),
     ] = None,
+    engine_version: EngineVersionOpt = None,
+    mem_fraction_static: MemFractionOpt = None,
+    chunked_prefill_size: ChunkedPrefillOpt = None,
+    page_size: PageSizeOpt = None,
+    max_running_requests: MaxRunningOpt = None,
+    dp_attention: DpAttentionOpt = False,
     kv_memory: Annotated[
         Optional[str],
         typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
@@ -123,7 +142,6 @@ def fit(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
-    engine_version: lcpp.EngineVersionOpt = None,
     quant: lcpp.QuantOpt = None,
     parallel: lcpp.ParallelOpt = 1,
     kv_unified: lcpp.KvUnifiedOpt = False,
@@ -160,7 +178,8 @@ def fit(
         )
         raise typer.Exit(code)
     from kvcalc.cli import vllm as cli_vllm
-    from kvcalc.plan.fit import fit_report, verdict
+    from kvcalc.plan import sglang as cli_sglang
+    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
@@ -175,10 +194,20 @@ def fit(
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
     gpu_spec = _gpu(gpu)
+    is_sglang = cli_sglang.check_options(
+        engine,
+        engine_version=engine_version,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size,
+        max_running_requests=max_running_requests,
+        dp_attention=dp_attention,
+    )
+    sglang_kv = kv  # None: SGLang's auto, the model dtype
     if kv is None:
         kv = cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
-        engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
+        None if is_sglang else engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
     )
     dep = deployment(
         spec,
@@ -247,6 +276,8 @@ def fit(
                     max_batched_tokens=max_batched_tokens,
                     steps=steps,
                 )
+                v = result.vllm
+                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:
@@ -267,6 +298,25 @@ def fit(
                     steps=steps,
                 )
             result.ok, result.verdict = verdict(result)
+            if is_sglang:
+                result.sglang = cli_sglang.predict(
+                    spec,
+                    gpu_spec,
+                    tp=n_tp,
+                    pp=n_pp,
+                    seq=s,
+                    batch=b,
+                    dtype=overrides.get("dtype"),
+                    kv_dtype=sglang_kv,
+                    engine_version=engine_version,
+                    mem_fraction_static=mem_fraction_static,
+                    chunked_prefill_size=chunked_prefill_size,
+                    page_size=page_size,
+                    max_running_requests=max_running_requests,
+                    dp_attention=dp_attention,
+                    steps=steps,
+                )
+                result.ok, result.verdict = cli_sglang.verdict(result)
             results.append(result)
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
@@ -300,7 +350,7 @@ def fit(
 
 
 def _fit_csv_row(result) -> dict:  # noqa: ANN001
-    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo", "warnings")}
+    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "sglang", "slo", "warnings")}
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
     return row
 
@@ -309,8 +359,15 @@ def _fit_csv_row(result) -> dict:  # noqa: ANN001
 def generate(
     model: ModelArg,
     gpu: GpuOpt,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="Prompt tokens per sequence.")] = "1k",
-    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence.")] = "256",
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Prompt tokens per sequence (default 7,936: with 256 new, the 8,192-token default context).",
+        ),
+    ] = "7936",
+    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence (default 256).")] = "256",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
     kv_dtype: KvDtypeOpt = "bf16",
     tp: TpOpt = None,
@@ -335,7 +392,8 @@ def generate(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+    (ceilings unless --efficiency/--mbu/--mfu). --explain adds the arithmetic and the lesson: what
+    the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""

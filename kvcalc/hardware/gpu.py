@@ -39,6 +39,9 @@ class GpuSpec(BaseModel):
     # 8-GPU board): the link bandwidth is split over this many peer links, and a tensor-parallel
     # group of t GPUs reaches only the t - 1 links to its own members.
     link_mesh_peers: Pos | None = None
+    # What `nvidia-smi --query-gpu=memory.total` prints, in MiB (a few hundred MiB above the CUDA
+    # total): SGLang picks its default --mem-fraction-static from it (engines/sglang/release.py).
+    nvidia_smi_memory_mib: Pos | None = None
     # One memory shared by CPU and GPU (Apple Silicon): memory_bytes is the unified RAM and
     # usable_memory_bytes the GPU working set macOS allows (Metal's recommendedMaxWorkingSetSize).
     unified_memory: bool = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.present.render import _bytes
 from kvcalc.present.sheet import Sheet
-from kvcalc.units import fmt_flop_count, fmt_seconds, plural
+from kvcalc.units import fmt_seconds, plural
 
 
 def _reserve_note(result) -> str:  # noqa: ANN001
@@ -23,7 +23,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     if result.tp * result.pp > 1:
         where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
     sheet = Sheet(
-        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.weight_format or result.dtype} weights, {result.kv_dtype} KV",
         columns=["per GPU", "bytes", ""],
         text_columns=(0, 2),
     )
@@ -45,10 +45,11 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     sheet.rows = [r for r in sheet.rows if r]
     sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
     sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(f"Largest context at batch {result.batch:,}: {_largest_context(result)}.")
+    basis = "" if result.capacity_basis == "kvcalc" else f" ({result.capacity_basis}'s definition)"
     sheet.notes.append(
-        f"Largest context at batch {result.batch:,}: "
-        + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
-        + f". KV capacity: {result.kv_capacity_tokens:,} tokens; concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
+        f"KV capacity{basis}: {result.kv_capacity_tokens:,} tokens; "
+        f"concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
     )
     if result.kv_heads_replicated:
         sheet.notes.append(
@@ -69,6 +70,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
             )
         sheet.notes += [f"  {line}" for line in v.log_lines]
         sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
+    if result.sglang:
+        from kvcalc.present.sglang import notes
+
+        sheet.notes += notes(result.sglang)
     if result.slo:
         s = result.slo
         goal = " and ".join(
@@ -93,6 +98,17 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     return sheet
 
 
+def _largest_context(result) -> str:  # noqa: ANN001
+    """The capped figure, saying when memory would hold more than the model's maximum context."""
+    memory = result.max_seq_memory
+    if result.max_seq is None:
+        return "unbounded by memory (windowed layers only)"
+    if memory is None or memory > result.max_seq:
+        held = "any length (windowed layers only)" if memory is None else f"{memory:,}"
+        return f"{result.max_seq:,} tokens, the model's max_position_embeddings (memory would hold {held})"
+    return f"{result.max_seq:,} tokens"
+
+
 def fit_grid_sheet(results: list) -> Sheet:
     """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
     first = results[0]
@@ -103,7 +119,7 @@ def fit_grid_sheet(results: list) -> Sheet:
     )
     goals = first.slo is not None
     sheet = Sheet(
-        title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
+        title=f"Fit: {first.model} on {where}, {first.weight_format or first.dtype} weights, {first.kv_dtype} KV, per GPU",
         columns=[
             "batch",
             "seq",
@@ -114,6 +130,7 @@ def fit_grid_sheet(results: list) -> Sheet:
             "fits",
             "largest\nbatch",
             *(["batch for\ngoals"] if goals else []),
+            *(["SGLang\n#tokens", "SGLang\nfits"] if first.sglang else []),
         ],
         text_columns=(),
         # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
@@ -132,6 +149,7 @@ def fit_grid_sheet(results: list) -> Sheet:
                 "yes" if r.fits else "NO",
                 f"{r.max_batch:,}",
                 *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+                *([f"{r.sglang.max_total_num_tokens:,}", "yes" if r.sglang.fits else "NO"] if r.sglang else []),
             ]
         )
     bad = [r for r in results if not r.ok]
@@ -170,14 +188,5 @@ def generate_sheet(results: list) -> Sheet:
         else "The ceiling is a bound; the estimate scales both roofs."
     )
     sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
-    sheet.notes.append(
-        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
-        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
-    )
-    sheet.notes.append(
-        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
-        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
-        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
-    )
     sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet
