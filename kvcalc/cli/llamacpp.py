@@ -323,3 +323,36 @@ def fit_command(
 
     _emit(fmt, lambda: q.model_dump(mode="json"), sheets, csv_rows)
     return 0 if any(r.fits_fully for r in q.rows) else 3
+
+
+def wanted(engine: Optional[str]) -> bool:
+    return engine is not None and engine.strip().lower() in ("llamacpp", "llama.cpp", "llama-cpp")
+
+
+def fit_exit(
+    model: str,
+    gpu: str,
+    seq: str,
+    batch: str,
+    kv_dtype: Optional[str],
+    quant: Optional[str],
+    version: Optional[str],
+    ngl: Optional[int],
+    cpu_gb_s: float,
+    fmt,
+    reserve: Optional[str],
+    ranks: tuple,
+    llama: tuple,
+) -> None:  # noqa: ANN001
+    """`fit --engine llamacpp` from fit's options: prints, then exits 0 when a quant fits fully, else 3."""
+    from kvcalc.units import parse_range
+
+    tp, pp, gpus = ranks
+    if tp is not None or pp is not None:
+        raise UsageError("llama.cpp splits layers over GPUs: give --gpus N, not --tp / --pp")
+    opts = settings(*llama, kv_dtype)
+    opts["n_gpus"] = gpus or 1
+    seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
+    raise typer.Exit(
+        fit_command(model, gpu, seqs, batches, kv_dtype, quant, version, ngl, cpu_gb_s, fmt, opts, reserve)
+    )

@@ -163,20 +163,11 @@ def fit(
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
 
-    With --engine llamacpp and a GGUF repo (org/Model-GGUF): every quant file with llama.cpp's
-    weights, KV and compute buffers at --seq (its -c), the layers that fit and a decode-speed
-    ceiling; exit 0 when one quant fits fully.
+    --engine llamacpp with a GGUF repo: each quant's llama.cpp buffers, GPU layers and a speed ceiling.
     """
-    if engine is not None and engine.strip().lower() in ("llamacpp", "llama.cpp", "llama-cpp"):
-        opts = lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype)
-        seqs_, batches_ = parse_range(seq, "--seq"), parse_range(batch, "--batch")
-        if tp is not None or pp is not None:
-            raise UsageError("llama.cpp splits layers over GPUs: give --gpus N, not --tp / --pp")
-        opts["n_gpus"] = gpus or 1
-        code = lcpp.fit_command(
-            model, gpu, seqs_, batches_, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, opts, reserve
-        )
-        raise typer.Exit(code)
+    if lcpp.wanted(engine):
+        lcpp.fit_exit(model, gpu, seq, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
+                      (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
     from kvcalc.cli import vllm as cli_vllm
     from kvcalc.plan import sglang as cli_sglang
     from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
