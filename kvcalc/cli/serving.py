@@ -52,8 +52,14 @@ def fit(
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
     seq: Annotated[
-        str, typer.Option("--seq", "-s", help="Tokens per request (prompt + output): 8k, or a list/range.")
-    ] = "8k",
+        Optional[str],
+        typer.Option(
+            "--seq",
+            "-s",
+            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k; with --engine vllm, "
+            "vLLM's default max_model_len: the model's max_position_embeddings).",
+        ),
+    ] = None,
     batch: Annotated[
         str, typer.Option("--batch", "-b", help="Concurrent sequences to check: 16, a list 1,8,64 or a range.")
     ] = "1",
@@ -138,8 +144,7 @@ def fit(
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
     _plot_ready(plot, plot_size)
     n_tp, n_pp = ranks(tp, gpus, pp)
-    seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
-    check_grid("fit --batch x --seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
+    batches = parse_range(batch, "--batch")
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
@@ -152,6 +157,10 @@ def fit(
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
         engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
     )
+    if is_vllm:
+        cli_vllm.refuse_architecture(spec)
+    seqs = parse_range(seq, "--seq") if seq is not None else cli_vllm.default_seqs(spec, is_vllm)
+    check_grid("fit --batch x --seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
     dep = deployment(
         spec,
         gpu_spec,
@@ -219,6 +228,7 @@ def fit(
                     max_batched_tokens=max_batched_tokens,
                     steps=steps,
                 )
+                result.vllm.startup = cli_vllm.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:

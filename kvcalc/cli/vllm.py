@@ -189,3 +189,45 @@ def figures(
             f" = {v.max_concurrency:.2f}x",
         ]
     return v
+
+
+def default_seqs(spec: ModelSpec, is_vllm: bool) -> list[int]:
+    """--seq left out: 8k, or under --engine vllm vLLM's own default max_model_len (the model's
+    max_position_embeddings: 131,072 for Llama-3.1-8B)."""
+    if not is_vllm:
+        return [8192]
+    from kvcalc.engines.vllm.startup import default_max_model_len
+
+    return [default_max_model_len(spec)]
+
+
+def refuse_architecture(spec: ModelSpec) -> None:
+    """An architecture vLLM 0.19's V1 engine does not serve is refused, in vLLM's words."""
+    from kvcalc.engines.vllm.startup import unsupported_architecture
+
+    why = unsupported_architecture(spec)
+    if why:
+        raise UsageError(
+            f"--engine vllm: vLLM 0.19 does not serve {spec.name}: {why}",
+            hint="drop --engine vllm for kvcalc's own arithmetic",
+        )
+
+
+def startup(spec: ModelSpec, terms, kv_logged: int | None, v: VllmFigures, seq: int, batched: int):  # noqa: ANN001, ANN201
+    """vLLM's start-up check with max_model_len = seq on every worker (each pipeline stage's layers)."""
+    from kvcalc.engines.vllm.memory import pp_layers
+    from kvcalc.engines.vllm.startup import check_start
+
+    if terms is not None and kv_logged is None and len(terms.stages) > 1:
+        ranges = pp_layers(spec.num_layers, len(terms.stages))
+        workers = [(r, st.available_kv_bytes) for r, st in zip(ranges, terms.stages)]
+    else:
+        workers = [(range(spec.num_layers), v.available_kv_bytes)]
+    return check_start(
+        spec,
+        workers,
+        max_model_len=seq,
+        page=v.page_bytes_per_layer,
+        block=v.block_size,
+        max_num_batched_tokens=batched,
+    )

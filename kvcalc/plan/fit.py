@@ -218,6 +218,9 @@ def verdict(result: FitResult) -> tuple[bool, str]:
     p = result.per_gpu
     where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
     budget = f"the {fmt_bytes(p.budget_bytes)} budget ({fmt_bytes(p.capacity_bytes)} x {result.gpu_util:g})"
+    start = result.vllm.startup if result.vllm else None
+    if start is not None and start.refusal:
+        return False, f"vLLM {result.vllm.version} REFUSES TO START on {where}: {start.refusal.rstrip('.')}"
     if not result.fits:
         fixed = p.weight_bytes + p.reserve_bytes
         if fixed > p.budget_bytes:

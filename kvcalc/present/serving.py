@@ -68,6 +68,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
                 f"{_bytes(v.profile_peak_bytes)} - non-torch {_bytes(v.non_torch_bytes)}"
             )
         sheet.notes += [f"  {line}" for line in v.log_lines]
+        if v.startup is not None and v.startup.refusal:
+            sheet.notes.append(
+                f"  start-up check (max_model_len {v.startup.max_model_len:,}): ValueError: {v.startup.refusal}"
+            )
         sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
     if result.slo:
         s = result.slo
