@@ -11,6 +11,7 @@ from kvcalc.model import presets as presets
 
 MODELS = presets.preset_names(presets.MODEL_DIR)
 GPUS = presets.preset_names(presets.GPU_DIR)
+OUTSIDE_REFERENCE = {"rtx-a6000", "h800", "a800", "l20"}  # issue 20's presets, not in ../shared/reference/gpus.yaml
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -50,6 +51,8 @@ def test_gpu_presets_match_reference():
     by_name = {g["name"]: g for g in ref["accelerators"]}
     for name in GPUS:
         gpu = presets.get_gpu(name)
+        if name in OUTSIDE_REFERENCE:
+            continue  # sourced from their own datasheets: tests/test_deploy_presets.py
         entry = by_name[gpu.full_name]
         assert gpu.hbm_bandwidth_bytes_per_s == entry["hbm_bandwidth"]
         assert gpu.memory_bytes == entry["memory_bytes"]
