@@ -222,49 +222,103 @@ def fit(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    seq: Counts = "8k",
+    seq: Counts | None = None,
     batch: Counts = 1,
     tp: int = 1,
     pp: int = 1,
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     dtype: str | None = None,
     gpu_util: float = 0.9,
-    reserve: str | int = "2GiB",
+    reserve: str | int | None = None,
     block_size: int = 16,
+    engine: str | None = None,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    prompt: int | str | None = None,
+    efficiency: float | None = None,
+    mbu: float | None = None,
+    mfu: float | None = None,
+    kv_memory: str | None = None,
+    max_num_seqs: int | None = None,
+    max_batched_tokens: int | None = None,
+    ep: int | None = None,
+    dp_attention: bool = False,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    interconnect: str | None = None,
 ) -> FitResult | list[FitResult]:
-    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals);
-    lists or ranges give one result per (seq, batch), as the command's rows."""
-    from kvcalc.cost.kvcache import check_tp
-    from kvcalc.plan.deploy import deployment, ranks
-    from kvcalc.plan.fit import fit_report
+    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
+    vLLM 0.19's accounting and start-up check (seq then defaults to the model's max_position_embeddings),
+    "none" for the bare arithmetic with a flat reserve; tpot_ms / ttft_ms for the latency goals (ceilings
+    unless efficiency / mbu / mfu). Lists or ranges give one result per (seq, batch), as the command's rows."""
+    import math
 
+    from kvcalc.plan import vllm_fit
+    from kvcalc.plan.deploy import deployment, ranks, utilization
+    from kvcalc.plan.fitrun import fit_rows
+
+    for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{what} must be a positive number of milliseconds, got {value}")
+    engine_none = engine is not None and str(engine).lower() == "none"
+    engine = None if engine_none else engine
     gpu_spec = _one_gpu(gpu, "fit")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
     tp, pp = ranks(_count(tp, "tp"), None, _count(pp, "pp"))
-    check_tp(spec, tp)
-    dep = deployment(spec, gpu_spec, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve=_reserve(reserve))
     block_size = _count(block_size, "block_size")
-    seqs, batches = _counts_nonempty(seq, "seq"), _counts_nonempty(batch, "batch")
+    batches = _counts_nonempty(batch, "batch")
+    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
+    util = utilization(efficiency, mbu, mfu)
+    if kv is None:
+        kv = vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+    is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
+        engine,
+        kv_memory,
+        block_size,
+        None if reserve is None else _reserve(reserve),
+        pp,
+        max_num_seqs,
+        max_batched_tokens,
+        gpu_spec,
+    )
+    if is_vllm:
+        vllm_fit.refuse_architecture(spec)
+        vllm_fit.check_layout(tp, ep, dp_attention)
+    seqs = _counts_nonempty(seq, "seq") if seq is not None else vllm_fit.default_seqs(spec, is_vllm)
     check_grid("fit batch x seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    results = [
-        fit_report(
-            spec,
-            gpu_spec,
-            tp=tp,
-            seq=s,
-            batch=b,
-            dtype=overrides.get("dtype"),
-            kv_dtype=kv,
-            gpu_util=dep.gpu_util,
-            reserve_bytes=dep.reserve_bytes,
-            block_size=block_size,
-            pp=pp,
-        )
-        for s in seqs
-        for b in batches
-    ]
+    dep = deployment(
+        spec,
+        gpu_spec,
+        tp=tp,
+        pp=pp,
+        interconnect=_link(interconnect),
+        gpu_util=gpu_util,
+        reserve=_reserve(reserve) if reserve is not None else "2GiB",
+        ep=ep,
+        dp_attention=dp_attention,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+    )
+    results = fit_rows(
+        spec,
+        gpu_spec,
+        dep,
+        seqs=seqs,
+        batches=batches,
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+        block_size=block_size,
+        is_vllm=is_vllm,
+        kv_logged=kv_logged,
+        max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens,
+        reserve_given=reserve is not None or engine_none,
+        tpot_ms=tpot_ms,
+        ttft_ms=ttft_ms,
+        prompt=parse_count(prompt, "prompt") if prompt is not None else None,
+        util=util,
+    )
     return results[0] if len(results) == 1 else results
 
 

@@ -41,10 +41,20 @@ class Deployment(NamedTuple):
     link: Link | None = None
     gpu_util: float = 0.9
     reserve_bytes: int = 2 * GIB
+    # Expert parallelism, DP attention and nodes (cost/fabric.py says what each means).
+    ep: int = 1
+    dp_attention: bool = False
+    gpus_per_node: int | None = None  # the scale-up domain; None: one domain holds every GPU
+    scale_out: Link | None = None  # between nodes, one direction per GPU
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def kv_ranks(self) -> int:
+        """Ranks per stage that each hold their own requests' KV (tp under DP attention, else 1)."""
+        return self.tp if self.dp_attention else 1
 
 
 SINGLE = Deployment()
@@ -79,6 +89,8 @@ class Stage(NamedTuple):
     state_bytes: int  # SSM / linear-attention state of one sequence on one rank
     attention_heads: int  # query heads per rank
     read_parts: tuple  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
+    ep: int = 1  # expert-parallel ranks: the busiest reads more experts than the mean (weight_bytes_read)
+    kv_ranks: int = 1  # DP attention: a rank reads and holds only its ceil(batch / kv_ranks) sequences' KV
 
 
 def held(window: int | None, context: int) -> int:
@@ -86,8 +98,11 @@ def held(window: int | None, context: int) -> int:
 
 
 def validate(spec: ModelSpec, dep: Deployment) -> None:
+    from kvcalc.cost.fabric import check_layout
+
     check_tp(spec, dep.tp)
     check_pp(spec, dep.pp)
+    check_layout(spec, dep.tp, dep.ep, dep.dp_attention)
 
 
 def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
@@ -96,6 +111,9 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
 
     validate(spec, dep)
     tp, pp = dep.tp, dep.pp
+    # NOTE: under DP attention a rank holds whole attention for tp-th of the requests: its KV per token
+    # is attention tp 1's; its attention FLOPs (heads x sequences) average out to tp's, kept here.
+    kv_tp = 1 if dep.dp_attention else tp
     heads = spec.num_heads // tp
     qk, v = _qk_v_dims(spec)
     dqk, dv = _qk_v_dims(spec, absorbed=True)
@@ -113,8 +131,8 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
             Term(
                 run=run,
                 layers=n,
-                elements=elements_per_token(spec, run, tp),
-                read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), tp),
+                elements=elements_per_token(spec, run, kv_tp),
+                read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
                 decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
                 prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
             )
@@ -129,11 +147,13 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 terms=tuple(t for t in terms if t.elements or t.decode_flops),
                 compute_params=rank_compute_params(spec, tp, s, pp),
                 lm_head_params=math.ceil(Fraction(spec.vocab_size * spec.hidden_size, tp)) if last else 0,
-                resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype),
+                resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype, dep.dp_attention),
                 # NOTE: SSM / linear-attention heads split across ranks like attention heads.
-                state_bytes=math.ceil(state / tp),
+                state_bytes=math.ceil(state / kv_tp),
                 attention_heads=heads,
-                read_parts=rank_read_parts(spec, tp, s, pp, dtype),
+                read_parts=rank_read_parts(spec, tp, s, pp, dtype, dep.dp_attention),
+                ep=dep.ep,
+                kv_ranks=dep.kv_ranks,
             )
         )
     return tuple(out)
@@ -143,7 +163,7 @@ def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
     """KV bytes a step over sequences of `context` tokens reads on one GPU of the stage: each layer
     reads the K and V it attends to (a KV-sharing layer its source's again)."""
     elements = sum(t.layers * t.read_elements * tokens_held(t.run, context) for t in stage.terms)
-    return elements_to_bytes(batch * elements, kv_dtype)
+    return elements_to_bytes(-(-batch // stage.kv_ranks) * elements, kv_dtype)
 
 
 BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s default)
@@ -160,7 +180,7 @@ def decode_state_bytes(stage: Stage, batch: int) -> int:
     """SSM / linear-attention state a decode step moves on one GPU of the stage: every sequence's
     recurrent state is read and the updated state written back in place, whole, each step (vLLM's
     mamba selective_state_update and fused_recurrent_gated_delta_rule load the state and store it)."""
-    return 2 * batch * stage.state_bytes
+    return 2 * -(-batch // stage.kv_ranks) * stage.state_bytes
 
 
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
@@ -183,8 +203,18 @@ def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
 
 def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
     """Weight bytes one GPU of the stage reads in a step over `tokens` tokens, in the weight formats
-    the stage was built for (stages(..., dtype))."""
-    return read_bytes(spec, stage.read_parts, tokens)
+    the stage was built for (stages(..., dtype)). Under expert parallelism, the busiest rank's."""
+    mean = read_bytes(spec, stage.read_parts, tokens)
+    if stage.ep <= 1 or not stage.read_parts[2]:
+        return mean
+    from kvcalc.cost.fabric import busiest_experts
+    from kvcalc.cost.shard import reached_experts
+
+    _, _, moe_layers, one = stage.read_parts
+    reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens))
+    # one rank's E / ep experts are whole on its tp / ep expert ranks: one expert is ep x `one` there
+    extra = moe_layers * (busiest_experts(spec.experts, reached, stage.ep) - reached / stage.ep) * stage.ep * one
+    return mean + math.ceil(extra)
 
 
 # --- communication ------------------------------------------------------------------------
@@ -216,6 +246,10 @@ def comm_seconds(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | Non
     sends between pipeline stages."""
     if dep.gpus == 1 or dep.link is None:
         return 0.0
+    if dep.ep > 1 or dep.dp_attention or dep.gpus_per_node:
+        from kvcalc.cost.fabric import layout_comm_seconds
+
+        return layout_comm_seconds(spec, dep, tokens, activation_bytes(spec, dtype))
     message = tokens * spec.hidden_size * activation_bytes(spec, dtype)
     seconds = allreduces_per_step(spec) * allreduce_seconds(message, dep.tp, dep.link)
     return seconds + (dep.pp - 1) * send_seconds(message, dep.link)
@@ -259,6 +293,7 @@ def memory_fit(
     the tokens, kv_bytes), so a row fits here exactly when fit's default block size says it fits."""
     budget = int(gpu.capacity_bytes * dep.gpu_util)
     worst = None
+    batch = -(-batch // dep.kv_ranks)  # under DP attention the busiest rank holds ceil(batch / tp)
     for st in staged:
         kv = batch * held_kv_bytes(st, context, kv_dtype)
         state = batch * st.state_bytes

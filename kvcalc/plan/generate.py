@@ -333,7 +333,7 @@ def generate_report(
         concat_bytes_copied=concat * per_position,
         prealloc_bytes_written=new * per_position,
         memory_note=fit.message("fits" if fit.fits else "DOES NOT FIT"),
-        warnings=[w for w in (context_warning(spec, prompt + new),) if w],
+        warnings=[w for w in (context_warning(spec, prompt + new),) if w] + _node_warnings(dep, gpu.name),
     )
 
 
@@ -376,3 +376,9 @@ def _explain(
         f"[{basis}] total = {fmt_seconds(ttft)} + {fmt_seconds(decode)} = {fmt_seconds(total)}; "
         f"tokens/s = {batch:,} x {new:,} / {fmt_seconds(total)} = {tokens_per_s:,.1f}",
     ]
+
+
+def _node_warnings(dep, gpu_name: str) -> list[str]:  # noqa: ANN001
+    from kvcalc.cost.fabric import node_warnings
+
+    return node_warnings(dep, gpu_name)

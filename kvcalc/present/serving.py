@@ -44,6 +44,11 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     ]
     sheet.rows = [r for r in sheet.rows if r]
     sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
+    sheet.notes.append(f"Accounting: {result.accounting}.")
+    if result.dp_attention or result.ep > 1:
+        ranks = f"DP attention over {result.tp} ranks (each keeps its own requests' KV)" if result.dp_attention else ""
+        experts = f"expert parallelism {result.ep}" if result.ep > 1 else ""
+        sheet.notes.append(f"Layout: {', '.join(x for x in (ranks, experts) if x)}; KV capacity counts every rank.")
     sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
     sheet.notes.append(
         f"Largest context at batch {result.batch:,}: "
@@ -106,9 +111,13 @@ def fit_grid_sheet(results: list) -> Sheet:
         else f"one {first.gpu}"
     )
     goals = first.slo is not None
+    many = len({r.gpu for r in results}) > 1  # fit --gpu h100,h200: a GPU column
+    if many:
+        where = f"{first.tp * first.pp} x each GPU (tp {first.tp}, pp {first.pp})"
     sheet = Sheet(
         title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
         columns=[
+            *(["gpu"] if many else []),
             "batch",
             "seq",
             "weights",
@@ -119,14 +128,15 @@ def fit_grid_sheet(results: list) -> Sheet:
             "largest\nbatch",
             *(["batch for\ngoals"] if goals else []),
         ],
-        text_columns=(),
+        text_columns=(0,) if many else (),
         # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
-        optional=(2, 5, 4, 7, 3),  # weights, budget, total, largest batch, KV cache
+        optional=tuple(i + many for i in (2, 5, 4, 7, 3)),  # weights, budget, total, largest batch, KV cache
     )
     for r in results:
         p = r.per_gpu
         sheet.rows.append(
             [
+                *([r.gpu] if many else []),
                 f"{r.batch:,}",
                 f"{r.seq:,}",
                 _bytes(p.weight_bytes),
