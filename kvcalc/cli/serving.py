@@ -165,11 +165,14 @@ def fit(
     """Does MODEL fit on GPUs at batch x seq? Largest batch and context, KV capacity, concurrency, latency goals.
 
     Per GPU: its weights (1/tp of the matrices; its pipeline stage's layers with --pp) + KV cache of
-    one rank (paged) + SSM state + --reserve must stay within capacity x --gpu-util. --reserve
-    (default 2 GiB) stands for what vLLM calls non-KV memory beyond the weights: the activation peak
-    of a max_num_batched_tokens forward, CUDA graphs and communication buffers (2.1-2.5 GiB in vLLM
-    0.19 logs of 7-16B models on one H100; ~4 GiB at tp 4). --batch and --seq take lists and ranges:
-    one row per combination.
+    one rank (paged) + SSM state + the reserve must stay within capacity x --gpu-util. The reserve is
+    what vLLM 0.19 keeps beside the weights on this layout (the activation peak of a
+    max_num_batched_tokens forward and the sampler warm-up, non-torch memory, NCCL NVLS buffers at
+    tp >= 2), so the plain fit promises no more than the engine gives; --reserve sets it, --engine none
+    keeps a flat 2 GiB, --engine vllm uses vLLM's weights as loaded too and checks that it starts.
+    --ep, --dp-attention and --nodes/--gpus-per-node describe expert parallelism, data-parallel
+    attention (each rank keeps its own requests' KV) and node boundaries. --gpu and --batch and --seq
+    take lists and ranges: one row per combination.
 
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.

@@ -11,6 +11,8 @@ def _reserve_note(result) -> str:  # noqa: ANN001
     v = result.vllm
     if v is not None and v.profile_peak_bytes is not None:
         return "vLLM profiling peak + non-torch memory"
+    if result.accounting.startswith("kvcalc weights; reserve from vLLM"):
+        return "vLLM 0.19's profiling peak + non-torch memory"
     return "activations, graphs, buffers (--reserve)"
 
 
