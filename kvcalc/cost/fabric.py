@@ -15,10 +15,32 @@ Meanings (SGLang's flags; vLLM's equivalents in plan/layout.py):
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 from kvcalc.cost.shard import Link, allreduce_seconds
 from kvcalc.errors import UsageError
 from kvcalc.model.spec import ModelSpec
+
+
+class Layout(Protocol):
+    """What this module reads of a cost/step.Deployment (named here, not imported: step imports this module)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def dp_attention(self) -> bool: ...
+    @property
+    def gpus_per_node(self) -> int | None: ...
+    @property
+    def link(self) -> Link | None: ...
+    @property
+    def scale_out(self) -> Link | None: ...
+    @property
+    def gpus(self) -> int: ...
 
 
 def check_layout(spec: ModelSpec, tp: int, ep: int, dp_attention: bool) -> None:
@@ -102,7 +124,7 @@ def nodes_spanned(gpus: int, gpus_per_node: int | None) -> int:
 
 
 def tp_crosses_nodes(tp: int, gpus_per_node: int | None) -> bool:
-    return bool(gpus_per_node) and tp > gpus_per_node
+    return gpus_per_node is not None and tp > gpus_per_node
 
 
 def pp_sends_across(tp: int, pp: int, gpus_per_node: int | None) -> int:
@@ -133,7 +155,7 @@ def mlp_layers(spec: ModelSpec) -> tuple[int, int]:
     return dense, moe
 
 
-def layout_comm_seconds(spec: ModelSpec, dep, tokens: int, act: int) -> float:  # noqa: ANN001
+def layout_comm_seconds(spec: ModelSpec, dep: Layout, tokens: int, act: int) -> float:
     """A step's communication on `dep` (cost/step.Deployment) with experts, DP attention or nodes:
 
     - without DP attention every rank sees every token: one all-reduce after each mixer and each
@@ -149,6 +171,7 @@ def layout_comm_seconds(spec: ModelSpec, dep, tokens: int, act: int) -> float:  
     from kvcalc.cost.shard import allreduces_per_step, send_seconds
 
     link, tp = dep.link, dep.tp
+    assert link is not None  # step.comm_seconds returns 0 without a link
     out = dep.scale_out or link
     tp_link = out if tp_crosses_nodes(tp, dep.gpus_per_node) else link
     ep_link = out if tp_crosses_nodes(dep.ep, dep.gpus_per_node) else link
@@ -170,7 +193,7 @@ def layout_comm_seconds(spec: ModelSpec, dep, tokens: int, act: int) -> float:  
     return seconds
 
 
-def node_warnings(dep, gpu_name: str) -> list[str]:  # noqa: ANN001
+def node_warnings(dep: Layout, gpu_name: str) -> list[str]:
     """What a layout that leaves its scale-up domain means, one line each."""
     g = dep.gpus_per_node
     if not g or dep.gpus <= g:

@@ -94,9 +94,9 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
     """One layer's token-mixer parameters on one rank."""
     hidden = spec.hidden_size
     if run.kind == LayerKind.MLA:
-        rope = spec.qk_rope_head_dim
+        rope = spec.rope_dim
         # q_a_proj (+ its norm) and kv_a_proj_with_mqa (+ its norm) are replicated; the rest splits by heads.
-        whole = hidden * (spec.kv_lora_rank + rope) + spec.kv_lora_rank
+        whole = hidden * (spec.latent_rank + rope) + spec.latent_rank
         if spec.q_lora_rank:
             whole += hidden * spec.q_lora_rank + spec.q_lora_rank
         return whole + Fraction(attention_params(spec, run) - whole, tp)
@@ -149,11 +149,11 @@ def _layer_rank(
 
 def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_attention: bool = False) -> Fraction:
     """Embedding (first stage), final norm and LM head (last stage) on one rank."""
-    table = Fraction(spec.vocab_size * spec.hidden_size, tp)  # vocab-parallel rows
+    table = Fraction(spec.vocab * spec.hidden_size, tp)  # vocab-parallel rows
     # NOTE: SGLang under DP attention builds the input embedding whole on every rank
     # (VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()) in its deepseek_v2.py);
     # the LM head stays vocabulary-parallel over the tp ranks.
-    inp = Fraction(spec.vocab_size * spec.hidden_size) if dp_attention else table
+    inp = Fraction(spec.vocab * spec.hidden_size) if dp_attention else table
     # NOTE: vLLM pads the vocabulary to a multiple of 64 before splitting it (pad_vocab_size in
     # vocab_parallel_embedding.py): under 64 rows, < 0.05% of any table here, so not modelled.
     out = Fraction(0)
@@ -165,7 +165,7 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_
     # Tied and on one stage, the input table is the LM head's: held and read once, below.
     if first and not (spec.tie_embeddings and pp == 1 and not dp_attention):
         # A step reads only its tokens' rows of the input table.
-        rows = min(tokens, spec.vocab_size) * spec.hidden_size if tokens is not None else 0
+        rows = min(tokens, spec.vocab) * spec.hidden_size if tokens is not None else 0
         out += inp if tokens is None else Fraction(rows, 1 if dp_attention else tp)
     if last:
         out += spec.hidden_size + table
@@ -233,7 +233,7 @@ def rank_read_parts(
     per = shard_formats(spec, dtype)
     base = _rank_params(spec, tp, stage, pp, 1, dp_attention)
     if spec.params:
-        return sum((n * b for n, b in zip(base, per)), zero), zero, 0, zero
+        return Fraction(sum((n * b for n, b in zip(base, per)), zero)), zero, 0, zero
     untied = not (spec.tie_embeddings and pp == 1 and not dp_attention)
     rows = Fraction(spec.hidden_size, 1 if dp_attention else tp) if stage == 0 and untied else zero
     start, end = pp_indices(spec.num_layers, stage, pp)
@@ -277,7 +277,7 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
             one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
             total += n * spec.experts_per_token * Fraction(one, tp)
     if stage == pp - 1:
-        total += spec.hidden_size + Fraction(spec.vocab_size * spec.hidden_size, tp)
+        total += spec.hidden_size + Fraction(spec.vocab * spec.hidden_size, tp)
     return math.ceil(total)
 
 
