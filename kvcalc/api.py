@@ -115,8 +115,9 @@ def _reserve(reserve: str | int) -> str:
     return str(reserve)
 
 
-def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int):  # noqa: ANN001, ANN202
-    """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect are."""
+def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int, **layout):  # noqa: ANN001, ANN003, ANN202
+    """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect (and
+    --ep, --dp-attention, --nodes, --gpus-per-node) are."""
     from kvcalc.plan.deploy import deployment
 
     return deployment(
@@ -127,6 +128,7 @@ def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, rese
         interconnect=_link(interconnect),
         gpu_util=gpu_util,
         reserve=_reserve(reserve),
+        **layout,
     )
 
 
@@ -193,6 +195,10 @@ def roofline(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
+    ep: int | None = None,
+    dp_attention: bool = False,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
     efficiency: float | None = None,
     mbu: float | None = None,
     mfu: float | None = None,
@@ -209,7 +215,8 @@ def roofline(
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
     spec = _model(model, overrides)
-    deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve) for g in gpus]
+    layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
+    deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve, **layout) for g in gpus]
     util = utilization(efficiency, mbu, mfu)
     results = [
         roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util)
@@ -339,6 +346,10 @@ def generate(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
+    ep: int | None = None,
+    dp_attention: bool = False,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
 ) -> GenerateResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
     (or mbu / mfu) is given."""
@@ -350,7 +361,8 @@ def generate(
     gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
-    dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve)
+    layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
+    dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
     return generate_report(
         spec,
         gpu_spec,

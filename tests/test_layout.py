@@ -129,3 +129,16 @@ def test_api_fit_takes_the_engine_and_the_layout():
     )
     goal = kvcalc.fit("llama-3.1-8b", "h100", seq="8k", tpot_ms=20, efficiency=0.6)
     assert goal.slo is not None and goal.slo.basis.startswith("estimate (MBU 0.6")
+
+
+def test_api_roofline_and_generate_take_the_layout():
+    r = kvcalc.roofline("llama-3.1-405b", "h100", tp=16, batch=1, seq="1k")
+    cli = run_json("roofline", "llama-3.1-405b", "--gpu", "h100", "--tp", "16", "--batch", "1", "--seq", "1k")
+    assert r.warnings == cli["warnings"] and r.rows[0].comm_seconds == cli["rows"][0]["comm_seconds"]
+    # At 32k each rank reads 8 of the 64 sequences' latents instead of all 64 (and the batch fits only
+    # that way); at 1k the replicated attention weights (+10 GiB read per rank) cost more than that saves.
+    g = kvcalc.generate("deepseek-v3", "h200", tp=8, ep=8, dp_attention=True, batch=64, prompt="32k")
+    plain = kvcalc.generate("deepseek-v3", "h200", tp=8, batch=64, prompt="32k")
+    assert g.fits and not plain.fits and g.tpot_s < plain.tpot_s / 1.5
+    short = kvcalc.generate("deepseek-v3", "h200", tp=8, ep=8, dp_attention=True, batch=64, prompt="1k")
+    assert short.tpot_s > kvcalc.generate("deepseek-v3", "h200", tp=8, batch=64, prompt="1k").tpot_s

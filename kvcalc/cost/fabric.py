@@ -201,7 +201,7 @@ def node_warnings(dep: Layout, gpu_name: str) -> list[str]:
     nodes = nodes_spanned(dep.gpus, g)
     link = dep.scale_out
     how = (
-        f"over the scale-out link ({link.name}, {link.bandwidth_bytes_per_s / 1e9:g} GB/s each way per GPU)"
+        f"over the scale-out link ({link.name}: {link.bandwidth_bytes_per_s / 1e9:g} GB/s each way)"
         if link
         else "over a scale-out link this GPU's preset has no sourced figure for (costed at the scale-up link's "
         "speed: a lower bound on time)"

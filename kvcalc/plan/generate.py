@@ -187,13 +187,14 @@ def decode_sum(
         weights = weight_bytes_read(spec, st, batch)
         edges = sorted({t.window for t in st.terms if t.window is not None and lo <= t.window < hi})
         start = lo
+        own = -(-batch // st.kv_ranks)  # DP attention: a rank reads only its own sequences' KV
         for end in [*edges, hi]:
             b0, b1 = Fraction(weights + decode_state_bytes(st, batch)), Fraction(0)
             f0, f1 = Fraction(2 * st.compute_params), Fraction(0)
             for t in st.terms:
                 h0, h1, k0, k1 = _piece(t.run, end)
-                b0 += batch * t.layers * t.read_elements * h0 * per_element
-                b1 += batch * t.layers * t.read_elements * h1 * per_element
+                b0 += own * t.layers * t.read_elements * h0 * per_element
+                b1 += own * t.layers * t.read_elements * h1 * per_element
                 f0 += t.layers * t.decode_flops * k0
                 f1 += t.layers * t.decode_flops * k1
             total += _sum_max(b0, b1, batch * f0, batch * f1, start, end, mem, flop)
