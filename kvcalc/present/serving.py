@@ -33,7 +33,13 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     if result.kv_heads_per_rank is not None:
         kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
     sheet.rows += [
-        ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
+        [
+            "weights",
+            _bytes(p.weight_bytes),
+            ("attention whole per rank, the rest split" if result.dp_attention else "split across ranks")
+            if result.tp > 1
+            else "",
+        ],
         ["KV cache", _bytes(p.kv_bytes), kv_note],
         ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
         ["reserve", _bytes(p.reserve_bytes), _reserve_note(result)],
