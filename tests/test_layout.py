@@ -142,3 +142,17 @@ def test_api_roofline_and_generate_take_the_layout():
     assert g.fits and not plain.fits and g.tpot_s < plain.tpot_s / 1.5
     short = kvcalc.generate("deepseek-v3", "h200", tp=8, ep=8, dp_attention=True, batch=64, prompt="1k")
     assert short.tpot_s > kvcalc.generate("deepseek-v3", "h200", tp=8, batch=64, prompt="1k").tpot_s
+
+
+def test_ep_busiest_rank_computes_more_than_the_mean():
+    from kvcalc.cost.step import Deployment, ep_extra_flops, stages
+
+    spec = get_model("deepseek-v3")
+    (tp8,) = stages(spec, Deployment(tp=8), None)
+    (ep8,) = stages(spec, Deployment(tp=8, ep=8), None)
+    assert ep_extra_flops(tp8, 64) == 0
+    # 58 MoE layers x top-8 x one expert's 3 x 7,168 x 2,048 parameters / 8 ranks x 2 FLOPs, per token,
+    # times the imbalance beyond 1 for 64 tokens over 8 ranks
+    experts, k, per_token = ep8.ep_moe
+    assert (experts, k) == (256, 8) and per_token == 2 * 58 * 8 * 3 * 7168 * 2048 // 8
+    assert ep_extra_flops(ep8, 64) == math.ceil(64 * per_token * (fabric.ep_imbalance(256, 8, 64, 8) - 1))

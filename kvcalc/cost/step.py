@@ -93,6 +93,9 @@ class Stage(NamedTuple):
     ]  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
     ep: int = 1  # expert-parallel ranks: the busiest reads more experts than the mean (weight_bytes_read)
     kv_ranks: int = 1  # DP attention: a rank reads and holds only its ceil(batch / kv_ranks) sequences' KV
+    # Under expert parallelism: (experts, top-k, mean routed-expert FLOPs per token on one rank), so the
+    # busiest rank's extra work can be added (fabric.ep_imbalance); (0, 0, 0) otherwise.
+    ep_moe: tuple[int, int, int] = (0, 0, 0)
 
 
 def held(window: int | None, context: int) -> int:
@@ -141,6 +144,7 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
             for run, n in groups.items()
         )
         last = s == pp - 1 and not spec.params
+        parts = rank_read_parts(spec, tp, s, pp, dtype, dep.dp_attention)
         out.append(
             Stage(
                 number=s,
@@ -153,9 +157,10 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 # NOTE: SSM / linear-attention heads split across ranks like attention heads.
                 state_bytes=math.ceil(state / kv_tp),
                 attention_heads=heads,
-                read_parts=rank_read_parts(spec, tp, s, pp, dtype, dep.dp_attention),
+                read_parts=parts,
                 ep=dep.ep,
                 kv_ranks=dep.kv_ranks,
+                ep_moe=_ep_moe(spec, dep, parts[2]),
             )
         )
     return tuple(out)
@@ -185,12 +190,32 @@ def decode_state_bytes(stage: Stage, batch: int) -> int:
     return 2 * -(-batch // stage.kv_ranks) * stage.state_bytes
 
 
+def _ep_moe(spec: ModelSpec, dep: Deployment, moe_layers: int) -> tuple[int, int, int]:
+    if dep.ep <= 1 or not moe_layers:
+        return (0, 0, 0)
+    from kvcalc.cost.params import _mlp
+
+    one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+    return (spec.experts, spec.experts_per_token, math.ceil(2 * moe_layers * spec.experts_per_token * one / dep.tp))
+
+
+def ep_extra_flops(stage: Stage, tokens: int) -> int:
+    """What the busiest expert-parallel rank computes beyond the mean for `tokens` routed tokens."""
+    experts, k, per_token = stage.ep_moe
+    if not per_token:
+        return 0
+    from kvcalc.cost.fabric import ep_imbalance
+
+    return math.ceil(tokens * per_token * (ep_imbalance(experts, k, tokens, stage.ep) - 1))
+
+
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
-    """One new token per sequence over `context` cached tokens, on one GPU of the stage."""
+    """One new token per sequence over `context` cached tokens, on one GPU of the stage (the busiest
+    expert-parallel rank's)."""
     from kvcalc.cost.flops import decode_keys
 
     attention = sum((t.layers * t.decode_flops * decode_keys(t.run, context) for t in stage.terms), Fraction(0))
-    return batch * (2 * stage.compute_params + int(attention))
+    return batch * (2 * stage.compute_params + int(attention)) + ep_extra_flops(stage, batch)
 
 
 def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
@@ -200,7 +225,7 @@ def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
 
     attention = sum(t.layers * t.prefill_flops * layer_pairs(t.run, prompt) for t in stage.terms)
     body = stage.compute_params - stage.lm_head_params
-    return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention)
+    return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention) + ep_extra_flops(stage, batch * prompt)
 
 
 def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
