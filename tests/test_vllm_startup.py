@@ -53,3 +53,16 @@ def test_encoder_decoders_vllm_v1_does_not_serve():
     assert "MllamaForConditionalGeneration was supported in vLLM until v0.10.2" in why
     out = run("fit", "llama-3.2-11b-vision", "--gpu", "h100", "--engine", "vllm")
     assert out.exit_code == 2 and "accounting" not in out.stdout
+
+
+def test_t5_and_bart_are_refused_in_vllms_words():
+    # vLLM 0.19's registry: T5 is in no list (_TEXT_GENERATION_MODELS, _PREVIOUSLY_SUPPORTED_MODELS,
+    # _OOT_SUPPORTED_MODELS), so _raise_for_unsupported says "not supported for now"; BART moved to a plugin.
+    from conftest import FIXTURES
+
+    t5 = run("fit", FIXTURES / "configs" / "t5-encdec.json", "--gpu", "h100", "--engine", "vllm")
+    assert t5.exit_code == 2 and "['T5ForConditionalGeneration'] are not supported for now" in t5.stderr
+    bart = run("fit", FIXTURES / "configs" / "bart-large.json", "--gpu", "h100", "--engine", "vllm")
+    assert bart.exit_code == 2 and "BartForConditionalGeneration is not supported in-tree anymore" in bart.stderr
+    whisper = run("fit", "whisper-tiny", "--gpu", "h100", "--engine", "vllm", "--seq", "448")
+    assert whisper.exit_code in (0, 3) and "vLLM 0.19 accounting" in whisper.stdout
