@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import (
+    DEFAULT_NEW,
+    DEFAULT_SEQ,
+    FIT_MAX_ROWS,
+    KV_DTYPES,
+    MAX_ROWS,
+    check_grid,
+    normalize_dtype,
+    parse_count,
+    parse_range,
+)
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
     from kvcalc.cost.roofline import RooflineResult
@@ -147,7 +157,7 @@ def cache(
     model: str | ModelSpec,
     *,
     batch: Counts = 1,
-    seq: Counts = 4096,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     tp: int = 1,
     gpu: str | GpuSpec | None = None,
@@ -183,7 +193,7 @@ def roofline(
     gpu: str | GpuSpec | list,
     *,
     batch: Counts = "1..64",
-    seq: Counts = 1024,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
     layers: int | None = None,
@@ -253,15 +263,23 @@ def fit(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     interconnect: str | None = None,
+    engine_version: str | None = None,
+    mem_fraction_static: float | None = None,
+    chunked_prefill_size: int | None = None,
+    page_size: int | None = None,
+    max_running_requests: int | None = None,
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
     vLLM 0.19's accounting and start-up check (seq then defaults to the model's max_position_embeddings),
     "none" for the bare arithmetic with a flat reserve; tpot_ms / ttft_ms for the latency goals (ceilings
-    unless efficiency / mbu / mfu). Lists or ranges give one result per (seq, batch), as the command's rows."""
+    unless efficiency / mbu / mfu). Lists or ranges give one result per (seq, batch), as the command's rows.
+    engine="sglang" adds SGLang's own pool (result.sglang, `fit --engine sglang`), which then decides `ok`."""
     import math
 
+    from kvcalc.plan import sglang as plan_sglang
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment, ranks, utilization
+    from kvcalc.plan.fit import verdict
     from kvcalc.plan.fitrun import fit_rows
 
     for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
@@ -277,10 +295,20 @@ def fit(
     batches = _counts_nonempty(batch, "batch")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
+    sglang = plan_sglang.check_options(
+        engine,
+        engine_version=engine_version,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size,
+        max_running_requests=max_running_requests,
+        dp_attention=dp_attention,
+    )
+    kv_given = kv
     if kv is None:
         kv = vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
-        engine,
+        None if sglang else engine,
         kv_memory,
         block_size,
         None if reserve is None else _reserve(reserve),
@@ -326,6 +354,15 @@ def fit(
         prompt=parse_count(prompt, "prompt") if prompt is not None else None,
         util=util,
     )
+    for r in results if sglang else ():
+        r.ok, r.verdict = verdict(r)
+        r.sglang = plan_sglang.predict(
+            spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=kv_given,
+            engine_version=engine_version, mem_fraction_static=mem_fraction_static,
+            chunked_prefill_size=chunked_prefill_size, page_size=page_size,
+            max_running_requests=max_running_requests, dp_attention=dp_attention, steps=None,
+        )  # fmt: skip
+        r.ok, r.verdict = plan_sglang.verdict(r)
     return results[0] if len(results) == 1 else results
 
 
@@ -333,8 +370,8 @@ def generate(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    prompt: int | str = "1k",
-    new: int | str = 256,
+    prompt: int | str = DEFAULT_SEQ - DEFAULT_NEW,
+    new: int | str = DEFAULT_NEW,
     batch: int | str = 1,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
@@ -382,7 +419,7 @@ def compare(
     *items: str,
     model: str = "70b",
     batch: Counts = 32,
-    seq: Counts = 8192,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
 ) -> CompareResult | list[CompareResult]:
     """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""

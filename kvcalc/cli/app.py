@@ -36,7 +36,6 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     explained,
 )
 from kvcalc.cli.deploy import (
-    DpAttentionOpt,
     EffOpt,
     EpOpt,
     GpusOpt,
@@ -50,6 +49,7 @@ from kvcalc.cli.deploy import (
     ReserveOpt,
     TpOpt,
 )
+from kvcalc.cli.sglang import DpAttentionOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
 from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
@@ -61,7 +61,7 @@ from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 def cache(
     model: ModelArg,
     batch: BatchOpt = "1",
-    seq: SeqOpt = "4096",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     gpu: Annotated[
         Optional[str],
@@ -150,7 +150,7 @@ def roofline(
         ),
     ],
     batch: BatchOpt = "1..64",
-    seq: SeqOpt = "1024",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -262,7 +262,7 @@ def compare(
         str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
     ] = "70b",
     batch: BatchOpt = "32",
-    seq: SeqOpt = "8192",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,

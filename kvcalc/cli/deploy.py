@@ -1,5 +1,5 @@
 """Typer options the speed commands share (roofline, generate, fit): the deployment (--tp/--gpus, --pp,
---interconnect), the memory budget (--gpu-util, --reserve) and the estimate (--efficiency/--mbu/--mfu)."""
+--interconnect, --ep, --nodes/--gpus-per-node; --dp-attention is cli/sglang.py's), the memory budget (--gpu-util, --reserve) and the estimate (--efficiency/--mbu/--mfu)."""
 
 from typing import Annotated, Optional
 
@@ -39,14 +39,6 @@ EpOpt = Annotated[
         "--ep",
         help="Expert-parallel ranks (default 1): each holds experts/N whole experts; must divide --tp "
         "(SGLang's ep_size; vLLM's enable_expert_parallel, whose EP size is tp x dp).",
-    ),
-]
-DpAttentionOpt = Annotated[
-    bool,
-    typer.Option(
-        "--dp-attention",
-        help="Data-parallel attention: each of the --tp ranks runs attention whole on its own requests and keeps their "
-        "KV (SGLang's enable_dp_attention with dp = tp; vLLM's data_parallel_size N with TP 1). Default off.",
     ),
 ]
 NodesOpt = Annotated[

@@ -31,7 +31,6 @@ from kvcalc.cli.common import (
     app,
 )
 from kvcalc.cli.deploy import (
-    DpAttentionOpt,
     EffOpt,
     EpOpt,
     GpusOpt,
@@ -44,6 +43,14 @@ from kvcalc.cli.deploy import (
     PpOpt,
     ReserveOpt,
     TpOpt,
+)
+from kvcalc.cli.sglang import (
+    ChunkedPrefillOpt,
+    DpAttentionOpt,
+    EngineVersionOpt,
+    MaxRunningOpt,
+    MemFractionOpt,
+    PageSizeOpt,
 )
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
@@ -76,7 +83,6 @@ def fit(
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
     ep: EpOpt = None,
-    dp_attention: DpAttentionOpt = False,
     nodes: NodesOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     seq: Annotated[
@@ -84,8 +90,8 @@ def fit(
         typer.Option(
             "--seq",
             "-s",
-            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k; with --engine vllm, "
-            "vLLM's default max_model_len: the model's max_position_embeddings).",
+            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's; "
+            "with --engine vllm, vLLM's default max_model_len: the model's max_position_embeddings).",
         ),
     ] = None,
     batch: Annotated[
@@ -116,10 +122,17 @@ def fit(
         Optional[str],
         typer.Option(
             "--engine",
-            help="vllm: its own accounting, start-up figures and refusals; none: the bare arithmetic with a flat "
-            "--reserve (default 2GiB). Left out: kvcalc's weights with vLLM 0.19's reserve for the layout.",
+            help="vllm or sglang: the engine's own accounting and start-up figures (vllm: its refusals too); none: "
+            "the bare arithmetic with a flat --reserve (default 2GiB). Left out: kvcalc's weights with vLLM 0.19's "
+            "reserve for the layout.",
         ),
     ] = None,
+    engine_version: EngineVersionOpt = None,
+    mem_fraction_static: MemFractionOpt = None,
+    chunked_prefill_size: ChunkedPrefillOpt = None,
+    page_size: PageSizeOpt = None,
+    max_running_requests: MaxRunningOpt = None,
+    dp_attention: DpAttentionOpt = False,
     kv_memory: Annotated[
         Optional[str],
         typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
@@ -177,7 +190,10 @@ def fit(
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
     """
+    from kvcalc.plan import sglang as cli_sglang
     from kvcalc.plan import vllm_fit as cli_vllm
+    from kvcalc.plan.fit import verdict
+    from kvcalc.plan.fitrun import fit_rows
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     engine_none = engine is not None and engine.lower() == "none"
@@ -188,21 +204,35 @@ def fit(
     batches = parse_range(batch, "--batch")
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
-    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
+    kv_given = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
-    from kvcalc.plan.fitrun import fit_rows
-
+    is_sglang = cli_sglang.check_options(
+        engine,
+        engine_version=engine_version,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size,
+        max_running_requests=max_running_requests,
+        dp_attention=dp_attention,
+    )
     steps: list[str] | None = [] if explain else None
     gpu_names = _gpu_names(gpu)
-    kv_given, results = kv, []
+    results = []
     for gpu_spec in [_gpu(name) for name in gpu_names]:  # a list of GPUs: one block of rows each, as roofline
         if steps is not None and len(gpu_names) > 1:
             steps.append(f"on {gpu_spec.name}:")
         kv = kv_given or cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
         is_vllm, kv_logged, n_seqs, n_tokens = cli_vllm.check_options(
-            engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
+            None if is_sglang else engine,
+            kv_memory,
+            block_size,
+            reserve,
+            n_pp,
+            max_num_seqs,
+            max_batched_tokens,
+            gpu_spec,
         )
         if is_vllm:
             cli_vllm.refuse_architecture(spec)
@@ -222,7 +252,7 @@ def fit(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
         )
-        results += fit_rows(
+        rows = fit_rows(
             spec,
             gpu_spec,
             dep,
@@ -242,6 +272,28 @@ def fit(
             util=util,
             steps=steps,
         )
+        for result in rows:
+            result.ok, result.verdict = verdict(result)
+            if is_sglang:
+                result.sglang = cli_sglang.predict(
+                    spec,
+                    gpu_spec,
+                    tp=n_tp,
+                    pp=n_pp,
+                    seq=result.seq,
+                    batch=result.batch,
+                    dtype=overrides.get("dtype"),
+                    kv_dtype=kv_given,  # None: SGLang's auto, the model dtype
+                    engine_version=engine_version,
+                    mem_fraction_static=mem_fraction_static,
+                    chunked_prefill_size=chunked_prefill_size,
+                    page_size=page_size,
+                    max_running_requests=max_running_requests,
+                    dp_attention=dp_attention,
+                    steps=steps,
+                )
+                result.ok, result.verdict = cli_sglang.verdict(result)
+        results += rows
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
 
@@ -274,7 +326,7 @@ def fit(
 
 
 def _fit_csv_row(result) -> dict:  # noqa: ANN001
-    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "slo", "warnings")}
+    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "sglang", "slo", "warnings")}
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
     return row
 
@@ -283,8 +335,15 @@ def _fit_csv_row(result) -> dict:  # noqa: ANN001
 def generate(
     model: ModelArg,
     gpu: GpuOpt,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="Prompt tokens per sequence.")] = "1k",
-    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence.")] = "256",
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Prompt tokens per sequence (default 7,936: with 256 new, the 8,192-token default context).",
+        ),
+    ] = "7936",
+    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence (default 256).")] = "256",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
     kv_dtype: KvDtypeOpt = "bf16",
     tp: TpOpt = None,
@@ -313,7 +372,8 @@ def generate(
     encoder_seq: EncoderSeqOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+    (ceilings unless --efficiency/--mbu/--mfu). --explain adds the arithmetic and the lesson: what
+    the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""

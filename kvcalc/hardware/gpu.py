@@ -49,6 +49,9 @@ class GpuSpec(BaseModel):
     # On-demand US$ per GPU-hour where a public price list has one; price_source dates and names it.
     price_usd_per_hour: Annotated[float, Field(gt=0)] | None = None
     price_source: str | None = None
+    # What `nvidia-smi --query-gpu=memory.total` prints, in MiB (a few hundred MiB above the CUDA
+    # total): SGLang picks its default --mem-fraction-static from it (engines/sglang/release.py).
+    nvidia_smi_memory_mib: Pos | None = None
 
     @field_validator("peak_dense_tflop_per_s")
     @classmethod

@@ -13,8 +13,10 @@ from kvcalc.cost.kvcache import (
 )
 from kvcalc.cost.params import weight_bytes_resident
 from kvcalc.cost.step import Deployment, Stage, context_warning, held_kv_bytes, stages
+from kvcalc.engines.sglang.pool import SglangPool
 from kvcalc.engines.vllm.figures import VllmFigures
 from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.formats import weights_label
 from kvcalc.model.spec import ModelSpec
 from kvcalc.results import Result
 from kvcalc.units import elements_to_bytes, fmt_bytes
@@ -60,11 +62,17 @@ class FitResult(Result):
     kv_heads_replicated: bool
     fits: bool
     max_batch: int
-    max_seq: int | None  # None: windowed layers only, the cache stops growing
+    max_seq: int | None  # capped at max_position_embeddings; None: windowed layers only and no maximum known
     kv_capacity_tokens: int
     max_concurrency: float
+    # What memory alone allows at this batch, above the model's maximum context or not (None: unbounded).
+    max_seq_memory: int | None = None
+    # Whose definition kv_capacity_tokens and max_concurrency follow: "kvcalc", or the engine named ("vLLM 0.19").
+    capacity_basis: str = "kvcalc"
+    weight_format: str = ""  # the weights' formats as a label, a mix named as one ("mxfp4 experts + bf16")
     per_gpu: PerGpu
     vllm: VllmFigures | None = None
+    sglang: SglangPool | None = None  # fit --engine sglang: SGLang's own pool, which then decides `ok`
     slo: SloResult | None = None
     warnings: list[str] = []
     ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
@@ -195,6 +203,7 @@ def fit_report(
         seq=seq,
         batch=batch,
         dtype=dtype or spec.dtype,
+        weight_format=weights_label(spec, dtype),
         kv_dtype=kv_dtype,
         gpu_util=gpu_util,
         block_size=block_size,
@@ -202,7 +211,8 @@ def fit_report(
         kv_heads_replicated=replicates_kv_heads(spec, tp),
         fits=fits,
         max_batch=max_batch,
-        max_seq=_max_seq(stage, rank_batch, usable, kv_dtype, block_size),
+        max_seq=capped_context(spec, memory_seq := _max_seq(stage, rank_batch, usable, kv_dtype, block_size)),
+        max_seq_memory=memory_seq,
         kv_capacity_tokens=kv_ranks * (usable // (per_token_bytes * block_size)) * block_size if per_token_bytes else 0,
         max_concurrency=kv_ranks * usable / (per_seq + per_state) if per_seq + per_state else 0.0,
         per_gpu=PerGpu(
@@ -217,6 +227,22 @@ def fit_report(
     )
     result.ok, result.verdict = verdict(result)  # the caller redoes it after adding latency goals
     return result
+
+
+def capped_context(spec: ModelSpec, memory_seq: int | None) -> int | None:
+    """The largest context a request may have: what memory holds, never above max_position_embeddings."""
+    limit = spec.max_position_embeddings
+    if limit is None:
+        return memory_seq
+    return limit if memory_seq is None else min(memory_seq, limit)
+
+
+def adopt_engine_capacity(result: FitResult, basis: str, kv_tokens: int, concurrency: float) -> None:
+    """One capacity and one concurrency per answer: when an engine is named, its own (its pool, its
+    blocks per request) replace kvcalc's, and `capacity_basis` says whose they are."""
+    result.kv_capacity_tokens = kv_tokens
+    result.max_concurrency = concurrency
+    result.capacity_basis = basis
 
 
 def _slo_figures(slo) -> str:  # noqa: ANN001

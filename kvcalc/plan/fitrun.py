@@ -50,7 +50,7 @@ def fit_rows(
     from kvcalc.cost.fabric import node_warnings, nodes_spanned
     from kvcalc.cost.step import stages
     from kvcalc.plan import vllm_fit
-    from kvcalc.plan.fit import fit_report, verdict
+    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
 
     terms = None
     accounting = "kvcalc: --reserve as given"
@@ -130,6 +130,8 @@ def fit_rows(
                     steps=steps,
                 )
                 result.vllm.startup = vllm_fit.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
+                v = result.vllm
+                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:

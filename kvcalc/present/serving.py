@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.present.render import _bytes
 from kvcalc.present.sheet import Sheet
-from kvcalc.units import fmt_flop_count, fmt_seconds, plural
+from kvcalc.units import fmt_seconds, plural
 
 
 def _reserve_note(result) -> str:  # noqa: ANN001
@@ -25,7 +25,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     if result.tp * result.pp > 1:
         where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
     sheet = Sheet(
-        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.weight_format or result.dtype} weights, {result.kv_dtype} KV",
         columns=["per GPU", "bytes", ""],
         text_columns=(0, 2),
     )
@@ -58,10 +58,11 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         experts = f"expert parallelism {result.ep}" if result.ep > 1 else ""
         sheet.notes.append(f"Layout: {', '.join(x for x in (ranks, experts) if x)}; KV capacity counts every rank.")
     sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(f"Largest context at batch {result.batch:,}: {_largest_context(result)}.")
+    basis = "" if result.capacity_basis == "kvcalc" else f" ({result.capacity_basis}'s definition)"
     sheet.notes.append(
-        f"Largest context at batch {result.batch:,}: "
-        + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
-        + f". KV capacity: {result.kv_capacity_tokens:,} tokens; concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
+        f"KV capacity{basis}: {result.kv_capacity_tokens:,} tokens; "
+        f"concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
     )
     if result.kv_heads_replicated:
         sheet.notes.append(
@@ -86,6 +87,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
                 f"  start-up check (max_model_len {v.startup.max_model_len:,}): ValueError: {v.startup.refusal}"
             )
         sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
+    if result.sglang:
+        from kvcalc.present.sglang import notes
+
+        sheet.notes += notes(result.sglang)
     if result.slo:
         s = result.slo
         goal = " and ".join(
@@ -110,6 +115,17 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     return sheet
 
 
+def _largest_context(result) -> str:  # noqa: ANN001
+    """The capped figure, saying when memory would hold more than the model's maximum context."""
+    memory = result.max_seq_memory
+    if result.max_seq is None:
+        return "unbounded by memory (windowed layers only)"
+    if memory is None or memory > result.max_seq:
+        held = "any length (windowed layers only)" if memory is None else f"{memory:,}"
+        return f"{result.max_seq:,} tokens, the model's max_position_embeddings (memory would hold {held})"
+    return f"{result.max_seq:,} tokens"
+
+
 def fit_grid_sheet(results: list) -> Sheet:
     """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
     first = results[0]
@@ -123,7 +139,7 @@ def fit_grid_sheet(results: list) -> Sheet:
     if many:
         where = f"{first.tp * first.pp} x each GPU (tp {first.tp}, pp {first.pp})"
     sheet = Sheet(
-        title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
+        title=f"Fit: {first.model} on {where}, {first.weight_format or first.dtype} weights, {first.kv_dtype} KV, per GPU",
         columns=[
             *(["gpu"] if many else []),
             "batch",
@@ -135,6 +151,7 @@ def fit_grid_sheet(results: list) -> Sheet:
             "fits",
             "largest\nbatch",
             *(["batch for\ngoals"] if goals else []),
+            *(["SGLang\n#tokens", "SGLang\nfits"] if first.sglang else []),
         ],
         text_columns=(0,) if many else (),
         # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
@@ -154,6 +171,7 @@ def fit_grid_sheet(results: list) -> Sheet:
                 "yes" if r.fits else "NO",
                 f"{r.max_batch:,}",
                 *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+                *([f"{r.sglang.max_total_num_tokens:,}", "yes" if r.sglang.fits else "NO"] if r.sglang else []),
             ]
         )
     bad = [r for r in results if not r.ok]
@@ -192,14 +210,5 @@ def generate_sheet(results: list) -> Sheet:
         else "The ceiling is a bound; the estimate scales both roofs."
     )
     sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
-    sheet.notes.append(
-        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
-        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
-    )
-    sheet.notes.append(
-        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
-        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
-        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
-    )
     sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet
