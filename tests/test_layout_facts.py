@@ -86,3 +86,17 @@ def test_prices_are_linear_and_overridable():
         parse_prices(["h100"])
     with pytest.raises(UsageError):
         parse_prices(["h100=-1"])
+
+
+def test_sglang_candidates_use_sglangs_own_pool():
+    from kvcalc.plan.sglang import predict
+
+    spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
+    facts = layout_facts(spec, gpu, tp=8, ep=8, dp_attention=True, seq=8192, engine="sglang", gpu_util=0.85)
+    pool = predict(
+        spec, gpu, tp=8, pp=1, seq=8192, batch=1, dtype=None, kv_dtype=None, engine_version=None,
+        mem_fraction_static=0.85, chunked_prefill_size=None, page_size=None, max_running_requests=None,
+        dp_attention=True, steps=None,
+    )  # fmt: skip
+    assert facts.kv_capacity_tokens == pool.kv_capacity_tokens and facts.fits == pool.fits
+    assert "--mem-fraction-static 0.85" in facts.command and "--enable-dp-attention" in facts.command

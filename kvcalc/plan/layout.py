@@ -233,7 +233,19 @@ def layout_facts(
     tokens_held = r.vllm.kv_cache_tokens if r.vllm else r.kv_capacity_tokens
     concurrency = r.vllm.max_concurrency if r.vllm else r.max_concurrency
     accounting = r.accounting
-    if not is_vllm and engine != "vllm":
+    fits = r.fits
+    if engine == "sglang" and layout_refusal is None:
+        from kvcalc.plan.sglang import predict as sglang_predict
+
+        pool = sglang_predict(
+            spec, gpu, tp=tp, pp=pp, seq=length, batch=1, dtype=dtype, kv_dtype=kv_dtype, engine_version=None,
+            mem_fraction_static=gpu_util, chunked_prefill_size=None, page_size=None, max_running_requests=None,
+            dp_attention=dp_attention, steps=None,
+        )  # fmt: skip
+        tokens_held, concurrency, fits = pool.kv_capacity_tokens, pool.max_concurrency, pool.fits
+        refusal = refusal or pool.refusal
+        accounting = f"SGLang's own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, as the command says"
+    elif not is_vllm and engine != "vllm":
         accounting = f"kvcalc per-rank arithmetic, vLLM 0.19's reserve (no {engine} pool model here)"
     elif engine == "vllm" and dp_attention:
         accounting = "kvcalc per-rank arithmetic: vLLM's data-parallel engine cores are not modelled"
@@ -244,7 +256,7 @@ def layout_facts(
         kv_dtype=kv,
         seq=length,
         accepted=layout_refusal is None,
-        fits=r.fits and refusal is None,
+        fits=fits and refusal is None,
         headroom_bytes=headroom,
         kv_capacity_tokens=tokens_held,
         max_concurrency=concurrency,
