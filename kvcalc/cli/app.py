@@ -37,7 +37,21 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     app,
     explained,
 )
-from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.deploy import (
+    EffOpt,
+    EpOpt,
+    GpusOpt,
+    GpusPerNodeOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    NodesOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+)
+from kvcalc.cli.sglang import DpAttentionOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
 from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
@@ -183,6 +197,10 @@ def roofline(
     gpus: GpusOpt = None,
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
+    ep: EpOpt = None,
+    dp_attention: DpAttentionOpt = False,
+    nodes: NodesOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
     gpu_util: GpuUtilOpt = 0.9,
     reserve: ReserveOpt = "2GiB",
     efficiency: EffOpt = None,
@@ -217,7 +235,19 @@ def roofline(
     spec = resolve(model, overrides).spec
     gpu_specs = [_gpu(name) for name in gpu_names]
     deps = [
-        deployment(spec, g, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+        deployment(
+            spec,
+            g,
+            tp=n_tp,
+            pp=n_pp,
+            interconnect=interconnect,
+            gpu_util=gpu_util,
+            reserve=reserve,
+            ep=ep,
+            dp_attention=dp_attention,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+        )
         for g in gpu_specs
     ]
     steps: list[str] | None = [] if explain else None

@@ -291,7 +291,9 @@ def roofline_report(
         for s in seqs
         for b in batches
     ]
-    warnings = [w for w in (context_warning(spec, max(seqs)),) if w]
+    from kvcalc.cost.fabric import node_warnings
+
+    warnings = [w for w in (context_warning(spec, max(seqs)),) if w] + node_warnings(dep, gpu.name)
     bad = [r for r in rows if not r.fits]
     if bad:
         worst = max(bad, key=lambda r: memory_fit(gpu, dep, staged, r.batch, r.seq, kv_dtype).over_bytes)
