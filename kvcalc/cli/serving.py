@@ -56,7 +56,7 @@ from kvcalc.cli.sglang import (
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
-from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import DEFAULT_SEQ, FIT_MAX_ROWS, KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
 
 GpuOpt = Annotated[
     str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).", autocompletion=_complete_gpus)
@@ -202,7 +202,8 @@ def fit(
     --engine llamacpp with a GGUF repo: each quant's llama.cpp buffers, GPU layers and a speed ceiling.
     """
     if lcpp.wanted(engine):
-        lcpp.fit_exit(model, gpu, seq, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
+        context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
+        lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
                       (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
     from kvcalc.plan import sglang as cli_sglang
     from kvcalc.plan import vllm_fit as cli_vllm
