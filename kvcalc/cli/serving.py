@@ -205,8 +205,8 @@ def fit(
         context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
         lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
                       (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
-    from kvcalc.plan import sglang as cli_sglang
-    from kvcalc.plan import vllm_fit as cli_vllm
+    from kvcalc.plan import sglang as sglang_fit
+    from kvcalc.plan import vllm_fit
     from kvcalc.plan.fit import verdict
     from kvcalc.plan.fitrun import fit_rows
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
@@ -223,7 +223,7 @@ def fit(
     util = utilization(efficiency, mbu, mfu)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
-    is_sglang = cli_sglang.check_options(
+    is_sglang = sglang_fit.check_options(
         engine,
         engine_version=engine_version,
         mem_fraction_static=mem_fraction_static,
@@ -238,8 +238,8 @@ def fit(
     for gpu_spec in [_gpu(name) for name in gpu_names]:  # a list of GPUs: one block of rows each, as roofline
         if steps is not None and len(gpu_names) > 1:
             steps.append(f"on {gpu_spec.name}:")
-        kv = kv_given or cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
-        is_vllm, kv_logged, n_seqs, n_tokens = cli_vllm.check_options(
+        kv = kv_given or vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+        is_vllm, kv_logged, n_seqs, n_tokens = vllm_fit.check_options(
             None if is_sglang else engine,
             kv_memory,
             block_size,
@@ -250,9 +250,9 @@ def fit(
             gpu_spec,
         )
         if is_vllm:
-            cli_vllm.refuse_architecture(spec)
-            cli_vllm.check_layout(n_tp, ep, dp_attention)
-        seqs = parse_range(seq, "--seq") if seq is not None else cli_vllm.default_seqs(spec, is_vllm)
+            vllm_fit.refuse_architecture(spec)
+            vllm_fit.check_layout(n_tp, ep, dp_attention)
+        seqs = parse_range(seq, "--seq") if seq is not None else vllm_fit.default_seqs(spec, is_vllm)
         check_grid("fit --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names), limit=FIT_MAX_ROWS)
         dep = deployment(
             spec,
@@ -290,7 +290,7 @@ def fit(
         for result in rows:
             result.ok, result.verdict = verdict(result)
             if is_sglang:
-                result.sglang = cli_sglang.predict(
+                result.sglang = sglang_fit.predict(
                     spec,
                     gpu_spec,
                     tp=n_tp,
@@ -307,7 +307,7 @@ def fit(
                     dp_attention=dp_attention,
                     steps=steps,
                 )
-                result.ok, result.verdict = cli_sglang.verdict(result)
+                result.ok, result.verdict = sglang_fit.verdict(result)
         results += rows
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
