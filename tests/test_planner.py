@@ -14,7 +14,8 @@ H100_CAPACITY = 85_030_000_000  # gpu_presets/h100.yaml: 79.19 GiB, as vLLM 0.19
 
 
 def test_llama3_70b_on_two_h100_at_8k():
-    out = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k")
+    # --engine none: the bare arithmetic with the flat 2 GiB reserve (test_plain_fit_reserve_is_vllms: the default)
+    out = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k", "--engine", "none")
     # params: embeddings 2 x 128,256 x 8,192 + 80 x (attention 150,994,944 + MLP 3 x 8,192 x 28,672) + 161 norms x 8,192
     params = 2 * 128256 * 8192 + 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 161 * 8192
     assert params == 70_553_706_496
@@ -33,6 +34,19 @@ def test_llama3_70b_on_two_h100_at_8k():
     assert out["fits"] is True
     assert out["kv_capacity_tokens"] == available // (16 * kv_per_token_per_rank) * 16
     assert out["max_concurrency"] == pytest.approx(available / (8192 * kv_per_token_per_rank))
+
+
+def test_plain_fit_reserve_is_vllms():
+    # Issue 20: the README's 2 x H100 example gave 23,328 tokens with a flat 2 GiB where vLLM 0.19 gives
+    # 9,824. Without --reserve or --engine, fit keeps what vLLM keeps beside the weights on this layout
+    # (profiling peak + non-torch memory, 1.85 GiB of NCCL NVLS buffers at tp 2 on NVSwitch).
+    plain = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k")
+    vllm = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k", "--engine", "vllm")
+    assert plain["per_gpu"]["reserve_bytes"] == vllm["vllm"]["profile_peak_bytes"] + vllm["vllm"]["non_torch_bytes"]
+    assert plain["kv_capacity_tokens"] == vllm["vllm"]["kv_cache_tokens"] == 9824
+    assert "vLLM 0.19" in plain["accounting"]
+    bare = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k", "--engine", "none")
+    assert bare["kv_capacity_tokens"] == 23328 and bare["per_gpu"]["reserve_bytes"] == 2 * GiB
 
 
 def test_tp_beyond_kv_heads_replicates():
@@ -62,7 +76,7 @@ def test_tp_must_divide_query_heads():
 
 def test_model_that_does_not_fit_says_so():
     # One behaviour for "does not fit": the table, a verdict saying what is over and by how much, exit 3.
-    result = run("fit", "llama-3-70b", "--gpu", "h100")
+    result = run("fit", "llama-3-70b", "--gpu", "h100", "--engine", "none")
     assert result.exit_code == 3 and result.stderr == ""
     assert "DOES NOT FIT" in result.stdout
     assert (

@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.cli import llamacpp as lcpp
 from kvcalc.cli.common import (
     DtypeOpt,
     EncoderSeqOpt,
@@ -26,10 +27,24 @@ from kvcalc.cli.common import (
     _dump,
     _emit,
     _gpu,
+    _gpu_names,
     _plot_ready,
     app,
 )
-from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.deploy import (
+    EffOpt,
+    EpOpt,
+    GpusOpt,
+    GpusPerNodeOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    NodesOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+)
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
 from kvcalc.cli.sglang import (
     ChunkedPrefillOpt,
@@ -42,10 +57,19 @@ from kvcalc.cli.sglang import (
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
-from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import DEFAULT_SEQ, FIT_MAX_ROWS, KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
 
 GpuOpt = Annotated[
     str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).", autocompletion=_complete_gpus)
+]
+FitGpuOpt = Annotated[
+    str,
+    typer.Option(
+        "--gpu",
+        "-g",
+        help="GPU preset, or a comma list (h100,h200,mi300x): one block of rows per GPU (kvcalc gpus lists them).",
+        autocompletion=_complete_gpus,
+    ),
 ]
 # Exit status of `kvcalc fit`, documented in its --help and the README.
 EXIT_FITS = 0  # every combination fits and meets the latency goals given
@@ -55,19 +79,23 @@ EXIT_DOES_NOT_FIT = 3  # some combination does not fit, or misses a goal (the ta
 @app.command()
 def fit(
     model: ModelArg,
-    gpu: GpuOpt,
+    gpu: FitGpuOpt,
     gpus: GpusOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
+    ep: EpOpt = None,
+    nodes: NodesOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
     seq: Annotated[
-        str,
+        Optional[str],
         typer.Option(
             "--seq",
             "-s",
-            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's).",
+            help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's; "
+            "with --engine vllm, vLLM's default max_model_len: the model's max_position_embeddings).",
         ),
-    ] = "8k",
+    ] = None,
     batch: Annotated[
         str, typer.Option("--batch", "-b", help="Concurrent sequences to check: 16, a list 1,8,64 or a range.")
     ] = "1",
@@ -82,14 +110,24 @@ def fit(
     gpu_util: GpuUtilOpt = 0.9,
     reserve: Annotated[
         Optional[str],
-        typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers (default 2GiB)."),
+        typer.Option(
+            "--reserve",
+            help="Per-GPU memory kept for activations, CUDA graphs and buffers (default: vLLM 0.19's activation "
+            "peak + non-torch memory for the layout; 2GiB with --engine none).",
+        ),
     ] = None,
     block_size: Annotated[
         int,
         typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks."),
     ] = 16,
     engine: Annotated[
-        Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm, sglang.")
+        Optional[str],
+        typer.Option(
+            "--engine",
+            help="vllm or sglang: the engine's own accounting and start-up figures (vllm: its refusals too); "
+            "llamacpp: llama.cpp's buffers and which GGUF quant fits; none: the bare arithmetic with a flat "
+            "--reserve (default 2GiB). Left out: kvcalc's weights with vLLM 0.19's reserve for the layout.",
+        ),
     ] = None,
     engine_version: EngineVersionOpt = None,
     mem_fraction_static: MemFractionOpt = None,
@@ -139,37 +177,55 @@ def fit(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    quant: lcpp.QuantOpt = None,
+    parallel: lcpp.ParallelOpt = 1,
+    kv_unified: lcpp.KvUnifiedOpt = False,
+    ubatch: lcpp.UbatchOpt = 512,
+    flash_attn: lcpp.FlashAttnOpt = "on",
+    ngl: lcpp.NglOpt = None,
+    swa_full: lcpp.SwaFullOpt = False,
+    cpu_bandwidth: lcpp.CpuBwOpt = 64.0,
 ) -> None:
     """Does MODEL fit on GPUs at batch x seq? Largest batch and context, KV capacity, concurrency, latency goals.
 
     Per GPU: its weights (1/tp of the matrices; its pipeline stage's layers with --pp) + KV cache of
-    one rank (paged) + SSM state + --reserve must stay within capacity x --gpu-util. --reserve
-    (default 2 GiB) stands for what vLLM calls non-KV memory beyond the weights: the activation peak
-    of a max_num_batched_tokens forward, CUDA graphs and communication buffers (2.1-2.5 GiB in vLLM
-    0.19 logs of 7-16B models on one H100; ~4 GiB at tp 4). --batch and --seq take lists and ranges:
-    one row per combination.
+    one rank (paged) + SSM state + the reserve must stay within capacity x --gpu-util. The reserve is
+    what vLLM 0.19 keeps beside the weights on this layout (the activation peak of a
+    max_num_batched_tokens forward and the sampler warm-up, non-torch memory, NCCL NVLS buffers at
+    tp >= 2), so the plain fit promises no more than the engine gives; --reserve sets it, --engine none
+    keeps a flat 2 GiB, --engine vllm uses vLLM's weights as loaded too and checks that it starts.
+    --ep, --dp-attention and --nodes/--gpus-per-node describe expert parallelism, data-parallel
+    attention (each rank keeps its own requests' KV) and node boundaries. --gpu and --batch and --seq
+    take lists and ranges: one row per combination.
 
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
+
+    --engine llamacpp with a GGUF repo: each quant's llama.cpp buffers, GPU layers and a speed ceiling.
     """
-    from kvcalc.cli import vllm as cli_vllm
-    from kvcalc.plan import sglang as cli_sglang
-    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
+    if lcpp.wanted(engine):
+        context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
+        lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
+                      (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
+    from kvcalc.plan import sglang as sglang_fit
+    from kvcalc.plan import vllm_fit
+    from kvcalc.plan.fit import verdict
+    from kvcalc.plan.fitrun import fit_rows
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
+    engine_none = engine is not None and engine.lower() == "none"
+    engine = None if engine_none else engine
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
     _plot_ready(plot, plot_size)
     n_tp, n_pp = ranks(tp, gpus, pp)
-    seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
-    check_grid("fit --batch x --seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
+    batches = parse_range(batch, "--batch")
     if block_size < 1:
         raise UsageError(f"--block-size must be at least 1, got {block_size}")
-    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
+    kv_given = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
-    gpu_spec = _gpu(gpu)
-    is_sglang = cli_sglang.check_options(
+    is_sglang = sglang_fit.check_options(
         engine,
         engine_version=engine_version,
         mem_fraction_static=mem_fraction_static,
@@ -178,112 +234,76 @@ def fit(
         max_running_requests=max_running_requests,
         dp_attention=dp_attention,
     )
-    sglang_kv = kv  # None: SGLang's auto, the model dtype
-    if kv is None:
-        kv = cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
-    is_vllm, kv_logged, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
-        None if is_sglang else engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
-    )
-    dep = deployment(
-        spec,
-        gpu_spec,
-        tp=n_tp,
-        pp=n_pp,
-        interconnect=interconnect,
-        gpu_util=gpu_util,
-        reserve=reserve if reserve is not None else "2GiB",
-    )
     steps: list[str] | None = [] if explain else None
-    terms = None
-    if is_vllm and kv_logged is None:
-        # vLLM's own terms stand in for --reserve, so fit's budget and vLLM's lines agree.
-        terms = cli_vllm.predict_terms(
+    gpu_names = _gpu_names(gpu)
+    results = []
+    for gpu_spec in [_gpu(name) for name in gpu_names]:  # a list of GPUs: one block of rows each, as roofline
+        if steps is not None and len(gpu_names) > 1:
+            steps.append(f"on {gpu_spec.name}:")
+        kv = kv_given or vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+        is_vllm, kv_logged, n_seqs, n_tokens = vllm_fit.check_options(
+            None if is_sglang else engine,
+            kv_memory,
+            block_size,
+            reserve,
+            n_pp,
+            max_num_seqs,
+            max_batched_tokens,
+            gpu_spec,
+        )
+        if is_vllm:
+            vllm_fit.refuse_architecture(spec)
+            vllm_fit.check_layout(n_tp, ep, dp_attention)
+        seqs = parse_range(seq, "--seq") if seq is not None else vllm_fit.default_seqs(spec, is_vllm)
+        check_grid("fit --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names), limit=FIT_MAX_ROWS)
+        dep = deployment(
             spec,
             gpu_spec,
-            dtype=overrides.get("dtype"),
-            gpu_util=dep.gpu_util,
             tp=n_tp,
             pp=n_pp,
-            max_num_seqs=max_num_seqs,
-            max_batched_tokens=max_batched_tokens,
-            steps=steps,
+            interconnect=interconnect,
+            gpu_util=gpu_util,
+            reserve=reserve if reserve is not None else "2GiB",
+            ep=ep,
+            dp_attention=dp_attention,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
         )
-    reserve_bytes = terms.profile_peak_bytes + terms.non_torch_bytes if terms else dep.reserve_bytes
-    goals = tpot_ms is not None or ttft_ms is not None
-    prompt_tokens = parse_count(prompt, "--prompt") if prompt is not None else None
-    from kvcalc.cost.step import stages
-
-    staged = stages(spec, dep, overrides.get("dtype"))
-    slos: dict[int, object] = {}  # the latency search depends on the context, not on --batch
-    results = []
-    for s in seqs:
-        for b in batches:
-            if steps is not None and len(seqs) * len(batches) > 1:
-                steps.append(f"batch {b:,} x {s:,} tokens:")
-            result = fit_report(
-                spec,
-                gpu_spec,
-                tp=n_tp,
-                pp=n_pp,
-                seq=s,
-                batch=b,
-                dtype=overrides.get("dtype"),
-                kv_dtype=kv,
-                gpu_util=dep.gpu_util,
-                reserve_bytes=reserve_bytes,
-                block_size=block_size,
-                steps=steps,
-                weights_per_gpu=terms.weights_bytes if terms else None,
-                staged=staged,
-            )
-            per = result.per_gpu
-            available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
-            if is_vllm and (kv_logged is not None or available > 0):
-                result.vllm = cli_vllm.figures(
-                    spec,
-                    terms,
-                    kv_logged,
-                    available,
-                    kv_dtype=kv,
-                    tp=n_tp,
-                    seq=s,
-                    block_size=block_size,
-                    max_batched_tokens=max_batched_tokens,
-                    steps=steps,
-                )
-                v = result.vllm
-                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
-            if goals and s in slos:
-                result.slo = slos[s]
-            elif goals:
-                from kvcalc.plan.slo import largest_batch
-
-                result.slo = slos[s] = largest_batch(
-                    spec,
-                    gpu_spec,
-                    result,
-                    tpot_ms=tpot_ms,
-                    ttft_ms=ttft_ms,
-                    prompt=prompt_tokens or s,
-                    dtype=overrides.get("dtype"),
-                    kv_dtype=kv,
-                    mbu=util[0] if util else 1.0,
-                    mfu=util[1] if util else 1.0,
-                    dep=dep,
-                    steps=steps,
-                    engine=None if ceiling else (engine or "vllm"),
-                )
+        rows = fit_rows(
+            spec,
+            gpu_spec,
+            dep,
+            seqs=seqs,
+            batches=batches,
+            dtype=overrides.get("dtype"),
+            kv_dtype=kv,
+            block_size=block_size,
+            is_vllm=is_vllm,
+            kv_logged=kv_logged,
+            max_num_seqs=n_seqs,
+            max_batched_tokens=n_tokens,
+            reserve_given=reserve is not None or engine_none,
+            tpot_ms=tpot_ms,
+            ttft_ms=ttft_ms,
+            prompt=parse_count(prompt, "--prompt") if prompt is not None else None,
+            util=util,
+            steps=steps,
+            # NOTE: the latency goals decide on the calibrated estimate of the engine fit models (vLLM's
+            # for --engine none); --ceiling on the bound alone.
+            estimate_engine=None if ceiling else (engine if engine in ("sglang", "trtllm", "llamacpp") else "vllm"),
+        )
+        for result in rows:
             result.ok, result.verdict = verdict(result)
             if is_sglang:
-                result.sglang = cli_sglang.predict(
+                result.sglang = sglang_fit.predict(
                     spec,
                     gpu_spec,
                     tp=n_tp,
                     pp=n_pp,
-                    seq=s,
-                    batch=b,
+                    seq=result.seq,
+                    batch=result.batch,
                     dtype=overrides.get("dtype"),
-                    kv_dtype=sglang_kv,
+                    kv_dtype=kv_given,  # None: SGLang's auto, the model dtype
                     engine_version=engine_version,
                     mem_fraction_static=mem_fraction_static,
                     chunked_prefill_size=chunked_prefill_size,
@@ -292,8 +312,8 @@ def fit(
                     dp_attention=dp_attention,
                     steps=steps,
                 )
-                result.ok, result.verdict = cli_sglang.verdict(result)
-            results.append(result)
+                result.ok, result.verdict = sglang_fit.verdict(result)
+        results += rows
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
 
@@ -356,6 +376,10 @@ def generate(
     gpus: GpusOpt = None,
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
+    ep: EpOpt = None,
+    dp_attention: DpAttentionOpt = False,
+    nodes: NodesOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
     gpu_util: GpuUtilOpt = 0.9,
     reserve: ReserveOpt = "2GiB",
     efficiency: EffOpt = None,
@@ -399,7 +423,19 @@ def generate(
     )
     spec = resolve(model, overrides).spec
     gpu_spec = _gpu(gpu)
-    dep = deployment(spec, gpu_spec, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+    dep = deployment(
+        spec,
+        gpu_spec,
+        tp=n_tp,
+        pp=n_pp,
+        interconnect=interconnect,
+        gpu_util=gpu_util,
+        reserve=reserve,
+        ep=ep,
+        dp_attention=dp_attention,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+    )
     from kvcalc.model.formats import matmul_dtype
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))

@@ -317,7 +317,9 @@ def roofline_report(
                 step_s=t.estimate_s, tokens_per_s=r.batch / t.estimate_s, interval_s=[t.lo_s, t.hi_s]
             )
             basis = t.basis
-    warnings = [w for w in (context_warning(spec, max(seqs)),) if w]
+    from kvcalc.cost.fabric import node_warnings
+
+    warnings = [w for w in (context_warning(spec, max(seqs)),) if w] + node_warnings(dep, gpu.name)
     bad = [r for r in rows if not r.fits]
     if bad:
         worst = max(bad, key=lambda r: memory_fit(gpu, dep, staged, r.batch, r.seq, kv_dtype).over_bytes)

@@ -16,7 +16,7 @@ HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
 
 class Resolved(NamedTuple):
     spec: ModelSpec
-    source: str  # preset | user preset | preset file | file | hub | cache
+    source: str  # preset | user preset | preset file | file | hub | cache | gguf
     location: str
 
 
@@ -25,6 +25,11 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
 
     from kvcalc.model.hf.reader import spec_from_config
 
+    if _is_gguf(path):  # a GGUF file by another name (model.bin): its header, not JSON
+        from kvcalc.model.gguf.source import open_local
+
+        g = open_local(str(path))
+        return Resolved(override(g.spec, overrides), "gguf", g.location)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -37,6 +42,14 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
     if "images" in overrides or "encoder_seq" in overrides:
         spec = spec.with_changes(layer_pattern=_cross_tokens(spec, _per_layer(spec), overrides))
     return Resolved(spec, source, str(path))
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 def _per_layer(spec: ModelSpec) -> list[LayerRun]:
@@ -203,6 +216,12 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
         found = locate(MODEL_DIR, repo)
         if found is not None:
             return _preset_at(found, repo, revision, overrides)
+    if text.lower().partition("@")[0].endswith(".gguf") or ":" in text or "gguf" in text.lower():
+        from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
+
+        if is_gguf_ref(text):  # a .gguf file, org/repo:QUANT or a GGUF repo: the header, read by range
+            g = open_gguf(text)
+            return Resolved(override(g.spec, overrides), "gguf", g.location)
     path = Path(text).expanduser()
     if path.is_dir():
         config = path / "config.json"

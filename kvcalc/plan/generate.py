@@ -196,13 +196,14 @@ def decode_sum(
         weights = weight_bytes_read(spec, st, batch)
         edges = sorted({t.window for t in st.terms if t.window is not None and lo <= t.window < hi})
         start = lo
+        own = -(-batch // st.kv_ranks)  # DP attention: a rank reads only its own sequences' KV
         for end in [*edges, hi]:
             b0, b1 = Fraction(weights + decode_state_bytes(st, batch)), Fraction(0)
             f0, f1 = Fraction(2 * st.compute_params), Fraction(0)
             for t in st.terms:
                 h0, h1, k0, k1 = _piece(t.run, end)
-                b0 += batch * t.layers * t.read_elements * h0 * per_element
-                b1 += batch * t.layers * t.read_elements * h1 * per_element
+                b0 += own * t.layers * t.read_elements * h0 * per_element
+                b1 += own * t.layers * t.read_elements * h1 * per_element
                 f0 += t.layers * t.decode_flops * k0
                 f1 += t.layers * t.decode_flops * k1
             total += _sum_max(b0, b1, batch * f0, batch * f1, start, end, mem, flop)
@@ -358,7 +359,7 @@ def generate_report(
         flops_cached=flops_cached,
         lesson=lesson,
         memory_note=fit.message("fits" if fit.fits else "DOES NOT FIT"),
-        warnings=[w for w in (context_warning(spec, prompt + new),) if w],
+        warnings=[w for w in (context_warning(spec, prompt + new),) if w] + _node_warnings(dep, gpu.name),
     )
 
 
@@ -417,3 +418,9 @@ def _explain(
         f"[{basis}] total = {fmt_seconds(ttft)} + {fmt_seconds(decode)} = {fmt_seconds(total)}; "
         f"tokens/s = {batch:,} x {new:,} / {fmt_seconds(total)} = {tokens_per_s:,.1f}",
     ]
+
+
+def _node_warnings(dep, gpu_name: str) -> list[str]:  # noqa: ANN001
+    from kvcalc.cost.fabric import node_warnings
+
+    return node_warnings(dep, gpu_name)
