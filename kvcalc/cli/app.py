@@ -380,5 +380,6 @@ def _results_json(results: list) -> dict:
 # cli/serving.py and probe in cli/probe.py; importing them registers them, in this order in --help.
 from kvcalc.cli import catalog  # noqa: E402, F401, I001  (registration order is --help order)
 from kvcalc.cli import serving  # noqa: E402, F401, I001
+from kvcalc.cli import generating  # noqa: E402, F401, I001
 from kvcalc.cli import probe  # noqa: E402, F401, I001
 from kvcalc.cli import calibrate  # noqa: E402, F401, I001
