@@ -1,0 +1,289 @@
+"""Pure calibrated time of ONE engine step on one deployment: the physics ceiling (the roofline's
+bytes / bandwidth, FLOPs / peak, communication at line rate) and a structural estimate beside it,
+with an 80% interval from the calibration residuals.
+
+The estimate is built from the same per-GPU bytes and FLOPs as the ceiling (cost/step.py), with
+fitted terms in place of ideal hardware (constants in cost/calibration.json, fitted from public
+measurements by scripts/calibrate.py; cost/calibration.py loads them):
+- memory: weight bytes / (bandwidth x bw_eff[family]) plus a per-layer GEMV start-up worth
+  `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
+  kv_eff[family]) plus a per-attention-layer floor;
+- compute: FLOPs / (peak x mfu[family]), the GEMM filling its tiles only past `mfu_tokens` tokens;
+- a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
+  decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost;
+- communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink,
+  NCCL on PCIe, RCCL on Infinity Fabric) and the ring's bytes at the link's achieved bus bandwidth;
+- the engine's CPU: a per-step cost (scheduling, sampling, output processing) growing per sequence.
+Every term is at least its ideal counterpart, so the estimate is never below the ceiling, and every
+term grows with the tokens and the context, so the estimate is monotone in batch and context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from kvcalc.cost.kvcache import tokens_held
+from kvcalc.cost.shard import allreduce_wire_bytes, allreduces_per_step
+from kvcalc.cost.step import (
+    Deployment,
+    Stage,
+    activation_bytes,
+    comm_seconds,
+    decode_state_bytes,
+    stage_decode_flops,
+    stage_prefill_flops,
+    stages,
+    weight_bytes_read,
+)
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+from kvcalc.units import elements_to_bytes
+
+ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")
+
+# GPU families the terms are keyed by; a preset's family comes from its name (gpu_family).
+_FAMILY_PREFIXES = (
+    ("apple", "apple"),
+    ("m1", "apple"),
+    ("m2", "apple"),
+    ("m3", "apple"),
+    ("m4", "apple"),
+    ("mi355", "cdna4"),
+    ("mi350", "cdna4"),
+    ("mi3", "cdna3"),
+    ("mi2", "cdna2"),
+    ("gb", "blackwell"),
+    ("b1", "blackwell"),
+    ("b2", "blackwell"),
+    ("b3", "blackwell"),
+    ("rtx-5", "blackwell"),
+    ("rtx-pro", "blackwell"),
+    ("gh", "hopper"),
+    ("h", "hopper"),
+    ("l4", "ada"),
+    ("l40", "ada"),
+    ("rtx-4", "ada"),
+    ("rtx-6000-ada", "ada"),
+    ("a", "ampere"),
+    ("rtx-3", "ampere"),
+)
+
+
+def gpu_family(gpu: GpuSpec) -> str:
+    """ampere, ada, hopper, blackwell, cdna2/3/4, apple, or "other" (terms then use the shared value)."""
+    name = gpu.name.lower()
+    if name.startswith("rtx-6000-ada"):
+        return "ada"
+    for prefix, family in _FAMILY_PREFIXES:
+        if name.startswith(prefix):
+            return family
+    return "other"
+
+
+def link_kind(dep: Deployment) -> str:
+    """nvlink, pcie or if (Infinity Fabric): which all-reduce latency and bus bandwidth apply."""
+    name = (dep.link.name if dep.link else "").lower()
+    if "pcie" in name:
+        return "pcie"
+    if "infinity" in name or "xgmi" in name:
+        return "if"
+    return "nvlink"
+
+
+class StepFeatures(NamedTuple):
+    """What one step moves and computes, per GPU and per stage, before any constant is applied:
+    the estimate is time_of(features, constants), so a fit evaluates it without re-walking a model."""
+
+    family: str
+    bandwidth: float  # bytes/s, the GPU's rated HBM figure
+    peak: float  # FLOP/s in the step's matmul dtype
+    tp: int
+    pp: int
+    link: str  # nvlink / pcie / if
+    link_bandwidth: float  # one direction's bytes/s for a tp group (0 without a link)
+    stage_bytes: tuple[tuple[int, int, int, int, int, int, int], ...]  # weights, kv, state, flops, layers, attn, moe
+    allreduces: int  # per step, all stages
+    message_bytes: int  # one all-reduce's message
+    tokens: int  # tokens in the step (decode sequences + prefill tokens)
+    seqs: int  # sequences in the step
+    prefill: bool  # the step carries prompt tokens (eager launches, not a captured graph)
+    ceiling_s: float
+
+
+class StepTime(NamedTuple):
+    """One step's time: the ceiling (a bound), the estimate, its 80% interval, and what calibrated it."""
+
+    ceiling_s: float
+    estimate_s: float
+    lo_s: float
+    hi_s: float
+    basis: str
+
+
+def _kv_read(stage: Stage, contexts: Sequence[int], kv_dtype: str) -> int:
+    elements = 0
+    for t in stage.terms:
+        if t.read_elements:
+            elements += t.layers * t.read_elements * sum(tokens_held(t.run, c) for c in contexts)
+    return elements_to_bytes(elements, kv_dtype)
+
+
+def _layer_counts(spec: ModelSpec, stage: Stage) -> tuple[int, int, int]:
+    layers = stage.end - stage.start
+    attn = sum(t.layers for t in stage.terms if t.decode_flops)
+    moe = 0
+    if spec.is_moe:
+        moe = max(0, stage.end - max(stage.start, spec.dense_layers))
+    return layers, attn, moe
+
+
+def features(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    *,
+    decode_contexts: Sequence[int] = (),
+    prefill_tokens: int = 0,
+    prefill_context: int = 0,
+    prefill_seqs: int = 1,
+    dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    staged: tuple[Stage, ...] | None = None,
+) -> StepFeatures:
+    """The bytes, FLOPs and counts of one step: `decode_contexts` holds each decoding sequence's
+    cached tokens; `prefill_tokens` prompt tokens (spread evenly over `prefill_seqs` sequences) are
+    processed after `prefill_context` tokens each sequence already holds (chunked prefill)."""
+    from kvcalc.cost.shard import link_for
+    from kvcalc.model.formats import matmul_dtype
+
+    staged = staged or stages(spec, dep, dtype)
+    compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
+    batch = len(decode_contexts)
+    pseqs = max(1, prefill_seqs) if prefill_tokens else 0
+    per_seq = -(-prefill_tokens // pseqs) if pseqs else 0
+    tokens = batch + prefill_tokens
+    rows = []
+    peak = gpu.peak_flop_per_s(compute_dtype)
+    bw = gpu.bandwidth_bytes_per_s
+    ceiling = 0.0
+    for st in staged:
+        w = weight_bytes_read(spec, st, tokens)
+        kv = _kv_read(st, decode_contexts, kv_dtype)
+        state = decode_state_bytes(st, batch)
+        flops = sum(stage_decode_flops(st, 1, c) for c in decode_contexts) if batch else 0
+        if pseqs:
+            # A chunk after `prefill_context` cached tokens: the body over its tokens and attention
+            # over the pairs it adds (the difference of two prompt passes), the LM head once.
+            whole = stage_prefill_flops(st, pseqs, prefill_context + per_seq)
+            before = (
+                stage_prefill_flops(st, pseqs, prefill_context) if prefill_context else 2 * pseqs * st.lm_head_params
+            )
+            flops += whole - before + 2 * pseqs * st.lm_head_params
+            kv += _kv_read(st, [prefill_context + per_seq] * pseqs, kv_dtype)
+            state += pseqs * st.state_bytes
+        layers, attn, moe = _layer_counts(spec, st)
+        rows.append((w, kv, state, flops, layers, attn, moe))
+        ceiling += max((w + kv + state) / bw, flops / peak)
+    ceiling += comm_seconds(spec, dep, tokens, dtype)
+    link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
+    return StepFeatures(
+        family=gpu_family(gpu),
+        bandwidth=float(bw),
+        peak=peak,
+        tp=dep.tp,
+        pp=dep.pp,
+        link=link_kind(dep),
+        link_bandwidth=link.group_bandwidth(dep.tp) if link and dep.tp > 1 else 0.0,
+        stage_bytes=tuple(rows),
+        allreduces=allreduces_per_step(spec) if dep.tp > 1 else 0,
+        message_bytes=tokens * spec.hidden_size * activation_bytes(spec, dtype),
+        tokens=tokens,
+        seqs=batch + pseqs,
+        prefill=bool(prefill_tokens),
+        ceiling_s=ceiling,
+    )
+
+
+def _get(c: Mapping[str, float], name: str, *keys: str) -> float:
+    """The most specific constant: name.key1.key2, then name.key1, then name."""
+    for i in range(len(keys), 0, -1):
+        v = c.get(".".join((name, *keys[:i])))
+        if v is not None:
+            return v
+    return c[name]
+
+
+def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> float:
+    """The estimated seconds of a step from its features and the constants `c` (flat names such as
+    `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name)."""
+    fam = f.family
+    bw_eff = min(1.0, _get(c, "bw_eff", fam))
+    kv_eff = min(1.0, _get(c, "kv_eff", fam))
+    mfu = min(1.0, _get(c, "mfu", fam))
+    gemv = _get(c, "gemv_layer_bytes", fam)
+    fill = _get(c, "mfu_tokens", fam)
+    phase = "prefill" if f.prefill else "decode"
+    layer_s = _get(c, f"{phase}_layer_s", engine)
+    attn_s = _get(c, "attn_layer_s", fam)
+    moe_s = _get(c, "moe_layer_s", engine)
+    total = 0.0
+    for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
+        memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
+        # NOTE: a GEMM of few rows leaves tensor-core tiles empty: compute time grows as tokens + mfu_tokens.
+        compute = flops * (f.tokens + fill) / max(f.tokens, 1) / (f.peak * mfu)
+        total += max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s
+    if f.allreduces:
+        alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (f.tp - 2))
+        busbw = f.link_bandwidth * min(1.0, _get(c, "ar_bw_eff", f.link))
+        total += f.allreduces * (alpha + float(allreduce_wire_bytes(f.message_bytes, f.tp)) / busbw)
+    if f.pp > 1:
+        total += (f.pp - 1) * (_get(c, "ar_alpha_s", f.link, phase) + f.message_bytes / max(f.link_bandwidth, 1.0))
+    total += _get(c, "step_s", engine) + f.seqs * _get(c, "seq_s", engine)
+    return max(total, f.ceiling_s)
+
+
+def step_time(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    *,
+    engine: str = "vllm",
+    decode_contexts: Sequence[int] = (),
+    prefill_tokens: int = 0,
+    prefill_context: int = 0,
+    prefill_seqs: int = 1,
+    dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    calibration: Mapping[str, float] | None = None,
+    staged: tuple[Stage, ...] | None = None,
+) -> StepTime:
+    """Time ONE engine step on `dep`: decode one token for each sequence in `decode_contexts` (its
+    cached tokens) and process `prefill_tokens` prompt tokens of `prefill_seqs` sequences that already
+    hold `prefill_context` tokens. Pass `staged` (step.stages) when timing many steps of one setup.
+
+    `calibration`: constants to use instead of the shipped ones (calibration.constants_for)."""
+    from kvcalc.cost.calibration import constants_for
+
+    if engine not in ENGINES:
+        from kvcalc.errors import UsageError
+
+        raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
+    f = features(
+        spec,
+        gpu,
+        dep,
+        decode_contexts=decode_contexts,
+        prefill_tokens=prefill_tokens,
+        prefill_context=prefill_context,
+        prefill_seqs=prefill_seqs,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        staged=staged,
+    )
+    c, basis = (calibration, "estimate (given constants)") if calibration is not None else constants_for(gpu, engine)
+    est = time_of(f, c, engine)
+    phase = "prefill" if f.prefill else "decode"
+    lo = max(f.ceiling_s, est * c.get(f"interval.{phase}.lo", 0.8))
+    hi = max(est, est * c.get(f"interval.{phase}.hi", 1.25))
+    return StepTime(ceiling_s=f.ceiling_s, estimate_s=est, lo_s=min(lo, est), hi_s=hi, basis=basis)
