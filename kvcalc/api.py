@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # each result model lives beside the core function that retur
     from kvcalc.cost.roofline import RooflineResult
     from kvcalc.plan.fit import FitResult
     from kvcalc.plan.generate import GenerateResult
+    from kvcalc.plan.serve_report import ServeResult
     from kvcalc.plan.variants import CompareResult
     from kvcalc.results import CacheResult
 
@@ -285,9 +286,14 @@ def generate(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
-) -> GenerateResult:
+    concurrency: int | None = None,
+    rate: float | None = None,
+    requests: int | None = None,
+    seed: int = 0,
+) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
-    (or mbu / mfu) is given."""
+    (or mbu / mfu) is given. With `concurrency` (closed loop) or `rate` (Poisson arrivals, requests/s):
+    a ServeResult, continuous batching simulated over `requests` requests (`generate --concurrency`)."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -297,6 +303,17 @@ def generate(
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
     dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve)
+    if concurrency is not None or rate is not None:
+        from kvcalc.plan.serve_report import serve_report
+
+        if concurrency is not None and rate is not None:
+            raise UsageError("give concurrency (closed loop) or rate (open loop), not both")
+        d = overrides.get("dtype")
+        kv = normalize_dtype(kv_dtype, KV_DTYPES)
+        load = dict(concurrency=concurrency, rate=rate, requests=requests, seed=seed)
+        return serve_report(
+            spec, gpu_spec, dep, prompt=_count(prompt, "prompt"), new=_count(new, "new"), dtype=d, kv_dtype=kv, **load
+        )
     return generate_report(
         spec,
         gpu_spec,

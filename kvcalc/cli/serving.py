@@ -30,6 +30,7 @@ from kvcalc.cli.common import (
     app,
 )
 from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.serve import ConcurrencyOpt, RateOpt, RequestsOpt, SeedOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
@@ -305,12 +306,21 @@ def generate(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    requests: RequestsOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s
     (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
-    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""
+    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util.
+
+    With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
+    batching as vLLM schedules them: TTFT mean/p50/p99 with queueing, TPOT, ITL, tokens/s per user and in
+    all, requests/s; the ceiling beside the estimate and its 80% interval. --concurrency 1..256 --plot
+    draws tokens/s per user against tokens/s in all."""
     from kvcalc.plan.generate import generate_report
     from kvcalc.present.serving import generate_sheet
 
@@ -329,6 +339,14 @@ def generate(
     spec = resolve(model, overrides).spec
     gpu_spec = _gpu(gpu)
     dep = deployment(spec, gpu_spec, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+    if concurrency is not None or rate is not None:
+        from kvcalc.cli.serve import serve_generate
+
+        return serve_generate(
+            spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed,
+            prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=None,
+            dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
+        )  # fmt: skip
     from kvcalc.model.formats import matmul_dtype
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
