@@ -140,7 +140,7 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     """Run `load` through the scheduler, timing each step with `timer`.
 
     Closed loop: the figures are over the steady state, the requests that finish after the
-    first `concurrency` finishes and no later than the last `concurrency` but one (the burst at
+    `concurrency`-th finish and no later than the one that sends the last request (the burst at
     start and the drain at the end, when fewer clients are busy, are left out); requests/s is
     those completions over that window. Open loop: over every request, from the first arrival
     to the last finish."""
@@ -266,19 +266,22 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
 def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:
     c = load.concurrency
     order = sorted(finished, key=lambda r: r.finish)
-    if c is not None and len(order) > 2 * c:
-        measured = order[c : len(order) - c + 1]
-        start = order[c - 1].finish
+    steady = c is not None and len(order) > 2 * c
+    if steady:
+        # Every client is busy from the c-th finish (the start-up burst is over) until the (N - c)-th,
+        # which sends the last request: the completions in between are the steady state.
+        start, end = order[c - 1].finish, order[len(order) - c - 1].finish
+        measured = [r for r in order if start < r.finish <= end] or order[c:-c]
     else:
         measured = order
         start = 0.0 if c is not None else min(r.arrival for r in order)
-    window = max(measured[-1].finish - start, 1e-30)
+        end = order[-1].finish
+    window = max(end - start, 1e-30)
     ttfts = [r.first - r.arrival for r in measured]
     decode_gaps = [(r.finish - r.first) for r in measured]
     tpots = [g / (load.new - 1) for g in decode_gaps] if load.new > 1 else [0.0] * len(measured)
     tpot = sum(tpots) / len(tpots)
-    completions = len(measured) if c is not None and len(order) > 2 * c else len(order)
-    rps = completions / window
+    rps = len(measured) / window
     return ServeStats(
         ttft_s=sum(ttfts) / len(ttfts),
         ttft_p50_s=percentile(ttfts, 50),
