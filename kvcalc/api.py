@@ -197,10 +197,13 @@ def roofline(
     efficiency: float | None = None,
     mbu: float | None = None,
     mfu: float | None = None,
+    engine: str = "vllm",
+    ceiling: bool = False,
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
-    mbu / mfu) an estimate beside each ceiling."""
+    mbu / mfu) a what-if beside each ceiling; each row also carries the estimate calibrated for `engine`
+    (vllm, sglang, trtllm, llamacpp) unless ceiling=True."""
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.deploy import utilization
 
@@ -212,8 +215,11 @@ def roofline(
     spec = _model(model, overrides)
     deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve) for g in gpus]
     util = utilization(efficiency, mbu, mfu)
+    from kvcalc.plan.estimated import engine_for_estimate
+
+    est = engine_for_estimate(engine, ceiling)
     results = [
-        roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util)
+        roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util, engine=est)
         for g, d in zip(gpus, deps)
     ]
     return results[0] if len(results) == 1 else results
@@ -286,19 +292,27 @@ def generate(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
+    engine: str = "vllm",
+    ceiling: bool = False,
     concurrency: int | None = None,
     rate: float | None = None,
     requests: int | None = None,
     seed: int = 0,
 ) -> GenerateResult | ServeResult:
-    """Time to first token, per output token and in total (`kvcalc generate`); ceilings unless efficiency
-    (or mbu / mfu) is given. With `concurrency` (closed loop) or `rate` (Poisson arrivals, requests/s):
-    a ServeResult, continuous batching simulated over `requests` requests (`generate --concurrency`)."""
+    """Time to first token, per output token and in total (`kvcalc generate`): the ceilings at the top
+    level and `estimate`, calibrated for `engine` (vllm, sglang, trtllm, llamacpp), unless ceiling=True.
+    With efficiency (or mbu / mfu) the figures are that what-if instead, as the command's `what_if`.
+    With `concurrency` (closed loop) or `rate` (Poisson arrivals, requests/s): a ServeResult, continuous
+    batching simulated over `requests` requests (`generate --concurrency`)."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
 
-    util = utilization(efficiency, mbu, mfu) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
+    what_if = utilization(efficiency, mbu, mfu)
+    util = what_if or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
+    from kvcalc.plan.estimated import engine_for_estimate
+
+    est = engine_for_estimate(engine, ceiling)
     gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
@@ -312,7 +326,16 @@ def generate(
         kv = normalize_dtype(kv_dtype, KV_DTYPES)
         load = dict(concurrency=concurrency, rate=rate, requests=requests, seed=seed)
         return serve_report(
-            spec, gpu_spec, dep, prompt=_count(prompt, "prompt"), new=_count(new, "new"), dtype=d, kv_dtype=kv, **load
+            spec,
+            gpu_spec,
+            dep,
+            prompt=_count(prompt, "prompt"),
+            new=_count(new, "new"),
+            dtype=d,
+            kv_dtype=kv,
+            engine=engine,
+            estimate=not ceiling,
+            **load,
         )
     return generate_report(
         spec,
@@ -326,6 +349,7 @@ def generate(
         mbu=util[0],
         mfu=util[1],
         dep=dep,
+        engine=None if what_if else est,
     )
 
 

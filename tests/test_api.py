@@ -161,4 +161,4 @@ def test_generate_takes_efficiency_as_the_command_does():
     assert half.tpot_s == pytest.approx(2 * ceiling.tpot_s, rel=1e-12)
     assert kvcalc.generate("7b", "h100", mbu=0.5, mfu=0.5) == half
     cli = run_json("generate", "7b", "--gpu", "h100", "--efficiency", "0.5")
-    assert half.model_dump(mode="json") == cli["estimate"] and ceiling.tpot_s == cli["tpot_s"]
+    assert half.model_dump(mode="json") == cli["what_if"] and ceiling.tpot_s == cli["tpot_s"]

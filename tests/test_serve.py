@@ -185,3 +185,29 @@ def test_cli_sweep_and_bad_input():
         assert result.exit_code != 0 and result.stdout == ""
         assert words in result.stderr and "Traceback" not in result.stderr
     assert json.loads(run("generate", "llama-3-8b", "--gpu", "h100", "--rate", "2", "-f", "json").stdout)["seed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "pp"), [("llama-3-8b", 1, 1), ("gemma-2-9b", 1, 1), ("qwen3-30b-a3b", 2, 1), ("llama-3-70b", 2, 2)]
+)
+def test_uniform_steps_are_step_time(model, tp, pp):
+    # The fast path must give estimate.step_time's figures for the same contexts, exactly.
+    from kvcalc.cost.estimate import step_time
+    from kvcalc.plan.deploy import deployment
+    from kvcalc.plan.serve_steps import uniform_step_time
+
+    spec, gpu = get_model(model), get_gpu("h100")
+    dep = deployment(spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=0.9, reserve="2GiB")
+    staged = stages(spec, dep, None)
+    for n, total, pre, held, seqs in [(0, 0, 1024, 0, 1), (1, 1025, 0, 0, 0), (37, 37 * 5000 + 11, 700, 300, 3)]:
+        c, r = divmod(total, n) if n else (0, 0)
+        want = step_time(
+            spec, gpu, dep, decode_contexts=[c] * (n - r) + [c + 1] * r, prefill_tokens=pre,
+            prefill_context=held // max(seqs, 1), prefill_seqs=max(seqs, 1), staged=staged,
+        )  # fmt: skip
+        got = uniform_step_time(
+            spec, gpu, dep, engine="vllm", decodes=n, context_sum=total, prefill_tokens=pre,
+            prefill_context=held // max(seqs, 1), prefill_seqs=max(seqs, 1), dtype=None, kv_dtype="bf16",
+            staged=staged,
+        )  # fmt: skip
+        assert got == want

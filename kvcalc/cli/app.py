@@ -36,6 +36,7 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     explained,
 )
 from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.estimating import CeilingOpt, EngineOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
 from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
@@ -151,6 +152,8 @@ def roofline(
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
+    engine: EngineOpt = "vllm",
+    ceiling: CeilingOpt = False,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
     head_dim: HeadDimOpt = None,
@@ -176,6 +179,9 @@ def roofline(
     check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     util = utilization(efficiency, mbu, mfu)
+    from kvcalc.cli.estimating import engine_for_estimate
+
+    est_engine = engine_for_estimate(engine, ceiling)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
     gpu_specs = [_gpu(name) for name in gpu_names]
@@ -192,8 +198,17 @@ def roofline(
         every = (shown_b, shown_s) == (batches, seqs)
         results.append(
             roofline_report(
-                spec, g, batches, seqs, overrides.get("dtype"), kv, steps if every else None, dep=dep, util=util
-            )
+                spec,
+                g,
+                batches,
+                seqs,
+                overrides.get("dtype"),
+                kv,
+                steps if every else None,
+                dep=dep,
+                util=util,
+                engine=est_engine,
+            )  # fmt: skip
         )
         if not every:  # the same rows again, for their arithmetic alone
             roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
@@ -299,3 +314,4 @@ def _results_json(results: list) -> dict:
 from kvcalc.cli import catalog  # noqa: E402, F401, I001  (registration order is --help order)
 from kvcalc.cli import serving  # noqa: E402, F401, I001
 from kvcalc.cli import probe  # noqa: E402, F401, I001
+from kvcalc.cli import calibrate  # noqa: E402, F401, I001

@@ -46,6 +46,7 @@ def serve_generate(
     batch_given: bool,
     util,  # noqa: ANN001
     engine: str | None,
+    ceiling: bool,
     dtype: str | None,
     kv_dtype: str,
     fmt,  # noqa: ANN001
@@ -70,7 +71,7 @@ def serve_generate(
         raise UsageError("--plot with serving draws a sweep", hint="give --concurrency a range, e.g. 1..256")
     args = dict(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, engine=engine or "vllm", dtype=dtype,
-        kv_dtype=kv_dtype,
+        kv_dtype=kv_dtype, estimate=not ceiling,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

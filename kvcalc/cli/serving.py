@@ -30,6 +30,7 @@ from kvcalc.cli.common import (
     app,
 )
 from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.estimating import CeilingOpt, EngineOpt
 from kvcalc.cli.serve import ConcurrencyOpt, RateOpt, RequestsOpt, SeedOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
@@ -295,6 +296,8 @@ def generate(
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
+    engine: EngineOpt = "vllm",
+    ceiling: CeilingOpt = False,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
@@ -311,8 +314,9 @@ def generate(
     requests: RequestsOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
-    """End to end: time to first token, time per output token as the context grows, total time and tokens/s
-    (ceilings unless --efficiency/--mbu/--mfu), and what the KV cache saves in FLOPs and copies.
+    """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
+    the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
+    (--ceiling: the bound alone; --efficiency/--mbu/--mfu: a what-if beside them), and what the KV cache saves.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util.
@@ -344,14 +348,18 @@ def generate(
 
         return serve_generate(
             spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed,
-            prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=None,
+            prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
+            ceiling=ceiling,
             dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
         )  # fmt: skip
     from kvcalc.model.formats import matmul_dtype
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
     steps: list[str] | None = [] if explain else None
-    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep)]
+    from kvcalc.cli.estimating import engine_for_estimate
+
+    est_engine = engine_for_estimate(engine, ceiling)
+    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep, engine=est_engine)]
     if util:
         results.append(
             generate_report(
@@ -360,7 +368,7 @@ def generate(
         )
     payload = results[0].model_dump(mode="json")
     if util:
-        payload["estimate"] = results[1].model_dump(mode="json")
+        payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu
     _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
 
     def chart():  # noqa: ANN202

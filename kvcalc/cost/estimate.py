@@ -102,6 +102,7 @@ class StepFeatures(NamedTuple):
     pp: int
     link: str  # nvlink / pcie / if
     link_bandwidth: float  # one direction's bytes/s for a tp group (0 without a link)
+    send_bandwidth: float  # one direction's bytes/s between two pipeline stages (0 without a link)
     stage_bytes: tuple[tuple[int, int, int, int, int, int, int], ...]  # weights, kv, state, flops, layers, attn, moe
     allreduces: int  # per step, all stages
     message_bytes: int  # one all-reduce's message
@@ -109,6 +110,7 @@ class StepFeatures(NamedTuple):
     seqs: int  # sequences in the step
     prefill: bool  # the step carries prompt tokens (eager launches, not a captured graph)
     ceiling_s: float
+    microbatches: int = 1  # pp > 1: micro-batches in flight (decode) or prompt chunks (prefill)
 
 
 class StepTime(NamedTuple):
@@ -150,16 +152,26 @@ def features(
     dtype: str | None = None,
     kv_dtype: str = "bf16",
     staged: tuple[Stage, ...] | None = None,
+    microbatches: int = 1,
 ) -> StepFeatures:
     """The bytes, FLOPs and counts of one step: `decode_contexts` holds each decoding sequence's
     cached tokens; `prefill_tokens` prompt tokens (spread evenly over `prefill_seqs` sequences) are
-    processed after `prefill_context` tokens each sequence already holds (chunked prefill)."""
+    processed after `prefill_context` tokens each sequence already holds (chunked prefill).
+
+    With pp > 1 and `microbatches` m > 1 the pipeline is kept full: for decode the sequences given
+    are ONE of m micro-batches in flight, and a token of each takes max(sum of the stages, m x the
+    slowest stage) (vLLM's virtual engines); for prefill the prompt tokens go through in m chunks,
+    (m + pp - 1) slots of the slowest stage (llama.cpp's n_ubatch). The ceiling is then the busiest
+    stage's work alone."""
     from kvcalc.cost.shard import link_for
     from kvcalc.model.formats import matmul_dtype
 
     staged = staged or stages(spec, dep, dtype)
     compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
     batch = len(decode_contexts)
+    m = max(1, microbatches) if dep.pp > 1 else 1
+    if prefill_tokens and m > 1:
+        prefill_tokens = -(-prefill_tokens // m)  # one chunk
     pseqs = max(1, prefill_seqs) if prefill_tokens else 0
     per_seq = -(-prefill_tokens // pseqs) if pseqs else 0
     tokens = batch + prefill_tokens
@@ -167,6 +179,7 @@ def features(
     peak = gpu.peak_flop_per_s(compute_dtype)
     bw = gpu.bandwidth_bytes_per_s
     ceiling = 0.0
+    ideal = []
     for st in staged:
         w = weight_bytes_read(spec, st, tokens)
         kv = _kv_read(st, decode_contexts, kv_dtype)
@@ -184,8 +197,8 @@ def features(
             state += pseqs * st.state_bytes
         layers, attn, moe = _layer_counts(spec, st)
         rows.append((w, kv, state, flops, layers, attn, moe))
-        ceiling += max((w + kv + state) / bw, flops / peak)
-    ceiling += comm_seconds(spec, dep, tokens, dtype)
+        ideal.append(max((w + kv + state) / bw, flops / peak))
+    ceiling = pipelined(ideal, m, bool(prefill_tokens), bound=True) + comm_seconds(spec, dep, tokens, dtype)
     link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
     return StepFeatures(
         family=gpu_family(gpu),
@@ -195,6 +208,7 @@ def features(
         pp=dep.pp,
         link=link_kind(dep),
         link_bandwidth=link.group_bandwidth(dep.tp) if link and dep.tp > 1 else 0.0,
+        send_bandwidth=link.group_bandwidth(2) if link and dep.pp > 1 else 0.0,
         stage_bytes=tuple(rows),
         allreduces=allreduces_per_step(spec) if dep.tp > 1 else 0,
         message_bytes=tokens * spec.hidden_size * activation_bytes(spec, dtype),
@@ -202,7 +216,20 @@ def features(
         seqs=batch + pseqs,
         prefill=bool(prefill_tokens),
         ceiling_s=ceiling,
+        microbatches=m,
     )
+
+
+def pipelined(stage_s: Sequence[float], m: int, prefill: bool, bound: bool = False) -> float:
+    """Stage times (one micro-batch or chunk each) to the time of the step: their sum without
+    micro-batches; decode with m in flight max(sum, m x slowest); prefill in m chunks (m + pp - 1)
+    x slowest, or as a bound m x slowest (the busiest stage does every chunk)."""
+    if m <= 1:
+        return sum(stage_s)
+    slowest = max(stage_s)
+    if prefill:
+        return (m if bound else m + len(stage_s) - 1) * slowest
+    return max(sum(stage_s), m * slowest)
 
 
 def _get(c: Mapping[str, float], name: str, *keys: str) -> float:
@@ -227,18 +254,19 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     layer_s = _get(c, f"{phase}_layer_s", engine)
     attn_s = _get(c, "attn_layer_s", fam)
     moe_s = _get(c, "moe_layer_s", engine)
-    total = 0.0
+    per_stage = []
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
         # NOTE: a GEMM of few rows leaves tensor-core tiles empty: compute time grows as tokens + mfu_tokens.
         compute = flops * (f.tokens + fill) / max(f.tokens, 1) / (f.peak * mfu)
-        total += max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s
+        per_stage.append(max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s)
+    total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
         alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (f.tp - 2))
         busbw = f.link_bandwidth * min(1.0, _get(c, "ar_bw_eff", f.link))
         total += f.allreduces * (alpha + float(allreduce_wire_bytes(f.message_bytes, f.tp)) / busbw)
     if f.pp > 1:
-        total += (f.pp - 1) * (_get(c, "ar_alpha_s", f.link, phase) + f.message_bytes / max(f.link_bandwidth, 1.0))
+        total += (f.pp - 1) * (_get(c, "ar_alpha_s", f.link, phase) + f.message_bytes / max(f.send_bandwidth, 1.0))
     total += _get(c, "step_s", engine) + f.seqs * _get(c, "seq_s", engine)
     return max(total, f.ceiling_s)
 

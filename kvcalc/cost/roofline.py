@@ -31,6 +31,14 @@ from kvcalc.units import fmt_rate, fmt_seconds
 # NOTE: this command's result models live here, beside the function that returns them, so that
 # another command does not define them at start-up; and no `from __future__ import annotations`
 # in this module: Pydantic would compile every field's annotation string at import.
+class StepEstimate(Result):
+    """The calibrated estimate of one decode step (cost/estimate.py) and its 80% interval."""
+
+    step_s: float
+    tokens_per_s: float
+    interval_s: list[float]  # [lo, hi] of step_s
+
+
 class RooflineRow(Result):
     batch: int
     seq: int
@@ -48,6 +56,7 @@ class RooflineRow(Result):
     fits: bool = True  # weights + KV + state + reserve within capacity x gpu_util on every GPU
     estimate_step_seconds: float | None = None  # with --efficiency / --mbu / --mfu
     estimate_tokens_per_s: float | None = None
+    estimate: StepEstimate | None = None  # calibrated (absent with --ceiling); estimate_* above are --efficiency's
 
 
 class RooflineResult(Result):
@@ -67,6 +76,8 @@ class RooflineResult(Result):
     mbu: float | None = None
     mfu: float | None = None
     warnings: list[str] = []
+    engine: str | None = None  # the engine the rows' estimates are calibrated for
+    estimate_basis: str | None = None
     rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
 
 
@@ -279,7 +290,9 @@ def roofline_report(
     *,
     dep: Deployment = SINGLE,
     util: tuple[float, float] | None = None,
+    engine: str | None = None,
 ) -> RooflineResult:
+    """Decode rows per batch x seq; with `engine`, each row also carries the calibrated estimate."""
     weight_dtype = dtype or spec.dtype
     from kvcalc.model.formats import matmul_dtype
 
@@ -291,6 +304,19 @@ def roofline_report(
         for s in seqs
         for b in batches
     ]
+    basis = None
+    if engine is not None:
+        from kvcalc.cost.estimate import step_time
+
+        for r in rows:
+            t = step_time(
+                spec, gpu, dep, engine=engine, decode_contexts=[r.seq] * r.batch, dtype=dtype, kv_dtype=kv_dtype,
+                staged=staged,
+            )  # fmt: skip
+            r.estimate = StepEstimate(
+                step_s=t.estimate_s, tokens_per_s=r.batch / t.estimate_s, interval_s=[t.lo_s, t.hi_s]
+            )
+            basis = t.basis
     warnings = [w for w in (context_warning(spec, max(seqs)),) if w]
     bad = [r for r in rows if not r.fits]
     if bad:
@@ -319,5 +345,7 @@ def roofline_report(
         mbu=util[0] if util else None,
         mfu=util[1] if util else None,
         warnings=warnings,
+        engine=engine,
+        estimate_basis=basis,
         rows=rows,
     )

@@ -22,6 +22,7 @@ from kvcalc.cost.step import (
 )
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.plan.estimated import Estimate
 from kvcalc.results import Result
 from kvcalc.units import dtype_bits, fmt_seconds
 
@@ -56,6 +57,8 @@ class GenerateResult(Result):
     prealloc_bytes_written: int
     memory_note: str = ""
     warnings: list[str] = []
+    engine: str | None = None  # the engine the estimate is calibrated for
+    estimate: Estimate | None = None  # calibrated, beside the ceiling figures above (absent with --ceiling)
 
 
 def forward_flops(spec: ModelSpec, tokens: int) -> int:
@@ -255,6 +258,7 @@ def generate_report(
     mfu: float = 1.0,
     steps: list[str] | None = None,
     dep: Deployment = SINGLE,
+    engine: str | None = None,
 ) -> GenerateResult:
     """Prefill produces the first token; each of the other new - 1 tokens is one decode step over a
     context of prompt + t tokens (t = 1 .. new - 1)."""
@@ -307,7 +311,16 @@ def generate_report(
             comm,
             fit,
         )
+    estimate = None
+    if engine is not None:
+        from kvcalc.plan.estimated import static_estimate
+
+        estimate = static_estimate(
+            spec, gpu, dep, batch=batch, prompt=prompt, new=new, dtype=dtype, kv_dtype=kv_dtype, engine=engine
+        )
     return GenerateResult(
+        engine=engine,
+        estimate=estimate,
         model=spec.name,
         gpu=gpu.name,
         batch=batch,

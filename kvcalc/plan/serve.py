@@ -17,6 +17,7 @@ work grows with the number of events (arrivals, prefills, finishes), not with to
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from collections import deque
@@ -70,12 +71,14 @@ class ServeStats(NamedTuple):
 
 
 class _Req:
-    __slots__ = ("arrival", "first", "finish", "computed", "generated", "blocks", "index")
+    # A decoding request's computed and generated counts are as of engine step `sync`; both grow
+    # by one a step after it (the engine materializes them when it needs them one by one).
+    __slots__ = ("arrival", "first", "finish", "computed", "generated", "sync", "key", "version")
 
-    def __init__(self, index: int, arrival: float) -> None:
-        self.index, self.arrival = index, arrival
+    def __init__(self, arrival: float) -> None:
+        self.arrival = arrival
         self.first = self.finish = -1.0
-        self.computed = self.generated = self.blocks = 0
+        self.computed = self.generated = self.sync = self.key = self.version = 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -111,18 +114,38 @@ def run_seconds(timer: StepTimer, n: int, context_sum: int, k: int) -> float:
 
 
 def _steps_before(timer: StepTimer, n: int, context_sum: int, k_max: int, budget: float) -> int:
-    """The most steps (<= k_max) of a decode run that end no later than `budget` seconds from now,
-    at least one: a new arrival is seen at the first step boundary after it."""
+    """The most steps (<= k_max, at least one) of a decode run that end no later than `budget`
+    seconds from now: a new arrival is seen at the first step boundary after it."""
     if run_seconds(timer, n, context_sum, k_max) <= budget:
         return k_max
-    lo, hi = 1, k_max  # run_seconds(lo) may exceed budget; the step that spans the arrival still runs
+    a, b = timer(n, context_sum, 0, 0, 0), timer(n, context_sum + n * (k_max - 1), 0, 0, 0)
+    if a >= budget:
+        return 1
+    lo, hi = 1, k_max - 1
+    m = (k_max - 1) // 2
+    if k_max > 2 and abs(timer(n, context_sum + n * m, 0, 0, 0) - (a + (b - a) * m / (k_max - 1))) <= (
+        LINEAR_TOLERANCE * max(a, b)
+    ):
+        # Linear steps a + d j: j steps take j a + d j (j - 1) / 2, solved for j (no more step times).
+        d = (b - a) / (k_max - 1)
+
+        def total(j: int) -> float:
+            return j * a + d * j * (j - 1) / 2
+
+        j = budget / a if d == 0 else ((d / 2 - a) + math.sqrt((a - d / 2) ** 2 + 2 * d * budget)) / d
+        j = max(1, min(int(j), k_max - 1))
+        while j > 1 and total(j) > budget:
+            j -= 1
+        while j < k_max - 1 and total(j + 1) <= budget:
+            j += 1
+        return j
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if run_seconds(timer, n, context_sum, mid) <= budget:
             lo = mid
         else:
             hi = mid - 1
-    return max(lo, 1)
+    return lo
 
 
 def _arrivals(load: Load) -> list[float]:
@@ -144,123 +167,207 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     start and the drain at the end, when fewer clients are busy, are left out); requests/s is
     those completions over that window. Open loop: over every request, from the first arrival
     to the last finish."""
-    prompt, new, bs = load.prompt, load.new, limits.block_size
-    closed = load.concurrency is not None
-    arrivals = _arrivals(load)
-    reqs: list[_Req] = []
-    waiting: deque[_Req] = deque()
-    running: list[_Req] = []
-    free = limits.kv_blocks
-    now, steps, preemptions, done = 0.0, 0, 0, 0
-    in_flight_area = 0.0
-    finished: list[_Req] = []
+    return _Engine(load, limits).run(timer)
 
-    def send(t: float) -> None:
-        r = _Req(len(reqs), t)
-        reqs.append(r)
-        waiting.append(r)
 
-    if closed:
-        for _ in range(min(load.concurrency or 0, load.requests)):
-            send(0.0)
-    next_arrival = 0
-    while done < load.requests:
-        while next_arrival < len(arrivals) and arrivals[next_arrival] <= now:
-            send(arrivals[next_arrival])
-            next_arrival += 1
-        if not running and not waiting:
-            now = arrivals[next_arrival]  # idle until the next arrival (open loop only)
-            continue
-        budget = limits.max_num_batched_tokens
-        decodes, context_sum, pre_tokens, pre_held, pre_seqs = 0, 0, 0, 0, 0
-        scheduled: list[tuple[_Req, int]] = []
-        preempted = False
+class _Engine:
+    """The scheduler's state. Decoding requests are held as aggregates (their count, context sum,
+    how many start a new block at each step, a heap of finish steps), so a step costs O(prefilling
+    requests) unless the token budget or the pool binds; then every request is brought up to date
+    and the step scheduled one request at a time, in vLLM's order."""
+
+    def __init__(self, load: Load, limits: Limits) -> None:
+        self.load, self.limits = load, limits
+        self.prompt, self.new, self.bs = load.prompt, load.new, limits.block_size
+        self.reqs = 0
+        self.waiting: deque[_Req] = deque()
+        self.running: dict[_Req, None] = {}  # admission order; the last is preempted first
+        self.prefilling: dict[_Req, None] = {}  # running requests with prompt tokens still to compute
+        self.free = limits.kv_blocks
+        self.clock = 0  # engine steps done
+        self.dec = 0  # decoding requests
+        self.dec_computed = 0  # their computed tokens, summed, as of `clock`
+        self.starts = [0] * self.bs  # decoders by (computed - clock) mod block: who opens a block when
+        self.heap: list[tuple[int, int, int, _Req]] = []  # (step it finishes at, tie, version, request)
+        self.finished: list[_Req] = []
+        self.preemptions = 0
+
+    # --- decoders as aggregates -----------------------------------------------------------
+
+    def _add_decoder(self, r: _Req) -> None:
+        r.sync, r.version = self.clock, r.version + 1
+        r.key = (r.computed - self.clock) % self.bs
+        self.dec += 1
+        self.dec_computed += r.computed
+        self.starts[r.key] += 1
+        heapq.heappush(self.heap, (self.clock + self.new - r.generated, id(r), r.version, r))
+
+    def _drop_decoder(self, r: _Req) -> None:
+        self._sync(r)
+        r.version += 1  # its heap entry is stale now
+        self.dec -= 1
+        self.dec_computed -= r.computed
+        self.starts[r.key] -= 1
+
+    def _sync(self, r: _Req) -> None:
+        gone = self.clock - r.sync
+        r.computed, r.generated, r.sync = r.computed + gone, r.generated + gone, self.clock
+
+    def _opening(self, k: int) -> int:
+        """Blocks the decoders open over the next k steps: one each time a context fills a block."""
+        cycles, rest = divmod(k, self.bs)
+        return cycles * self.dec + sum(self.starts[(-(self.clock + j)) % self.bs] for j in range(rest))
+
+    # --- one step ---------------------------------------------------------------------------
+
+    def _blocks(self, computed: int, take: int) -> int:
+        return -(-(computed + take) // self.bs) - -(-computed // self.bs)
+
+    def _need(self, r: _Req) -> int:
+        return self.prompt + r.generated - r.computed
+
+    def _schedule(self) -> tuple[list[tuple[_Req, int]], bool, int, bool]:
+        """(prompt work scheduled, whether anyone was preempted, token budget left, the slow way): the
+        decoders are all scheduled, as aggregates, unless the step went the slow way, which lists
+        every running request with its tokens (0: left out by the budget)."""
+        budget = self.limits.max_num_batched_tokens
+        work = [(r, self._need(r)) for r in self.prefilling]
+        want = self._opening(1) + sum(self._blocks(r.computed, t) for r, t in work)
+        if self.dec + sum(t for _, t in work) <= budget and want <= self.free:
+            self.free -= want
+            return work, False, budget - self.dec - sum(t for _, t in work), False
+        # The slow way: vLLM's loop over the running requests in order, preempting the newest.
+        for r in list(self.running):
+            if r not in self.prefilling:
+                self._drop_decoder(r)
+        self.heap.clear()
+        scheduled, preempted = [], False
+        queue = list(self.running)
         i = 0
-        while i < len(running) and budget > 0:
-            r = running[i]
-            need = prompt + r.generated - r.computed
-            take = min(need, budget)
-            want = -(-(r.computed + take) // bs) - r.blocks
-            while want > free:
-                victim = running.pop()  # the most recently admitted request
-                free += victim.blocks
-                victim.blocks = victim.computed = 0
-                waiting.appendleft(victim)
-                preemptions += 1
+        while i < len(queue) and budget > 0:
+            r = queue[i]
+            take = min(self._need(r), budget)
+            want = self._blocks(r.computed, take)
+            while want > self.free:
+                victim = queue.pop()
+                del self.running[victim]
+                self.prefilling.pop(victim, None)
+                self.free += -(-victim.computed // self.bs)
+                victim.computed = 0
+                self.waiting.appendleft(victim)
+                self.preemptions += 1
                 preempted = True
                 if victim is r:
                     break
-            if r.blocks == 0 and r.computed == 0 and r not in running:
-                continue  # preempted itself; `i` now points past the end or at the next request
-            free -= want
-            r.blocks += want
+            if r not in self.running:
+                break
+            self.free -= want
             scheduled.append((r, take))
             budget -= take
             i += 1
-        if not preempted:
-            while waiting and len(running) < limits.max_num_seqs and budget > 0:
-                r = waiting[0]
-                take = min(prompt + r.generated - r.computed, budget)
-                want = -(-(r.computed + take) // bs) - r.blocks
-                if want > free:
-                    break
-                waiting.popleft()
-                running.append(r)
-                free -= want
-                r.blocks += want
-                scheduled.append((r, take))
-                budget -= take
-        if not scheduled:
-            raise ValueError("a single request does not fit the KV pool")
-        for r, take in scheduled:
-            if r.generated and r.computed == prompt + r.generated - 1:
-                decodes += 1
-                context_sum += r.computed + 1
+        for r in queue[i:]:
+            scheduled.append((r, 0))  # not scheduled this step; still running
+        return scheduled, preempted, budget, True
+
+    def run(self, timer: StepTimer) -> ServeStats:
+        load, prompt, new = self.load, self.prompt, self.new
+        closed = load.concurrency is not None
+        arrivals = _arrivals(load)
+        now, steps, area = 0.0, 0, 0.0
+        if closed:
+            for _ in range(min(load.concurrency or 0, load.requests)):
+                self._send(0.0)
+        nxt = 0
+        while len(self.finished) < load.requests:
+            while nxt < len(arrivals) and arrivals[nxt] <= now:
+                self._send(arrivals[nxt])
+                nxt += 1
+            if not self.running and not self.waiting:
+                now = arrivals[nxt]  # idle until the next arrival (open loop only)
+                continue
+            work, preempted, budget, slow = self._schedule()
+            if not preempted:
+                while self.waiting and len(self.running) < self.limits.max_num_seqs and budget > 0:
+                    r = self.waiting[0]
+                    take = min(self._need(r), budget)
+                    want = self._blocks(r.computed, take)
+                    if want > self.free:
+                        break
+                    self.waiting.popleft()
+                    self.running[r] = None
+                    self.prefilling[r] = None
+                    self.free -= want
+                    work.append((r, take))
+                    budget -= take
+            if not work and not self.dec:
+                raise ValueError("a single request does not fit the KV pool")
+            # The step's composition: the decoders (aggregated, or listed after the slow way) and prompt work.
+            n, contexts, pre, held, seqs = self.dec, self.dec_computed + self.dec, 0, 0, 0
+            for r, take in work:
+                if not take:
+                    continue
+                if r in self.prefilling:
+                    pre, held, seqs = pre + take, held + r.computed, seqs + 1
+                else:
+                    n, contexts = n + 1, contexts + r.computed + 1
+            k = 1
+            if not pre and not slow and not preempted:
+                # NOTE: a decode-only step that admitted no one keeps whoever waits blocked (free blocks
+                # only shrink, the batch stays full) until a finish: the batch is the same until its
+                # first finish, a block shortage or, with an empty queue, an arrival.
+                k = self.heap[0][0] - self.clock if self.heap else 1
+                k = max(1, min(k, self.bs * (self.free // max(self.dec, 1))))
+                if nxt < len(arrivals) and not self.waiting:
+                    k = _steps_before(timer, n, contexts, k, arrivals[nxt] - now)
+                seconds = run_seconds(timer, n, contexts, k)
+                if k > 1:
+                    self.free -= self._opening(k) - self._opening(1)  # the first step's blocks are taken
             else:
-                pre_tokens += take
-                pre_held += r.computed
-                pre_seqs += 1
-        k = 1
-        if not pre_tokens and not preempted and len(scheduled) == len(running):
-            # NOTE: a decode-only step with every running request in it admitted no one, so whoever waits
-            # stays blocked (free blocks only shrink, the batch stays full) until a finish: the batch is
-            # the same until its first finish, a block shortage or, with an empty queue, an arrival.
-            k = min(new - r.generated for r, _ in scheduled)
-            k = min(k, max(1, bs * (free // max(decodes, 1))))
-            if next_arrival < len(arrivals) and not waiting:
-                k = _steps_before(timer, decodes, context_sum, k, arrivals[next_arrival] - now)
-        seconds = (
-            run_seconds(timer, decodes, context_sum, k)
-            if k > 1
-            else timer(decodes, context_sum, pre_tokens, pre_held, pre_seqs)
-        )
-        in_flight_area += seconds * (len(running) + len(waiting))
-        now += seconds
-        steps += k
-        for r, take in scheduled:
-            if k > 1:
-                grown = r.computed + k
-                extra = -(-grown // bs) - r.blocks
-                free -= extra
-                r.blocks += extra
-                r.computed += k
-                r.generated += k
-            else:
+                seconds = timer(n, contexts, pre, held, seqs)
+            area += seconds * (len(self.running) + len(self.waiting))
+            now += seconds
+            steps += k
+            self.clock += k
+            self.dec_computed += self.dec * k
+            self._finish_decoders(now)
+            for r, take in work:
+                if not take and r in self.running and r not in self.prefilling:
+                    self._add_decoder(r)  # left out of this step by the budget
+                    continue
+                if not take:
+                    continue
                 r.computed += take
                 if r.computed == prompt + r.generated:
                     r.generated += 1  # the step that computes a prompt's last token samples the next
-            if r.generated >= 1 and r.first < 0:
-                r.first = now
-            if r.generated >= new:
-                r.finish = now
-                free += r.blocks
-                r.blocks = 0
-                running.remove(r)
-                finished.append(r)
-                done += 1
-                if closed and len(reqs) < load.requests:
-                    send(now)
-    return _stats(finished, load, steps, preemptions, in_flight_area, now)
+                    if r.first < 0:
+                        r.first = now
+                if r.generated >= new:
+                    self._retire(r, now)
+                elif r.computed == prompt + r.generated - 1:
+                    self.prefilling.pop(r, None)
+                    self._add_decoder(r)
+        return _stats(self.finished, load, steps, self.preemptions, area, now)
+
+    def _finish_decoders(self, now: float) -> None:
+        while self.heap and self.heap[0][0] <= self.clock:
+            _, _, version, r = heapq.heappop(self.heap)
+            if version != r.version or r not in self.running:
+                continue
+            self._drop_decoder(r)
+            self._retire(r, now)
+
+    def _retire(self, r: _Req, now: float) -> None:
+        r.finish = now
+        self.free += -(-r.computed // self.bs)
+        del self.running[r]
+        self.prefilling.pop(r, None)
+        self.finished.append(r)
+        if self.load.concurrency is not None and self.reqs < self.load.requests:
+            self._send(now)
+
+    def _send(self, t: float) -> None:
+        self.reqs += 1
+        self.waiting.append(_Req(t))
 
 
 def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:

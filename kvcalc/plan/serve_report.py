@@ -63,20 +63,25 @@ INTERVAL_NAMES = ("ttft_s", "ttft_p99_s", "tpot_s", "total_s", "tokens_per_s", "
 def step_timers(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str
 ) -> tuple[StepTimer, StepTimer, StepTimer, StepTimer, str]:
-    """(ceiling, estimate, low end, high end) step timers and the estimate's basis, from one memoized
-    call of step_time per distinct step: decoding contexts spread evenly (each c or c + 1)."""
-    from kvcalc.cost.estimate import step_time
+    """(ceiling, estimate, low end, high end) step timers and the estimate's basis: one memoized
+    step_time per distinct step, the decoding contexts spread evenly (each c or c + 1)."""
+    from kvcalc.cost.calibration import constants_for
+    from kvcalc.plan.serve_steps import prompt_features, uniform_step_time
 
     staged = stages(spec, dep, dtype)
+    constants = constants_for(gpu, engine)
+
+    @lru_cache(maxsize=1 << 12)
+    def base(pre: int, context: int, seqs: int):  # noqa: ANN202
+        return prompt_features(spec, gpu, dep, pre, context, seqs, dtype, kv_dtype, staged)
 
     @lru_cache(maxsize=1 << 16)
     def timed(n: int, context_sum: int, pre: int, held: int, seqs: int):  # noqa: ANN202
-        c, r = divmod(context_sum, n) if n else (0, 0)
-        contexts = [c] * (n - r) + [c + 1] * r
-        return step_time(
-            spec, gpu, dep, engine=engine, decode_contexts=contexts, prefill_tokens=pre,
-            prefill_context=held // seqs if seqs else 0, prefill_seqs=max(seqs, 1), dtype=dtype,
-            kv_dtype=kv_dtype, staged=staged,
+        context, seqs = (held // seqs if seqs else 0), max(seqs, 1)
+        return uniform_step_time(
+            spec, gpu, dep, engine=engine, decodes=n, context_sum=context_sum, prefill_tokens=pre,
+            prefill_context=context, prefill_seqs=seqs, dtype=dtype, kv_dtype=kv_dtype, staged=staged,
+            constants=constants, base=base(pre, context, seqs),
         )  # fmt: skip
 
     basis = timed(1, 1, 0, 0, 0).basis

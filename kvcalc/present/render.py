@@ -93,6 +93,7 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
     if parallel:
         where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}, {result.interconnect})"
     estimate = result.mbu is not None
+    calibrated = bool(rows) and rows[0].estimate is not None
     sheet = Sheet(
         title=(
             f"Decode roofline: {result.model} on {where} ({result.dtype} weights, {result.kv_dtype} KV, "
@@ -111,6 +112,7 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
             f"step\n{tu} >=",
             "tok/s\n<=",
             *(["tok/s\nestimate"] if estimate else []),
+            *([f"step {tu}\nestimate [80%]", f"tok/s\n{result.engine}"] if calibrated else []),
             "fits",
         ],
         optional=(2, 4, 5, 6, 3),  # weights (one value), FLOPs, intensity, bound, KV read
@@ -129,6 +131,14 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
                 _fixed(r.step_seconds / ts, 2),
                 _fixed(r.tokens_per_s, 1),
                 *([_fixed(r.estimate_tokens_per_s, 1)] if estimate else []),
+                *(
+                    [
+                        f"{r.estimate.step_s / ts:,.2f} [{r.estimate.interval_s[0] / ts:,.2f}-{r.estimate.interval_s[1] / ts:,.2f}]",
+                        _fixed(r.estimate.tokens_per_s, 1),
+                    ]
+                    if calibrated and r.estimate
+                    else []
+                ),
                 "yes" if r.fits else "NO",
             ]
         )
@@ -137,8 +147,10 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
         + (" per stage + all-reduces and sends" if parallel else "")
         + ", tokens/s <= batch / step time; real kernels reach a fraction of both roofs."
     )
+    if calibrated:
+        sheet.notes.append(f"Estimate ({result.engine}): {result.estimate_basis}; a run is predicted to measure it.")
     if estimate:
-        sheet.notes.append(f"Estimate: both roofs scaled by MBU {result.mbu:g} and MFU {result.mfu:g} (not a bound).")
+        sheet.notes.append(f"What-if: both roofs scaled by MBU {result.mbu:g} and MFU {result.mfu:g} (not a bound).")
     state = max(r.state_bytes for r in rows)
     if state:
         sheet.notes.append(

@@ -149,21 +149,37 @@ def generate_sheet(results: list) -> Sheet:
     where = first.gpu
     if first.tp * first.pp > 1:
         where = f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+    est = first.estimate
     sheet = Sheet(
         title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
-        columns=["", *[r.basis for r in results]],
+        columns=["", *[r.basis for r in results], *([f"estimate ({est.engine}) [80% interval]"] if est else [])],
     )
+
+    def band(name: str, fmt=fmt_seconds) -> list[str]:  # noqa: ANN001
+        if est is None:
+            return []
+        lo, hi = est.interval[name]
+        return [f"{fmt(getattr(est, name))} [{fmt(lo)} - {fmt(hi)}]"]
+
+    def rate(x: float) -> str:
+        return f"{x:,.1f}"
+
     sheet.rows += [
-        ["time to first token", *[fmt_seconds(r.ttft_s) for r in results]],
-        ["time per output token (first)", *[fmt_seconds(r.tpot_first_s) for r in results]],
-        ["time per output token (last)", *[fmt_seconds(r.tpot_last_s) for r in results]],
-        ["time per output token (mean)", *[fmt_seconds(r.tpot_s) for r in results]],
-        ["total", *[fmt_seconds(r.total_s) for r in results]],
-        ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results]],
+        ["time to first token", *[fmt_seconds(r.ttft_s) for r in results], *band("ttft_s")],
+        ["time per output token (first)", *[fmt_seconds(r.tpot_first_s) for r in results], *([""] if est else [])],
+        ["time per output token (last)", *[fmt_seconds(r.tpot_last_s) for r in results], *([""] if est else [])],
+        ["time per output token (mean)", *[fmt_seconds(r.tpot_s) for r in results], *band("tpot_s")],
+        ["total", *[fmt_seconds(r.total_s) for r in results], *band("total_s")],
+        ["tokens/s (all sequences)", *[f"{r.tokens_per_s:,.1f}" for r in results], *band("tokens_per_s", rate)],
     ]
+    pad = [""] if est else []
     if first.tp * first.pp > 1:
-        sheet.rows.append(["communication per step", *[fmt_seconds(r.comm_seconds_per_step) for r in results]])
-    sheet.rows.append(["fits in memory", *["yes" if r.fits else "NO" for r in results]])
+        sheet.rows.append(["communication per step", *[fmt_seconds(r.comm_seconds_per_step) for r in results], *pad])
+    sheet.rows.append(["fits in memory", *["yes" if r.fits else "NO" for r in results], *pad])
+    if est:
+        sheet.notes.append(
+            f"Estimate: {est.basis}; a run is predicted to measure it, and 8 in 10 to fall in the interval."
+        )
     sheet.notes.append(
         "Ceilings: no real run beats them."
         if len(results) == 1

@@ -1,0 +1,234 @@
+"""Pure fitting of the estimate's constants to measured serving figures, and the figures a setup is
+predicted to show: TTFT, TPOT, total time and output tokens/s of a static batch or of closed-loop
+concurrency, from the step estimate (cost/estimate.py).
+
+Used by scripts/calibrate.py (the shipped fit), benchmarks/speed_accuracy.py (leave-one-source-out
+errors) and `kvcalc calibrate` (a user's own points). No file is read here.
+
+Closed-loop concurrency C (each client sends its next request when the last ends) uses a
+steady-state closed form, not a simulation: a token of each request takes a decode step of the C
+sequences plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
+is its own prompt pass, plus half a step of waiting, plus a fitted share (`ttft_wave`) of the
+prefill of all C prompts at once: the benchmark's first wave, whose queueing the mean TTFT includes.
+The ceiling of the same figures is the bare steps: no arriving prompts, no queueing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+from kvcalc.cost.estimate import StepFeatures, features, time_of
+from kvcalc.cost.step import Deployment, stages
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+
+METRICS = ("tpot_ms", "ttft_ms", "output_tok_s_total", "e2e_latency_s")
+
+
+class Setup(NamedTuple):
+    """One measured configuration: static `batch` or closed-loop `concurrency` (one of them)."""
+
+    batch: int | None
+    concurrency: int | None
+    prompt: int
+    new: int
+
+
+class SetupFeatures(NamedTuple):
+    setup: Setup
+    decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1)
+    first: StepFeatures  # the prompt pass that yields a request's first token
+    wave: StepFeatures | None  # closed loop: all C prompts at once
+    prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
+
+
+def setup_features(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    setup: Setup,
+    dtype: str | None,
+    kv_dtype: str,
+    chunk: int = 8192,
+) -> SetupFeatures:
+    """The steps whose times make a setup's figures, computed once so a fit re-times them cheaply.
+    With pp > 1 decode keeps min(pp, sequences) micro-batches in flight and a prompt goes through the
+    pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512; 8192 for the others)."""
+    staged = stages(spec, dep, dtype)
+    p, n = setup.prompt, max(1, setup.new)
+    ctx = p + n // 2
+
+    def f(**kw: object) -> StepFeatures:
+        return features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, **kw)  # type: ignore[arg-type]
+
+    def decode(users: int) -> StepFeatures:
+        m = min(dep.pp, users)
+        return f(decode_contexts=[ctx] * -(-users // m), microbatches=m)
+
+    def prompt(tokens: int, seqs: int) -> StepFeatures:
+        return f(prefill_tokens=max(1, tokens), prefill_seqs=seqs, microbatches=-(-tokens // chunk))
+
+    c = setup.concurrency or 1
+    if setup.concurrency is None or c == 1:
+        # NOTE: one client alone is a batch of 1: its prompt never shares a step with a decode.
+        b = setup.batch or 1
+        return SetupFeatures(setup, decode(b), prompt(b * p, b), None, 0.0)
+    # NOTE: the prompts that arrive while a request decodes (c of them per `new` steps) are charged
+    # as their own prefill passes amortized over the steps, not as a few prompt tokens in every step
+    # (which would count a MoE's expert reads as if each step touched more experts).
+    return SetupFeatures(setup, decode(c), prompt(p, 1), prompt(c * p, c), c / n)
+
+
+class Figures(NamedTuple):
+    ttft_s: float
+    tpot_s: float
+    total_s: float  # a request's (closed loop) or the whole batch's (static) time to its last token
+    tokens_per_s: float  # output tokens of all sequences / total_s
+
+
+def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping[str, float], engine: str) -> Figures:
+    """The setup's figures with each step timed by `time` (time_of with constants, or the ceiling)."""
+    s = sf.setup
+    n = max(1, s.new)
+    step = time(sf.decode)
+    ttft = time(sf.first)
+    # the bound (no constants) leaves out what the steady state may overlap: arriving prompts, queueing
+    tpot = step + (sf.prompts_per_step * ttft if c else 0.0)
+    users = s.concurrency or s.batch or 1
+    if sf.wave is not None and c:
+        ttft += 0.5 * tpot + c.get(f"ttft_wave.{engine}", c.get("ttft_wave", 0.0)) * time(sf.wave)
+    total = ttft + (n - 1) * tpot
+    return Figures(ttft, tpot, total, users * n / total)
+
+
+def predict(sf: SetupFeatures, metric: str, c: Mapping[str, float], engine: str) -> float:
+    """A setup's predicted figure in the metric's unit (ms, tokens/s or s)."""
+    fig = figures(sf, lambda f: time_of(f, c, engine), c, engine)
+    return _in_unit(fig, metric)
+
+
+def ceiling(sf: SetupFeatures, metric: str) -> float:
+    """The same figure with every step at its ceiling and no queueing (the bound)."""
+    fig = figures(sf, lambda f: f.ceiling_s, {}, "")
+    return _in_unit(fig, metric)
+
+
+def _in_unit(fig: Figures, metric: str) -> float:
+    return {
+        "tpot_ms": fig.tpot_s * 1000,
+        "ttft_ms": fig.ttft_s * 1000,
+        "output_tok_s_total": fig.tokens_per_s,
+        "e2e_latency_s": fig.total_s,
+    }[metric]
+
+
+class Point(NamedTuple):
+    sf: SetupFeatures
+    engine: str
+    metric: str
+    value: float
+    weight: float = 1.0
+    source: str = ""
+    label: str = ""  # the setup in words (model, GPU, dtype), for reports
+
+
+def log_error(p: Point, c: Mapping[str, float]) -> float:
+    """log(predicted / measured): 0 is exact; the median of |.| is the fit's loss."""
+    return math.log(predict(p.sf, p.metric, c, p.engine) / p.value)
+
+
+def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
+    """Weighted sum of |log error|; a setup measured in several metrics is timed once."""
+    memo: dict[tuple[int, str], Figures] = {}
+    total = 0.0
+    for p in points:
+        key = (id(p.sf), p.engine)
+        fig = memo.get(key)
+        if fig is None:
+            fig = memo[key] = figures(p.sf, lambda f, e=p.engine: time_of(f, c, e), c, p.engine)
+        total += p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value))
+    return total
+
+
+# NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
+_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff")
+
+
+def fit(
+    points: Sequence[Point],
+    start: Mapping[str, float],
+    names: Sequence[str],
+    sweeps: int = 12,
+) -> dict[str, float]:
+    """Pattern search in log space on the weighted sum of |log error| (a weighted-median fit, robust
+    to a few odd points): each constant in turn tries its own step up and down, keeps a move that
+    lowers the loss (and widens its step), else halves its step. Deterministic; constants not in
+    `names` stay as given."""
+    c = dict(start)
+    for name in names:
+        c.setdefault(name, _base(c, name))
+        if name.startswith("ttft_wave") and c[name] <= 0:
+            c[name] = 0.05
+    step = dict.fromkeys(names, 0.7)
+    best = loss(points, c)
+    for _ in range(sweeps):
+        for name in names:
+            if step[name] < 1e-3:
+                continue
+            here, moved = c[name], False
+            for k in (1.0, -1.0):
+                trial = here * math.exp(k * step[name])
+                if name.split(".")[0] in _CAPPED:
+                    trial = min(trial, 1.0)
+                c[name] = trial
+                v = loss(points, c)
+                if v < best - 1e-12:
+                    best, here, moved = v, trial, True
+                    break
+            c[name] = here
+            step[name] = step[name] * 1.5 if moved else step[name] * 0.5
+    return c
+
+
+def _base(c: Mapping[str, float], name: str) -> float:
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        v = c.get(".".join(parts[:i]))
+        if v is not None:
+            return v
+    return 0.0
+
+
+def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    pairs = sorted(zip(values, weights))
+    total = sum(w for _, w in pairs)
+    acc = 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= q * total:
+            return v
+    return pairs[-1][0]
+
+
+def interval(points: Sequence[Point], c: Mapping[str, float]) -> dict[str, float]:
+    """The 80% interval as factors on the estimate, from the weighted 10th and 90th percentiles of
+    measured / estimated, for decode-step figures (TPOT, throughput) and first-token figures (TTFT)."""
+    out = {}
+    for phase, metrics in (("decode", ("tpot_ms", "output_tok_s_total", "e2e_latency_s")), ("prefill", ("ttft_ms",))):
+        sel = [p for p in points if p.metric in metrics]
+        if not sel:
+            continue
+        # measured / estimated as a time: throughput inverts
+        r = [-log_error(p, c) * (-1 if p.metric == "output_tok_s_total" else 1) for p in sel]
+        w = [p.weight for p in sel]
+        out[f"interval.{phase}.lo"] = min(1.0, math.exp(weighted_quantile(r, w, 0.1)))
+        out[f"interval.{phase}.hi"] = max(1.0, math.exp(weighted_quantile(r, w, 0.9)))
+    return out
+
+
+def median_abs_error(points: Sequence[Point], c: Mapping[str, float]) -> float:
+    """Median |predicted / measured - 1| (unweighted), as a fraction."""
+    errs = sorted(abs(math.exp(log_error(p, c)) - 1) for p in points)
+    return errs[len(errs) // 2] if errs else float("nan")

@@ -1,0 +1,147 @@
+"""Refit the speed estimate's constants from benchmarks/calibration/points.csv and write the file
+the package ships, kvcalc/cost/calibration.json. Deterministic: the same points give the same file.
+
+Each point is weighted by its source (1 / the source's point count), so NVIDIA's aiconfigurator
+table and its TensorRT-LLM docs count as much as any other publisher, not by their size.
+Family and engine constants are fitted where the points hold that family or engine; the shared
+constant each falls back on is their weighted geometric mean.
+
+Run: python scripts/calibrate.py [--sweeps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POINTS = ROOT / "benchmarks" / "calibration" / "points.csv"
+OUT = ROOT / "kvcalc" / "cost" / "calibration.json"
+sys.path.insert(0, str(ROOT))
+
+
+def load_points(path: Path = POINTS):
+    """Points (with their step features) from the calibration CSV; setups shared by several
+    metrics are built once."""
+    from kvcalc.cost.estimate import gpu_family
+    from kvcalc.cost.fitting import Point, Setup, setup_features
+    from kvcalc.cost.shard import link_for
+    from kvcalc.cost.step import Deployment
+    from kvcalc.model.presets import get_gpu, get_model
+
+    rows = list(csv.DictReader(open(path, newline="")))
+    per_source = Counter(r["source"] for r in rows)
+    cache: dict[tuple, object] = {}
+    points, families = [], {}
+    for r in rows:
+        setup = Setup(
+            batch=int(r["batch"]) if r["batch"] else None,
+            concurrency=int(r["concurrency"]) if r["concurrency"] else None,
+            prompt=int(r["prompt"]),
+            new=int(r["new"]),
+        )
+        chunk = 512 if r["engine"] == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
+        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["dtype"], r["kv_dtype"], setup, chunk)
+        if key not in cache:
+            spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
+            tp, pp = int(r["tp"]), int(r["pp"])
+            dep = Deployment(tp=tp, pp=pp, link=link_for(gpu))
+            try:
+                cache[key] = setup_features(spec, gpu, dep, setup, r["dtype"] or None, r["kv_dtype"], chunk)
+            except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted
+                cache[key] = e
+            families[key] = gpu_family(gpu)
+        sf = cache[key]
+        if isinstance(sf, Exception):
+            continue
+        points.append(
+            Point(
+                sf,
+                r["engine"],
+                r["metric"],
+                float(r["value"]),
+                1.0 / per_source[r["source"]],
+                r["source"],
+                f"{r['model']} on {r['gpu']} {r['dtype'] or 'preset dtype'} (id {r['id']})",
+            )  # fmt: skip
+        )
+    return points
+
+
+def names_for(points) -> list[str]:
+    fams = sorted({p.sf.decode.family for p in points})
+    engines = sorted({p.engine for p in points})
+    links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces})
+    names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
+    names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
+    names += [
+        f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s", "ttft_wave") for e in engines
+    ]
+    if any(p.sf.decode.stage_bytes[0][6] for p in points):
+        names += [f"moe_layer_s.{e}" for e in engines]
+    names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
+    return names
+
+
+def shared_means(points, c: dict[str, float], names: list[str]) -> None:
+    """Set each shared constant to the weighted geometric mean of its family/engine values."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for name in names:
+        base, _, key = name.partition(".")
+        if not key:
+            continue
+        w = sum(p.weight for p in points if key in (p.sf.decode.family, p.engine, p.sf.decode.link))
+        groups.setdefault(base, []).append((c[name], w))
+    for base, vals in groups.items():
+        total = sum(w for _, w in vals) or 1.0
+        if all(v > 0 for v, _ in vals):
+            c[base] = math.exp(sum(w * math.log(v) for v, w in vals) / total)
+
+
+def calibrate(points, sweeps: int) -> dict[str, float]:
+    from kvcalc.cost.calibration import STARTING
+    from kvcalc.cost.fitting import fit, interval
+
+    names = names_for(points)
+    c = fit(points, STARTING, names, sweeps=sweeps)
+    shared_means(points, c, names)
+    c.update(interval(points, c))
+    return c
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweeps", type=int, default=6, help="coordinate-descent sweeps (default 6)")
+    args = ap.parse_args()
+    from kvcalc.cost.fitting import median_abs_error
+
+    points = load_points()
+    c = calibrate(points, args.sweeps)
+    sources = sorted({p.source for p in points})
+    OUT.write_text(
+        json.dumps(
+            {
+                "about": "kvcalc speed-estimate constants, fitted by scripts/calibrate.py from "
+                "benchmarks/calibration/points.csv (public measurements; see its README)",
+                "points": len(points),
+                "sources": len(sources),
+                "constants": {k: float(f"{v:.6g}") for k, v in sorted(c.items())},
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    print(f"{len(points)} points from {len(sources)} sources -> {OUT.relative_to(ROOT)}")
+    for m in ("tpot_ms", "output_tok_s_total", "ttft_ms", "e2e_latency_s"):
+        sel = [p for p in points if p.metric == m]
+        print(f"  {m}: median error {median_abs_error(sel, c):.1%} on {len(sel)} points (in-sample)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
