@@ -211,3 +211,39 @@ def test_uniform_steps_are_step_time(model, tp, pp):
             staged=staged,
         )  # fmt: skip
         assert got == want
+
+
+def test_concurrency_search_finds_the_edge(llama):
+    from kvcalc.plan.serve import simulate
+    from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_search import largest_concurrency
+
+    spec, gpu = llama
+    found = largest_concurrency(spec, gpu, SINGLE, prompt=512, new=256, tpot_ms=12.0, ttft_ms=None)
+    assert found.decided_on == "estimate" and 1 < found.concurrency < found.searched_up_to
+    assert found.ceiling_concurrency >= found.concurrency  # the ceiling only proves a miss
+    limits, _ = serving_limits(spec, gpu, SINGLE, engine="vllm", dtype=None, kv_dtype="bf16", prompt=512, new=256)
+    estimate = step_timers(spec, gpu, SINGLE, engine="vllm", dtype=None, kv_dtype="bf16")[1]
+    at = simulate(estimate, Load(512, 256, 4 * found.concurrency, concurrency=found.concurrency), limits)
+    past = simulate(estimate, Load(512, 256, 4 * (found.concurrency + 1), concurrency=found.concurrency + 1), limits)
+    assert at.tpot_s * 1e3 <= 12.0 < past.tpot_s * 1e3
+    assert f"up to concurrency {found.concurrency}" in found.message and "(estimate)" in found.message
+
+
+def test_fit_reports_the_concurrency_search():
+    out = run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "1k", "--tpot-ms", "12")
+    c = out["concurrency_slo"]
+    assert (c["prompt"], c["new"], c["decided_on"]) == (512, 512, "estimate")
+    assert c["ceiling_concurrency"] >= c["concurrency"] >= 1
+
+
+def test_the_sweep_chart_draws_ceiling_band_and_estimate(llama):
+    from kvcalc.present.chart_serving import serving_chart
+
+    spec, gpu = llama
+    rows = [serve_report(spec, gpu, SINGLE, prompt=512, new=64, concurrency=c) for c in (1, 4, 16)]
+    chart = serving_chart("t", rows)
+    kinds = {s.gid: s for s in chart.series}
+    assert kinds["serving-ceiling"].x == [r.tokens_per_s for r in rows]
+    assert kinds["serving-band"].kind == "band" and kinds["serving-band"].x[0] == kinds["serving-band"].x[-1]
+    assert kinds["serving-estimate"].y == [r.estimate.per_user_tokens_per_s for r in rows]

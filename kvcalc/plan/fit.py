@@ -16,6 +16,7 @@ from kvcalc.cost.step import Deployment, Stage, context_warning, held_kv_bytes, 
 from kvcalc.engines.vllm.figures import VllmFigures
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
+from kvcalc.plan.serve_search import ConcurrencySearch
 from kvcalc.results import Result
 from kvcalc.units import elements_to_bytes, fmt_bytes
 
@@ -66,6 +67,7 @@ class FitResult(Result):
     per_gpu: PerGpu
     vllm: VllmFigures | None = None
     slo: SloResult | None = None
+    concurrency_slo: ConcurrencySearch | None = None  # fit --tpot-ms/--ttft-ms: closed-loop serving
     warnings: list[str] = []
     ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
     verdict: str = ""

@@ -4,7 +4,7 @@ from the engine's memory model, and the figures as result models."""
 
 from functools import lru_cache
 
-from kvcalc.cost.step import Deployment, held_kv_bytes, stages
+from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -75,13 +75,17 @@ def step_timers(
     def base(pre: int, context: int, seqs: int):  # noqa: ANN202
         return prompt_features(spec, gpu, dep, pre, context, seqs, dtype, kv_dtype, staged)
 
+    @lru_cache(maxsize=1 << 12)
+    def comm(tokens: int) -> float:
+        return comm_seconds(spec, dep, tokens, dtype)
+
     @lru_cache(maxsize=1 << 16)
     def timed(n: int, context_sum: int, pre: int, held: int, seqs: int):  # noqa: ANN202
         context, seqs = (held // seqs if seqs else 0), max(seqs, 1)
         return uniform_step_time(
             spec, gpu, dep, engine=engine, decodes=n, context_sum=context_sum, prefill_tokens=pre,
             prefill_context=context, prefill_seqs=seqs, dtype=dtype, kv_dtype=kv_dtype, staged=staged,
-            constants=constants, base=base(pre, context, seqs),
+            constants=constants, base=base(pre, context, seqs), comm=comm,
         )  # fmt: skip
 
     basis = timed(1, 1, 0, 0, 0).basis
@@ -131,6 +135,32 @@ def kv_pool(
     )
 
 
+def default_requests(concurrency: int | None) -> int:
+    """8 x concurrency (at least 16) in a closed loop, so most requests run in the steady state; 200 open."""
+    return max(8 * concurrency, 16) if concurrency else 200
+
+
+def serving_limits(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    *,
+    engine: str,
+    dtype: str | None,
+    kv_dtype: str,
+    prompt: int,
+    new: int,
+) -> tuple[Limits, str]:
+    """kv_pool, refusing a request that alone outgrows the pool."""
+    limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
+    if limits.kv_blocks * limits.block_size < prompt + new:
+        raise UsageError(
+            f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
+            hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
+        )
+    return limits, pool
+
+
 def _figures(s: ServeStats, basis: str) -> dict:
     return dict(
         ttft_s=s.ttft_s, ttft_p50_s=s.ttft_p50_s, ttft_p99_s=s.ttft_p99_s, tpot_s=s.tpot_s, itl_s=s.itl_s,
@@ -165,15 +195,10 @@ def serve_report(
         raise UsageError(f"--rate must be a positive number of requests per second, got {rate}")
     if new < 1 or prompt < 1:
         raise UsageError("--prompt and --new must be at least 1 token for serving")
-    n = requests if requests is not None else (max(8 * concurrency, 16) if concurrency else 200)
+    n = requests if requests is not None else default_requests(concurrency)
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
-    limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
-    if limits.kv_blocks * limits.block_size < prompt + new:
-        raise UsageError(
-            f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
-            hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
-        )
+    limits, pool = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
     load = Load(prompt, new, n, concurrency, rate, seed)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     top = simulate(ceiling, load, limits)

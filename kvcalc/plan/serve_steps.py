@@ -7,6 +7,8 @@ bytes and FLOPs are sums over the sequences (tests/test_serve.py checks the two 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, pipelined, time_of
 from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.step import (
@@ -40,10 +42,11 @@ def uniform_step_time(
     staged: tuple[Stage, ...],
     constants: tuple[dict[str, float], str] | None = None,
     base: StepFeatures | None = None,
+    comm: Callable[[int], float] | None = None,
 ) -> StepTime:
     """step_time for `decodes` sequences whose contexts sum to `context_sum`, spread evenly.
-    `constants` (calibration.constants_for) and `base` (prompt_features) may be passed in when
-    timing many steps of one setup."""
+    `constants` (calibration.constants_for), `base` (prompt_features) and `comm` (step.comm_seconds
+    by the step's tokens) may be passed in when timing many steps of one setup."""
     from kvcalc.cost.calibration import constants_for
 
     if engine not in ENGINES:
@@ -72,7 +75,8 @@ def uniform_step_time(
         message_bytes=tokens * spec.hidden_size * activation_bytes(spec, dtype),
         tokens=tokens,
         seqs=n + (max(1, prefill_seqs) if prefill_tokens else 0),
-        ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True) + comm_seconds(spec, dep, tokens, dtype),
+        ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True)
+        + (comm(tokens) if comm else comm_seconds(spec, dep, tokens, dtype)),
     )
     consts, basis = constants or constants_for(gpu, engine)
     est = time_of(f, consts, engine)
