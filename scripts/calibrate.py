@@ -80,7 +80,7 @@ def names_for(points) -> list[str]:
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [
-        f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s", "ttft_wave") for e in engines
+        f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s", "ttft_queue") for e in engines
     ]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]

@@ -128,7 +128,11 @@ def from_points(skipped: Counter) -> list[dict]:
             skipped["no batch, concurrency or lengths"] += 1
             continue
         kv = "fp8" if str(p.get("kv_cache_dtype") or "").startswith("fp8") else "bf16"
-        if p.get("kv_cache_dtype") is None and engine == "trtllm" and dtype_of(p.get("weight_dtype")) in ("fp8", "nvfp4"):
+        if (
+            p.get("kv_cache_dtype") is None
+            and engine == "trtllm"
+            and dtype_of(p.get("weight_dtype")) in ("fp8", "nvfp4")
+        ):
             # NOTE: TensorRT-LLM's fp8/fp4 checkpoints (trtllm-bench, the perf-overview tables) quantize
             # the KV cache with the weights; with bf16 KV several of these points would beat the ceiling.
             kv = "fp8"

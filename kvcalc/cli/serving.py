@@ -114,6 +114,7 @@ def fit(
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
+    ceiling: CeilingOpt = False,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
@@ -244,6 +245,7 @@ def fit(
                     mfu=util[1] if util else 1.0,
                     dep=dep,
                     steps=steps,
+                    engine=None if ceiling else (engine or "vllm"),
                 )
             result.ok, result.verdict = verdict(result)
             results.append(result)
@@ -274,6 +276,42 @@ def fit(
                 for b in grid
             ]
             lines.append((f"seq {s:,} (ceiling)", grid, times))
+            if not ceiling and util is None:  # what the verdict decides on, with its 80% interval
+                from kvcalc.cost.estimate import step_time
+
+                est = [
+                    step_time(
+                        spec, gpu_spec, dep, engine=engine or "vllm", decode_contexts=[s] * b,
+                        dtype=overrides.get("dtype"), kv_dtype=kv, staged=staged,
+                    )
+                    for b in grid
+                ]  # fmt: skip
+                lines.append((f"seq {s:,} (estimate, {engine or 'vllm'})", grid, [t.estimate_s for t in est]))
+                lines.append((f"seq {s:,} estimate 80% low", grid, [t.lo_s for t in est]))
+                lines.append((f"seq {s:,} estimate 80% high", grid, [t.hi_s for t in est]))
+            elif util is not None:
+                u = decode_row
+                lines.append(
+                    (
+                        f"seq {s:,} (what-if MBU {util[0]:g}, MFU {util[1]:g})",
+                        grid,
+                        [
+                            u(
+                                spec,
+                                gpu_spec,
+                                b,
+                                s,
+                                overrides.get("dtype"),
+                                kv,
+                                compute,
+                                dep=dep,
+                                staged=staged,
+                                util=util,
+                            ).estimate_step_seconds
+                            for b in grid
+                        ],
+                    )
+                )
         where = f"{dep.gpus} x {gpu_spec.name}" if dep.gpus > 1 else gpu_spec.name
         return fit_chart(f"Time per output token: {spec.name} on {where}", lines, tpot_ms, grid)
 

@@ -33,6 +33,7 @@ STARTING: dict[str, float] = {
     "ar_bw_eff.pcie": 0.5,
     "step_s": 300e-6,
     "seq_s": 5e-6,
+    "ttft_queue": 30.0,
     "interval.decode.lo": 0.8,
     "interval.decode.hi": 1.25,
     "interval.prefill.lo": 0.75,

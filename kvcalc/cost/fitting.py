@@ -8,8 +8,8 @@ errors) and `kvcalc calibrate` (a user's own points). No file is read here.
 Closed-loop concurrency C (each client sends its next request when the last ends) uses a
 steady-state closed form, not a simulation: a token of each request takes a decode step of the C
 sequences plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
-is its own prompt pass, plus half a step of waiting, plus a fitted share (`ttft_wave`) of the
-prefill of all C prompts at once: the benchmark's first wave, whose queueing the mean TTFT includes.
+is its own prompt pass, plus half a step of waiting, plus queueing behind the other arriving prompts:
+`ttft_queue` x sqrt(C / new) prompt passes (an empirical form, fitted per engine).
 The ceiling of the same figures is the bare steps: no arriving prompts, no queueing.
 """
 
@@ -40,7 +40,6 @@ class SetupFeatures(NamedTuple):
     setup: Setup
     decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1)
     first: StepFeatures  # the prompt pass that yields a request's first token
-    wave: StepFeatures | None  # closed loop: all C prompts at once
     prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
 
 
@@ -74,11 +73,11 @@ def setup_features(
     if setup.concurrency is None or c == 1:
         # NOTE: one client alone is a batch of 1: its prompt never shares a step with a decode.
         b = setup.batch or 1
-        return SetupFeatures(setup, decode(b), prompt(b * p, b), None, 0.0)
+        return SetupFeatures(setup, decode(b), prompt(b * p, b), 0.0)
     # NOTE: the prompts that arrive while a request decodes (c of them per `new` steps) are charged
     # as their own prefill passes amortized over the steps, not as a few prompt tokens in every step
     # (which would count a MoE's expert reads as if each step touched more experts).
-    return SetupFeatures(setup, decode(c), prompt(p, 1), prompt(c * p, c), c / n)
+    return SetupFeatures(setup, decode(c), prompt(p, 1), c / n)
 
 
 class Figures(NamedTuple):
@@ -97,8 +96,12 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
     # the bound (no constants) leaves out what the steady state may overlap: arriving prompts, queueing
     tpot = step + (sf.prompts_per_step * ttft if c else 0.0)
     users = s.concurrency or s.batch or 1
-    if sf.wave is not None and c:
-        ttft += 0.5 * tpot + c.get(f"ttft_wave.{engine}", c.get("ttft_wave", 0.0)) * time(sf.wave)
+    if sf.prompts_per_step and c:
+        # NOTE: queueing behind the prompts that arrive together; grows as sqrt(C / new) on the
+        # aiconfigurator and InferenceX runs (linear in C overshoots 3-5x at C = 128), scaled by a
+        # fitted per-engine `ttft_queue` (AIC itself multiplies prefill by 1 + log2(C)/8 for vLLM).
+        queue = c.get(f"ttft_queue.{engine}", c.get("ttft_queue", 0.0)) * math.sqrt(sf.prompts_per_step)
+        ttft += 0.5 * step + queue * ttft
     total = ttft + (n - 1) * tpot
     return Figures(ttft, tpot, total, users * n / total)
 
@@ -169,8 +172,6 @@ def fit(
     c = dict(start)
     for name in names:
         c.setdefault(name, _base(c, name))
-        if name.startswith("ttft_wave") and c[name] <= 0:
-            c[name] = 0.05
     step = dict.fromkeys(names, 0.7)
     best = loss(points, c)
     for _ in range(sweeps):

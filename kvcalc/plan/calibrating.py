@@ -62,8 +62,8 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
     names = [f"bw_eff.{fam}", f"step_s.{engine}", f"seq_s.{engine}", f"decode_layer_s.{engine}"]
     if any(p.metric == "ttft_ms" for p in points):
         names += [f"mfu.{fam}", f"prefill_layer_s.{engine}"]
-    if any(p.sf.wave is not None and p.metric == "ttft_ms" for p in points):
-        names.append(f"ttft_wave.{engine}")
+    if any(p.sf.prompts_per_step and p.metric == "ttft_ms" for p in points):
+        names.append(f"ttft_queue.{engine}")
     fitted = fit(points, base, names)
     mine = {n: fitted[n] for n in names}
     if len(points) >= 10:  # NOTE: fewer points say little about the spread; keep the shipped interval then

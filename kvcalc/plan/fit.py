@@ -44,6 +44,7 @@ class SloResult(Result):
     tokens_per_s: float
     basis: str  # "ceiling" or "estimate"
     met: bool = True  # False: no batch that fits meets the goals; tpot_s / ttft_s are then batch 1's
+    ceiling_batch: int | None = None  # with the calibrated estimate deciding: the batch the ceiling would allow
 
 
 class FitResult(Result):
@@ -253,4 +254,5 @@ def verdict(result: FitResult) -> tuple[bool, str]:
             f"fits on {where} but misses {goals}: batch 1 takes {figures} ({slo.basis}); "
             "relax the goal, add GPUs (--tp) or quantize weights and cache"
         )
-    return True, f"fits on {where} and meets {goals} up to batch {slo.batch:,} ({slo.basis})"
+    also = f"; the ceiling would allow {slo.ceiling_batch:,}" if slo.ceiling_batch is not None else ""
+    return True, f"fits on {where} and meets {goals} ({slo.basis}) up to batch {slo.batch:,}{also}"

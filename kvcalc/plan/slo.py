@@ -25,9 +25,12 @@ def largest_batch(
     mfu: float,
     dep: Deployment = SINGLE,
     steps: list[str] | None = None,
+    engine: str | None = None,
 ) -> SloResult:
     """Never refuses: when no batch meets the goals (or none fits), `met` is False and the figures
-    are batch 1's, so the verdict can say by how much the goal is missed."""
+    are batch 1's, so the verdict can say by how much the goal is missed. With `engine` (and no
+    mbu / mfu what-if) the calibrated estimate decides, and `ceiling_batch` says what the bound allows:
+    a ceiling can only prove a miss."""
     for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive, got {value:g}")
@@ -41,17 +44,38 @@ def largest_batch(
     def seconds(row) -> float:  # noqa: ANN001
         return row.estimate_step_seconds if util else row.step_seconds
 
-    def tpot(b: int) -> float:
+    def tpot_bound(b: int) -> float:
         return seconds(decode_row(spec, gpu, b, fit.seq, dtype, kv_dtype, compute, dep=dep, staged=staged, util=util))
 
-    def ttft(b: int) -> float:
+    def ttft_bound(b: int) -> float:
         return seconds(prefill_row(spec, gpu, b, prompt, dtype, kv_dtype, compute, dep=dep, staged=staged, util=util))
 
+    tpot, ttft = tpot_bound, ttft_bound
+    calibrated = engine is not None and util is None
+    if calibrated:
+        from kvcalc.cost.estimate import step_time
+
+        def tpot(b: int) -> float:
+            kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged)
+            return step_time(spec, gpu, dep, decode_contexts=[fit.seq] * b, **kw).estimate_s  # type: ignore[arg-type]
+
+        def ttft(b: int) -> float:
+            kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged)
+            return step_time(spec, gpu, dep, prefill_tokens=b * prompt, prefill_seqs=b, **kw).estimate_s  # type: ignore[arg-type]
+
+    def meets(b: int, tp_, tt_) -> bool:  # noqa: ANN001
+        return (tpot_ms is None or tp_(b) * 1e3 <= tpot_ms) and (ttft_ms is None or tt_(b) * 1e3 <= ttft_ms)
+
     def ok(b: int) -> bool:
-        return (tpot_ms is None or tpot(b) * 1e3 <= tpot_ms) and (ttft_ms is None or ttft(b) * 1e3 <= ttft_ms)
+        return meets(b, tpot, ttft)
 
     best = largest_satisfying(fit.max_batch, ok)
-    basis = "ceiling" if util is None else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
+    ceiling_batch = (
+        largest_satisfying(fit.max_batch, lambda b: meets(b, tpot_bound, ttft_bound)) if calibrated else None
+    )
+    basis = (
+        f"estimate, {engine}" if calibrated else "ceiling" if util is None else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
+    )
     batch = max(best, 1)
     step = tpot(batch)
     if steps is not None:
@@ -84,4 +108,5 @@ def largest_batch(
         tokens_per_s=best / step,
         basis=basis,
         met=best > 0,
+        ceiling_batch=ceiling_batch,
     )

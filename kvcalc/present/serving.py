@@ -82,7 +82,9 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         if s.met:
             sheet.notes.append(
                 f"Largest batch meeting {goal} ({s.basis}): {s.batch:,}; TPOT {fmt_seconds(s.tpot_s)}, "
-                f"{s.tokens_per_s:,.1f} tokens/s" + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+                f"{s.tokens_per_s:,.1f} tokens/s"
+                + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
+                + (f"; the ceiling would allow {s.ceiling_batch:,}" if s.ceiling_batch is not None else "")
             )
         else:
             sheet.notes.append(
