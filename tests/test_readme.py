@@ -25,3 +25,18 @@ def test_tour_is_current():
         [sys.executable, "scripts/readme_tour.py", "--check"], cwd=REPO, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_readme_and_docs_name_only_files_a_clone_has():
+    # NOTE: the team's reference data (../shared, THEORY.md) sits beside a developer's checkout, not in a clone.
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        assert "../shared" not in text and "THEORY.md" not in text, doc.name
+        for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+            if "://" not in target:
+                assert (doc.parent / target).exists(), f"{doc.name} links to {target}, which is not in the repo"
+
+
+def test_readme_starts_with_quick_start_then_the_tour():
+    heads = re.findall(r"^## (.+)$", (REPO / "README.md").read_text(), re.M)
+    assert heads[:3] == ["Quick start", "A tour", "Reference"]

@@ -18,9 +18,9 @@ def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:
             # into the query and W_UV into the output, so every head attends over the cached latent
             # itself: QK over kv_lora_rank + rope (576 for DeepSeek-V3), V over kv_lora_rank (512). The
             # absorbed projections cost what kv_b_proj costs, so the parameter FLOPs do not change.
-            return spec.kv_lora_rank + spec.qk_rope_head_dim, spec.kv_lora_rank
+            return spec.latent_rank + spec.rope_dim, spec.latent_rank
         # Without absorption (prefill) MLA attends with (nope + rope)-wide keys and v_head_dim values.
-        qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
+        qk = (spec.qk_nope_head_dim or 0) + spec.rope_dim
         return qk, spec.v_head_dim or spec.qk_nope_head_dim or qk
     d = spec.head_dim_effective
     return d, d
@@ -49,8 +49,8 @@ def decode_keys(run: LayerRun, seq: int) -> Fraction:
     A chunked layer (Llama 4) lets query i (from 1) see ((i - 1) mod C) + 1 keys: inside the first
     chunk that is `seq`; past it the position cycles through the chunk, so a step averages (C + 1) / 2.
     """
-    if run.kind == LayerKind.CHUNKED and seq > run.window_tokens:
-        return Fraction(run.window_tokens + 1, 2)
+    if run.kind == LayerKind.CHUNKED and seq > run.window:
+        return Fraction(run.window + 1, 2)
     return Fraction(tokens_held(run, seq))
 
 
@@ -84,7 +84,7 @@ def chunked_pairs(prompt: int, chunk: int) -> int:
 def layer_pairs(run: LayerRun, prompt: int) -> int:
     """Query-key pairs one layer computes for a prompt of `prompt` tokens."""
     if run.kind == LayerKind.CHUNKED:
-        return chunked_pairs(prompt, run.window_tokens)
+        return chunked_pairs(prompt, run.window)
     if run.kind == LayerKind.SLIDING:
         return causal_pairs(prompt, run.window_tokens)
     if run.kind == LayerKind.CROSS:
@@ -103,7 +103,7 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
 
 def lm_head_params(spec: ModelSpec) -> int:
     """The LM head's weights (vocab x hidden), tied or not: compute_params counts them once."""
-    return spec.vocab_size * spec.hidden_size
+    return spec.vocab * spec.hidden_size
 
 
 def prefill_flops(spec: ModelSpec, prompt: int) -> int:

@@ -70,7 +70,7 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
         return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.head_dim_effective
     if run.kind == LayerKind.MLA:
         # NOTE: the latent is shared by all heads, so every rank stores it whole.
-        return spec.kv_lora_rank + spec.qk_rope_head_dim
+        return spec.latent_rank + spec.rope_dim
     return 0
 
 
@@ -79,7 +79,7 @@ def tokens_held(run: LayerRun, seq: int) -> int:
     if run.kind in (LayerKind.FULL, LayerKind.MLA):
         return seq
     if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
-        return min(seq, run.window_tokens)
+        return min(seq, run.window)
     if run.kind == LayerKind.CROSS:
         return seq if run.cross_tokens is None else run.cross_tokens
     return 0

@@ -35,14 +35,14 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     if run.kind == LayerKind.STATELESS:
         return run.mixer_params or 0
     if run.kind == LayerKind.MLA:
-        nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
+        nope, rope = spec.qk_nope_head_dim or 0, spec.rope_dim
         v = spec.v_head_dim or nope
         if spec.q_lora_rank:
             q = hidden * spec.q_lora_rank + spec.q_lora_rank + spec.q_lora_rank * h * (nope + rope)
         else:
             q = hidden * h * (nope + rope)
-        kv_a = hidden * (spec.kv_lora_rank + rope) + spec.kv_lora_rank
-        kv_b = spec.kv_lora_rank * h * (nope + v)
+        kv_a = hidden * (spec.latent_rank + rope) + spec.latent_rank
+        kv_b = spec.latent_rank * h * (nope + v)
         return q + kv_a + kv_b + h * v * hidden
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
     bias = (h * d + 2 * g * d) if spec.attention_bias else 0
@@ -153,12 +153,12 @@ def weight_dtypes(spec: ModelSpec, dtype: str | None) -> tuple[str, str]:
 class Shard(NamedTuple):
     """Parameters (of the model, or of one rank) grouped by the format they are stored in."""
 
-    ends: Fraction  # embedding, final norm, LM head: 16-bit unless the checkpoint quantizes the LM head
-    mixers: Fraction  # attention / SSM projections: 16-bit when an ignore list keeps attention so
+    ends: Fraction | int  # embedding, final norm, LM head: 16-bit unless the checkpoint quantizes the LM head
+    mixers: Fraction | int  # attention / SSM projections: 16-bit when an ignore list keeps attention so
     # dense MLPs and shared experts; also the norms and routers, which vLLM keeps 16-bit but are counted
     # in the linear format here (under 0.2% of any model's bytes)
-    dense: Fraction
-    experts: Fraction  # routed experts
+    dense: Fraction | int
+    experts: Fraction | int  # routed experts
 
 
 def _per_param(fmt: LinearFormat) -> Fraction:
@@ -233,7 +233,7 @@ def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) ->
         return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
     c = param_counts(spec)
     hidden = spec.hidden_size
-    ends = (c.lm_head + min(tokens, spec.vocab_size) * hidden if c.lm_head else c.embedding) + hidden
+    ends = (c.lm_head + min(tokens, spec.vocab) * hidden if c.lm_head else c.embedding) + hidden
     routed = Fraction(0)
     if spec.is_moe:
         routed = c.moe_layers * expected_experts(spec.experts, spec.experts_per_token, tokens) * c.expert_params

@@ -220,7 +220,7 @@ def _explain_decode(
     bw, peak = gpu.bandwidth_bytes_per_s, gpu.peak_flop_per_s(compute_dtype)
     for st, (w, k, r, f) in zip(staged, per_stage):
         where = (
-            f"  stage {st.index} (layers {st.start}-{st.end - 1}) per GPU:"
+            f"  stage {st.number} (layers {st.start}-{st.end - 1}) per GPU:"
             if dep.pp > 1
             else "  per GPU:"
             if dep.gpus > 1

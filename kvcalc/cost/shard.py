@@ -94,9 +94,9 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
     """One layer's token-mixer parameters on one rank."""
     hidden = spec.hidden_size
     if run.kind == LayerKind.MLA:
-        rope = spec.qk_rope_head_dim
+        rope = spec.rope_dim
         # q_a_proj (+ its norm) and kv_a_proj_with_mqa (+ its norm) are replicated; the rest splits by heads.
-        whole = hidden * (spec.kv_lora_rank + rope) + spec.kv_lora_rank
+        whole = hidden * (spec.latent_rank + rope) + spec.latent_rank
         if spec.q_lora_rank:
             whole += hidden * spec.q_lora_rank + spec.q_lora_rank
         return whole + Fraction(attention_params(spec, run) - whole, tp)
@@ -148,7 +148,7 @@ def _layer_rank(
 
 def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> Fraction:
     """Embedding (first stage), final norm and LM head (last stage) on one rank."""
-    table = Fraction(spec.vocab_size * spec.hidden_size, tp)  # vocab-parallel rows
+    table = Fraction(spec.vocab * spec.hidden_size, tp)  # vocab-parallel rows
     # NOTE: vLLM pads the vocabulary to a multiple of 64 before splitting it (pad_vocab_size in
     # vocab_parallel_embedding.py): under 64 rows, < 0.05% of any table here, so not modelled.
     out = Fraction(0)
@@ -160,7 +160,7 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> 
     # Tied and on one stage, the input table is the LM head's: held and read once, below.
     if first and not (spec.tie_embeddings and pp == 1):
         # A step reads only its tokens' rows of the input table.
-        out += table if tokens is None else Fraction(min(tokens, spec.vocab_size) * spec.hidden_size, tp)
+        out += table if tokens is None else Fraction(min(tokens, spec.vocab) * spec.hidden_size, tp)
     if last:
         out += spec.hidden_size + table
     return out
@@ -214,7 +214,7 @@ def rank_read_parts(
     per = shard_formats(spec, dtype)
     base = _rank_params(spec, tp, stage, pp, 1)
     if spec.params:
-        return sum((n * b for n, b in zip(base, per)), zero), zero, 0, zero
+        return Fraction(sum((n * b for n, b in zip(base, per)), zero)), zero, 0, zero
     rows = Fraction(spec.hidden_size, tp) if stage == 0 and not (spec.tie_embeddings and pp == 1) else zero
     start, end = pp_indices(spec.num_layers, stage, pp)
     moe_layers = sum(n for _, moe, n in _stage_layers(spec, start, end) if moe)
@@ -257,7 +257,7 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
             one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
             total += n * spec.experts_per_token * Fraction(one, tp)
     if stage == pp - 1:
-        total += spec.hidden_size + Fraction(spec.vocab_size * spec.hidden_size, tp)
+        total += spec.hidden_size + Fraction(spec.vocab * spec.hidden_size, tp)
     return math.ceil(total)
 
 

@@ -69,7 +69,7 @@ class Term(NamedTuple):
 
 
 class Stage(NamedTuple):
-    index: int
+    number: int  # the pipeline stage, 0 first
     start: int
     end: int
     terms: tuple[Term, ...]
@@ -78,7 +78,9 @@ class Stage(NamedTuple):
     resident_bytes: int  # weights one GPU of this stage holds
     state_bytes: int  # SSM / linear-attention state of one sequence on one rank
     attention_heads: int  # query heads per rank
-    read_parts: tuple  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
+    read_parts: tuple[
+        Fraction, Fraction, int, Fraction
+    ]  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
 
 
 def held(window: int | None, context: int) -> int:
@@ -123,12 +125,12 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
         last = s == pp - 1 and not spec.params
         out.append(
             Stage(
-                index=s,
+                number=s,
                 start=start,
                 end=end,
                 terms=tuple(t for t in terms if t.elements or t.decode_flops),
                 compute_params=rank_compute_params(spec, tp, s, pp),
-                lm_head_params=math.ceil(Fraction(spec.vocab_size * spec.hidden_size, tp)) if last else 0,
+                lm_head_params=math.ceil(Fraction(spec.vocab * spec.hidden_size, tp)) if last else 0,
                 resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype),
                 # NOTE: SSM / linear-attention heads split across ranks like attention heads.
                 state_bytes=math.ceil(state / tp),
@@ -263,7 +265,7 @@ def memory_fit(
         kv = batch * held_kv_bytes(st, context, kv_dtype)
         state = batch * st.state_bytes
         need = st.resident_bytes + kv + state + dep.reserve_bytes
-        fit = Fit(need <= budget, st.index, len(staged), need, budget, st.resident_bytes, kv, state)
+        fit = Fit(need <= budget, st.number, len(staged), need, budget, st.resident_bytes, kv, state)
         if worst is None or fit.over_bytes > worst.over_bytes:
             worst = fit
     assert worst is not None

@@ -47,4 +47,4 @@ def rotary_dim(spec: ModelSpec) -> int:
     """Columns of the rotary cache: the config's partial rotary width, else the (rope) head dim."""
     if spec.checkpoint and spec.checkpoint.rotary_dim:
         return spec.checkpoint.rotary_dim
-    return spec.qk_rope_head_dim if spec.is_mla else spec.head_dim_effective
+    return spec.rope_dim if spec.is_mla else spec.head_dim_effective

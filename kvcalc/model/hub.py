@@ -91,11 +91,12 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
-    from huggingface_hub.utils import disable_progress_bars, logging
+    from huggingface_hub.utils import logging
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
     # NOTE: results go to stdout and one error line to stderr; the library's retry warnings and
     # progress bars would break that contract.
-    logging.set_verbosity_error()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     disable_progress_bars()
     at = f"{repo_id}@{revision}" if revision else repo_id
     offline = _offline()
@@ -116,10 +117,10 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
         # Offline, or the hub did not answer: what the local cache holds. NOTE: try_to_load_from_cache
         # reads only files; hf_hub_download(local_files_only=True) first builds request headers,
         # which fetches the hub's agent registry (utils/_detect_agent.py, 3 s more when unreachable).
-        path = try_to_load_from_cache(repo_id, "config.json", revision=revision)
-        if not isinstance(path, str):
+        cached = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+        if not isinstance(cached, str):
             raise LocalEntryNotFoundError("config.json is not in the local cache")
-        return path, "cache"
+        return cached, "cache"
     except GatedRepoError:
         raise HubError(f"{at} is a gated repository: access needs approval and a token", hint=LOGIN_HINT) from None
     except RevisionNotFoundError:

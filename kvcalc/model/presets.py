@@ -13,7 +13,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from kvcalc.errors import NotFoundError, SpecError, UsageError
 from kvcalc.model import presetyaml as presetyaml
@@ -92,9 +92,9 @@ def _strict_loader() -> type:
     copy was made the other way round)."""
     import yaml
 
-    class Strict(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN202
-            seen = set()
+    class Strict(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # C loader when built
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[object] = set()
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue  # `<<: *base` merges keys that this mapping may override: not a repeat
@@ -287,7 +287,7 @@ def find(kind: str, name: str) -> ModelSpec | GpuSpec | None:
     return found.spec if found else None
 
 
-def load_all(kind: str) -> list[ModelSpec] | list[GpuSpec]:
+def load_all(kind: str) -> list[ModelSpec | GpuSpec]:
     """Every built-in preset, validated (for listings and tests)."""
     return [_load(kind, stem) for stem in preset_names(kind)]
 
@@ -323,14 +323,16 @@ def _missing(kind: str, name: str) -> NotFoundError:
 
 def get_model(name: str) -> ModelSpec:
     spec = find(MODEL_DIR, name)
-    if spec is None:
+    if not isinstance(spec, ModelSpec):  # None: not found (the model kind only holds ModelSpecs)
         raise _missing(MODEL_DIR, name)
     return spec
 
 
 def get_gpu(name: str) -> GpuSpec:
+    from kvcalc.hardware.gpu import GpuSpec
+
     spec = find(GPU_DIR, name)
-    if spec is None:
+    if not isinstance(spec, GpuSpec):  # None: not found (the GPU kind only holds GpuSpecs)
         raise _missing(GPU_DIR, name)
     return spec
 
@@ -353,7 +355,7 @@ def check_user_name(kind: str, name: str, replace: bool = False) -> Path:
     return path
 
 
-def save_user_preset(kind: str, name: str, data: dict, header: str = "", replace: bool = False) -> Path:
+def save_user_preset(kind: str, name: str, data: dict[str, Any], header: str = "", replace: bool = False) -> Path:
     """Validate `data` as a preset and write it to the user folder as NAME.yaml; returns the path."""
     import yaml
 

@@ -13,6 +13,7 @@ YAML 1.1 meaning differs from JSON's (`1e3` is a string to PyYAML, `yes` a boole
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Bare (plain) scalars read here, with PyYAML's meaning: decimal ints (YAML 1.1 allows `_`), floats
 # with a dot and an optional signed exponent (PyYAML's float rule), and three words.
@@ -61,7 +62,8 @@ def _token(text: str, pos: int) -> tuple[str | None, str | None, str | None, int
     m = _FLOW_TOKEN.match(text, pos)
     if not m:
         raise _NotPlain
-    return (*m.groups(), m.end())
+    string, punct, bare = m.groups()
+    return string, punct, bare, m.end()
 
 
 def _flow(text: str, pos: int, depth: int = 0) -> tuple[object, int]:
@@ -78,7 +80,9 @@ def _flow(text: str, pos: int, depth: int = 0) -> tuple[object, int]:
         return _bare(bare), pos
     if punct not in ("[", "{"):
         raise _NotPlain
-    close, items, pairs = ("]" if punct == "[" else "}"), [], {}
+    close = "]" if punct == "[" else "}"
+    items: list[Any] = []
+    pairs: dict[str, Any] = {}
     _, first, _, after = _token(text, pos)
     if first == close:
         return (items if punct == "[" else pairs), after
@@ -99,7 +103,7 @@ def _flow(text: str, pos: int, depth: int = 0) -> tuple[object, int]:
             raise _NotPlain
 
 
-def _block(lines: list[str]) -> list | dict:
+def _block(lines: list[str]) -> list[Any] | dict[str, Any]:
     """The indented lines under a bare `key:`: all `- item` (a list) or all `key: value` (a mapping)."""
     indent = len(lines[0]) - len(lines[0].lstrip(" "))
     if any(len(line) - len(line.lstrip(" ")) != indent for line in lines):
@@ -107,7 +111,7 @@ def _block(lines: list[str]) -> list | dict:
     items = [line[indent:] for line in lines]
     if all(item.startswith("- ") for item in items):
         return [_scalar(item[2:].lstrip(" ")) for item in items]
-    out: dict = {}
+    out: dict[str, Any] = {}
     for item in items:
         m = _KEY.fullmatch(item)
         if not m or not m.group(2) or m.group(1) in out or m.group(1).lower() in _WORD_KEYS:
@@ -116,13 +120,13 @@ def _block(lines: list[str]) -> list | dict:
     return out
 
 
-def _parse(text: str) -> dict:
+def _parse(text: str) -> dict[str, Any]:
     lines = text.split("\n")
     # NOTE: str.isprintable refuses more than YAML does (tabs, controls, also no-break spaces and
     # format characters): those files go to PyYAML, which also reports what it refuses itself.
     if not all(line.isprintable() for line in lines):
         raise _NotPlain
-    data: dict = {}
+    data: dict[str, Any] = {}
     key: str | None = None  # a bare `key:` whose block is being collected
     block: list[str] = []
     for line in lines:
@@ -155,7 +159,7 @@ def _parse(text: str) -> dict:
     return data
 
 
-def load(text: str) -> dict | None:
+def load(text: str) -> dict[str, Any] | None:
     """The mapping `yaml.safe_load(text)` gives, when text is in the plain subset; else None."""
     try:
         return _parse(text)

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kvcalc.errors import SpecError
+
 Scale = Literal["none", "tensor", "channel", "group", "block"]
 Compute = Literal["16-bit", "fp32", "fp8", "int8", "fp4"]
 
@@ -32,6 +34,11 @@ class LinearFormat(BaseModel):
     extra_bytes: int = 0  # per-linear constants (global scales)
     compute: Compute = "16-bit"  # the tensor-core format its matmuls run in
 
+    def _group(self) -> int:
+        if self.group_size is None:
+            raise SpecError(f"weight format {self.name}: scale '{self.scale}' needs group_size")
+        return self.group_size
+
     def linear_bytes(self, out_rows: int, in_cols: int) -> int:
         """Bytes of one [out_rows, in_cols] weight in this format, scales included."""
         return sum(self.tensor_bytes(out_rows, in_cols))
@@ -43,9 +50,9 @@ class LinearFormat(BaseModel):
         if self.scale == "channel":
             scales = out_rows
         elif self.scale == "group":
-            scales = out_rows * math.ceil(in_cols / self.group_size)
+            scales = out_rows * math.ceil(in_cols / self._group())
         elif self.scale == "block":
-            scales = math.ceil(out_rows / self.group_size) * math.ceil(in_cols / self.group_size)
+            scales = math.ceil(out_rows / self._group()) * math.ceil(in_cols / self._group())
         elif self.scale == "tensor":
             scales = 1
         else:
@@ -67,7 +74,7 @@ def plain(dtype: str) -> LinearFormat:
 # group size 128 and 16-bit scales (GPTQ / AWQ / Marlin, symmetric: Marlin drops the zero points).
 # mxfp4: e8m0 scale per 32 (OCP MX spec, vLLM mxfp4.py); nvfp4: fp8 scale per 16 plus an fp32
 # global weight scale and input scale per linear (modelopt.py / compressed_tensors_w4a4_nvfp4.py).
-_NAMED = {
+_NAMED: dict[str, dict[str, object]] = {
     "fp8": {"weight_bits": 8, "scale": "channel", "scale_bytes": 4, "compute": "fp8"},
     "int8": {"weight_bits": 8, "scale": "channel", "scale_bytes": 4, "compute": "int8"},
     "int4": {"weight_bits": 4, "scale": "group", "group_size": 128, "scale_bytes": 2},
@@ -89,7 +96,15 @@ def named(dtype: str) -> LinearFormat | None:
     Built on demand: a LinearFormat made at import would build the models' validators at every
     start (defer_build above), which `kvcalc cache` on an unquantized model never needs."""
     fields = _NAMED.get(dtype)
-    return LinearFormat(name=dtype, **fields) if fields else None
+    return LinearFormat.model_validate({"name": dtype, **fields}) if fields else None
+
+
+def _named(dtype: str) -> LinearFormat:
+    """A format of _NAMED by its name (the callers name one of them)."""
+    fmt = named(dtype)
+    if fmt is None:
+        raise SpecError(f"'{dtype}' is not a quantized weight format ({', '.join(QUANTIZED_DTYPES)})")
+    return fmt
 
 
 class Quantization(BaseModel):
@@ -135,8 +150,9 @@ def _ignored(patterns: list[str], *names: str) -> bool:
 
 def _compressed_tensors(q: dict[str, Any]) -> Quantization:
     groups = q.get("config_groups") or {}
-    scheme = next(iter(groups.values()), None) if isinstance(groups, dict) else None
-    weights = scheme.get("weights") if isinstance(scheme, dict) else None
+    first = next(iter(groups.values()), None) if isinstance(groups, dict) else None
+    scheme: dict[str, Any] = first if isinstance(first, dict) else {}
+    weights = scheme.get("weights")
     if not isinstance(weights, dict):
         return Quantization(method="compressed-tensors", problem="no config_groups weights scheme")
     bits, kind = weights.get("num_bits"), weights.get("type", "int")
@@ -162,12 +178,14 @@ def _compressed_tensors(q: dict[str, Any]) -> Quantization:
             group_size=size,
             scale_bytes=4,
             zero_points=not weights.get("symmetric", True),
-            compute=name if acts else "16-bit",
+            compute=("fp8" if kind == "float" else "int8") if acts else "16-bit",
         )
-        return Quantization(linear=fmt, **common)
+        return Quantization.model_validate({"linear": fmt, **common})
     if bits == 4 and kind == "float" and group == 16:
-        nvfp4 = named("nvfp4")
-        return Quantization(linear=nvfp4 if acts else nvfp4.model_copy(update={"compute": "16-bit"}), **common)
+        nvfp4 = _named("nvfp4")
+        return Quantization.model_validate(
+            {"linear": nvfp4 if acts else nvfp4.model_copy(update={"compute": "16-bit"}), **common}
+        )
     if bits in (4, 8) and kind == "int" and strategy in ("group", "channel"):
         fmt = LinearFormat(
             name=f"int{bits}",
@@ -178,7 +196,7 @@ def _compressed_tensors(q: dict[str, Any]) -> Quantization:
             zero_points=not weights.get("symmetric", True),
             compute="int8" if acts and bits == 8 else "16-bit",
         )
-        return Quantization(linear=fmt, **common)
+        return Quantization.model_validate({"linear": fmt, **common})
     return Quantization(
         method="compressed-tensors", problem=f"{bits}-bit {kind} weights with strategy '{strategy}' are not modelled"
     )
@@ -240,7 +258,7 @@ def read_quantization(q: Any) -> Quantization | None:
                 name="fp8", weight_bits=8, scale="block", group_size=int(block[0]), scale_bytes=4, compute="fp8"
             )
         elif method == "fbgemm_fp8":
-            fmt = named("fp8")
+            fmt = _named("fp8")
         else:  # serialized per-tensor fp8 (fp8.py Fp8LinearMethod: one fp32 scale per linear)
             fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
         ignore = [str(x) for x in q.get("ignored_layers") or q.get("modules_to_not_convert") or []]
@@ -248,18 +266,18 @@ def read_quantization(q: Any) -> Quantization | None:
             method=method, linear=fmt, attention_quantized=not _ignored(ignore, "model.layers.0.self_attn.q_proj")
         )
     if method == "modelopt":
-        nested = q.get("quantization") if isinstance(q.get("quantization"), dict) else {}
+        nested: dict[str, Any] = q["quantization"] if isinstance(q.get("quantization"), dict) else {}
         algo = str(q.get("quant_algo") or nested.get("quant_algo", "")).upper()
         # NOTE: vLLM's ModelOpt configs (modelopt.py) read the modules left unquantized from the
         # compressed-tensors style "ignore" or the older "exclude_modules" (nested under
         # "quantization" in hf_quant_config.json); NVIDIA's checkpoints list every self_attn there.
         ignore = [str(x) for x in q.get("ignore") or q.get("exclude_modules") or nested.get("exclude_modules") or []]
-        kept = {"attention_quantized": not _ignored(ignore, "model.layers.0.self_attn.q_proj")}
+        kept = not _ignored(ignore, "model.layers.0.self_attn.q_proj")
         if algo == "FP8":
             fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
-            return Quantization(method=method, linear=fmt, **kept)
+            return Quantization(method=method, linear=fmt, attention_quantized=kept)
         if algo == "NVFP4":
-            return Quantization(method=method, linear=named("nvfp4"), **kept)
+            return Quantization(method=method, linear=_named("nvfp4"), attention_quantized=kept)
         return Quantization(method=method, problem=f"quant_algo '{algo}'")
     return Quantization(method=method or "unknown", problem="this quantization method is not modelled")
 
@@ -270,7 +288,7 @@ def checkpoint_info(raw: Any) -> Checkpoint | None:
 
     if not isinstance(raw, dict):
         return None
-    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     heads, hidden = text.get("num_attention_heads"), text.get("hidden_size")
     head_dim = text.get("head_dim") or text.get("qk_rope_head_dim")
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
@@ -279,8 +297,8 @@ def checkpoint_info(raw: Any) -> Checkpoint | None:
     if isinstance(head_dim, int):
         factor = text.get("partial_rotary_factor", 1.0)
         rotary = int(head_dim * factor) if isinstance(factor, (int, float)) and 0 < factor <= 1 else head_dim
-    declared = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
-    declared = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(declared)
+    stored = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
+    declared = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(stored)
     return Checkpoint(
         declared_dtype=declared,
         quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),

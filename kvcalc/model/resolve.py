@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from kvcalc.errors import NotFoundError, SpecError, UsageError
 from kvcalc.model.presets import MODEL_DIR, locate, suggestions
-from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 
 # NOTE: patterns as strings, compiled by re on first use: a run that names a preset never needs them.
 HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
@@ -39,7 +39,7 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
     return Resolved(spec, source, str(path))
 
 
-def _per_layer(spec: ModelSpec) -> list:
+def _per_layer(spec: ModelSpec) -> list[LayerRun]:
     """The layers one run each, as a pattern of num_layers. NOTE: expanded_layers() repeats the
     pattern's runs with their counts kept (a `count: 3` run three times): as a pattern again, Llama
     3.2 Vision's 3 + 1 + 1 period became 11 per 5 layers and every --images was refused."""
@@ -129,7 +129,7 @@ def _refuse_meaningless(spec: ModelSpec, overrides: dict[str, Any]) -> None:
         raise UsageError(f"--window has no meaning for {spec.name}: it has no attention layer a window could bound")
 
 
-def _cross_tokens(spec: ModelSpec, runs: list, overrides: dict[str, Any]) -> list:
+def _cross_tokens(spec: ModelSpec, runs: list[LayerRun], overrides: dict[str, Any]) -> list[LayerRun]:
     """--images N (N x the model's tokens per image) or --encoder-seq on cross-attention layers."""
     if not any(r.kind == LayerKind.CROSS for r in runs):
         raise UsageError(f"model '{spec.name}' has no cross-attention layers: --images / --encoder-seq do not apply")
@@ -169,7 +169,7 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     if len(text) > 1024 or any(len(part.encode()) > 255 for part in re.split(r"[/\\]", text)):
         raise NotFoundError(f"no preset, file or hub id is named '{text[:40]}…' ({len(text):,} characters)")
     found = locate(MODEL_DIR, text)  # a preset name or alias, built-in or user, or a FILE.yaml in its schema
-    if found is not None:
+    if found is not None and isinstance(found.spec, ModelSpec):  # the model kind only holds ModelSpecs
         source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
         return Resolved(override(found.spec, overrides), source, found.location)
     path = Path(text).expanduser()

@@ -1,11 +1,11 @@
-"""Pydantic input models: the model architecture (ModelSpec, LayerRun); the accelerator is in gpu.py."""
+"""Pydantic input models: the model architecture (ModelSpec, LayerRun); the accelerator is in hardware/gpu.py."""
 
 # NOTE: no `from __future__ import annotations` in the Pydantic model modules: Pydantic would compile
 # every field's annotation string at import (about 2 ms of start-up over results, specs and quant).
 from collections import Counter
 from enum import Enum
 from functools import cached_property
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -45,6 +45,11 @@ class LayerRun(BaseModel):
     cross_tokens: NonNeg | None = 0
     # Attends over an earlier layer's K and V (Hunyuan's cross-layer attention): caches nothing itself.
     kv_shared: bool = False
+
+    @property
+    def window(self) -> int:
+        """The window of a sliding or chunked layer (the validator below makes sure it is set)."""
+        return _required(self.window_tokens, f"a {self.kind.value} layer's window_tokens")
 
     @model_validator(mode="after")
     def _window_matches_kind(self) -> "LayerRun":
@@ -169,6 +174,21 @@ class ModelSpec(BaseModel):
         return self.kv_lora_rank is not None
 
     @property
+    def latent_rank(self) -> int:
+        """MLA's kv_lora_rank (set on every MLA model: the validator checks it)."""
+        return _required(self.kv_lora_rank, f"model '{self.name}': kv_lora_rank")
+
+    @property
+    def vocab(self) -> int:
+        """vocab_size, which the parameter counts and the LM head need (configs may leave it out)."""
+        return _required(self.vocab_size, f"model '{self.name}': vocab_size")
+
+    @property
+    def rope_dim(self) -> int:
+        """MLA's qk_rope_head_dim, the decoupled rotary part of the latent."""
+        return _required(self.qk_rope_head_dim, f"model '{self.name}': qk_rope_head_dim")
+
+    @property
     def is_moe(self) -> bool:
         return self.experts > 0
 
@@ -222,7 +242,15 @@ def validation_message(exc: ValidationError) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def _fields_at(title: str, loc: tuple) -> list[str]:
+def _required(value: int | None, what: str) -> int:
+    # NOTE: the validators guarantee these fields where the arithmetic asks for them; a spec built
+    # around them (model_construct) gets a message rather than a TypeError on None.
+    if value is None:
+        raise SpecError(f"{what} is required here")
+    return value
+
+
+def _fields_at(title: str, loc: tuple[object, ...]) -> list[str]:
     """The field names a model named `title` accepts at the top level (nested paths: none offered)."""
     if loc:
         return []
@@ -235,7 +263,10 @@ def _fields_at(title: str, loc: tuple) -> list[str]:
     return []
 
 
-def build(model: type[BaseModel], data: object, where: str):
+M = TypeVar("M", bound=BaseModel)
+
+
+def build(model: type[M], data: object, where: str) -> M:
     """Validate data into a model, turning Pydantic's error into a one-line SpecError."""
     try:
         return model.model_validate(data)

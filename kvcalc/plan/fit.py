@@ -158,7 +158,9 @@ def fit_report(
     attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
     if steps is not None:
         all_weights = weight_bytes_resident(spec, dtype)
-        where = f" (pipeline stage {stage.index}, layers {stage.start}-{stage.end - 1}: the tightest)" if pp > 1 else ""
+        where = (
+            f" (pipeline stage {stage.number}, layers {stage.start}-{stage.end - 1}: the tightest)" if pp > 1 else ""
+        )
         steps += [
             f"budget per GPU: {gpu.capacity_bytes:,} B × {gpu_util:g} = {budget:,} B",
             f"weights: {weights:,} B per GPU (as vLLM loads them)"

@@ -10,7 +10,7 @@ never enters (a --dtype int4 what-if does not shrink the state).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.spec import LayerKind, LayerRun
@@ -171,7 +171,7 @@ def jamba(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerR
         raise cfg.refuse(f"field num_experts must be an integer for Jamba, got {experts!r}")
     runs = []
     for i in range(layers):
-        dense = {} if (experts > 1 and i % moe_period == moe_offset) else {"intermediate_size": inter}
+        dense: dict[str, Any] = {} if (experts > 1 and i % moe_period == moe_offset) else {"intermediate_size": inter}
         if i % period == offset:
             runs.append(LayerRun(kind=LayerKind.FULL, **dense))
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from kvcalc.model.hf.fields import Config
 
 # Families whose MLP is fc_in -> act -> fc_out (no gate projection).
@@ -30,7 +32,7 @@ UNGATED = {
 
 def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
     if "kv_heads" in cfg.overrides:
-        return cfg.overrides["kv_heads"]
+        return cast(int, cfg.overrides["kv_heads"])
     if model_type == "falcon":
         if cfg.get("new_decoder_architecture"):
             return cfg.int_field("num_kv_heads", "num_key_value_heads")
@@ -46,7 +48,7 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
         return attn.get("kv_n_heads") or heads if kind == "grouped_query_attention" else heads
     if model_type == "dbrx":
         # DBRX keeps its KV heads in attn_config (transformers DbrxAttentionConfig.kv_n_heads, default 1).
-        return (cfg.get("attn_config") or {}).get("kv_n_heads", 1)
+        return cast(int, (cfg.get("attn_config") or {}).get("kv_n_heads", 1))
     if cfg.get("multi_query") is True:  # gpt_bigcode (StarCoder, SantaCoder)
         return 1
     value = cfg.get("num_key_value_heads", "num_kv_heads", "n_head_kv")

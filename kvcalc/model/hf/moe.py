@@ -16,7 +16,7 @@ def _uniform(cfg: Config, name: str, value: Any) -> Any:
     return value
 
 
-def leading_dense(layout: list) -> int:
+def leading_dense(layout: list[Any]) -> int:
     """How many layers at the start of an mlp_layer_types list are dense."""
     return next((i for i, t in enumerate(layout) if t != "dense"), len(layout))
 

@@ -39,7 +39,7 @@ def llama4_chunked(cfg: Config, layers: int) -> list[LayerRun]:
     dense_inter = cfg.int_field("intermediate_size_mlp", "intermediate_size")
     runs = []
     for i in range(layers):
-        extra = {} if i in moe else {"intermediate_size": dense_inter}
+        extra: dict[str, Any] = {} if i in moe else {"intermediate_size": dense_inter}
         if nope[i] and chunk:
             runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=chunk, **extra))
         else:
