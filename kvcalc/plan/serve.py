@@ -40,6 +40,7 @@ class Load(NamedTuple):
     concurrency: int | None = None  # closed loop: clients each with one request in flight
     rate: float | None = None  # open loop: Poisson arrivals, requests/s
     seed: int = 0
+    burst: bool = False  # closed loop: every client's first request whole, sent at once; figures over all
 
 
 class Limits(NamedTuple):
@@ -73,10 +74,10 @@ class ServeStats(NamedTuple):
 class _Req:
     # A decoding request's computed and generated counts are as of engine step `sync`; both grow
     # by one a step after it (the engine materializes them when it needs them one by one).
-    __slots__ = ("arrival", "first", "finish", "computed", "generated", "sync", "key", "version")
+    __slots__ = ("arrival", "new", "first", "finish", "computed", "generated", "sync", "key", "version")
 
-    def __init__(self, arrival: float) -> None:
-        self.arrival = arrival
+    def __init__(self, arrival: float, new: int) -> None:
+        self.arrival, self.new = arrival, new
         self.first = self.finish = -1.0
         self.computed = self.generated = self.sync = self.key = self.version = 0
 
@@ -200,7 +201,7 @@ class _Engine:
         self.dec += 1
         self.dec_computed += r.computed
         self.starts[r.key] += 1
-        heapq.heappush(self.heap, (self.clock + self.new - r.generated, id(r), r.version, r))
+        heapq.heappush(self.heap, (self.clock + r.new - r.generated, id(r), r.version, r))
 
     def _drop_decoder(self, r: _Req) -> None:
         self._sync(r)
@@ -275,8 +276,13 @@ class _Engine:
         arrivals = _arrivals(load)
         now, steps, area = 0.0, 0, 0.0
         if closed:
-            for _ in range(min(load.concurrency or 0, load.requests)):
-                self._send(0.0)
+            c = min(load.concurrency or 0, load.requests)
+            for i in range(c):
+                # NOTE: the clients' first requests are cut to 1/C, 2/C, .., C/C of `new` tokens, so
+                # that the clients are spread evenly over a request's life, as they are in a long run
+                # (identical requests started together would otherwise stay in lockstep for ever, every
+                # prompt in one step). They end before the steady state the figures are taken over.
+                self._send(0.0, new if load.burst else -(-new * (i + 1) // c))
         nxt = 0
         while len(self.finished) < load.requests:
             while nxt < len(arrivals) and arrivals[nxt] <= now:
@@ -341,7 +347,7 @@ class _Engine:
                     r.generated += 1  # the step that computes a prompt's last token samples the next
                     if r.first < 0:
                         r.first = now
-                if r.generated >= new:
+                if r.generated >= r.new:
                     self._retire(r, now)
                 elif r.computed == prompt + r.generated - 1:
                     self.prefilling.pop(r, None)
@@ -365,15 +371,15 @@ class _Engine:
         if self.load.concurrency is not None and self.reqs < self.load.requests:
             self._send(now)
 
-    def _send(self, t: float) -> None:
+    def _send(self, t: float, new: int | None = None) -> None:
         self.reqs += 1
-        self.waiting.append(_Req(t))
+        self.waiting.append(_Req(t, new or self.new))
 
 
 def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:
     c = load.concurrency
     order = sorted(finished, key=lambda r: r.finish)
-    steady = c is not None and len(order) > 2 * c
+    steady = c is not None and len(order) > 2 * c and not load.burst
     if steady:
         # Every client is busy from the c-th finish (the start-up burst is over) until the (N - c)-th,
         # which sends the last request: the completions in between are the steady state.
@@ -386,7 +392,7 @@ def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area:
     window = max(end - start, 1e-30)
     ttfts = [r.first - r.arrival for r in measured]
     decode_gaps = [(r.finish - r.first) for r in measured]
-    tpots = [g / (load.new - 1) for g in decode_gaps] if load.new > 1 else [0.0] * len(measured)
+    tpots = [g / (r.new - 1) if r.new > 1 else 0.0 for g, r in zip(decode_gaps, measured)]
     tpot = sum(tpots) / len(tpots)
     rps = len(measured) / window
     return ServeStats(
@@ -394,9 +400,9 @@ def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area:
         ttft_p50_s=percentile(ttfts, 50),
         ttft_p99_s=percentile(ttfts, 99),
         tpot_s=tpot,
-        itl_s=sum(decode_gaps) / max(len(measured) * (load.new - 1), 1),
+        itl_s=sum(decode_gaps) / max(sum(r.new - 1 for r in measured), 1),
         total_s=sum(r.finish - r.arrival for r in measured) / len(measured),
-        tokens_per_s=rps * load.new,
+        tokens_per_s=sum(r.new for r in measured) / window,
         per_user_tokens_per_s=1 / tpot if tpot > 0 else 0.0,
         requests_per_s=rps,
         mean_in_flight=area / end if end > 0 else 0.0,
