@@ -238,9 +238,18 @@ def fit(
     gpu_util: float = 0.9,
     reserve: str | int = "2GiB",
     block_size: int = 16,
+    engine: str | None = None,
+    engine_version: str | None = None,
+    mem_fraction_static: float | None = None,
+    chunked_prefill_size: int | None = None,
+    page_size: int | None = None,
+    max_running_requests: int | None = None,
+    dp_attention: bool = False,
 ) -> FitResult | list[FitResult]:
-    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without --engine or latency goals);
-    lists or ranges give one result per (seq, batch), as the command's rows."""
+    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without latency goals); lists or
+    ranges give one result per (seq, batch), as the command's rows. engine="sglang" adds SGLang's own
+    pool (result.sglang, `fit --engine sglang`), which then decides `ok`; `kv_dtype` stays kvcalc's
+    (SGLang's pool takes the model dtype, its `auto`)."""
     from kvcalc.cost.kvcache import check_tp
     from kvcalc.plan.deploy import deployment, ranks
     from kvcalc.plan.fit import fit_report
@@ -272,7 +281,35 @@ def fit(
         for s in seqs
         for b in batches
     ]
+    from kvcalc.plan.fit import verdict
+    from kvcalc.plan.sglang import check_options
+
+    sglang = check_options(
+        engine if engine is None or engine.lower() == "sglang" else _no_engine(engine),
+        engine_version=engine_version,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size,
+        max_running_requests=max_running_requests,
+        dp_attention=dp_attention,
+    )
+    for r in results if sglang else ():
+        r.ok, r.verdict = verdict(r)
+        if sglang:
+            from kvcalc.plan import sglang as cli_sglang
+
+            r.sglang = cli_sglang.predict(
+                spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=None,
+                engine_version=engine_version, mem_fraction_static=mem_fraction_static,
+                chunked_prefill_size=chunked_prefill_size, page_size=page_size,
+                max_running_requests=max_running_requests, dp_attention=dp_attention, steps=None,
+            )  # fmt: skip
+            r.ok, r.verdict = cli_sglang.verdict(r)
     return results[0] if len(results) == 1 else results
+
+
+def _no_engine(engine: str) -> None:
+    raise UsageError(f"unknown engine '{engine}' for kvcalc.fit", hint="supported: sglang")
 
 
 def generate(

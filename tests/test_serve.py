@@ -258,3 +258,14 @@ def test_a_burst_start_is_the_benchmarks_whole_run():
     assert s.measured == 12 and (s.ttft_s, s.total_s, s.duration_s) == (1.0, 10.0, 30.0)
     steady = simulate(unit, Load(prompt=100, new=10, requests=12, concurrency=4), BIG)
     assert steady.measured < 12
+
+
+def test_the_pool_is_sglangs_with_engine_sglang(llama):
+    spec, gpu = llama
+    r = serve_report(spec, gpu, SINGLE, prompt=1024, new=128, concurrency=2, engine="sglang")
+    fit = run_json("fit", "llama-3-8b", "--gpu", "h100", "--engine", "sglang", "--seq", "1152", "--kv-dtype", "bf16")
+    assert r.kv_capacity_tokens == fit["sglang"]["kv_capacity_tokens"]
+    assert (r.max_num_seqs, r.max_num_batched_tokens) == (
+        fit["sglang"]["max_running_requests"],
+        fit["sglang"]["chunked_prefill_size"],
+    )

@@ -32,6 +32,14 @@ from kvcalc.cli.common import (
 from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
 from kvcalc.cli.serve import ConcurrencyOpt, RateOpt, RequestsOpt, SeedOpt
+from kvcalc.cli.sglang import (
+    ChunkedPrefillOpt,
+    DpAttentionOpt,
+    EngineVersionOpt,
+    MaxRunningOpt,
+    MemFractionOpt,
+    PageSizeOpt,
+)
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
@@ -77,8 +85,14 @@ def fit(
         typer.Option("--block-size", help="Paged-attention block in tokens; each sequence rounds up to whole blocks."),
     ] = 16,
     engine: Annotated[
-        Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm.")
+        Optional[str], typer.Option("--engine", help="Also print an engine's own start-up figures: vllm, sglang.")
     ] = None,
+    engine_version: EngineVersionOpt = None,
+    mem_fraction_static: MemFractionOpt = None,
+    chunked_prefill_size: ChunkedPrefillOpt = None,
+    page_size: PageSizeOpt = None,
+    max_running_requests: MaxRunningOpt = None,
+    dp_attention: DpAttentionOpt = False,
     kv_memory: Annotated[
         Optional[str],
         typer.Option("--kv-memory", help="Available KV memory per GPU as the engine logged it, e.g. 52.79GiB."),
@@ -140,6 +154,7 @@ def fit(
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
     """
     from kvcalc.cli import vllm as cli_vllm
+    from kvcalc.plan import sglang as cli_sglang
     from kvcalc.plan.fit import fit_report, verdict
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
@@ -155,10 +170,20 @@ def fit(
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
     gpu_spec = _gpu(gpu)
+    is_sglang = cli_sglang.check_options(
+        engine,
+        engine_version=engine_version,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size,
+        max_running_requests=max_running_requests,
+        dp_attention=dp_attention,
+    )
+    sglang_kv = kv  # None: SGLang's auto, the model dtype
     if kv is None:
         kv = cli_vllm.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = cli_vllm.check_options(
-        engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
+        None if is_sglang else engine, kv_memory, block_size, reserve, n_pp, max_num_seqs, max_batched_tokens, gpu_spec
     )
     dep = deployment(
         spec,
@@ -248,6 +273,25 @@ def fit(
                     engine=None if ceiling else (engine or "vllm"),
                 )
             result.ok, result.verdict = verdict(result)
+            if is_sglang:
+                result.sglang = cli_sglang.predict(
+                    spec,
+                    gpu_spec,
+                    tp=n_tp,
+                    pp=n_pp,
+                    seq=s,
+                    batch=b,
+                    dtype=overrides.get("dtype"),
+                    kv_dtype=sglang_kv,
+                    engine_version=engine_version,
+                    mem_fraction_static=mem_fraction_static,
+                    chunked_prefill_size=chunked_prefill_size,
+                    page_size=page_size,
+                    max_running_requests=max_running_requests,
+                    dp_attention=dp_attention,
+                    steps=steps,
+                )
+                result.ok, result.verdict = cli_sglang.verdict(result)
             results.append(result)
     if goals:
         from kvcalc.cli.serve import concurrency_searches
@@ -324,7 +368,7 @@ def _fit_csv_row(result) -> dict:  # noqa: ANN001
     row = {
         k: v
         for k, v in result.model_dump().items()
-        if k not in ("per_gpu", "vllm", "slo", "warnings", "concurrency_slo")
+        if k not in ("per_gpu", "vllm", "sglang", "slo", "warnings", "concurrency_slo")
     }
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
     if result.concurrency_slo is not None:

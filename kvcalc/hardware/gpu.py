@@ -39,6 +39,9 @@ class GpuSpec(BaseModel):
     # 8-GPU board): the link bandwidth is split over this many peer links, and a tensor-parallel
     # group of t GPUs reaches only the t - 1 links to its own members.
     link_mesh_peers: Pos | None = None
+    # What `nvidia-smi --query-gpu=memory.total` prints, in MiB (a few hundred MiB above the CUDA
+    # total): SGLang picks its default --mem-fraction-static from it (engines/sglang/release.py).
+    nvidia_smi_memory_mib: Pos | None = None
 
     @field_validator("peak_dense_tflop_per_s")
     @classmethod

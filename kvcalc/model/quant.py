@@ -118,6 +118,7 @@ class Quantization(BaseModel):
     attention_quantized: bool = True  # False when the ignore list keeps attention 16-bit
     lm_head_quantized: bool = False
     problem: str | None = None  # why the format could not be read
+    kv_cache_fp8: bool = False  # the config asks for an fp8 KV cache (kv_cache_quant_algo / kv_cache_scheme)
 
 
 class Checkpoint(BaseModel):
@@ -239,6 +240,22 @@ def _bitsandbytes(q: dict[str, Any]) -> Quantization:
 
 def read_quantization(q: Any) -> Quantization | None:
     """The format of each linear-layer group from a config's quantization_config (None: unquantized)."""
+    quant = _read_quantization(q)
+    if quant is not None and isinstance(q, dict):
+        # NOTE: SGLang's --kv-cache-dtype auto becomes fp8 when the checkpoint says so (0.5.5
+        # model_runner: ModelOpt's kv_cache_quant_algo "FP8"; compressed-tensors' kv_cache_scheme).
+        inner = q.get("quantization")
+        nested: dict[str, Any] = inner if isinstance(inner, dict) else {}
+        algo = str(q.get("kv_cache_quant_algo") or nested.get("kv_cache_quant_algo") or "").upper()
+        scheme = q.get("kv_cache_scheme")
+        if algo == "FP8" or (
+            isinstance(scheme, dict) and (scheme.get("num_bits"), scheme.get("type", "float")) == (8, "float")
+        ):
+            quant = quant.model_copy(update={"kv_cache_fp8": True})
+    return quant
+
+
+def _read_quantization(q: Any) -> Quantization | None:
     if not isinstance(q, dict):
         return None
     method = str(q.get("quant_method", "")).lower()

@@ -13,6 +13,7 @@ from kvcalc.cost.kvcache import (
 )
 from kvcalc.cost.params import weight_bytes_resident
 from kvcalc.cost.step import Deployment, Stage, context_warning, held_kv_bytes, stages
+from kvcalc.engines.sglang.pool import SglangPool
 from kvcalc.engines.vllm.figures import VllmFigures
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -67,6 +68,7 @@ class FitResult(Result):
     max_concurrency: float
     per_gpu: PerGpu
     vllm: VllmFigures | None = None
+    sglang: SglangPool | None = None  # fit --engine sglang: SGLang's own pool, which then decides `ok`
     slo: SloResult | None = None
     concurrency_slo: ConcurrencySearch | None = None  # fit --tpot-ms/--ttft-ms: closed-loop serving
     warnings: list[str] = []

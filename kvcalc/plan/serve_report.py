@@ -102,7 +102,9 @@ def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int
 ) -> tuple[Limits, str]:
     """The scheduler limits and KV blocks: vLLM 0.19's own pool and OpenAI-server defaults with
-    --engine vllm; otherwise capacity x gpu_util less weights and --reserve, in vLLM-sized blocks."""
+    --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
+    defaults) with sglang; otherwise capacity x gpu_util less weights and --reserve, in vLLM-sized
+    blocks under vLLM's limits."""
     if engine == "vllm":
         from kvcalc.engines.vllm.figures import vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
@@ -121,6 +123,20 @@ def kv_pool(
         )  # fmt: skip
         limits = Limits(seqs, tokens, fig.num_blocks // fig.kv_cache_groups, fig.block_size)
         return limits, f"vLLM {fig.version} pool ({fig.kv_cache_tokens:,} tokens), max_num_seqs {seqs}, budget {tokens}"
+    if engine == "sglang":
+        from kvcalc.engines.sglang.pool import SglangSettings
+        from kvcalc.engines.sglang.pool import predict as sglang_predict
+
+        p = sglang_predict(spec, gpu, SglangSettings(tp=dep.tp, pp=dep.pp, kv_dtype=kv_dtype), seq=context, dtype=dtype)
+        if p.refusal:
+            raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
+        limits = Limits(
+            p.max_running_requests, p.chunked_prefill_size, p.kv_capacity_tokens // p.page_size, p.page_size
+        )
+        return limits, (
+            f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
+            f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
+        )
     from kvcalc.engines.vllm.memory import default_limits
 
     seqs, tokens = default_limits(gpu)

@@ -84,10 +84,10 @@ def sweep_sheet(results: list) -> Sheet:
 
 
 def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
-    sched = "vLLM's V1 scheduler" if r.engine == "vllm" else f"vLLM's V1 scheduler (no {r.engine} scheduler model)"
+    sched = "" if r.engine == "vllm" else f" (no {r.engine} scheduler model)"
     notes = [
-        f"Continuous batching as {sched} runs it: KV pool {r.kv_pool}; chunked prefill; "
-        "preemption by recompute when the pool is full.",
+        f"Continuous batching scheduled as vLLM's V1 scheduler does it{sched}: KV pool {r.kv_pool}; chunked "
+        "prefill; preemption by recompute when the pool is full.",
         "The ceiling is every step at its physics bound: no real server beats it."
         + (f" The estimate: {r.estimate.basis}." if r.estimate else ""),
     ]

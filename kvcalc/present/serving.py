@@ -69,6 +69,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
             )
         sheet.notes += [f"  {line}" for line in v.log_lines]
         sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
+    if result.sglang:
+        from kvcalc.present.sglang import notes
+
+        sheet.notes += notes(result.sglang)
     if result.slo:
         s = result.slo
         goal = " and ".join(
@@ -118,6 +122,7 @@ def fit_grid_sheet(results: list) -> Sheet:
             "fits",
             "largest\nbatch",
             *(["batch for\ngoals"] if goals else []),
+            *(["SGLang\n#tokens", "SGLang\nfits"] if first.sglang else []),
         ],
         text_columns=(),
         # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
@@ -136,6 +141,7 @@ def fit_grid_sheet(results: list) -> Sheet:
                 "yes" if r.fits else "NO",
                 f"{r.max_batch:,}",
                 *([f"{r.slo.batch:,}" if r.slo and r.slo.met else "none"] if goals else []),
+                *([f"{r.sglang.max_total_num_tokens:,}", "yes" if r.sglang.fits else "NO"] if r.sglang else []),
             ]
         )
     bad = [r for r in results if not r.ok]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from kvcalc.engines.runtime import NVLS_BYTES, has_nvls
 from kvcalc.engines.weights import WeightBytes, padded_vocab, weight_bytes
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.formats import quantization_of
@@ -33,15 +34,8 @@ GIB = 2**30
 # 0.24-0.26 GiB on one H100 in public vLLM 0.19 logs (llm-d-incubation/llm-d-planner PR #205,
 # accuracy/results/v0.19.0/logs: Llama-3.1-8B, Qwen2.5-7B, DeepSeek-V2-Lite, Gemma-2-2B, Phi-4).
 NON_TORCH_BASE_BYTES = round(0.25 * GIB)
-# NOTE: on NVSwitch systems with NVLink SHARP (H100/H200/B200 SXM, NVLink 4 and 5) NCCL sets up
-# NVLS buffers outside torch for the tensor-parallel group's collectives: vLLM PR #10511 logged
-# non-torch memory rising from 1.79 to 3.58 GiB going from tp 1 to tp 2 (Llama-3-8B, H100), the
-# 0.19 logs above from 0.25 to 2.07 (tp 2) and 2.13 GiB (tp 4); NVIDIA's NeMo launcher sets
-# NCCL_NVLS_ENABLE=0 "for memory saving" (NeMo-Framework-Launcher PR #127). Without NVLS (PCIe,
-# NVLink bridges, A100) the ring buffers are far smaller (0.09 GiB in all at tp 4 in a public
-# vLLM log) and are named as not sized. Pipeline stages only send and receive: their NCCL
-# point-to-point buffers are not sized either.
-NVLS_BYTES = round(1.85 * GIB)
+# NVLS_BYTES: NCCL's NVLink SHARP buffers on NVSwitch systems (engines/runtime.py, shared with SGLang).
+# Without NVLS the ring buffers are not sized; pipeline stages' send/receive buffers are not sized either.
 # NOTE: torch-allocated library workspaces created by the first GEMMs of the profiling run
 # (PyTorch's cuBLAS + cuBLASLt workspaces, 32 MiB each per handle and stream on Hopper;
 # CUBLAS_WORKSPACE_CONFIG default :4096:8) and small sampler scratch buffers.
@@ -90,11 +84,6 @@ class MemoryTerms(Result):
     stages: list[StageMemory]
     weights: WeightBytes
     unsized: list[str]  # terms kvcalc cannot size for this model, left out of the sums above
-
-
-def has_nvls(gpu: GpuSpec) -> bool:
-    """NVLink SHARP through NVSwitch: NVLink 4 / 5 parts (not the bridged PCIe / NVL cards)."""
-    return bool(gpu.interconnect) and gpu.interconnect.startswith(("NVLink 4", "NVLink 5"))
 
 
 def activation_dtype(spec: ModelSpec, gpu: GpuSpec, dtype: str | None) -> str:

@@ -1,0 +1,46 @@
+"""`fit --engine sglang`: its Typer options (the checks and the glue are plan/sglang.py).
+
+Light at import (typing and typer only): `kvcalc cache` imports the command modules that register fit."""
+
+from typing import Annotated, Optional
+
+import typer
+
+EngineVersionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine-version",
+        help="SGLang release whose defaults and accounting to follow, e.g. 0.4.9 or 0.5.23 (default 0.5.5).",
+    ),
+]
+MemFractionOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--mem-fraction-static",
+        help="SGLang --mem-fraction-static (0-1], a share of the free memory before the weights load, not of the "
+        "card (default: the release's own pick for the card, tp x pp and chunked_prefill_size).",
+    ),
+]
+ChunkedPrefillOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--chunked-prefill-size",
+        help="SGLang chunked_prefill_size in tokens (default: the release's for the card, 2048-16384).",
+    ),
+]
+PageSizeOpt = Annotated[Optional[int], typer.Option("--page-size", help="SGLang --page-size in tokens (default 1).")]
+MaxRunningOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-running-requests",
+        help="SGLang --max-running-requests (default: min(#tokens // 2, the request pool SGLang sizes)).",
+    ),
+]
+DpAttentionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dp-attention",
+        help="Data-parallel attention (SGLang's enable_dp_attention, dp = tp): each rank keeps whole KV heads and "
+        "its own pool (default off).",
+    ),
+]

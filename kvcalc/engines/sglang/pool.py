@@ -1,0 +1,367 @@
+"""SGLang's KV pool on one rank, the way SGLang sizes it at start-up (model_runner.py of 0.5.5,
+profile_max_num_token and init_memory_pool; kv_cache_configurator.py of 0.5.23):
+
+    pre_load  = free memory after distributed init (minimum over ranks): CUDA total - CUDA context - NCCL
+    available = pre_load - weights
+    rest      = available - pre_load x (1 - mem_fraction_static)
+    #tokens   = floor(rest / cell) floored to page_size; the pool allocates #tokens + page_size slots
+
+The cell is one token's K and V on one rank over the attention layers: max(1, kv_heads // attn_tp) x
+(head_dim + v_head_dim) x element per layer, or MLA's latent (kv_lora_rank + qk_rope_head_dim) x element
+replicated on every rank; attn_tp is tp, or tp / dp with DP attention. No profiling run: SGLang sizes
+the pool before it captures CUDA graphs. "GB" in SGLang's logs is GiB (get_available_gpu_memory
+divides by 1 << 30). Pure.
+"""
+
+import math
+
+from kvcalc.cost.kvcache import ATTENTION_KINDS
+from kvcalc.engines.runtime import (
+    CUDA_CONTEXT_BYTES,
+    SGLANG_TP_INIT_NVLS_BYTES,
+    SGLANG_TP_INIT_RING_BYTES,
+    has_nvls,
+)
+from kvcalc.engines.sglang import release as rel
+from kvcalc.engines.weights import weight_bytes
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.formats import quantization_of
+from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.results import Result
+from kvcalc.units import dtype_bits
+
+GIB = 2**30
+MIB = 2**20
+SWA_FULL_TOKENS_RATIO = 0.8  # server_args.py swa_full_tokens_ratio
+MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio (0.5.5)
+# NOTE: "Load weight end. ... mem usage" is a drop in free memory, not torch's allocation: it also holds
+# what loading leaves behind outside the tensors (CUDA modules loaded lazily by the first kernels, the
+# allocator's rounding). Public logs show it 0.031 GiB above the tensors for Llama-3.1-8B and 0.056 GiB
+# for Qwen2.5-0.5B on one GPU (0.134 GiB for Qwen3-14B at tp 4, left unexplained):
+# ../shared/reference/sglang_logs.json.
+LOAD_OVERHEAD_BYTES = round(0.04 * GIB)
+
+
+# NOTE: no `from __future__ import annotations` here: Pydantic would compile every annotation string.
+class SglangSettings(Result):
+    """The SGLang options that decide the pool (SGLang's names; None: the release's default)."""
+
+    release: str = rel.DEFAULT_RELEASE
+    tp: int = 1
+    pp: int = 1
+    dp_attention: bool = False
+    mem_fraction_static: float | None = None
+    chunked_prefill_size: int | None = None
+    page_size: int = 1
+    max_running_requests: int | None = None
+    context_len: int | None = None  # --context-length; None: the model's max_position_embeddings
+    kv_dtype: str | None = None  # --kv-cache-dtype; None: auto (the model dtype)
+
+
+class SglangPool(Result):
+    """SGLang's start-up figures for one rank (rank 0; the tightest pipeline stage decides #tokens)."""
+
+    release: str
+    mem_fraction_static: float
+    mem_fraction_default: bool  # True: the release's default for this card, tp and chunked_prefill_size
+    gpu_mem_mib: int  # what nvidia-smi reports, the default fraction's input
+    cuda_total_bytes: int
+    pre_load_free_bytes: int  # free after distributed init ("Load weight begin. avail mem")
+    weights_bytes: int  # "Load weight end. ... mem usage"
+    available_kv_bytes: int  # rest: what the pool may take on one rank
+    cell_bytes: int  # one token's KV on one rank, all attention layers
+    max_total_num_tokens: int
+    page_size: int
+    kv_dtype: str
+    mla: bool
+    k_bytes: int | None  # per rank; None for MLA (one buffer)
+    v_bytes: int | None
+    kv_bytes: int | None  # MLA's single latent buffer
+    swa_tokens: int | None = None  # hybrid sliding window: the SWA layers' pool
+    mamba_bytes: int = 0  # Mamba / GDN state carved out of rest first
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    max_running_requests: int
+    context_len: int
+    dp_size: int
+    kv_capacity_tokens: int  # tokens the pool holds across the deployment (one pool per DP rank)
+    seq: int
+    batch: int
+    max_concurrency: float  # kv_capacity_tokens / --seq
+    fits: bool  # batch requests of seq tokens fit the pool(s) and SGLang starts
+    refusal: str | None = None  # SGLang's own error when it would not start
+    log_lines: list[str] = []
+    not_modelled: list[str] = []
+
+
+def gpu_mem_mib(gpu: GpuSpec) -> int:
+    """nvidia-smi's memory.total; without it in the preset, the CUDA total (a few hundred MiB lower)."""
+    return gpu.nvidia_smi_memory_mib or gpu.capacity_bytes // MIB
+
+
+def _elem_bits(kv_dtype: str) -> int:
+    return int(dtype_bits(kv_dtype))
+
+
+def cell_bytes(spec: ModelSpec, kv_dtype: str, attn_tp: int, layers: range | None = None) -> tuple[int, int, bool]:
+    """(K+V bytes of one token on one rank over the attention layers, K bytes alone, MLA?)."""
+    bits = _elem_bits(kv_dtype)
+    expanded = spec.expanded_layers()
+    layers = layers if layers is not None else range(spec.num_layers)
+    k_bits = total_bits = 0
+    mla = False
+    for i in layers:
+        run = expanded[i]
+        if run.kv_shared:
+            continue
+        if run.kind == LayerKind.MLA:
+            mla = True
+            total_bits += (spec.kv_lora_rank + spec.qk_rope_head_dim) * bits
+        elif run.kind in ATTENTION_KINDS:
+            heads = max(1, (run.kv_heads or spec.kv_heads) // attn_tp)
+            d = spec.head_dim_effective
+            k_bits += heads * d * bits
+            total_bits += 2 * heads * d * bits
+    return total_bits // 8, k_bits // 8, mla
+
+
+def _stage_ranges(spec: ModelSpec, pp: int) -> list[range]:
+    if pp == 1:
+        return [range(spec.num_layers)]
+    from kvcalc.cost.shard import pp_indices
+
+    return [range(*pp_indices(spec.num_layers, r, pp)) for r in range(pp)]
+
+
+def _dist_init_bytes(gpu: GpuSpec, tp: int, pp: int) -> int:
+    if tp * pp == 1:
+        return 0
+    if tp > 1 and has_nvls(gpu):
+        return SGLANG_TP_INIT_NVLS_BYTES
+    return SGLANG_TP_INIT_RING_BYTES
+
+
+def _act_dtype(spec: ModelSpec) -> str:
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    declared = declared or (spec.dtype if spec.dtype in ("fp32", "bf16", "fp16") else "bf16")
+    # NOTE: SGLang's --dtype auto serves float32 checkpoints in bf16 (model_config._get_and_verify_dtype).
+    return "bf16" if declared == "fp32" else declared
+
+
+def predict(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    settings: SglangSettings,
+    *,
+    seq: int,
+    batch: int = 1,
+    dtype: str | None = None,
+    pre_load_free_bytes: int | None = None,
+    weights_bytes: int | None = None,
+) -> SglangPool:
+    """SGLang's pool and start-up lines for `spec` on `gpu`; `pre_load_free_bytes` / `weights_bytes`
+    replace kvcalc's figures with logged ones ("Load weight begin/end" lines)."""
+    version = rel.parse_release(settings.release)
+    tp, pp = settings.tp, settings.pp
+    dp = tp if settings.dp_attention else 1
+    attn_tp = tp // dp
+    mib = gpu_mem_mib(gpu)
+    chunk_default, graph_bs = rel.graph_defaults(version, mib, tp)
+    chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
+    act = _act_dtype(spec)
+    checkpoint_quant = spec.checkpoint.quantization if spec.checkpoint else None
+    kv_dtype = settings.kv_dtype or ("fp8" if checkpoint_quant and checkpoint_quant.kv_cache_fp8 else act)
+    ranges = _stage_ranges(spec, pp)
+    has_mla = any(cell_bytes(spec, kv_dtype, attn_tp, r)[2] for r in ranges[:1])
+    fraction = settings.mem_fraction_static
+    default = fraction is None
+    if fraction is None:
+        fraction = rel.default_mem_fraction(
+            version,
+            mib,
+            tp=tp,
+            pp=pp,
+            chunked_prefill_size=chunk,
+            cuda_graph_max_bs=graph_bs,
+            dp_attention=settings.dp_attention,
+            mla=has_mla,
+        )
+    if settings.dp_attention:
+        # NOTE: server_args.py _handle_data_parallelism (after the default fraction is set): with DP
+        # attention the chunked prefill size is divided by dp_size.
+        chunk = max(1, chunk // dp)
+    quant = quantization_of(spec, dtype if dtype not in (None, "fp32", "bf16", "fp16") else None)
+    total = gpu.capacity_bytes
+    pre = pre_load_free_bytes
+    if pre is None:
+        pre = total - CUDA_CONTEXT_BYTES - _dist_init_bytes(gpu, tp, pp)
+    notes = _not_modelled(spec, version, settings, default)
+    state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups() if run.kind == LayerKind.STATELESS)
+    state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
+    # NOTE: 0.5.23 kv_cache_configurator.mm_runtime_reservation_gb: a multimodal model also keeps
+    # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).
+    vlm = bool(spec.checkpoint and spec.checkpoint.vision)
+    vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
+    stage_tokens = []
+    first = None
+    for layers in ranges:
+        w = weight_bytes(spec, act, quant, tp=tp, layers=layers)
+        wb = w.total + LOAD_OVERHEAD_BYTES
+        if attn_tp != tp:
+            # DP attention: the attention projections are split over the attention-TP group only.
+            wb += weight_bytes(spec, act, quant, tp=attn_tp, layers=layers).attention - w.attention
+        if weights_bytes is not None and layers.start == 0:
+            wb = weights_bytes
+        available = pre - wb
+        rest = available - pre * (1 - fraction)
+        if vlm_reserve:
+            rest -= vlm_reserve
+        mamba = 0
+        if state_per_req and rest > 0:
+            # NOTE: 0.5.5 handle_max_mamba_cache (radix cache on): the state pool takes r / (1 + r) of
+            # rest, rounded down to whole requests' states.
+            raw = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+            mamba = int(raw // state_per_req) * state_per_req
+            rest -= mamba
+        cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers)
+        tokens = int(rest // cell) if rest > 0 and cell else 0
+        tokens = tokens // settings.page_size * settings.page_size
+        stage_tokens.append(tokens)
+        if first is None:
+            first = (wb, available, rest, mamba, cell, k_cell, mla, layers)
+    wb, available, rest, mamba, cell, k_cell, mla, layers0 = first
+    tokens = min(stage_tokens)  # PP: an all-reduce MIN over the stages' counts
+    swa_tokens = None
+    full_layers = [i for i in layers0 if spec.expanded_layers()[i].kind in (LayerKind.FULL, LayerKind.MLA)]
+    swa_layers = [i for i in layers0 if spec.expanded_layers()[i].kind == LayerKind.SLIDING]
+    if full_layers and swa_layers and tokens > 0:
+        # NOTE: set_num_token_hybrid: the uniform budget tokens x layers is re-split so that the SWA
+        # layers hold swa_full_tokens_ratio x the full layers' tokens; the count becomes the full layers'.
+        total_tokens = tokens * len(layers0)
+        full = int(total_tokens / (SWA_FULL_TOKENS_RATIO * len(swa_layers) + len(full_layers)))
+        swa_tokens = int(full * SWA_FULL_TOKENS_RATIO)
+        tokens = full
+    context_len = settings.context_len or spec.max_position_embeddings or seq
+    refusal = None
+    if tokens <= 0:
+        refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
+    mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
+    if mamba and state_per_req:
+        # NOTE: init_memory_pool (0.5.5): with a Mamba / GDN state pool the request pool is capped by the
+        # states it holds (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache).
+        mrr = min(mrr, mamba // state_per_req // 3)
+    slots = tokens + settings.page_size
+    bits = _elem_bits(kv_dtype)
+    if mla:
+        k_b = v_b = None
+        kv_b = slots * cell
+    elif swa_tokens is not None:
+        # full layers hold `tokens` slots, SWA layers `swa_tokens` (the SWA pool's page is 1)
+        per_layer_k = k_cell // len(layers0)
+        k_b = (slots * len(full_layers) + (swa_tokens + 1) * len(swa_layers)) * per_layer_k
+        v_b, kv_b = k_b, None
+    else:
+        k_b, v_b, kv_b = slots * k_cell, slots * (cell - k_cell), None
+    del bits
+    capacity = tokens * dp
+    per_pool = tokens // (math.ceil(seq / settings.page_size) * settings.page_size) if tokens else 0
+    fits = refusal is None and per_pool >= 1 and batch <= dp * min(per_pool, mrr)
+    pool = SglangPool(
+        release=settings.release,
+        mem_fraction_static=fraction,
+        mem_fraction_default=default,
+        gpu_mem_mib=mib,
+        cuda_total_bytes=total,
+        pre_load_free_bytes=pre,
+        weights_bytes=wb,
+        available_kv_bytes=max(0, int(rest)),
+        cell_bytes=cell,
+        max_total_num_tokens=tokens,
+        page_size=settings.page_size,
+        kv_dtype=kv_dtype,
+        mla=mla,
+        k_bytes=k_b,
+        v_bytes=v_b,
+        kv_bytes=kv_b,
+        swa_tokens=swa_tokens,
+        mamba_bytes=mamba,
+        chunked_prefill_size=chunk,
+        cuda_graph_max_bs=graph_bs,
+        max_running_requests=mrr,
+        context_len=context_len,
+        dp_size=dp,
+        kv_capacity_tokens=capacity,
+        seq=seq,
+        batch=batch,
+        max_concurrency=capacity / seq if seq else 0.0,
+        fits=fits,
+        refusal=refusal,
+        not_modelled=notes,
+    )
+    return pool.model_copy(update={"log_lines": log_lines(pool, spec, act)})
+
+
+TORCH_DTYPES = {
+    "bf16": "torch.bfloat16",
+    "fp16": "torch.float16",
+    "fp32": "torch.float32",
+    "fp8": "torch.float8_e4m3fn",
+}
+
+
+def _gb(n: int | float) -> str:
+    return f"{n / GIB:.2f}"
+
+
+def log_lines(p: SglangPool, spec: ModelSpec, act: str) -> list[str]:
+    """SGLang's own start-up lines (model_runner.py, scheduler.py) with the predicted values."""
+    torch_dtype = TORCH_DTYPES.get(act, act)
+    after = p.pre_load_free_bytes - p.weights_bytes
+    lines = [
+        f"Load weight begin. avail mem={_gb(p.pre_load_free_bytes)} GB",
+        f"Load weight end. type={spec.name}, dtype={torch_dtype}, avail mem={_gb(after)} GB, "
+        f"mem usage={_gb(p.weights_bytes)} GB.",
+    ]
+    if p.refusal:
+        return [*lines, p.refusal]
+    if p.swa_tokens is not None:
+        lines.append(
+            f"Use Sliding window memory pool. full_layer_tokens={p.max_total_num_tokens}, "
+            f"swa_layer_tokens={p.swa_tokens}"
+        )
+    head = "KV Cache is allocated. "
+    if rel.rule_of(rel.parse_release(p.release)) >= (0, 5, 23):
+        # 0.5.23 memory_pool._finalize_allocation_log names the pool's dtype first
+        head += f"dtype: {TORCH_DTYPES.get(p.kv_dtype, p.kv_dtype)}, "
+    if p.mla:
+        lines.append(f"{head}#tokens: {p.max_total_num_tokens}, KV size: {_gb(p.kv_bytes or 0)} GB")
+    else:
+        lines.append(
+            f"{head}#tokens: {p.max_total_num_tokens}, K size: {_gb(p.k_bytes or 0)} GB, V size: {_gb(p.v_bytes or 0)} GB"
+        )
+    lines.append(
+        f"max_total_num_tokens={p.max_total_num_tokens}, chunked_prefill_size={p.chunked_prefill_size}, "
+        f"max_running_requests={p.max_running_requests}, context_len={p.context_len}"
+    )
+    return lines
+
+
+def _not_modelled(spec: ModelSpec, version: tuple[int, int, int], s: SglangSettings, default: bool) -> list[str]:
+    out = []
+    ck = spec.checkpoint
+    if ck and ck.vision:
+        out.append(
+            "the default fraction's multimodal factor (adjust_mem_fraction_for_vlm) and the vision encoder's own memory"
+        )
+    if rel.rule_of(version) >= (0, 5, 23):
+        out.append(
+            "0.5.23's post-capture KV resizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default, so not applied) and its "
+            "logical-page sharding scratch (off by default)"
+        )
+    if s.pp > 1:
+        out.append("NCCL send/receive buffers between pipeline stages")
+    if any(run.kind == LayerKind.CHUNKED for run, _ in spec.layer_groups()):
+        out.append("Llama-4's chunked-attention pool split (its own closed form); counted as a uniform pool")
+    if rel.rule_of(version) < (0, 4, 6):
+        out.append("chunked_prefill_size defaults of releases before 0.4.6 (taken as 0.4.6's)")
+    return out

@@ -1,0 +1,163 @@
+"""What an SGLang release decides before it loads a model: chunked_prefill_size, cuda_graph_max_bs and
+the default --mem-fraction-static, and the words it refuses to start with.
+
+Pure. Read from python/sglang/srt/server_args.py of each release (0.3.0 to 0.5.5: ServerArgs.__post_init__,
+from 0.5.3 _handle_gpu_memory_settings) and arg_groups/memory_hook.py of 0.5.23
+(handle_gpu_memory_settings, reserve_for_graph_mb). gpu_mem is `nvidia-smi --query-gpu=memory.total` in
+MiB (utils get_nvgpu_memory_capacity). A release between two read ones takes the older one's rule
+(../shared/reference/sglang_rules.md names the releases read; 0.4.6.post5, 0.4.7, 0.4.8, 0.4.9.post2,
+0.5.2, 0.5.5 and 0.5.23 were checked against their wheels here: the reserved-memory rule starts at 0.4.8,
+and 0.4.6/0.4.7 cap large cards at (gpu_mem - 18 GiB) / gpu_mem, not the 13 GiB the notes say).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kvcalc.errors import UsageError
+
+DEFAULT_RELEASE = "0.5.5"
+# The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
+RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 23))
+
+
+def parse_release(text: str) -> tuple[int, int, int]:
+    """'0.5.2rc2', '0.4.9.post2', 'v0.5.5' -> (major, minor, patch); refuses what SGLang never released."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(?:\.?(?:post|rc|dev)\d*)?", text.strip())
+    if not m:
+        raise UsageError(f"--engine-version '{text}' is not a release number", hint="e.g. 0.5.5, 0.4.9.post2")
+    v = (int(m[1]), int(m[2]), int(m[3]))
+    if v < RULE_RELEASES[0]:
+        raise UsageError(
+            f"SGLang {text} is older than the releases kvcalc models", hint="kvcalc models SGLang 0.3.0 and later"
+        )
+    return v
+
+
+def rule_of(release: tuple[int, int, int]) -> tuple[int, int, int]:
+    return max(r for r in RULE_RELEASES if r <= release)
+
+
+def graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) a release picks on this card when neither is given."""
+    g = gpu_mem_mib
+    rule = rule_of(release)
+    if rule < (0, 4, 8):
+        # NOTE: 0.4.6 / 0.4.7 (server_args.py __post_init__): 2048 below 25,000 MiB, 16384 above
+        # 180,000 MiB (0.4.7 only), else 8192; releases before 0.4.6 are taken as 0.4.6.
+        chunk = 2048 if g < 25_000 else 16384 if (g > 180_000 and rule == (0, 4, 7)) else 8192
+        return chunk, 160
+    if rule < (0, 5, 3):
+        # NOTE: 0.4.8-0.5.2: 2048 below 35 GiB, 8192 below 160 GiB, else 16384; cuda_graph_max_bs only
+        # enters the fraction from 0.5.3 on.
+        chunk = 2048 if g < 35 * 1024 else 8192 if g < 160 * 1024 else 16384
+        return chunk, 160
+    small = {(0, 5, 3): (2048, 16), (0, 5, 5): (2048, 24)}.get(rule, (4096, 48))
+    if g < 20 * 1024:
+        return 2048, 8
+    if g < 35 * 1024:
+        return small[0], small[1] if tp < 4 else (80 if rule < (0, 5, 23) else 160)
+    if g < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if g < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """0.5.23's prefill CUDA-graph token buckets (cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes)."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1025, 64))
+        + list(range(1280, 4097, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return [s for s in sizes if s <= max_tokens]
+
+
+def default_mem_fraction(
+    release: tuple[int, int, int],
+    gpu_mem_mib: int,
+    *,
+    tp: int,
+    pp: int,
+    chunked_prefill_size: int,
+    cuda_graph_max_bs: int,
+    dp_attention: bool,
+    mla: bool,
+) -> float:
+    """--mem-fraction-static when it is not given (plain serving: no speculative decoding, not a VLM)."""
+    g, rule, ps = gpu_mem_mib, rule_of(release), tp * pp
+    if rule < (0, 4, 8):
+        eight = 0.83 if rule < (0, 4, 0) else 0.81
+        f = 0.88
+        if rule < (0, 4, 6) or g <= 81920:
+            for at_least, value in ((16, 0.79), (8, eight), (4, 0.85), (2, 0.87)):
+                if (tp if rule < (0, 4, 6) else ps) >= at_least:
+                    f = value
+                    break
+        if rule < (0, 4, 6):
+            return f
+        if rule == (0, 4, 7) and g > 180_000:
+            return 0.79
+        if g > 96 * 1024:
+            # NOTE: not rounded: "15 GB + additional 3GB for cuda graph" (0.4.6 / 0.4.7 server_args.py)
+            return min(f + 48 * 1024 * (1 - f) / g, (g - 18 * 1024) / g)
+        return f
+    if rule == (0, 4, 8):
+        if g < 35 * 1024:
+            reserved = (2.8 + ps / 10) * 1024
+        elif g < 90 * 1024:
+            reserved = (9.5 + ps / 2) * 1024
+        elif g < 160 * 1024:
+            reserved = (12 + ps / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        reserved += 4096 if dp_attention else 0
+        return round((g - reserved) / g, 3)
+    dp = tp if dp_attention else 1
+    reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2 + ps / 8 * 1024
+    if dp_attention:
+        reserved += cuda_graph_max_bs * dp * 3
+        if cuda_graph_max_bs > 300:
+            reserved += cuda_graph_max_bs * dp * 1.5
+    if rule >= (0, 5, 23):
+        # NOTE: the breakable prefill CUDA graph (on by default on CUDA): 8 MiB of non-torch memory per
+        # captured token bucket, 1.5 GiB flat with an MLA backend (memory_hook.reserve_for_graph_mb).
+        reserved += 1.5 * 1024 if mla else 8 * len(prefill_graph_sizes(chunked_prefill_size))
+    if g > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((g - reserved) / g, 3)
+
+
+def refusal(release: tuple[int, int, int], fraction: float, available_gib: float, pre_load_gib: float) -> str:
+    """SGLang's own words when the weights leave no memory for the pool."""
+    if rule_of(release) >= (0, 5, 23):
+        minimum = 1 - available_gib / pre_load_gib
+        suggested = math.ceil(minimum * 1000) / 1000
+        return (
+            f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={fraction}. "
+            f"Raise --mem-fraction-static above {suggested:.3f} (minimum viable = 1 - available/pre = {minimum:.4f}). "
+            "If using speculative decoding, draft weights are now counted."
+        )
+    # NOTE: model_runner.py init_memory_pool (0.4.x-0.5.x): raised when the profiled token count is <= 0.
+    return (
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+        f"Current value: self.server_args.mem_fraction_static={fraction}"
+    )
+
+
+def max_running_requests(
+    release: tuple[int, int, int], tokens: int, context_len: int, given: int | None, dp: int
+) -> int:
+    """The scheduler's max_running_requests (tp_worker.py; kv_cache_configurator.resolve_max_num_reqs in 0.5.23)."""
+    estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
+    if rule_of(release) >= (0, 5, 23):
+        return min(max(1, given // dp), tokens // 2) if given is not None else min(estimated, tokens // 2)
+    # NOTE: 0.5.5: req_to_token_pool holds max_num_reqs = the user's value or the estimate; the
+    # scheduler takes min(tokens // 2 or the user's value // dp, that pool's size).
+    pool = given if given is not None else estimated
+    return min(tokens // 2 if given is None else given // dp, pool)

@@ -1,0 +1,136 @@
+"""`fit --engine sglang` below the CLI: SGLang's options checked, its pool for each fit row, and fit's
+verdict under that pool (the Python API and the command share them). Pure: raises UsageError, prints nothing."""
+
+from __future__ import annotations
+
+
+def check_options(
+    engine: str | None,
+    *,
+    engine_version: str | None,
+    mem_fraction_static: float | None,
+    chunked_prefill_size: int | None,
+    page_size: int | None,
+    max_running_requests: int | None,
+    dp_attention: bool,
+) -> bool:
+    """True for --engine sglang; refuse SGLang's options without it and values SGLang would refuse."""
+    import math
+
+    from kvcalc.errors import UsageError
+
+    sglang = engine is not None and engine.lower() == "sglang"
+    given = [
+        flag
+        for flag, value in (
+            ("--engine-version", engine_version),
+            ("--mem-fraction-static", mem_fraction_static),
+            ("--chunked-prefill-size", chunked_prefill_size),
+            ("--page-size", page_size),
+            ("--max-running-requests", max_running_requests),
+            ("--dp-attention", dp_attention or None),
+        )
+        if value is not None
+    ]
+    if given and not sglang:
+        raise UsageError(f"{given[0]} needs --engine sglang", hint="it is one of SGLang's server arguments")
+    if not sglang:
+        return False
+    if mem_fraction_static is not None and not (math.isfinite(mem_fraction_static) and 0 < mem_fraction_static <= 1):
+        raise UsageError(f"--mem-fraction-static must be in (0, 1], got {mem_fraction_static}")
+    for flag, value in (
+        ("--chunked-prefill-size", chunked_prefill_size),
+        ("--page-size", page_size),
+        ("--max-running-requests", max_running_requests),
+    ):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    if engine_version is not None:
+        from kvcalc.engines.sglang.release import parse_release
+
+        parse_release(engine_version)
+    return True
+
+
+def predict(
+    spec,  # noqa: ANN001
+    gpu,  # noqa: ANN001
+    *,
+    tp: int,
+    pp: int,
+    seq: int,
+    batch: int,
+    dtype: str | None,
+    kv_dtype: str | None,
+    engine_version: str | None,
+    mem_fraction_static: float | None,
+    chunked_prefill_size: int | None,
+    page_size: int | None,
+    max_running_requests: int | None,
+    dp_attention: bool,
+    steps: list[str] | None,
+):  # noqa: ANN201
+    """SGLang's pool for one --seq (the context length, SGLang's --context-length) and --batch."""
+    from kvcalc.cost.shard import check_pp
+    from kvcalc.engines.sglang.pool import SglangSettings
+    from kvcalc.engines.sglang.pool import predict as pool_predict
+    from kvcalc.engines.sglang.release import DEFAULT_RELEASE
+    from kvcalc.errors import UsageError
+
+    check_pp(spec, pp)
+    if kv_dtype not in (None, "bf16", "fp8"):
+        # NOTE: server_args.py (0.5.5) --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16/bfloat16, fp4_e2m1
+        raise UsageError(
+            f"SGLang does not take --kv-dtype {kv_dtype}",
+            hint="its --kv-cache-dtype is auto (the model dtype), bf16 or fp8 (fp8_e4m3 / fp8_e5m2)",
+        )
+    quantized = spec.checkpoint.quantization if spec.checkpoint else None
+    if quantized is not None and dtype not in (None, "fp32", "bf16", "fp16"):
+        raise UsageError(
+            f"--engine sglang: {spec.name} is already quantized ({quantized.method}); SGLang loads the checkpoint's "
+            f"own format, not --dtype {dtype}",
+            hint="drop --dtype to predict the checkpoint's own format",
+        )
+    settings = SglangSettings(
+        release=engine_version or DEFAULT_RELEASE,
+        tp=tp,
+        pp=pp,
+        dp_attention=dp_attention,
+        mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size,
+        page_size=page_size or 1,
+        max_running_requests=max_running_requests,
+        context_len=seq,
+        kv_dtype=kv_dtype,
+    )
+    pool = pool_predict(spec, gpu, settings, seq=seq, batch=batch, dtype=dtype)
+    if steps is not None:
+        from kvcalc.engines.sglang.steps import explain
+
+        steps += explain(pool)
+    return pool
+
+
+def verdict(result) -> tuple[bool, str]:  # noqa: ANN001
+    """fit's verdict under SGLang's pool: one --seq request per pool, --batch of them across the DP ranks."""
+    p = result.sglang
+    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    label = f"SGLang {p.release}"
+    if p.refusal:
+        return False, f"SGLang would not start on {where}: {p.refusal}"
+    if p.max_total_num_tokens < result.seq:
+        return False, (
+            f"DOES NOT FIT under {label}: one {result.seq:,}-token request needs more than the pool's "
+            f"{p.max_total_num_tokens:,} tokens (mem_fraction_static {p.mem_fraction_static:g})"
+        )
+    if not p.fits:
+        return False, (
+            f"DOES NOT FIT under {label}: batch {result.batch:,} x {result.seq:,} tokens exceeds the pool "
+            f"({p.max_concurrency:.2f}x concurrency, max_running_requests {p.max_running_requests:,})"
+        )
+    if result.fits and not result.ok:
+        return result.ok, result.verdict  # a latency goal missed (SGLang's pool decides memory, not --reserve)
+    return (
+        True,
+        f"fits on {where} under {label} ({p.max_concurrency:.2f}x concurrency for {result.seq:,}-token requests)",
+    )

@@ -1,0 +1,277 @@
+"""SGLang's KV pool predicted before a run: the rule against five public start-up logs, the default
+--mem-fraction-static of each release read from its code, hand-derived MLA, DP-attention and SWA pools,
+and `fit --engine sglang` (its lines, JSON, refusal, exit 3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run, shared_path
+
+from kvcalc.engines.sglang import release as rel
+from kvcalc.engines.sglang.pool import SglangSettings, cell_bytes, predict
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.model.spec import ModelSpec
+
+GiB = 2**30
+
+
+def _dense(name: str, layers: int, kv_heads: int, head_dim: int) -> ModelSpec:
+    # Only the cell matters when the log gives the free memory and the weights.
+    return ModelSpec(
+        name=name,
+        num_layers=layers,
+        hidden_size=kv_heads * head_dim * 4,
+        num_heads=kv_heads * 4,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=1024,
+        vocab_size=32000,
+    )
+
+
+def _logs() -> dict[str, dict]:
+    return {e["id"]: e for e in json.loads(shared_path("reference", "sglang_logs.json").read_text())}
+
+
+# id -> (model, gpu, tp, release or None for an explicit fraction, fraction, context_len)
+LOGS = {
+    # 8 x H100 80GB, --quantization fp8, default fraction of v0.5.2rc2 (0.831)
+    "sgl-blog-grok2-8xh100-tp8": (_dense("grok-2", 64, 8, 128), "h100", 8, "0.5.2", None, 131072),
+    # a 24 GB card, default fraction of the July 2025 image (0.4.9: the reserved-memory rule, 0.879)
+    "sgl-maxuhl98-thesis-llama8b-24gb": ("llama-3.1-8b", "rtx-4090", 1, "0.4.9", None, 131072),
+    "sgl-qwen3-14b-tp4-mfs080": ("qwen3-14b", "rtx-4090", 4, None, 0.8, 40960),
+    "sgl-pd-prefill-qwen25-05b-mfs015": (_dense("qwen2.5-0.5b", 24, 2, 64), "rtx-5080", 1, None, 0.15, 2048),
+    # 8 x H200, main of 2025-10-16 (0.5.3's rule, 0.897)
+    "sgl-pr11716-tp8-h200-80layer": ("llama-3.1-70b", "h200", 8, "0.5.3", None, 131072),
+}
+
+
+def _model(m):  # noqa: ANN001, ANN202
+    return get_model(m) if isinstance(m, str) else m
+
+
+def _within(predicted: int, logged: int, cell: int) -> bool:
+    # the acceptance bound: 1 % of #tokens, or 0.15 GiB of pool where that is larger
+    return abs(predicted - logged) <= max(0.01 * logged, 0.15 * GiB / cell)
+
+
+@pytest.mark.parametrize("log_id", sorted(LOGS))
+def test_rule_reproduces_logged_tokens_from_logged_free_memory(log_id):
+    e = _logs()[log_id]
+    model, gpu, tp, release, fraction, ctx = LOGS[log_id]
+    p = e["parsed"]
+    pre = (
+        p.get("avail_before_load_gb_min") or p.get("avail_before_load_gb") or p["avail_after_load_gb"] + p["weights_gb"]
+    )
+    weights = round(p["weights_gb"] * GiB) if "weights_gb" in p else None
+    settings = SglangSettings(
+        release=release or rel.DEFAULT_RELEASE, tp=tp, mem_fraction_static=fraction, context_len=ctx
+    )
+    pool = predict(
+        _model(model), get_gpu(gpu), settings, seq=ctx, pre_load_free_bytes=round(pre * GiB), weights_bytes=weights
+    )
+    assert _within(pool.max_total_num_tokens, p["tokens"], pool.cell_bytes), (pool.max_total_num_tokens, p["tokens"])
+
+
+@pytest.mark.parametrize("log_id", sorted(LOGS))
+def test_k_size_line_is_tokens_plus_one_page_in_gib(log_id):
+    # "K size" of the logged #tokens: (tokens + page_size) slots x one rank's K bytes per token, / 2^30
+    e = _logs()[log_id]
+    model, _, tp, *_ = LOGS[log_id]
+    _, k_cell, _ = cell_bytes(_model(model), "bf16", tp)
+    assert f"{(e['parsed']['tokens'] + 1) * k_cell / GiB:.2f}" == f"{e['parsed']['k_size_gb']:.2f}"
+
+
+def test_max_running_requests_of_the_logs():
+    # 903439 / 131072 x 512 -> 3529 and 298447 / 40960 x 512 -> 3730, as logged
+    assert rel.max_running_requests(rel.parse_release("0.5.2"), 903439, 131072, None, 1) == 3529
+    assert rel.max_running_requests(rel.parse_release("0.5.5"), 298447, 40960, None, 1) == 3730
+    # a small pool: tokens // 2 caps it; a given value is taken whole (0.5.5) or capped by tokens // 2 (0.5.23)
+    assert rel.max_running_requests(rel.parse_release("0.5.5"), 3000, 131072, None, 1) == 1500
+    assert rel.max_running_requests(rel.parse_release("0.5.5"), 3000, 131072, 4000, 1) == 4000
+    assert rel.max_running_requests(rel.parse_release("0.5.23"), 3000, 131072, 4000, 1) == 1500
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "release", "fraction", "logged"),
+    [
+        ("qwen3-14b", "rtx-4090", 4, "0.5.5", 0.8, 298447),
+        ("llama-3.1-70b", "h200", 8, "0.5.3", None, 2795207),
+    ],
+)
+def test_whole_prediction_from_presets(model, gpu, tp, release, fraction, logged):
+    # free memory from the CUDA total, the CUDA context and NCCL; weights as SGLang loads them
+    pool = predict(
+        get_model(model), get_gpu(gpu), SglangSettings(release=release, tp=tp, mem_fraction_static=fraction), seq=8192
+    )
+    assert _within(pool.max_total_num_tokens, logged, pool.cell_bytes)
+
+
+# (gpu MiB, tp) -> fraction per release, computed from each release's server_args.py / memory_hook.py
+@pytest.mark.parametrize(
+    ("mib", "tp", "expected"),
+    [
+        (40960, 1, {"0.3.0": 0.88, "0.4.0": 0.88, "0.4.9": 0.75, "0.5.3": 0.833, "0.5.5": 0.833, "0.5.23": 0.823}),
+        (40960, 8, {"0.3.0": 0.83, "0.4.3": 0.81, "0.5.2": 0.662, "0.5.5": 0.805, "0.5.23": 0.795}),
+        (46068, 1, {"0.4.6": 0.88, "0.5.1": 0.778, "0.5.5": 0.851, "0.5.23": 0.843}),
+        (81559, 1, {"0.4.7": 0.88, "0.4.8": 0.874, "0.5.5": 0.835, "0.5.23": 0.83}),
+        (81559, 8, {"0.4.6": 0.81, "0.5.2": 0.831, "0.5.5": 0.818, "0.5.23": 0.812}),
+        (143771, 8, {"0.4.0": 0.81, "0.5.2": 0.886, "0.5.5": 0.897, "0.5.23": 0.893}),
+        (183359, 1, {"0.4.7": 0.79, "0.5.2": 0.821, "0.5.5": 0.857, "0.5.23": 0.854}),
+    ],
+)
+def test_default_fraction_per_release(mib, tp, expected):
+    for release, fraction in expected.items():
+        v = rel.parse_release(release)
+        chunk, bs = rel.graph_defaults(v, mib, tp)
+        got = rel.default_mem_fraction(
+            v, mib, tp=tp, pp=1, chunked_prefill_size=chunk, cuda_graph_max_bs=bs, dp_attention=False, mla=False
+        )
+        assert round(got, 3) == fraction, (release, got)
+
+
+def test_default_fraction_large_cards_before_0_4_8():
+    # 0.4.6 / 0.4.7 on an H200: min(0.88 + 48 GiB x 0.12 / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem), unrounded
+    got = rel.default_mem_fraction(
+        rel.parse_release("0.4.6.post5"), 143771, tp=1, pp=1, chunked_prefill_size=8192, cuda_graph_max_bs=160,
+        dp_attention=False, mla=False,
+    )  # fmt: skip
+    assert got == (143771 - 18 * 1024) / 143771
+
+
+def test_mla_pool_is_the_latent_replicated_on_every_rank():
+    spec = get_model("deepseek-v2-lite")  # kv_lora_rank 512, qk_rope_head_dim 64, 27 layers
+    assert cell_bytes(spec, "bf16", 1) == cell_bytes(spec, "bf16", 8) == ((512 + 64) * 27 * 2, 0, True)
+    pre, weights = 70 * GiB, 10 * GiB
+    pool = predict(
+        spec, get_gpu("h100"), SglangSettings(tp=2, mem_fraction_static=0.8), seq=4096,
+        pre_load_free_bytes=pre, weights_bytes=weights,
+    )  # fmt: skip
+    rest = pre - weights - pre * 0.2  # 46 GiB
+    assert pool.max_total_num_tokens == int(rest // 31104) == 1587966
+    assert pool.kv_bytes == (1587966 + 1) * 31104 and pool.k_bytes is None
+    assert "KV size: 46.00 GB" in pool.log_lines[2]
+
+
+def test_dp_attention_keeps_whole_heads_and_one_pool_per_rank():
+    spec = get_model("llama-3.1-70b")  # 80 layers, 8 KV heads of 128
+    common = dict(seq=8192, pre_load_free_bytes=77 * GiB, weights_bytes=20 * GiB)
+    tp8 = predict(spec, get_gpu("h100"), SglangSettings(tp=8, mem_fraction_static=0.85), **common)
+    dp8 = predict(spec, get_gpu("h100"), SglangSettings(tp=8, mem_fraction_static=0.85, dp_attention=True), **common)
+    assert tp8.cell_bytes == 1 * 128 * 2 * 80 * 2 == 40960
+    assert dp8.cell_bytes == 8 * 128 * 2 * 80 * 2 == 327680  # attention TP size 1
+    rest = 77 * GiB * 0.85 - 20 * GiB  # 45.45 GiB
+    assert dp8.max_total_num_tokens == int(rest // 327680) == 148930
+    assert dp8.kv_capacity_tokens == 8 * 148930 and tp8.kv_capacity_tokens == tp8.max_total_num_tokens
+    # the default fraction adds cuda_graph_max_bs x dp x 3 (and x 1.5 above 300) MiB; chunked prefill is divided by dp
+    auto = predict(spec, get_gpu("h100"), SglangSettings(tp=8, dp_attention=True), seq=8192)
+    assert auto.mem_fraction_static == round((81559 - (512 + 8192 * 1.5 + 512 * 2 + 1024 + 512 * 8 * 4.5)) / 81559, 3)
+    assert auto.chunked_prefill_size == 1024
+
+
+def test_sliding_window_split():
+    spec = get_model("gpt-oss-20b")  # 24 layers alternating sliding (128) and full, 8 KV heads of 64
+    pool = predict(
+        spec, get_gpu("h100"), SglangSettings(mem_fraction_static=0.8), seq=8192,
+        pre_load_free_bytes=78 * GiB, weights_bytes=13 * GiB,
+    )  # fmt: skip
+    uniform = int((78 * GiB * 0.8 - 13 * GiB) // (24 * 8 * 64 * 2 * 2))  # 49.4 GiB over the uniform cell
+    full = int(uniform * 24 / (0.8 * 12 + 12))
+    assert (pool.max_total_num_tokens, pool.swa_tokens) == (full, int(full * 0.8))
+    assert "Use Sliding window memory pool. full_layer_tokens=" in pool.log_lines[2]
+
+
+def test_fit_engine_sglang_lines_and_json():
+    r = run(
+        "fit", "qwen3-0.6b", "--gpu", "rtx-5080", "--engine", "sglang", "--mem-fraction-static", "0.15", "--seq", "2048"
+    )
+    assert r.exit_code == 0, r.output
+    assert "SGLang 0.5.5 accounting" in r.stdout and "KV Cache is allocated. #tokens: " in r.stdout
+    r = run("fit", "qwen3-14b", "--gpu", "rtx-4090", "--tp", "4", "--engine", "sglang", "--mem-fraction-static", "0.8",
+            "--seq", "40960", "--format", "json")  # fmt: skip
+    s = json.loads(r.stdout)["sglang"]
+    for key in ("max_total_num_tokens", "mem_fraction_static", "k_bytes", "v_bytes", "available_kv_bytes",
+                "weights_bytes", "max_running_requests", "chunked_prefill_size", "release", "kv_capacity_tokens", "fits"):  # fmt: skip
+        assert key in s
+    assert s["mem_fraction_static"] == 0.8 and s["chunked_prefill_size"] == 2048 and s["context_len"] == 40960
+
+
+def test_fit_exits_3_with_json_when_one_request_does_not_fit():
+    r = run("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "sglang", "--seq", "131072", "--format", "json")
+    assert r.exit_code == 3
+    d = json.loads(r.stdout)
+    assert d["sglang"]["fits"] is False and d["sglang"]["max_total_num_tokens"] < 131072 and not d["ok"]
+
+
+def test_fit_predicts_sglang_refusal():
+    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--engine", "sglang", "--format", "json")
+    assert r.exit_code == 3
+    d = json.loads(r.stdout)
+    assert d["sglang"]["refusal"].startswith(
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static"
+    )
+    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--engine", "sglang", "--engine-version", "0.5.23")
+    assert (
+        r.exit_code == 3
+        and "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.83" in r.stdout
+    )
+
+
+def test_sglang_options_need_the_engine():
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--mem-fraction-static", "0.8")
+    assert r.exit_code == 2 and "--mem-fraction-static needs --engine sglang" in r.stderr
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--engine-version", "0.2.9")
+    assert r.exit_code == 2 and "older than the releases kvcalc models" in r.stderr
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--mem-fraction-static", "1.5")
+    assert r.exit_code == 2
+
+
+def test_python_api_fit_engine_sglang():
+    import kvcalc
+
+    r = kvcalc.fit("qwen3-14b", "rtx-4090", tp=4, seq=40960, engine="sglang", mem_fraction_static=0.8)
+    assert r.sglang is not None and r.sglang.mem_fraction_static == 0.8 and r.ok
+    assert r.sglang.max_total_num_tokens == r.sglang.kv_capacity_tokens > 40960
+    bad = kvcalc.fit("llama-3.1-70b", "h100", seq=8192, engine="sglang")
+    assert bad.sglang.refusal and not bad.ok
+
+
+def test_fp8_kv_is_auto_when_the_checkpoint_says_so():
+    # minimax-m2.7-nvfp4's quantization_config has kv_cache_scheme {num_bits: 8, type: float}
+    spec = get_model("minimax-m2.7-nvfp4")
+    assert spec.checkpoint.quantization.kv_cache_fp8
+    pool = predict(spec, get_gpu("b200"), SglangSettings(tp=4), seq=8192)
+    assert pool.kv_dtype == "fp8"
+    assert pool.cell_bytes == cell_bytes(spec, "fp8", 4)[0] == cell_bytes(spec, "bf16", 4)[0] // 2
+    assert predict(get_model("llama-3.1-8b"), get_gpu("h100"), SglangSettings(), seq=8192).kv_dtype == "bf16"
+
+
+def test_kv_dtype_sglang_does_not_take():
+    r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--kv-dtype", "int4")
+    assert r.exit_code == 2 and "SGLang does not take --kv-dtype int4" in r.stderr
+    d = json.loads(
+        run("fit", "llama-3.1-8b", "-g", "h100", "--engine", "sglang", "--kv-dtype", "fp8", "--format", "json").stdout
+    )
+    assert d["sglang"]["kv_dtype"] == "fp8" and d["sglang"]["cell_bytes"] == 8 * 128 * 2 * 32
+
+
+def test_mamba_state_is_carved_out_first():
+    spec = get_model("qwen3-next-80b-a3b")  # GDN layers with a constant state, every fourth layer full attention
+    pool = predict(
+        spec, get_gpu("h100"), SglangSettings(tp=4, mem_fraction_static=0.85), seq=8192,
+        pre_load_free_bytes=77 * GiB, weights_bytes=40 * GiB,
+    )  # fmt: skip
+    rest = 77 * GiB * 0.85 - 40 * GiB
+    state = -(-sum(n * run.state_bytes for run, n in spec.layer_groups()) // 4)
+    mamba = int(rest * 0.9 / 1.9 // state) * state  # r / (1 + r) of rest, whole requests' states
+    assert pool.mamba_bytes == mamba
+    assert pool.max_total_num_tokens == int((rest - mamba) // pool.cell_bytes)
+    assert pool.cell_bytes == 12 * 1 * 256 * 2 * 2  # 12 full-attention layers, 2 KV heads / tp 4 -> 1
+    assert pool.max_running_requests == mamba // state // 3
+
+
+def test_fit_grid_shows_sglang_columns():
+    r = run("fit", "llama-3.1-8b", "-g", "h100", "--engine", "sglang", "--seq", "8k,128k", "--batch", "1,64")
+    assert r.exit_code == 3 and "SGLang" in r.stdout and "#tokens" in r.stdout
