@@ -19,13 +19,22 @@ from typing import TYPE_CHECKING, Any, Union
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.units import FIT_MAX_ROWS, KV_DTYPES, MAX_ROWS, check_grid, normalize_dtype, parse_count, parse_range
+from kvcalc.units import (
+    DEFAULT_NEW,
+    DEFAULT_SEQ,
+    FIT_MAX_ROWS,
+    KV_DTYPES,
+    MAX_ROWS,
+    check_grid,
+    normalize_dtype,
+    parse_count,
+    parse_range,
+)
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
     from kvcalc.cost.roofline import RooflineResult
     from kvcalc.plan.fit import FitResult
     from kvcalc.plan.generate import GenerateResult
-    from kvcalc.plan.serve_report import ServeResult
     from kvcalc.plan.variants import CompareResult
     from kvcalc.results import CacheResult
 
@@ -116,8 +125,9 @@ def _reserve(reserve: str | int) -> str:
     return str(reserve)
 
 
-def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int):  # noqa: ANN001, ANN202
-    """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect are."""
+def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int, **layout):  # noqa: ANN001, ANN003, ANN202
+    """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect (and
+    --ep, --dp-attention, --nodes, --gpus-per-node) are."""
     from kvcalc.plan.deploy import deployment
 
     return deployment(
@@ -128,6 +138,7 @@ def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, rese
         interconnect=_link(interconnect),
         gpu_util=gpu_util,
         reserve=_reserve(reserve),
+        **layout,
     )
 
 
@@ -146,7 +157,7 @@ def cache(
     model: str | ModelSpec,
     *,
     batch: Counts = 1,
-    seq: Counts = 4096,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     tp: int = 1,
     gpu: str | GpuSpec | None = None,
@@ -182,7 +193,7 @@ def roofline(
     gpu: str | GpuSpec | list,
     *,
     batch: Counts = "1..64",
-    seq: Counts = 1024,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
     layers: int | None = None,
@@ -194,6 +205,10 @@ def roofline(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
+    ep: int | None = None,
+    dp_attention: bool = False,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
     efficiency: float | None = None,
     mbu: float | None = None,
     mfu: float | None = None,
@@ -202,8 +217,7 @@ def roofline(
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
-    mbu / mfu) a what-if beside each ceiling; each row also carries the estimate calibrated for `engine`
-    (vllm, sglang, trtllm, llamacpp) unless ceiling=True."""
+    mbu / mfu) a what-if beside each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling."""
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.deploy import utilization
 
@@ -213,11 +227,9 @@ def roofline(
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
     spec = _model(model, overrides)
-    deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve) for g in gpus]
-    util = utilization(efficiency, mbu, mfu)
-    from kvcalc.plan.estimated import engine_for_estimate
-
-    est = engine_for_estimate(engine, ceiling)
+    layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
+    deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve, **layout) for g in gpus]
+    util, est = utilization(efficiency, mbu, mfu), None if ceiling else engine  # step_time checks the name
     results = [
         roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util, engine=est)
         for g, d in zip(gpus, deps)
@@ -229,63 +241,64 @@ def fit(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    seq: Counts = "8k",
+    seq: Counts | None = None,
     batch: Counts = 1,
     tp: int = 1,
     pp: int = 1,
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     dtype: str | None = None,
     gpu_util: float = 0.9,
-    reserve: str | int = "2GiB",
+    reserve: str | int | None = None,
     block_size: int = 16,
     engine: str | None = None,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    prompt: int | str | None = None,
+    efficiency: float | None = None,
+    mbu: float | None = None,
+    mfu: float | None = None,
+    kv_memory: str | None = None,
+    max_num_seqs: int | None = None,
+    max_batched_tokens: int | None = None,
+    ep: int | None = None,
+    dp_attention: bool = False,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    interconnect: str | None = None,
     engine_version: str | None = None,
     mem_fraction_static: float | None = None,
     chunked_prefill_size: int | None = None,
     page_size: int | None = None,
     max_running_requests: int | None = None,
-    dp_attention: bool = False,
 ) -> FitResult | list[FitResult]:
-    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit` without latency goals); lists or
-    ranges give one result per (seq, batch), as the command's rows. engine="sglang" adds SGLang's own
-    pool (result.sglang, `fit --engine sglang`), which then decides `ok`; `kv_dtype` stays kvcalc's
-    (SGLang's pool takes the model dtype, its `auto`)."""
-    from kvcalc.cost.kvcache import check_tp
-    from kvcalc.plan.deploy import deployment, ranks
-    from kvcalc.plan.fit import fit_report
+    """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
+    vLLM 0.19's accounting and start-up check (seq then defaults to the model's max_position_embeddings),
+    "none" for the bare arithmetic with a flat reserve; tpot_ms / ttft_ms for the latency goals (ceilings
+    unless efficiency / mbu / mfu). Lists or ranges give one result per (seq, batch), as the command's rows.
+    engine="sglang" adds SGLang's own pool (result.sglang, `fit --engine sglang`), which then decides `ok`."""
+    import math
 
+    from kvcalc.plan import sglang as plan_sglang
+    from kvcalc.plan import vllm_fit
+    from kvcalc.plan.deploy import deployment, ranks, utilization
+    from kvcalc.plan.fit import verdict
+    from kvcalc.plan.fitrun import fit_rows
+
+    for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{what} must be a positive number of milliseconds, got {value}")
+    engine_none = engine is not None and str(engine).lower() == "none"
+    engine = None if engine_none else engine
     gpu_spec = _one_gpu(gpu, "fit")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
     tp, pp = ranks(_count(tp, "tp"), None, _count(pp, "pp"))
-    check_tp(spec, tp)
-    dep = deployment(spec, gpu_spec, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve=_reserve(reserve))
     block_size = _count(block_size, "block_size")
-    seqs, batches = _counts_nonempty(seq, "seq"), _counts_nonempty(batch, "batch")
-    check_grid("fit batch x seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    results = [
-        fit_report(
-            spec,
-            gpu_spec,
-            tp=tp,
-            seq=s,
-            batch=b,
-            dtype=overrides.get("dtype"),
-            kv_dtype=kv,
-            gpu_util=dep.gpu_util,
-            reserve_bytes=dep.reserve_bytes,
-            block_size=block_size,
-            pp=pp,
-        )
-        for s in seqs
-        for b in batches
-    ]
-    from kvcalc.plan.fit import verdict
-    from kvcalc.plan.sglang import check_options
-
-    sglang = check_options(
-        engine if engine is None or engine.lower() == "sglang" else _no_engine(engine),
+    batches = _counts_nonempty(batch, "batch")
+    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
+    util = utilization(efficiency, mbu, mfu)
+    sglang = plan_sglang.check_options(
+        engine,
         engine_version=engine_version,
         mem_fraction_static=mem_fraction_static,
         chunked_prefill_size=chunked_prefill_size,
@@ -293,31 +306,74 @@ def fit(
         max_running_requests=max_running_requests,
         dp_attention=dp_attention,
     )
+    kv_given = kv
+    if kv is None:
+        kv = vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+    is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
+        None if sglang else engine,
+        kv_memory,
+        block_size,
+        None if reserve is None else _reserve(reserve),
+        pp,
+        max_num_seqs,
+        max_batched_tokens,
+        gpu_spec,
+    )
+    if is_vllm:
+        vllm_fit.refuse_architecture(spec)
+        vllm_fit.check_layout(tp, ep, dp_attention)
+    seqs = _counts_nonempty(seq, "seq") if seq is not None else vllm_fit.default_seqs(spec, is_vllm)
+    check_grid("fit batch x seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
+    dep = deployment(
+        spec,
+        gpu_spec,
+        tp=tp,
+        pp=pp,
+        interconnect=_link(interconnect),
+        gpu_util=gpu_util,
+        reserve=_reserve(reserve) if reserve is not None else "2GiB",
+        ep=ep,
+        dp_attention=dp_attention,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+    )
+    results = fit_rows(
+        spec,
+        gpu_spec,
+        dep,
+        seqs=seqs,
+        batches=batches,
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+        block_size=block_size,
+        is_vllm=is_vllm,
+        kv_logged=kv_logged,
+        max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens,
+        reserve_given=reserve is not None or engine_none,
+        tpot_ms=tpot_ms,
+        ttft_ms=ttft_ms,
+        prompt=parse_count(prompt, "prompt") if prompt is not None else None,
+        util=util,
+    )
     for r in results if sglang else ():
         r.ok, r.verdict = verdict(r)
-        if sglang:
-            from kvcalc.plan import sglang as cli_sglang
-
-            r.sglang = cli_sglang.predict(
-                spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=None,
-                engine_version=engine_version, mem_fraction_static=mem_fraction_static,
-                chunked_prefill_size=chunked_prefill_size, page_size=page_size,
-                max_running_requests=max_running_requests, dp_attention=dp_attention, steps=None,
-            )  # fmt: skip
-            r.ok, r.verdict = cli_sglang.verdict(r)
+        r.sglang = plan_sglang.predict(
+            spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=kv_given,
+            engine_version=engine_version, mem_fraction_static=mem_fraction_static,
+            chunked_prefill_size=chunked_prefill_size, page_size=page_size,
+            max_running_requests=max_running_requests, dp_attention=dp_attention, steps=None,
+        )  # fmt: skip
+        r.ok, r.verdict = plan_sglang.verdict(r)
     return results[0] if len(results) == 1 else results
-
-
-def _no_engine(engine: str) -> None:
-    raise UsageError(f"unknown engine '{engine}' for kvcalc.fit", hint="supported: sglang")
 
 
 def generate(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
     *,
-    prompt: int | str = "1k",
-    new: int | str = 256,
+    prompt: int | str = DEFAULT_SEQ - DEFAULT_NEW,
+    new: int | str = DEFAULT_NEW,
     batch: int | str = 1,
     kv_dtype: str = "bf16",
     dtype: str | None = None,
@@ -329,51 +385,25 @@ def generate(
     interconnect: str | None = None,
     gpu_util: float = 0.9,
     reserve: str = "2GiB",
+    ep: int | None = None,
+    dp_attention: bool = False,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
     engine: str = "vllm",
     ceiling: bool = False,
-    concurrency: int | None = None,
-    rate: float | None = None,
-    requests: int | None = None,
-    seed: int = 0,
-) -> GenerateResult | ServeResult:
-    """Time to first token, per output token and in total (`kvcalc generate`): the ceilings at the top
-    level and `estimate`, calibrated for `engine` (vllm, sglang, trtllm, llamacpp), unless ceiling=True.
-    With efficiency (or mbu / mfu) the figures are that what-if instead, as the command's `what_if`.
-    With `concurrency` (closed loop) or `rate` (Poisson arrivals, requests/s): a ServeResult, continuous
-    batching simulated over `requests` requests (`generate --concurrency`)."""
+) -> GenerateResult:
+    """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for
+    `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`)."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
 
-    what_if = utilization(efficiency, mbu, mfu)
-    util = what_if or (1.0, 1.0)  # as --efficiency / --mbu / --mfu; None: the ceiling
-    from kvcalc.plan.estimated import engine_for_estimate
-
-    est = engine_for_estimate(engine, ceiling)
+    util = (what_if := utilization(efficiency, mbu, mfu)) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu
     gpu_spec = _one_gpu(gpu, "generate")
     overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = _model(model, overrides)
-    dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve)
-    if concurrency is not None or rate is not None:
-        from kvcalc.plan.serve_report import serve_report
-
-        if concurrency is not None and rate is not None:
-            raise UsageError("give concurrency (closed loop) or rate (open loop), not both")
-        d = overrides.get("dtype")
-        kv = normalize_dtype(kv_dtype, KV_DTYPES)
-        load = dict(concurrency=concurrency, rate=rate, requests=requests, seed=seed)
-        return serve_report(
-            spec,
-            gpu_spec,
-            dep,
-            prompt=_count(prompt, "prompt"),
-            new=_count(new, "new"),
-            dtype=d,
-            kv_dtype=kv,
-            engine=engine,
-            estimate=not ceiling,
-            **load,
-        )
+    layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
+    dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
     return generate_report(
         spec,
         gpu_spec,
@@ -386,7 +416,7 @@ def generate(
         mbu=util[0],
         mfu=util[1],
         dep=dep,
-        engine=None if what_if else est,
+        engine=None if what_if or ceiling else engine,  # static_estimate checks the name
     )
 
 
@@ -394,7 +424,7 @@ def compare(
     *items: str,
     model: str = "70b",
     batch: Counts = 32,
-    seq: Counts = 8192,
+    seq: Counts = DEFAULT_SEQ,
     kv_dtype: str = "bf16",
 ) -> CompareResult | list[CompareResult]:
     """KV cache of attention variants (mha, gqa:8, mla, swa:4096, +fp8) or models side by side (`kvcalc compare`)."""

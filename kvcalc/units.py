@@ -73,6 +73,13 @@ MAX_COUNT = 2**40
 # within a few seconds: measured on the 2-core dev machine (benchmarks/bounds.py), 100,000 roofline
 # rows took 6.3 s as a table, 50,000 about 3 s. A larger grid is refused before any work, with the
 # size it would have had.
+# NOTE: one default context for every command (cache, roofline, fit, compare; generate's prompt + new):
+# 8,192 tokens, a common serving context that every preset's max_position_embeddings allows but a few
+# 4k-era models (phi-3-mini-4k, llama-2), whose warning then says so.
+DEFAULT_SEQ = 8192
+DEFAULT_NEW = 256  # generate's new tokens; its prompt is DEFAULT_SEQ - DEFAULT_NEW
+
+# Rows one request may have, refused before any work (the README's "Limits" section states both).
 MAX_ROWS = 50_000
 FIT_MAX_ROWS = 10_000  # a fit row costs ~0.2 ms and a per-GPU breakdown; more is not a plan anyone reads
 
@@ -172,8 +179,9 @@ def check_grid(what: str, *sizes: int, limit: int = MAX_ROWS) -> None:
     """Refuse a request whose rows (the product of its list lengths) exceed `limit`, before any work."""
     rows = math.prod(sizes)
     if rows > limit:
+        command = what.split()[0]  # the command's own limit: fit's is lower than the others'
         raise UsageError(
-            f"{what} would have {rows:,} rows, more than the {limit:,} kvcalc computes in one run",
+            f"{what} would have {rows:,} rows, more than the {limit:,} {command} computes in one run",
             hint="use fewer values or a coarser range",
         )
 

@@ -1,8 +1,10 @@
 """Refit the speed estimate's constants from benchmarks/calibration/points.csv and write the file
 the package ships, kvcalc/cost/calibration.json. Deterministic: the same points give the same file.
 
-Each point is weighted by its source (1 / the source's point count), so NVIDIA's aiconfigurator
-table and its TensorRT-LLM docs count as much as any other publisher, not by their size.
+Each point is weighted by its source: a source of n points weighs ln(1 + n) in all, so NVIDIA's
+5,280 aiconfigurator rows count about twice its 96 TensorRT-LLM doc points, not 55 times, and a
+source of two points cannot outweigh one of fifty (1 / n per point did: two MLC llama.cpp points
+pulled every llama.cpp figure 2x off).
 Family and engine constants are fitted where the points hold that family or engine; the shared
 constant each falls back on is their weighted geometric mean.
 
@@ -65,7 +67,7 @@ def load_points(path: Path = POINTS):
                 r["engine"],
                 r["metric"],
                 float(r["value"]),
-                1.0 / per_source[r["source"]],
+                math.log1p(per_source[r["source"]]) / per_source[r["source"]],
                 r["source"],
                 f"{r['model']} on {r['gpu']} {r['dtype'] or 'preset dtype'} (id {r['id']})",
             )  # fmt: skip
@@ -76,7 +78,9 @@ def load_points(path: Path = POINTS):
 def names_for(points) -> list[str]:
     fams = sorted({p.sf.decode.family for p in points})
     engines = sorted({p.engine for p in points})
-    links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces})
+    # NOTE: only NVLink's all-reduce terms have the points to fit them (hundreds of tp > 1 runs); PCIe
+    # and Infinity Fabric keep nccl-tests' and RCCL's figures (calibration.STARTING, speed_facts §2.4).
+    links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces} & {"nvlink"})
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [
@@ -114,6 +118,24 @@ def calibrate(points, sweeps: int) -> dict[str, float]:
     return c
 
 
+def held_out_interval() -> dict[str, float]:
+    """The 80% interval from the leave-one-source-out residuals benchmarks/speed_accuracy.py wrote
+    (weighted 10th and 90th percentiles of measured / predicted, per phase); {} when absent."""
+    from kvcalc.cost.fitting import weighted_quantile
+
+    path = ROOT / "benchmarks" / "calibration" / "held_out_residuals.json"
+    if not path.exists():
+        return {}
+    rs = json.loads(path.read_text())["residuals"]
+    out = {}
+    for phase in ("decode", "prefill"):
+        sel = [r for r in rs if r["phase"] == phase]
+        vals, ws = [r["log_ratio"] for r in sel], [r["weight"] for r in sel]
+        out[f"interval.{phase}.lo"] = min(1.0, math.exp(weighted_quantile(vals, ws, 0.1)))
+        out[f"interval.{phase}.hi"] = max(1.0, math.exp(weighted_quantile(vals, ws, 0.9)))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=6, help="coordinate-descent sweeps (default 6)")
@@ -122,6 +144,7 @@ def main() -> int:
 
     points = load_points()
     c = calibrate(points, args.sweeps)
+    c.update(held_out_interval())  # the shipped interval: from held-out residuals where they exist
     sources = sorted({p.source for p in points})
     OUT.write_text(
         json.dumps(

@@ -41,3 +41,6 @@ def shared_path(*parts: str) -> Path:
 
 GiB = 2**30
 MiB = 2**20
+
+# A hang guard, never a speed test: time bounds are measured in benchmarks/bounds.py, on a quiet machine.
+HANG_GUARD_S = 60

@@ -132,8 +132,8 @@ def test_a_spec_object_gets_the_same_refusals_as_a_name():
 
 
 def test_counts_as_text_and_lists_of_items():
-    # layers "2": 2 x (K and V) x 32 KV heads x 128 x 2 B = 32,768 B per token, x 1,024 tokens
-    assert kvcalc.roofline("7b", "h100", batch=1, layers="2").rows[0].kv_bytes == 32_768 * 1024
+    # layers "2": 2 x (K and V) x 32 KV heads x 128 x 2 B = 32,768 B per token, x 8,192 tokens (the default)
+    assert kvcalc.roofline("7b", "h100", batch=1, layers="2").rows[0].kv_bytes == 32_768 * 8192
     # a block size given as text is the same block size: 16
     assert kvcalc.fit("7b", "h100", block_size="16") == kvcalc.fit("7b", "h100", block_size=16)
     # compare(["mha", "gqa"]) is compare("mha", "gqa"): the 70B's 64 heads against its 8 KV heads

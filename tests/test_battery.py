@@ -1,10 +1,8 @@
 """A battery of bad and huge inputs across every command: each gives exactly one line on stderr,
 a non-zero exit, nothing on stdout, no traceback, within 5 s (issue 12)."""
 
-import time
-
 import pytest
-from conftest import run
+from conftest import HANG_GUARD_S, run
 
 # NOTE: numbers that are never a count: negative, zero, fractional, not-a-number, infinite, empty,
 # or beyond kvcalc's ceiling of 2^40 (units.MAX_COUNT).
@@ -144,14 +142,11 @@ CASES = _cases()
 
 @pytest.mark.parametrize("args", CASES, ids=[" ".join(c) for c in CASES])
 def test_bad_input_is_one_line_and_no_output(args):
-    start = time.perf_counter()
-    result = run(*args)
-    elapsed = time.perf_counter() - start
+    result = run(*args)  # its time is bounded in benchmarks/bounds.py, not here
     assert result.exit_code not in (0, None), result.stdout
     assert result.stdout == "", result.stdout
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
     assert result.stderr.startswith("kvcalc: error: ") and result.stderr.count("\n") == 1, result.stderr
-    assert elapsed < 5
 
 
 def _bad_files(tmp_path):
@@ -191,9 +186,12 @@ def test_path_typo_is_a_missing_file_with_a_suggestion(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "qwen3-8b.json").write_text("{}")
-    start = time.perf_counter()
+    import kvcalc.model.hub as hub
+
+    asked = []
+    monkeypatch.setattr(hub, "fetch_config", lambda *a: asked.append(a))  # counted, never sent
     result = run("cache", "configs/qwen3-8b.jsn")
-    assert time.perf_counter() - start < 1  # never sent to the hub
+    assert asked == []  # a path-shaped typo is never sent to the hub
     assert result.stderr == (
         "kvcalc: error: no such file or folder: configs/qwen3-8b.jsn (did you mean: configs/qwen3-8b.json?)\n"
     )
@@ -242,14 +240,14 @@ def test_million_row_refusal_is_immediate():
     import subprocess
     import sys
 
-    start = time.perf_counter()
+    # refused before any value is made: a hang guard only; the time is bounded in benchmarks/bounds.py
     out = subprocess.run(
         [sys.executable, "-m", "kvcalc", "roofline", "7b", "--gpu", "h100", "--batch", "1..100000000+1"],
         capture_output=True,
         text=True,
+        timeout=HANG_GUARD_S,
     )
     assert out.returncode == 2 and out.stdout == "" and "100,000,000 values" in out.stderr
-    assert time.perf_counter() - start < 3
 
 
 def test_singular_sequence_and_head():
@@ -275,9 +273,7 @@ HUGE = [
 
 @pytest.mark.parametrize("args", HUGE, ids=[" ".join(a[:2] + a[3:6]) for a in HUGE])
 def test_huge_valid_requests_finish_fast_without_nan(args):
-    start = time.perf_counter()
-    result = run(*args)
-    assert time.perf_counter() - start < 5
+    result = run(*args)  # timed in benchmarks/bounds.py
     assert result.exit_code in (0, 3), result.stderr  # 3: fit's "does not fit"
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     words = result.stdout.lower().split()

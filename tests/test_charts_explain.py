@@ -39,18 +39,14 @@ def test_roofline_svg_has_one_marker_per_row_and_one_roof_per_gpu(tmp_path):
     assert not [i for i in ids if i.startswith("label-")]
     one = tmp_path / "one.svg"
     assert run("roofline", "7b", "--gpu", "h100", "--batch", "1,8", "--plot", one).exit_code == 0
-    assert [i for i in _ids(one) if i.startswith("label-")] == ["label-point-h100-1024"]
+    assert [i for i in _ids(one) if i.startswith("label-")] == ["label-point-h100-8192"]
 
 
 def test_big_sweep_plot_is_capped_and_fast(tmp_path):
-    import time
-
-    path = tmp_path / "big.svg"
-    start = time.perf_counter()
+    path = tmp_path / "big.svg"  # timed in benchmarks/bounds.py
     # 16,384 rows: 1..16384 step 1 at one context, on one GPU
     result = run("roofline", "7b", "--gpu", "h100", "--batch", "1..16384+1", "--plot", path, "-f", "csv")
     assert result.exit_code == 0, result.stderr
-    assert time.perf_counter() - start < 20
     points = _markers(path, "point-")
     assert len(points) == 1 and sum(points.values()) == 16384  # one series holds every row
 
@@ -85,7 +81,7 @@ def test_terminal_chart_fits_columns(columns):
     assert result.exit_code == 0, result.stderr
     chart = result.stdout.split("real kernels reach a fraction of both roofs.")[-1]
     lines = [line for line in chart.splitlines() if line.strip()]
-    assert len(lines) > 10 and "S=1k, B=1..8 a100" in chart and "a100 roof" in chart
+    assert len(lines) > 10 and "S=8k, B=1..8 a100" in chart and "a100 roof" in chart
     assert max(len(line) for line in result.stdout.splitlines()) <= columns
     assert "\x1b[" not in result.stdout  # no colour codes when not a terminal: markers and labels carry it
 
@@ -163,7 +159,9 @@ def test_roofline_explanation_matches_rows():
 
 def test_generate_and_vllm_explanations_end_in_figures():
     out = run_json("generate", "7b", "--gpu", "a100", "--prompt", "1k", "--new", "64", "--explain")
-    assert float(out["explanation"][-1].rsplit("= ", 1)[1].replace(",", "")) == round(out["tokens_per_s"], 1)
+    total = [line for line in out["explanation"] if line.startswith("[ceiling] total")]
+    assert float(total[0].rsplit("= ", 1)[1].replace(",", "")) == round(out["tokens_per_s"], 1)
+    assert out["explanation"][-2].startswith("[lesson] FLOPs with a KV cache")  # the lesson comes last
     fit = run_json(
         "fit",
         "llama-3.1-8b",

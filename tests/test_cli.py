@@ -171,11 +171,12 @@ def test_cache_start_imports_only_its_own_command_and_runs_without_the_collector
         "main()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0 and "536,870,912 B" in done.stdout, done.stderr
+    # the default context, 8,192 tokens x 128 KiB = 1 GiB (issue 23: one default context; 4,096 before)
+    assert done.returncode == 0 and "1,073,741,824 B" in done.stdout, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "LOADED [] False"
     api = "import gc, kvcalc; r = kvcalc.cache('llama-3-8b'); print(r.total_bytes, gc.isenabled())"
     done = subprocess.run([sys.executable, "-c", api], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["536870912", "True"]
+    assert done.stdout.split() == ["1073741824", "True"]
 
 
 def test_mla_has_no_kv_heads_in_any_listing():
@@ -204,13 +205,13 @@ def test_show_lists_nested_fields_one_per_row():
 @pytest.mark.parametrize(("images", "cross_tokens"), [(0, 0), (1, 6404), (2, 12808)])
 def test_images_on_the_llama_vision_preset(images, cross_tokens):
     # the preset's pattern is a period of 5 layers (3 full, 1 cross, 1 full), 8 times over 40 layers.
-    # Per layer and token: 8 KV heads x 128 x (K and V) x 2 B = 4,096 B. At seq 4,096 (batch 1):
-    # 32 full layers x 4,096 x 4,096 B = 512 MiB, plus 8 cross layers x 4,096 B x 6,404 tokens per image.
+    # Per layer and token: 8 KV heads x 128 x (K and V) x 2 B = 4,096 B. At the default seq 8,192 (batch 1):
+    # 32 full layers x 8,192 x 4,096 B = 1 GiB, plus 8 cross layers x 4,096 B x 6,404 tokens per image.
     # Every --images was refused ("layer_pattern covers 88 layers") before.
     out = run_json("cache", "llama-3.2-11b-vision", "--images", str(images))
-    assert out["total_bytes"] == 32 * 4096 * 4096 + 8 * 4096 * cross_tokens
+    assert out["total_bytes"] == 32 * 8192 * 4096 + 8 * 4096 * cross_tokens
     assert [(r["kind"], r["layers"], r["tokens_held"]) for r in out["layers"]] == [
-        ("full", 32, 4096),
+        ("full", 32, 8192),
         ("cross", 8, cross_tokens),
     ]
 

@@ -193,3 +193,25 @@ def test_calibrate_bad_file_is_one_line_naming_it(tmp_path):
     r = run("calibrate", str(bad))
     assert r.exit_code != 0 and str(bad) in r.stderr and "missing column prompt, new" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_fit_latency_goal_decides_on_the_estimate_and_names_the_ceiling():
+    # issue 19: a ceiling can only prove a miss, so the verdict's batch is the estimate's
+    out = run_json("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--tpot-ms", "30")
+    slo = out["slo"]
+    bound = run_json(
+        "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--tpot-ms", "30", "--ceiling"
+    )
+    assert slo["basis"] == "estimate, vllm" and bound["slo"]["basis"] == "ceiling"
+    assert slo["ceiling_batch"] == bound["slo"]["batch"] >= slo["batch"] >= 1
+    assert (
+        f"(estimate, vllm) up to batch {slo['batch']:,}; the ceiling would allow {slo['ceiling_batch']:,}"
+        in out["verdict"]
+    )
+    spec, g = get_model("llama-3.1-70b"), get_gpu("h100")
+    t = step_time(spec, g, _dep(g, 4, 1), decode_batch=slo["batch"], decode_context=8192)
+    assert (
+        t.estimate_s * 1e3
+        <= 30
+        < step_time(spec, g, _dep(g, 4, 1), decode_batch=slo["batch"] + 1, decode_context=8192).estimate_s * 1e3
+    )

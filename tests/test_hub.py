@@ -7,6 +7,7 @@ import sys
 
 import hubserver
 import pytest
+from conftest import HANG_GUARD_S
 
 
 @pytest.fixture
@@ -25,7 +26,9 @@ def hub(tmp_path):
 
 
 def kvcalc(env, *args):
-    return subprocess.run([sys.executable, "-m", "kvcalc", *args], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
 
 
 # acme/tiny: 4 layers x 2 KV heads x head dim 32 (256 / 8) x K and V x 2 bytes = 1,024 B per token
@@ -109,10 +112,9 @@ def test_preset_hub_ids_need_no_network(tmp_path):
 def test_unreachable_hub_fails_fast(tmp_path, kind):
     """A closed port (refused at once) and a port that accepts but never answers (the 1.5 s deadline).
 
-    The 3 s goal is timed in benchmarks/bounds.py; here 5 s (the battery's hang limit) still tells a
-    single bounded request from huggingface_hub's retry storm (23.5 s), without failing on a loaded machine."""
+    The 3 s goal is timed in benchmarks/bounds.py; here only kvcalc()'s 60 s hang guard (a retry storm
+    without kvcalc's deadline took 23.5 s, so the bound is the benchmark's to keep)."""
     import socket
-    import time
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -121,14 +123,11 @@ def test_unreachable_hub_fails_fast(tmp_path, kind):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(tmp_path / "hf"))
     try:
-        start = time.perf_counter()
         out = kvcalc(env, "cache", "acme/tiny")
-        elapsed = time.perf_counter() - start
     finally:
         silent.close()
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "the hub could not be reached" in out.stderr
-    assert elapsed < 5, elapsed
 
 
 def test_cached_config_is_used_when_the_hub_is_unreachable(hub):
@@ -149,7 +148,7 @@ def test_status_line_on_a_terminal_is_erased(hub):
         stderr=follower,
         text=True,
     )
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=HANG_GUARD_S)
     os.close(follower)
     seen = os.read(leader, 4096).decode()
     os.close(leader)
@@ -163,3 +162,10 @@ def test_malformed_hub_setting_is_one_line(tmp_path):
     out = kvcalc(env, "cache", "acme/tiny")
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "HF_HUB_ETAG_TIMEOUT" in out.stderr and "internal" not in out.stderr
+
+
+def test_a_pasted_url_passes_its_revision(hub):
+    out = kvcalc(hub, "cache", "https://huggingface.co/acme/tiny/tree/v1.0", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["bytes_per_token"] == PER_TOKEN
+    assert any("/acme/tiny/resolve/v1.0/config.json" in path for _, path, _ in hubserver.HubHandler.requests)

@@ -410,12 +410,22 @@ def test_allocator_books_whole_segments():
 
 
 def test_unsized_terms_are_named(tmp_path):
+    config = json.loads(shared_path("configs", "gemma-3-27b-it.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    out = run("fit", path, "--gpu", "h100", "--engine", "vllm", "--tp", "2", "--seq", "8k")
+    assert out.exit_code == 0, out.stderr
+    assert "not sized" in out.stdout and "vision encoder" in out.stdout
+
+
+def test_mllama_config_is_refused_by_vllm(tmp_path):
+    # vLLM 0.19 registry: MllamaForConditionalGeneration is in _PREVIOUSLY_SUPPORTED_MODELS (until 0.10.2)
     config = json.loads(shared_path("configs", "llama-3.2-11b-vision.json").read_text())
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     out = run("fit", path, "--gpu", "h100", "--engine", "vllm", "--tp", "2")
-    assert out.exit_code == 0, out.stderr
-    assert "not sized" in out.stdout and "vision encoder" in out.stdout
+    assert out.exit_code == 2
+    assert "MllamaForConditionalGeneration was supported in vLLM until v0.10.2" in out.stderr
 
 
 def test_hybrid_group_size_threshold_is_1_5():
@@ -580,11 +590,12 @@ def test_defaults_follow_vllm_for_the_gpu():
 
 
 def test_vision_tower_weights_counted():
-    config = shared_path("configs", "llama-3.2-11b-vision.json")
-    v = run_json("fit", config, "--gpu", "h100", "--engine", "vllm")["vllm"]
-    # the mllama tower and projector (about 0.9B parameters) in bf16 on top of the decoder's weights
-    assert v["weights_bytes"] > 10.5e9 * 2 * 0.95
-    assert any("dummy-image" in u for u in v["not_sized"])
+    # Mllama (the former subject here) is refused by vLLM 0.19 (test_mllama_config_is_refused_by_vllm);
+    # Gemma 3 27B: 27.43B parameters with its SigLIP tower and projector (415,998,576 + 7,061,760), in bf16.
+    config = shared_path("configs", "gemma-3-27b-it.json")
+    v = run_json("fit", config, "--gpu", "h100", "--engine", "vllm", "--seq", "8k")["vllm"]
+    assert v["weights_bytes"] > 2 * 27.4e9  # the language model alone would be about 2 x 27.0e9
+    assert any("dummy images" in u for u in v["not_sized"])
 
 
 def test_kv_dtype_auto_follows_the_served_dtype():
@@ -599,7 +610,7 @@ def test_hybrid_mamba_pages():
     # tests/fixtures nemotronh-hybrid ("M-M*-*"): 2 mamba layers of 5,248 B state (ssm 8 x 16 x 16 x 2 B +
     # conv 3 x (128 + 2 x 2 x 16) x 2 B) and 2 attention layers of 2 x 2 x 32 x 2 = 256 B per token.
     # Attention block: 16 x ceil(5248 / (16 x 256)) = 32 tokens, page 32 x 256 = 8,192 B (mamba padded to it);
-    # 2 + 2 layers: group size 2, 2 groups. 100 blocks of 2 layers: 1,638,400 B.
+    # 2 + 2 layers: group size 2, 2 groups. 200 blocks of 2 layers: 3,276,800 B.
     from conftest import FIXTURES
 
     v = run_json(
@@ -610,10 +621,12 @@ def test_hybrid_mamba_pages():
         "--engine",
         "vllm",
         "--kv-memory",
-        str(8192 * 2 * 100),
+        str(8192 * 2 * 200),
         "--seq",
         "4096",
     )["vllm"]
     assert (v["block_size"], v["page_bytes_per_layer"], v["group_size"], v["kv_cache_groups"]) == (32, 8192, 2, 2)
-    assert v["num_blocks"] == 100 and v["kv_cache_tokens"] == 100 // 2 * 32
+    # 200 blocks: vLLM starts (one request needs 2 x 128 + 2 x 1 = 258 pages of the 400; 100 blocks would refuse)
+    assert v["num_blocks"] == 200 and v["kv_cache_tokens"] == 200 // 2 * 32
+    assert v["startup"]["needed_kv_bytes"] == 258 * 8192 and v["startup"]["refusal"] is None
     assert v["blocks_per_request"] == 4096 // 32 + 1  # full attention + one block of state

@@ -39,7 +39,10 @@ def test_no_figure_is_cut_at_any_width(args, columns):
 def test_roofline_at_60_drops_whole_columns_and_says_so():
     out = run("roofline", "llama-3-8b", "--gpu", "h100", "--batch", "1,64", "--seq", "128k", env={"COLUMNS": "60"})
     assert "131,072" in out.stdout and "332.69" in out.stdout and "192.4" in out.stdout
-    assert "Left out at this width: weights read GiB, GFLOP" in " ".join(out.stdout.split())
+    # the calibrated estimate's step stays; its interval and tok/s go before the ceiling's figures
+    assert "Left out at this width: weights read GiB, KV read TiB, GFLOP, FLOP/B, bound, 80% interval, tok/s vllm" in (
+        " ".join(out.stdout.split())
+    )
 
 
 def test_compare_keeps_its_answer_when_narrow():
@@ -76,13 +79,11 @@ def test_gpus_table_is_compact():
 
 
 def test_a_long_table_is_laid_out_fast_and_the_same():
-    import time
-
     from kvcalc.present.render import PLAIN_ROWS
 
-    start = time.perf_counter()
+    # timed in benchmarks/bounds.py; here the layout
     big = run("roofline", "7b", "--gpu", "h100", "--batch", "1..16384+1", env={"COLUMNS": ""})
-    assert big.exit_code == 0 and time.perf_counter() - start < 5
+    assert big.exit_code == 0
     assert len(big.stdout.splitlines()) > 16384
     # one row more than PLAIN_ROWS takes the direct layout; its first lines equal Rich's table
     rich_made = run("roofline", "7b", "--gpu", "h100", "--batch", f"1..{PLAIN_ROWS}+1", env={"COLUMNS": ""})
@@ -102,19 +103,15 @@ def test_narrow_tables_keep_the_answer_columns():
 
 
 def test_a_long_stacked_layout_is_fast_and_fits():
-    import time
-
     # 30 columns fit no table: one block per row. 20,000 rows as Rich Texts took 5 s; laid out as
-    # ready-made lines (wrapped at spaces, no word cut) they take a fraction of that.
-    start = time.perf_counter()
+    # ready-made lines (wrapped at spaces, no word cut) they take a fraction of that (benchmarks/bounds.py).
     out = run("roofline", "7b", "--gpu", "h100", "--batch", "1..20000+1", env={"COLUMNS": "30"}).stdout
-    assert time.perf_counter() - start < 5
     lines = out.splitlines()
     assert max(cell_len(line) for line in lines) <= 30
-    # 7b batch 1 at 1,024 tokens on h100: (14e9 + 0.5 GiB) / 3.35 TB/s = 4.34 ms, 230.4 tokens/s; the
-    # column is in seconds (batch 20,000 takes seconds), so three significant digits, not "0.00"
-    assert "step s >=: 0.00434" in lines and "tok/s <=: 230.4" in lines and "batch: 20,000" in lines
-    assert "KV read TiB: 0.000488" in lines  # 0.5 GiB
+    # 7b batch 1 at 8,192 tokens (the default) on h100: (14e9 + 4 GiB) / 3.35 TB/s = 5.46 ms, 183.1 tokens/s;
+    # the column is in seconds (batch 20,000 takes seconds), so three significant digits, not "0.01"
+    assert "step s >=: 0.00546" in lines and "tok/s <=: 183.1" in lines and "batch: 20,000" in lines
+    assert "KV read TiB: 0.00391" in lines  # 4 GiB
 
 
 def test_small_figures_in_a_large_unit_keep_three_digits():

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.cli import llamacpp as lcpp
 from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main__ runs)
     BatchOpt,
     DtypeOpt,
@@ -25,6 +26,7 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     SeqOpt,
     WindowOpt,
     _complete_gpus,
+    _complete_kv_dtypes,
     _complete_models,
     _draw,
     _dump,
@@ -35,8 +37,22 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     app,
     explained,
 )
-from kvcalc.cli.deploy import EffOpt, GpusOpt, GpuUtilOpt, InterconnectOpt, MbuOpt, MfuOpt, PpOpt, ReserveOpt, TpOpt
+from kvcalc.cli.deploy import (
+    EffOpt,
+    EpOpt,
+    GpusOpt,
+    GpusPerNodeOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    NodesOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+)
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
+from kvcalc.cli.sglang import DpAttentionOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
 from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
@@ -48,8 +64,15 @@ from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
 def cache(
     model: ModelArg,
     batch: BatchOpt = "1",
-    seq: SeqOpt = "4096",
-    kv_dtype: KvDtypeOpt = "bf16",
+    seq: SeqOpt = "8k",
+    kv_dtype: Annotated[
+        Optional[str],
+        typer.Option(
+            "--kv-dtype",
+            help=f"Cache element type: {', '.join(KV_DTYPES)} (default bf16); with --engine llamacpp its -ctk/-ctv: f16 (default), q8_0, q4_0, ...",
+            autocompletion=_complete_kv_dtypes,
+        ),
+    ] = None,
     gpu: Annotated[
         Optional[str],
         typer.Option("--gpu", "-g", help="Show the share of this GPU's memory.", autocompletion=_complete_gpus),
@@ -66,15 +89,43 @@ def cache(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    engine: Annotated[
+        Optional[str], typer.Option("--engine", help="llamacpp: llama.cpp's KV, model and compute buffers instead.")
+    ] = None,
+    engine_version: lcpp.EngineVersionOpt = None,
+    quant: lcpp.QuantOpt = None,
+    parallel: lcpp.ParallelOpt = 1,
+    kv_unified: lcpp.KvUnifiedOpt = False,
+    ubatch: lcpp.UbatchOpt = 512,
+    flash_attn: lcpp.FlashAttnOpt = "on",
+    ngl: lcpp.NglOpt = None,
+    swa_full: lcpp.SwaFullOpt = False,
 ) -> None:
-    """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq."""
+    """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq.
+
+    With --engine llamacpp: llama.cpp's buffers as llama-server allocates them (--seq is its -c)."""
     from kvcalc.cost.kvcache import cache_report, check_tp, with_gpu_share
     from kvcalc.present.render import cache_sheet
 
     _plot_ready(plot, plot_size)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     check_grid("cache --batch x --seq", len(batches), len(seqs))
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    if engine is not None:
+        return lcpp.cache_command(
+            model,
+            engine,
+            batches,
+            seqs,
+            gpu,
+            tp,
+            kv_dtype,
+            quant,
+            engine_version,
+            ngl,
+            fmt,
+            lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype),
+        )
+    kv = normalize_dtype(kv_dtype if kv_dtype is not None else "bf16", KV_DTYPES)
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
     gpu_names = _gpu_names(gpu)
@@ -137,7 +188,7 @@ def roofline(
         ),
     ],
     batch: BatchOpt = "1..64",
-    seq: SeqOpt = "1024",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -147,6 +198,10 @@ def roofline(
     gpus: GpusOpt = None,
     pp: PpOpt = None,
     interconnect: InterconnectOpt = None,
+    ep: EpOpt = None,
+    dp_attention: DpAttentionOpt = False,
+    nodes: NodesOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
     gpu_util: GpuUtilOpt = 0.9,
     reserve: ReserveOpt = "2GiB",
     efficiency: EffOpt = None,
@@ -186,7 +241,19 @@ def roofline(
     spec = resolve(model, overrides).spec
     gpu_specs = [_gpu(name) for name in gpu_names]
     deps = [
-        deployment(spec, g, tp=n_tp, pp=n_pp, interconnect=interconnect, gpu_util=gpu_util, reserve=reserve)
+        deployment(
+            spec,
+            g,
+            tp=n_tp,
+            pp=n_pp,
+            interconnect=interconnect,
+            gpu_util=gpu_util,
+            reserve=reserve,
+            ep=ep,
+            dp_attention=dp_attention,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+        )
         for g in gpu_specs
     ]
     steps: list[str] | None = [] if explain else None
@@ -247,7 +314,7 @@ def compare(
         str, typer.Option("--model", "-m", help="Base model for the variants.", autocompletion=_complete_models)
     ] = "70b",
     batch: BatchOpt = "32",
-    seq: SeqOpt = "8192",
+    seq: SeqOpt = "8k",
     kv_dtype: KvDtypeOpt = "bf16",
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -313,5 +380,6 @@ def _results_json(results: list) -> dict:
 # cli/serving.py and probe in cli/probe.py; importing them registers them, in this order in --help.
 from kvcalc.cli import catalog  # noqa: E402, F401, I001  (registration order is --help order)
 from kvcalc.cli import serving  # noqa: E402, F401, I001
+from kvcalc.cli import generating  # noqa: E402, F401, I001
 from kvcalc.cli import probe  # noqa: E402, F401, I001
 from kvcalc.cli import calibrate  # noqa: E402, F401, I001

@@ -197,7 +197,12 @@ BatchOpt = Annotated[
     str, typer.Option("--batch", "-b", help="Sequences: 16, a list 1,8,64, a range 1..64 (doubling) or 8..64+8.")
 ]
 SeqOpt = Annotated[
-    str, typer.Option("--seq", "-s", help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range.")
+    str,
+    typer.Option(
+        "--seq",
+        "-s",
+        help="Context tokens per sequence: 4096, 8k, 128k, 1m, or a list/range (default 8k = 8,192, every command's).",
+    ),
 ]
 KvDtypeOpt = Annotated[
     str,
@@ -232,6 +237,9 @@ EncoderSeqOpt = Annotated[
 ]
 
 
+_stdout_is_data = False  # the last _emit wrote JSON or CSV: stdout must stay parseable
+
+
 def _emit(fmt: Fmt, payload: Any, sheets: Any, csv_rows: Any, explanation: list[str] | None = None) -> None:
     """Print a result: JSON from the result models, CSV from raw rows, tables from sheets; with
     --explain, the arithmetic after the table (and under "explanation" in JSON). Each of payload,
@@ -239,6 +247,8 @@ def _emit(fmt: Fmt, payload: Any, sheets: Any, csv_rows: Any, explanation: list[
     50,000-row grid spent a second dumping JSON and CSV rows for a table)."""
     from kvcalc.present.sheet import to_csv, to_markdown, to_rich
 
+    global _stdout_is_data
+    _stdout_is_data = fmt in (Fmt.json, Fmt.csv)  # then a terminal chart goes to stderr (_draw)
     if fmt == Fmt.json:
         import json
 
@@ -271,14 +281,14 @@ def _emit(fmt: Fmt, payload: Any, sheets: Any, csv_rows: Any, explanation: list[
 UNBOUNDED = 100_000
 
 
-def _console():  # noqa: ANN202
+def _console(stderr: bool = False):  # noqa: ANN202
     """Rich's console; when stdout is not a terminal and COLUMNS is unset, tables keep their natural
     width instead of Rich's 80 columns (a pipe or file has no width to wrap to)."""
     from rich.console import Console
 
-    console = Console()
+    console = Console(stderr=stderr)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
-        console = Console(width=UNBOUNDED)
+        console = Console(width=UNBOUNDED, stderr=stderr)
     return console
 
 
@@ -370,10 +380,11 @@ def _draw(plot: str | None, chart_fn, size: str | None = None) -> None:  # noqa:
 
     chart = chart_fn()
     if plot == "-":
-        console = _console()
+        # NOTE: after JSON or CSV the chart goes to stderr, so `json.loads(stdout)` still reads the answer.
+        console = _console(stderr=_stdout_is_data)
         color = console.is_terminal and not os.environ.get("NO_COLOR")
         width = 100 if console.width >= UNBOUNDED else min(console.width, 200)
-        typer.echo(plotting.terminal(chart, width=width, color=color))
+        typer.echo(plotting.terminal(chart, width=width, color=color), err=_stdout_is_data)
         return
     from pathlib import Path
 

@@ -1,5 +1,5 @@
 """Typer options the speed commands share (roofline, generate, fit): the deployment (--tp/--gpus, --pp,
---interconnect), the memory budget (--gpu-util, --reserve) and the estimate (--efficiency/--mbu/--mfu)."""
+--interconnect, --ep, --nodes/--gpus-per-node; --dp-attention is cli/sglang.py's), the memory budget (--gpu-util, --reserve) and the estimate (--efficiency/--mbu/--mfu)."""
 
 from typing import Annotated, Optional
 
@@ -33,3 +33,23 @@ EffOpt = Annotated[
 ]
 MbuOpt = Annotated[Optional[float], typer.Option("--mbu", help="Memory-bandwidth utilization (0-1] for the estimate.")]
 MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Model FLOP/s utilization (0-1] for the estimate.")]
+EpOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--ep",
+        help="Expert-parallel ranks (default 1): each holds experts/N whole experts; must divide --tp "
+        "(SGLang's ep_size; vLLM's enable_expert_parallel, whose EP size is tp x dp).",
+    ),
+]
+NodesOpt = Annotated[
+    Optional[int],
+    typer.Option("--nodes", help="Nodes the tp x pp GPUs fill (checked; default: as many as they need)."),
+]
+GpusPerNodeOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--gpus-per-node",
+        help="GPUs per scale-up domain (default: the GPU preset's, 8 on HGX/MI300X, 72 on NVL72); "
+        "collectives beyond it use the scale-out link.",
+    ),
+]

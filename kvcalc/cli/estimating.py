@@ -4,8 +4,6 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.plan.estimated import engine_for_estimate  # noqa: F401  (the commands call it through here)
-
 EngineOpt = Annotated[
     str,
     typer.Option(
@@ -17,3 +15,11 @@ CeilingOpt = Annotated[
     bool,
     typer.Option("--ceiling", help="The physics bound alone, without the calibrated estimate (default: both)."),
 ]
+
+
+def engine_for_estimate(engine: str, ceiling: bool) -> str | None:
+    """The engine to estimate for, None with --ceiling (plan.estimated's check, imported when called:
+    `kvcalc cache` imports this module at start-up)."""
+    from kvcalc.plan.estimated import engine_for_estimate as check
+
+    return check(engine, ceiling)

@@ -8,7 +8,7 @@ measurements by scripts/calibrate.py; cost/calibration.py loads them):
 - memory: weight bytes / (bandwidth x bw_eff[family]) plus a per-layer GEMV start-up worth
   `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
   kv_eff[family]) plus a per-attention-layer floor;
-- compute: FLOPs / (peak x mfu[family]), the GEMM filling its tiles only past `mfu_tokens` tokens;
+- compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` tokens;
 - a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
   decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost;
 - communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink,
@@ -123,12 +123,22 @@ class StepTime(NamedTuple):
     basis: str
 
 
-def _kv_read(stage: Stage, contexts: Sequence[int], kv_dtype: str) -> int:
+def _kv_read(stage: Stage, contexts: Sequence[tuple[int, int]], kv_dtype: str) -> int:
+    """KV bytes read for (context, sequences) pairs."""
     elements = 0
     for t in stage.terms:
         if t.read_elements:
-            elements += t.layers * t.read_elements * sum(tokens_held(t.run, c) for c in contexts)
+            elements += t.layers * t.read_elements * sum(n * tokens_held(t.run, c) for c, n in contexts)
     return elements_to_bytes(elements, kv_dtype)
+
+
+def _pairs(decode_contexts: Sequence[int], decode_batch: int, decode_context: int) -> list[tuple[int, int]]:
+    if decode_batch:
+        return [(decode_context, decode_batch)]
+    counts: dict[int, int] = {}
+    for c in decode_contexts:
+        counts[c] = counts.get(c, 0) + 1
+    return list(counts.items())
 
 
 def _layer_counts(spec: ModelSpec, stage: Stage) -> tuple[int, int, int]:
@@ -153,6 +163,8 @@ def features(
     kv_dtype: str = "bf16",
     staged: tuple[Stage, ...] | None = None,
     microbatches: int = 1,
+    decode_batch: int = 0,
+    decode_context: int = 0,
 ) -> StepFeatures:
     """The bytes, FLOPs and counts of one step: `decode_contexts` holds each decoding sequence's
     cached tokens; `prefill_tokens` prompt tokens (spread evenly over `prefill_seqs` sequences) are
@@ -168,7 +180,8 @@ def features(
 
     staged = staged or stages(spec, dep, dtype)
     compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
-    batch = len(decode_contexts)
+    pairs = _pairs(decode_contexts, decode_batch, decode_context)
+    batch = sum(n for _, n in pairs)
     m = max(1, microbatches) if dep.pp > 1 else 1
     if prefill_tokens and m > 1:
         prefill_tokens = -(-prefill_tokens // m)  # one chunk
@@ -182,9 +195,9 @@ def features(
     ideal = []
     for st in staged:
         w = weight_bytes_read(spec, st, tokens)
-        kv = _kv_read(st, decode_contexts, kv_dtype)
+        kv = _kv_read(st, pairs, kv_dtype)
         state = decode_state_bytes(st, batch)
-        flops = sum(stage_decode_flops(st, 1, c) for c in decode_contexts) if batch else 0
+        flops = sum(stage_decode_flops(st, n, c) for c, n in pairs)
         if pseqs:
             # A chunk after `prefill_context` cached tokens: the body over its tokens and attention
             # over the pairs it adds (the difference of two prompt passes), the LM head once.
@@ -193,7 +206,7 @@ def features(
                 stage_prefill_flops(st, pseqs, prefill_context) if prefill_context else 2 * pseqs * st.lm_head_params
             )
             flops += whole - before + 2 * pseqs * st.lm_head_params
-            kv += _kv_read(st, [prefill_context + per_seq] * pseqs, kv_dtype)
+            kv += _kv_read(st, [(prefill_context + per_seq, pseqs)], kv_dtype)
             state += pseqs * st.state_bytes
         layers, attn, moe = _layer_counts(spec, st)
         rows.append((w, kv, state, flops, layers, attn, moe))
@@ -257,8 +270,11 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     per_stage = []
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
-        # NOTE: a GEMM of few rows leaves tensor-core tiles empty: compute time grows as tokens + mfu_tokens.
-        compute = flops * (f.tokens + fill) / max(f.tokens, 1) / (f.peak * mfu)
+        # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
+        # tokens + mfu_tokens. Decode GEMMs of a few rows run as bandwidth-bound GEMV-like kernels
+        # instead, so the padding is not charged there (it made batch 1 compute-bound on a 4090).
+        pad = (f.tokens + fill) / max(f.tokens, 1) if f.prefill else 1.0
+        compute = flops * pad / (f.peak * mfu)
         per_stage.append(max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
@@ -285,10 +301,16 @@ def step_time(
     kv_dtype: str = "bf16",
     calibration: Mapping[str, float] | None = None,
     staged: tuple[Stage, ...] | None = None,
+    decode_batch: int = 0,
+    decode_context: int = 0,
+    microbatches: int = 1,
 ) -> StepTime:
     """Time ONE engine step on `dep`: decode one token for each sequence in `decode_contexts` (its
     cached tokens) and process `prefill_tokens` prompt tokens of `prefill_seqs` sequences that already
     hold `prefill_context` tokens. Pass `staged` (step.stages) when timing many steps of one setup.
+    `decode_batch` sequences all at `decode_context` tokens may be given instead of `decode_contexts`
+    (the same step, without a list as long as the batch). With pp > 1, `microbatches` keeps that many
+    micro-batches in flight (features() says how).
 
     `calibration`: constants to use instead of the shipped ones (calibration.constants_for)."""
     from kvcalc.cost.calibration import constants_for
@@ -308,6 +330,9 @@ def step_time(
         dtype=dtype,
         kv_dtype=kv_dtype,
         staged=staged,
+        decode_batch=decode_batch,
+        decode_context=decode_context,
+        microbatches=microbatches,
     )
     c, basis = (calibration, "estimate (given constants)") if calibration is not None else constants_for(gpu, engine)
     est = time_of(f, c, engine)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
 
 from kvcalc.cost.estimate import StepFeatures, features, time_of
@@ -64,7 +65,7 @@ def setup_features(
 
     def decode(users: int) -> StepFeatures:
         m = min(dep.pp, users)
-        return f(decode_contexts=[ctx] * -(-users // m), microbatches=m)
+        return f(decode_batch=-(-users // m), decode_context=ctx, microbatches=m)
 
     def prompt(tokens: int, seqs: int) -> StepFeatures:
         return f(prefill_tokens=max(1, tokens), prefill_seqs=seqs, microbatches=-(-tokens // chunk))
@@ -142,6 +143,10 @@ def log_error(p: Point, c: Mapping[str, float]) -> float:
     return math.log(predict(p.sf, p.metric, c, p.engine) / p.value)
 
 
+def _timed(f: StepFeatures, c: Mapping[str, float], engine: str) -> float:
+    return time_of(f, c, engine)
+
+
 def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
     """Weighted sum of |log error|; a setup measured in several metrics is timed once."""
     memo: dict[tuple[int, str], Figures] = {}
@@ -150,7 +155,7 @@ def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
         key = (id(p.sf), p.engine)
         fig = memo.get(key)
         if fig is None:
-            fig = memo[key] = figures(p.sf, lambda f, e=p.engine: time_of(f, c, e), c, p.engine)
+            fig = memo[key] = figures(p.sf, partial(_timed, c=c, engine=p.engine), c, p.engine)
         total += p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value))
     return total
 

@@ -310,14 +310,16 @@ def roofline_report(
 
         for r in rows:
             t = step_time(
-                spec, gpu, dep, engine=engine, decode_contexts=[r.seq] * r.batch, dtype=dtype, kv_dtype=kv_dtype,
+                spec, gpu, dep, engine=engine, decode_batch=r.batch, decode_context=r.seq, dtype=dtype, kv_dtype=kv_dtype,
                 staged=staged,
             )  # fmt: skip
             r.estimate = StepEstimate(
                 step_s=t.estimate_s, tokens_per_s=r.batch / t.estimate_s, interval_s=[t.lo_s, t.hi_s]
             )
             basis = t.basis
-    warnings = [w for w in (context_warning(spec, max(seqs)),) if w]
+    from kvcalc.cost.fabric import node_warnings
+
+    warnings = [w for w in (context_warning(spec, max(seqs)),) if w] + node_warnings(dep, gpu.name)
     bad = [r for r in rows if not r.fits]
     if bad:
         worst = max(bad, key=lambda r: memory_fit(gpu, dep, staged, r.batch, r.seq, kv_dtype).over_bytes)

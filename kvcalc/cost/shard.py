@@ -126,12 +126,13 @@ def reached_experts(experts: int, k: int, tokens: int) -> Fraction:
 
 
 def _layer_rank(
-    spec: ModelSpec, moe: bool, run: LayerRun, tp: int, tokens: int | None
+    spec: ModelSpec, moe: bool, run: LayerRun, tp: int, tokens: int | None, dp_attention: bool = False
 ) -> tuple[Fraction, Fraction, Fraction]:
     """(token mixer, other dense, expert) parameters of one layer on one rank: resident when
-    `tokens` is None, else what one step over `tokens` tokens reads."""
+    `tokens` is None, else what one step over `tokens` tokens reads. With DP attention the mixer is
+    whole on every rank (attention tensor parallelism 1)."""
     hidden = spec.hidden_size
-    mixer = _mixer_rank(spec, run, tp)
+    mixer = _mixer_rank(spec, run, 1 if dp_attention else tp)
     dense = Fraction(2 * hidden)  # two norms, whole
     experts = Fraction(0)
     if run.intermediate_size is not None:
@@ -146,9 +147,13 @@ def _layer_rank(
     return mixer, dense, experts
 
 
-def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> Fraction:
+def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_attention: bool = False) -> Fraction:
     """Embedding (first stage), final norm and LM head (last stage) on one rank."""
     table = Fraction(spec.vocab * spec.hidden_size, tp)  # vocab-parallel rows
+    # NOTE: SGLang under DP attention builds the input embedding whole on every rank
+    # (VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()) in its deepseek_v2.py);
+    # the LM head stays vocabulary-parallel over the tp ranks.
+    inp = Fraction(spec.vocab * spec.hidden_size) if dp_attention else table
     # NOTE: vLLM pads the vocabulary to a multiple of 64 before splitting it (pad_vocab_size in
     # vocab_parallel_embedding.py): under 64 rows, < 0.05% of any table here, so not modelled.
     out = Fraction(0)
@@ -158,9 +163,10 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> 
         # but do not run for a generated token.
         out += extra_params(spec, tp)
     # Tied and on one stage, the input table is the LM head's: held and read once, below.
-    if first and not (spec.tie_embeddings and pp == 1):
+    if first and not (spec.tie_embeddings and pp == 1 and not dp_attention):
         # A step reads only its tokens' rows of the input table.
-        out += table if tokens is None else Fraction(min(tokens, spec.vocab) * spec.hidden_size, tp)
+        rows = min(tokens, spec.vocab) * spec.hidden_size if tokens is not None else 0
+        out += inp if tokens is None else Fraction(rows, 1 if dp_attention else tp)
     if last:
         out += spec.hidden_size + table
     return out
@@ -182,7 +188,9 @@ def _countable(spec: ModelSpec) -> None:
         param_counts(spec)  # refuses, with the reason, a model whose parameters cannot be counted
 
 
-def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None) -> Shard:
+def _rank_params(
+    spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_attention: bool = False
+) -> Shard:
     start, end = pp_indices(spec.num_layers, stage, pp)
     zero = Fraction(0)
     if spec.params:
@@ -191,31 +199,43 @@ def _rank_params(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | No
     _countable(spec)
     mixers = dense = experts = zero
     for run, moe, n in _stage_layers(spec, start, end):
-        m, d, e = _layer_rank(spec, moe, run, tp, tokens)
+        m, d, e = _layer_rank(spec, moe, run, tp, tokens, dp_attention)
         mixers, dense, experts = mixers + n * m, dense + n * d, experts + n * e
-    return Shard(_ends(spec, tp, stage, pp, tokens), mixers, dense, experts)
+    return Shard(_ends(spec, tp, stage, pp, tokens, dp_attention), mixers, dense, experts)
 
 
 def rank_weight_bytes_resident(
-    spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1, dtype: str | None = None
+    spec: ModelSpec,
+    tp: int = 1,
+    stage: int = 0,
+    pp: int = 1,
+    dtype: str | None = None,
+    dp_attention: bool = False,
 ) -> int:
     """Weight bytes one GPU of pipeline stage `stage` holds. With tied embeddings and pp > 1 the
-    first and the last stage each hold the table (vLLM loads it on both)."""
-    return shard_bytes(spec, _rank_params(spec, tp, stage, pp, None), dtype)
+    first and the last stage each hold the table (vLLM loads it on both). Expert parallelism does
+    not change it: E / ep whole experts or a 1/tp slice of all E hold the same bytes."""
+    return shard_bytes(spec, _rank_params(spec, tp, stage, pp, None, dp_attention), dtype)
 
 
 def rank_read_parts(
-    spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 1, dtype: str | None = None
+    spec: ModelSpec,
+    tp: int = 1,
+    stage: int = 0,
+    pp: int = 1,
+    dtype: str | None = None,
+    dp_attention: bool = False,
 ) -> tuple[Fraction, Fraction, int, Fraction]:
     """What a step's weight reads on one GPU of a stage are made of, in bytes, computed once per
     stage: (what is read whatever the tokens, experts aside; one token's input-embedding row;
     MoE layers; one expert's slice)."""
     zero = Fraction(0)
     per = shard_formats(spec, dtype)
-    base = _rank_params(spec, tp, stage, pp, 1)
+    base = _rank_params(spec, tp, stage, pp, 1, dp_attention)
     if spec.params:
         return Fraction(sum((n * b for n, b in zip(base, per)), zero)), zero, 0, zero
-    rows = Fraction(spec.hidden_size, tp) if stage == 0 and not (spec.tie_embeddings and pp == 1) else zero
+    untied = not (spec.tie_embeddings and pp == 1 and not dp_attention)
+    rows = Fraction(spec.hidden_size, 1 if dp_attention else tp) if stage == 0 and untied else zero
     start, end = pp_indices(spec.num_layers, stage, pp)
     moe_layers = sum(n for _, moe, n in _stage_layers(spec, start, end) if moe)
     one = Fraction(_mlp(spec, spec.expert_intermediate_size or spec.intermediate_size), tp) if moe_layers else zero

@@ -41,10 +41,20 @@ class Deployment(NamedTuple):
     link: Link | None = None
     gpu_util: float = 0.9
     reserve_bytes: int = 2 * GIB
+    # Expert parallelism, DP attention and nodes (cost/fabric.py says what each means).
+    ep: int = 1
+    dp_attention: bool = False
+    gpus_per_node: int | None = None  # the scale-up domain; None: one domain holds every GPU
+    scale_out: Link | None = None  # between nodes, one direction per GPU
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def kv_ranks(self) -> int:
+        """Ranks per stage that each hold their own requests' KV (tp under DP attention, else 1)."""
+        return self.tp if self.dp_attention else 1
 
 
 SINGLE = Deployment()
@@ -81,6 +91,11 @@ class Stage(NamedTuple):
     read_parts: tuple[
         Fraction, Fraction, int, Fraction
     ]  # parallel.rank_read_parts: a step's weight reads without re-walking the layers
+    ep: int = 1  # expert-parallel ranks: the busiest reads more experts than the mean (weight_bytes_read)
+    kv_ranks: int = 1  # DP attention: a rank reads and holds only its ceil(batch / kv_ranks) sequences' KV
+    # Under expert parallelism: (experts, top-k, mean routed-expert FLOPs per token on one rank), so the
+    # busiest rank's extra work can be added (fabric.ep_imbalance); (0, 0, 0) otherwise.
+    ep_moe: tuple[int, int, int] = (0, 0, 0)
 
 
 def held(window: int | None, context: int) -> int:
@@ -88,8 +103,11 @@ def held(window: int | None, context: int) -> int:
 
 
 def validate(spec: ModelSpec, dep: Deployment) -> None:
+    from kvcalc.cost.fabric import check_layout
+
     check_tp(spec, dep.tp)
     check_pp(spec, dep.pp)
+    check_layout(spec, dep.tp, dep.ep, dep.dp_attention)
 
 
 def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
@@ -98,6 +116,9 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
 
     validate(spec, dep)
     tp, pp = dep.tp, dep.pp
+    # NOTE: under DP attention a rank holds whole attention for tp-th of the requests: its KV per token
+    # is attention tp 1's; its attention FLOPs (heads x sequences) average out to tp's, kept here.
+    kv_tp = 1 if dep.dp_attention else tp
     heads = spec.num_heads // tp
     qk, v = _qk_v_dims(spec)
     dqk, dv = _qk_v_dims(spec, absorbed=True)
@@ -115,14 +136,15 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
             Term(
                 run=run,
                 layers=n,
-                elements=elements_per_token(spec, run, tp),
-                read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), tp),
+                elements=elements_per_token(spec, run, kv_tp),
+                read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
                 decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
                 prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
             )
             for run, n in groups.items()
         )
         last = s == pp - 1 and not spec.params
+        parts = rank_read_parts(spec, tp, s, pp, dtype, dep.dp_attention)
         out.append(
             Stage(
                 number=s,
@@ -131,11 +153,14 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 terms=tuple(t for t in terms if t.elements or t.decode_flops),
                 compute_params=rank_compute_params(spec, tp, s, pp),
                 lm_head_params=math.ceil(Fraction(spec.vocab * spec.hidden_size, tp)) if last else 0,
-                resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype),
+                resident_bytes=rank_weight_bytes_resident(spec, tp, s, pp, dtype, dep.dp_attention),
                 # NOTE: SSM / linear-attention heads split across ranks like attention heads.
-                state_bytes=math.ceil(state / tp),
+                state_bytes=math.ceil(state / kv_tp),
                 attention_heads=heads,
-                read_parts=rank_read_parts(spec, tp, s, pp, dtype),
+                read_parts=parts,
+                ep=dep.ep,
+                kv_ranks=dep.kv_ranks,
+                ep_moe=_ep_moe(spec, dep, parts[2]),
             )
         )
     return tuple(out)
@@ -145,7 +170,7 @@ def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
     """KV bytes a step over sequences of `context` tokens reads on one GPU of the stage: each layer
     reads the K and V it attends to (a KV-sharing layer its source's again)."""
     elements = sum(t.layers * t.read_elements * tokens_held(t.run, context) for t in stage.terms)
-    return elements_to_bytes(batch * elements, kv_dtype)
+    return elements_to_bytes(-(-batch // stage.kv_ranks) * elements, kv_dtype)
 
 
 BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s default)
@@ -162,15 +187,35 @@ def decode_state_bytes(stage: Stage, batch: int) -> int:
     """SSM / linear-attention state a decode step moves on one GPU of the stage: every sequence's
     recurrent state is read and the updated state written back in place, whole, each step (vLLM's
     mamba selective_state_update and fused_recurrent_gated_delta_rule load the state and store it)."""
-    return 2 * batch * stage.state_bytes
+    return 2 * -(-batch // stage.kv_ranks) * stage.state_bytes
+
+
+def _ep_moe(spec: ModelSpec, dep: Deployment, moe_layers: int) -> tuple[int, int, int]:
+    if dep.ep <= 1 or not moe_layers:
+        return (0, 0, 0)
+    from kvcalc.cost.params import _mlp
+
+    one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+    return (spec.experts, spec.experts_per_token, math.ceil(2 * moe_layers * spec.experts_per_token * one / dep.tp))
+
+
+def ep_extra_flops(stage: Stage, tokens: int) -> int:
+    """What the busiest expert-parallel rank computes beyond the mean for `tokens` routed tokens."""
+    experts, k, per_token = stage.ep_moe
+    if not per_token:
+        return 0
+    from kvcalc.cost.fabric import ep_imbalance
+
+    return math.ceil(tokens * per_token * (ep_imbalance(experts, k, tokens, stage.ep) - 1))
 
 
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
-    """One new token per sequence over `context` cached tokens, on one GPU of the stage."""
+    """One new token per sequence over `context` cached tokens, on one GPU of the stage (the busiest
+    expert-parallel rank's)."""
     from kvcalc.cost.flops import decode_keys
 
     attention = sum((t.layers * t.decode_flops * decode_keys(t.run, context) for t in stage.terms), Fraction(0))
-    return batch * (2 * stage.compute_params + int(attention))
+    return batch * (2 * stage.compute_params + int(attention)) + ep_extra_flops(stage, batch)
 
 
 def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
@@ -180,13 +225,23 @@ def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
 
     attention = sum(t.layers * t.prefill_flops * layer_pairs(t.run, prompt) for t in stage.terms)
     body = stage.compute_params - stage.lm_head_params
-    return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention)
+    return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention) + ep_extra_flops(stage, batch * prompt)
 
 
 def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
     """Weight bytes one GPU of the stage reads in a step over `tokens` tokens, in the weight formats
-    the stage was built for (stages(..., dtype))."""
-    return read_bytes(spec, stage.read_parts, tokens)
+    the stage was built for (stages(..., dtype)). Under expert parallelism, the busiest rank's."""
+    mean = read_bytes(spec, stage.read_parts, tokens)
+    if stage.ep <= 1 or not stage.read_parts[2]:
+        return mean
+    from kvcalc.cost.fabric import busiest_experts
+    from kvcalc.cost.shard import reached_experts
+
+    _, _, moe_layers, one = stage.read_parts
+    reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens))
+    # one rank's E / ep experts are whole on its tp / ep expert ranks: one expert is ep x `one` there
+    extra = moe_layers * (busiest_experts(spec.experts, reached, stage.ep) - reached / stage.ep) * stage.ep * one
+    return mean + math.ceil(extra)
 
 
 # --- communication ------------------------------------------------------------------------
@@ -218,6 +273,10 @@ def comm_seconds(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | Non
     sends between pipeline stages."""
     if dep.gpus == 1 or dep.link is None:
         return 0.0
+    if dep.ep > 1 or dep.dp_attention or dep.gpus_per_node:
+        from kvcalc.cost.fabric import layout_comm_seconds
+
+        return layout_comm_seconds(spec, dep, tokens, activation_bytes(spec, dtype))
     message = tokens * spec.hidden_size * activation_bytes(spec, dtype)
     seconds = allreduces_per_step(spec) * allreduce_seconds(message, dep.tp, dep.link)
     return seconds + (dep.pp - 1) * send_seconds(message, dep.link)
@@ -261,6 +320,7 @@ def memory_fit(
     the tokens, kv_bytes), so a row fits here exactly when fit's default block size says it fits."""
     budget = int(gpu.capacity_bytes * dep.gpu_util)
     worst = None
+    batch = -(-batch // dep.kv_ranks)  # under DP attention the busiest rank holds ceil(batch / tp)
     for st in staged:
         kv = batch * held_kv_bytes(st, context, kv_dtype)
         state = batch * st.state_bytes

@@ -39,9 +39,22 @@ class GpuSpec(BaseModel):
     # 8-GPU board): the link bandwidth is split over this many peer links, and a tensor-parallel
     # group of t GPUs reaches only the t - 1 links to its own members.
     link_mesh_peers: Pos | None = None
+    # Nodes and cost (issue 20). scale_up_domain: GPUs joined by `interconnect` (8 on an HGX board or an
+    # MI300X platform, 72 in a GB200/GB300 NVL72 rack, a PCIe server's GPU count); ranks beyond it talk
+    # over the scale-out link, ONE direction's bandwidth per GPU (a 400 Gb/s NIC per GPU: 50 GB/s).
+    scale_up_domain: Pos | None = None
+    scale_out: str | None = None
+    scale_out_bandwidth_bytes_per_s: Pos | None = None
+    scale_out_latency_s: Annotated[float, Field(gt=0)] | None = None
+    # On-demand US$ per GPU-hour where a public price list has one; price_source dates and names it.
+    price_usd_per_hour: Annotated[float, Field(gt=0)] | None = None
+    price_source: str | None = None
     # What `nvidia-smi --query-gpu=memory.total` prints, in MiB (a few hundred MiB above the CUDA
     # total): SGLang picks its default --mem-fraction-static from it (engines/sglang/release.py).
     nvidia_smi_memory_mib: Pos | None = None
+    # One memory shared by CPU and GPU (Apple Silicon): memory_bytes is the unified RAM and
+    # usable_memory_bytes the GPU working set macOS allows (Metal's recommendedMaxWorkingSetSize).
+    unified_memory: bool = False
 
     @field_validator("peak_dense_tflop_per_s")
     @classmethod

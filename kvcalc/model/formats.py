@@ -48,3 +48,21 @@ def rotary_dim(spec: ModelSpec) -> int:
     if spec.checkpoint and spec.checkpoint.rotary_dim:
         return spec.checkpoint.rotary_dim
     return spec.rope_dim if spec.is_mla else spec.head_dim_effective
+
+
+def weights_label(spec: ModelSpec, dtype: str | None) -> str:
+    """The weights' formats in a few words, naming a mix as one: "mxfp4 experts + bf16" (gpt-oss),
+    "int4 + bf16 attention" (an ignore list that keeps attention 16-bit), else the one dtype."""
+    if dtype is not None:
+        return dtype  # a --dtype what-if stores every matrix in it
+    q = quantization_of(spec, None)
+    declared = spec.checkpoint.declared_dtype if spec.checkpoint else None
+    half = declared or (spec.dtype if spec.dtype in ("fp32", "bf16", "fp16") else "bf16")
+    if q is None:
+        return spec.dtype
+    linear = q.linear.name if q.linear else None
+    if q.experts is not None and q.experts.name != linear:
+        return f"{q.experts.name} experts + {linear or half}"
+    if linear is None:
+        return spec.dtype
+    return linear if q.attention_quantized or linear == half else f"{linear} + {half} attention"

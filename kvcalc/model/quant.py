@@ -299,13 +299,15 @@ def _read_quantization(q: Any) -> Quantization | None:
     return Quantization(method=method or "unknown", problem="this quantization method is not modelled")
 
 
-def checkpoint_info(raw: Any) -> Checkpoint | None:
-    """One call from the config reader: what vLLM loads beyond the architecture's parameters."""
+def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpoint | None:
+    """One call from the config reader: what vLLM loads beyond the architecture's parameters.
+    defaults: the text model's class defaults, for the fields a sparse config leaves out."""
     from kvcalc.model.hf.towers import image_profile, vision_params
 
     if not isinstance(raw, dict):
         return None
     text: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+    text = {**(defaults or {}), **text}
     heads, hidden = text.get("num_attention_heads"), text.get("hidden_size")
     head_dim = text.get("head_dim") or text.get("qk_rope_head_dim")
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:

@@ -16,7 +16,7 @@ HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
 
 class Resolved(NamedTuple):
     spec: ModelSpec
-    source: str  # preset | user preset | preset file | file | hub | cache
+    source: str  # preset | user preset | preset file | file | hub | cache | gguf
     location: str
 
 
@@ -25,6 +25,11 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
 
     from kvcalc.model.hf.reader import spec_from_config
 
+    if _is_gguf(path):  # a GGUF file by another name (model.bin): its header, not JSON
+        from kvcalc.model.gguf.source import open_local
+
+        g = open_local(str(path))
+        return Resolved(override(g.spec, overrides), "gguf", g.location)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -37,6 +42,14 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
     if "images" in overrides or "encoder_seq" in overrides:
         spec = spec.with_changes(layer_pattern=_cross_tokens(spec, _per_layer(spec), overrides))
     return Resolved(spec, source, str(path))
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 def _per_layer(spec: ModelSpec) -> list[LayerRun]:
@@ -161,6 +174,28 @@ def resolve_model(text: str, overrides: dict[str, Any] | None = None) -> Resolve
     return resolved
 
 
+def _preset_at(found: Any, repo: str, revision: str, overrides: dict[str, Any]) -> Resolved:  # noqa: ANN401
+    """ORG/NAME@REV where ORG/NAME is a preset's alias. NOTE: presets are read from a repository's
+    config.json as published (main), so @main is the preset, offline; another revision is asked of
+    the hub, and when the hub cannot answer the error says what the preset stands for."""
+    source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
+    if revision == "main":
+        return Resolved(override(found.spec, overrides), source, f"{found.location} (as {repo}@main)")
+    from kvcalc.errors import HubError
+    from kvcalc.model.hub import fetch_config
+
+    try:
+        file, where = fetch_config(repo, revision)
+    except HubError as exc:
+        raise HubError(
+            exc.message,
+            hint=f"the preset {found.spec.name} is {repo} at main ({found.spec.source or found.location}); "
+            f"name {repo} or {repo}@main to use it offline",
+        ) from None
+    resolved = _read_config(Path(file), repo, where, overrides)
+    return Resolved(resolved.spec, where, f"{repo}@{revision} ({file})")
+
+
 def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     if not text.strip():
         raise NotFoundError("the model name is empty", hint="`kvcalc models` lists the presets")
@@ -168,10 +203,25 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     # no preset, file or hub id is that long.
     if len(text) > 1024 or any(len(part.encode()) > 255 for part in re.split(r"[/\\]", text)):
         raise NotFoundError(f"no preset, file or hub id is named '{text[:40]}…' ({len(text):,} characters)")
+    if "huggingface.co" in text.lower() or text.lower().startswith(("hf.co/", "http://hf.co", "https://hf.co")):
+        from kvcalc.model.hubref import hub_id
+
+        text = hub_id(text)  # a pasted hub address: ORG/NAME[@REV]
     found = locate(MODEL_DIR, text)  # a preset name or alias, built-in or user, or a FILE.yaml in its schema
     if found is not None and isinstance(found.spec, ModelSpec):  # the model kind only holds ModelSpecs
         source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
         return Resolved(override(found.spec, overrides), source, found.location)
+    repo, at, revision = text.partition("@")
+    if at and re.match(HUB_ID, text) and not Path(text).expanduser().exists():
+        found = locate(MODEL_DIR, repo)
+        if found is not None:
+            return _preset_at(found, repo, revision, overrides)
+    if text.lower().partition("@")[0].endswith(".gguf") or ":" in text or "gguf" in text.lower():
+        from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
+
+        if is_gguf_ref(text):  # a .gguf file, org/repo:QUANT or a GGUF repo: the header, read by range
+            g = open_gguf(text)
+            return Resolved(override(g.spec, overrides), "gguf", g.location)
     path = Path(text).expanduser()
     if path.is_dir():
         config = path / "config.json"

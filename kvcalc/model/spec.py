@@ -117,6 +117,9 @@ class ModelSpec(BaseModel):
 
     # What the checkpoint loads beyond the architecture (quantization, rotary cache, vision tower).
     checkpoint: Checkpoint | None = None
+    # config.json's architectures[0] (MllamaForConditionalGeneration, ...), when read from a config:
+    # what an engine's model registry looks up (engines/vllm/startup.py).
+    architecture: str | None = None
 
     @field_validator("dtype", "expert_dtype")
     @classmethod

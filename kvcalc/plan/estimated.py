@@ -108,6 +108,50 @@ def decode_estimate(
     from kvcalc.cost.estimate import step_time
 
     t = step_time(
-        spec, gpu, dep, engine=engine, decode_contexts=[context] * batch, dtype=dtype, kv_dtype=kv_dtype, staged=staged
+        spec,
+        gpu,
+        dep,
+        engine=engine,
+        decode_batch=batch,
+        decode_context=context,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        staged=staged,
     )
     return t.estimate_s, t.lo_s, t.hi_s, t.basis
+
+
+def decode_lines(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    batches: list[int],
+    context: int,
+    engine: str,
+    dtype: str | None,
+    kv_dtype: str,
+    staged: tuple[Stage, ...],
+    util: tuple[float, float] | None = None,
+) -> list[tuple[str, list[int], list[float]]]:
+    """Chart lines of decode step time against batch at one context, beside the ceiling's: the
+    calibrated estimate and its 80% interval, or with `util` (--efficiency/--mbu/--mfu) that what-if."""
+    if util is not None:
+        from kvcalc.cost.roofline import decode_row
+        from kvcalc.model.formats import matmul_dtype
+
+        compute = gpu.compute_dtype(matmul_dtype(spec, dtype))
+        rows = [
+            decode_row(spec, gpu, b, context, dtype, kv_dtype, compute, dep=dep, staged=staged, util=util)
+            for b in batches
+        ]
+        label = f"seq {context:,} (what-if MBU {util[0]:g}, MFU {util[1]:g})"
+        return [(label, batches, [r.estimate_step_seconds or r.step_seconds for r in rows])]
+    from kvcalc.cost.estimate import step_time
+
+    kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged, decode_context=context)
+    est = [step_time(spec, gpu, dep, decode_batch=b, **kw) for b in batches]  # type: ignore[arg-type]
+    return [
+        (f"seq {context:,} (estimate, {engine})", batches, [t.estimate_s for t in est]),
+        (f"seq {context:,} estimate 80% low", batches, [t.lo_s for t in est]),
+        (f"seq {context:,} estimate 80% high", batches, [t.hi_s for t in est]),
+    ]

@@ -16,6 +16,7 @@ from kvcalc.cost.step import Deployment, Stage, context_warning, held_kv_bytes, 
 from kvcalc.engines.sglang.pool import SglangPool
 from kvcalc.engines.vllm.figures import VllmFigures
 from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.formats import weights_label
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.serve_search import ConcurrencySearch
 from kvcalc.results import Result
@@ -63,9 +64,14 @@ class FitResult(Result):
     kv_heads_replicated: bool
     fits: bool
     max_batch: int
-    max_seq: int | None  # None: windowed layers only, the cache stops growing
+    max_seq: int | None  # capped at max_position_embeddings; None: windowed layers only and no maximum known
     kv_capacity_tokens: int
     max_concurrency: float
+    # What memory alone allows at this batch, above the model's maximum context or not (None: unbounded).
+    max_seq_memory: int | None = None
+    # Whose definition kv_capacity_tokens and max_concurrency follow: "kvcalc", or the engine named ("vLLM 0.19").
+    capacity_basis: str = "kvcalc"
+    weight_format: str = ""  # the weights' formats as a label, a mix named as one ("mxfp4 experts + bf16")
     per_gpu: PerGpu
     vllm: VllmFigures | None = None
     sglang: SglangPool | None = None  # fit --engine sglang: SGLang's own pool, which then decides `ok`
@@ -74,6 +80,13 @@ class FitResult(Result):
     warnings: list[str] = []
     ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
     verdict: str = ""
+    # Layout beyond tp x pp (issue 20): with dp_attention the tp ranks each hold their own requests'
+    # KV, and max_batch, kv_capacity_tokens and max_concurrency count all of them.
+    ep: int = 1
+    dp_attention: bool = False
+    nodes: int = 1
+    gpus_per_node: int | None = None
+    accounting: str = "kvcalc"  # whose memory accounting the reserve came from (kvcalc / vLLM 0.19 ...)
 
 
 def paged(tokens: int, block_size: int) -> int:
@@ -126,6 +139,7 @@ def fit_report(
     pp: int = 1,
     weights_per_gpu: int | None = None,
     staged: tuple[Stage, ...] | None = None,
+    kv_ranks: int = 1,
 ) -> FitResult:
     """Per GPU of each pipeline stage: its weights, the paged KV of its layers, state and reserve
     against capacity x gpu_util. The figures reported are the tightest stage's. weights_per_gpu: an
@@ -149,14 +163,15 @@ def fit_report(
         avail, per_seq, per_state = room(st)
         return max(avail, 0) // (per_seq + per_state) if per_seq + per_state else MAX_SEARCH_SEQ
 
+    rank_batch = -(-batch // kv_ranks)  # DP attention: the busiest rank's share of the requests
     stage = min(staged, key=lambda st: (capacity(st), room(st)[0]))
     avail, per_seq, per_state = room(stage)
     weights = resident(stage)
     usable = max(avail, 0)
-    max_batch = min(capacity(st) for st in staged) if per_seq + per_state else 0
+    max_batch = kv_ranks * min(capacity(st) for st in staged) if per_seq + per_state else 0
     per_token = sum(t.layers * t.elements for t in stage.terms)  # while every window still grows
     per_token_bytes = elements_to_bytes(per_token, kv_dtype)
-    fits = all(batch * (pr[1] + pr[2]) <= pr[0] for pr in map(room, staged))
+    fits = all(rank_batch * (pr[1] + pr[2]) <= pr[0] for pr in map(room, staged))
     attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
     if steps is not None:
         all_weights = weight_bytes_resident(spec, dtype)
@@ -181,7 +196,8 @@ def fit_report(
         )
         state = f" + constant state {per_state:,} B" if per_state else ""
         steps.append(f"one sequence of {seq:,} tokens on one GPU: {per_seq:,} B of KV{state}")
-        steps.append(f"largest batch: ⌊{usable:,} / {per_seq + per_state:,}⌋ = {max_batch:,}")
+        ranks = f"{kv_ranks} DP-attention ranks × " if kv_ranks > 1 else ""
+        steps.append(f"largest batch: {ranks}⌊{usable:,} / {per_seq + per_state:,}⌋ = {max_batch:,}")
     result = FitResult(
         model=spec.name,
         gpu=gpu.name,
@@ -190,6 +206,7 @@ def fit_report(
         seq=seq,
         batch=batch,
         dtype=dtype or spec.dtype,
+        weight_format=weights_label(spec, dtype),
         kv_dtype=kv_dtype,
         gpu_util=gpu_util,
         block_size=block_size,
@@ -197,13 +214,14 @@ def fit_report(
         kv_heads_replicated=replicates_kv_heads(spec, tp),
         fits=fits,
         max_batch=max_batch,
-        max_seq=_max_seq(stage, batch, usable, kv_dtype, block_size),
-        kv_capacity_tokens=(usable // (per_token_bytes * block_size)) * block_size if per_token_bytes else 0,
-        max_concurrency=usable / (per_seq + per_state) if per_seq + per_state else 0.0,
+        max_seq=capped_context(spec, memory_seq := _max_seq(stage, rank_batch, usable, kv_dtype, block_size)),
+        max_seq_memory=memory_seq,
+        kv_capacity_tokens=kv_ranks * (usable // (per_token_bytes * block_size)) * block_size if per_token_bytes else 0,
+        max_concurrency=kv_ranks * usable / (per_seq + per_state) if per_seq + per_state else 0.0,
         per_gpu=PerGpu(
             weight_bytes=weights,
-            kv_bytes=batch * per_seq,
-            state_bytes=batch * per_state,
+            kv_bytes=rank_batch * per_seq,
+            state_bytes=rank_batch * per_state,
             reserve_bytes=reserve_bytes,
             budget_bytes=budget,
             capacity_bytes=gpu.capacity_bytes,
@@ -212,6 +230,22 @@ def fit_report(
     )
     result.ok, result.verdict = verdict(result)  # the caller redoes it after adding latency goals
     return result
+
+
+def capped_context(spec: ModelSpec, memory_seq: int | None) -> int | None:
+    """The largest context a request may have: what memory holds, never above max_position_embeddings."""
+    limit = spec.max_position_embeddings
+    if limit is None:
+        return memory_seq
+    return limit if memory_seq is None else min(memory_seq, limit)
+
+
+def adopt_engine_capacity(result: FitResult, basis: str, kv_tokens: int, concurrency: float) -> None:
+    """One capacity and one concurrency per answer: when an engine is named, its own (its pool, its
+    blocks per request) replace kvcalc's, and `capacity_basis` says whose they are."""
+    result.kv_capacity_tokens = kv_tokens
+    result.max_concurrency = concurrency
+    result.capacity_basis = basis
 
 
 def _slo_figures(slo) -> str:  # noqa: ANN001
@@ -225,6 +259,9 @@ def verdict(result: FitResult) -> tuple[bool, str]:
     p = result.per_gpu
     where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
     budget = f"the {fmt_bytes(p.budget_bytes)} budget ({fmt_bytes(p.capacity_bytes)} x {result.gpu_util:g})"
+    start = result.vllm.startup if result.vllm else None
+    if start is not None and start.refusal:
+        return False, f"vLLM {result.vllm.version} REFUSES TO START on {where}: {start.refusal.rstrip('.')}"
     if not result.fits:
         fixed = p.weight_bytes + p.reserve_bytes
         if fixed > p.budget_bytes:

@@ -30,6 +30,16 @@ from kvcalc.units import dtype_bits, fmt_seconds
 # NOTE: this command's result models live here, beside the function that returns them, so that
 # another command does not define them at start-up; and no `from __future__ import annotations`
 # in this module: Pydantic would compile every field's annotation string at import.
+class GenerateLesson(Result):
+    """What the KV cache saves (THEORY section 1): a lesson, not part of a deployment's answer."""
+
+    flops_uncached: int  # every step recomputes its whole prefix
+    concat_positions_copied: int  # growing the cache by concatenation
+    prealloc_positions_written: int
+    concat_bytes_copied: int
+    prealloc_bytes_written: int
+
+
 class GenerateResult(Result):
     model: str
     gpu: str
@@ -50,13 +60,9 @@ class GenerateResult(Result):
     mbu: float
     mfu: float
     flops_cached: int
-    flops_uncached: int
-    concat_positions_copied: int
-    prealloc_positions_written: int
-    concat_bytes_copied: int
-    prealloc_bytes_written: int
     memory_note: str = ""
     warnings: list[str] = []
+    lesson: GenerateLesson | None = None  # with --explain only: what the cache saves, for teaching
     engine: str | None = None  # the engine the estimate is calibrated for
     estimate: Estimate | None = None  # calibrated, beside the ceiling figures above (absent with --ceiling)
 
@@ -190,13 +196,14 @@ def decode_sum(
         weights = weight_bytes_read(spec, st, batch)
         edges = sorted({t.window for t in st.terms if t.window is not None and lo <= t.window < hi})
         start = lo
+        own = -(-batch // st.kv_ranks)  # DP attention: a rank reads only its own sequences' KV
         for end in [*edges, hi]:
             b0, b1 = Fraction(weights + decode_state_bytes(st, batch)), Fraction(0)
             f0, f1 = Fraction(2 * st.compute_params), Fraction(0)
             for t in st.terms:
                 h0, h1, k0, k1 = _piece(t.run, end)
-                b0 += batch * t.layers * t.read_elements * h0 * per_element
-                b1 += batch * t.layers * t.read_elements * h1 * per_element
+                b0 += own * t.layers * t.read_elements * h0 * per_element
+                b1 += own * t.layers * t.read_elements * h1 * per_element
                 f0 += t.layers * t.decode_flops * k0
                 f1 += t.layers * t.decode_flops * k1
             total += _sum_max(b0, b1, batch * f0, batch * f1, start, end, mem, flop)
@@ -287,8 +294,6 @@ def generate_report(
     flops_cached = batch * (prefill_flops(spec, prompt) + n_steps * per_token + decode_attention)
     # Without a cache, token t (t = 0 .. new - 1) needs a full forward over all prompt + t tokens.
     flops_uncached = batch * (per_token * (new * prompt + new * (new - 1) // 2) + prefill_attention)
-    concat = concat_positions(prompt, new)
-    per_position = batch * bytes_per_token(spec, kv_dtype)
     basis = "ceiling" if mbu == 1.0 and mfu == 1.0 else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
     tokens_per_s = batch * new / total
     comm = comm_seconds(spec, dep, batch, dtype)
@@ -318,6 +323,18 @@ def generate_report(
         estimate = static_estimate(
             spec, gpu, dep, batch=batch, prompt=prompt, new=new, dtype=dtype, kv_dtype=kv_dtype, engine=engine
         )
+    lesson = None
+    if steps is not None and basis == "ceiling":  # the same lesson at any efficiency: told once
+        concat = concat_positions(prompt, new)
+        per_position = batch * bytes_per_token(spec, kv_dtype)
+        lesson = GenerateLesson(
+            flops_uncached=flops_uncached,
+            concat_positions_copied=concat,
+            prealloc_positions_written=new,
+            concat_bytes_copied=concat * per_position,
+            prealloc_bytes_written=new * per_position,
+        )
+        steps += _lesson_lines(flops_cached, lesson)
     return GenerateResult(
         engine=engine,
         estimate=estimate,
@@ -340,14 +357,26 @@ def generate_report(
         mbu=mbu,
         mfu=mfu,
         flops_cached=flops_cached,
-        flops_uncached=flops_uncached,
-        concat_positions_copied=concat,
-        prealloc_positions_written=new,
-        concat_bytes_copied=concat * per_position,
-        prealloc_bytes_written=new * per_position,
+        lesson=lesson,
         memory_note=fit.message("fits" if fit.fits else "DOES NOT FIT"),
-        warnings=[w for w in (context_warning(spec, prompt + new),) if w],
+        warnings=[w for w in (context_warning(spec, prompt + new),) if w] + _node_warnings(dep, gpu.name),
     )
+
+
+def _lesson_lines(flops_cached: int, lesson: GenerateLesson) -> list[str]:
+    from kvcalc.units import fmt_bytes, fmt_flop_count
+
+    def size(n: int) -> str:
+        return f"{fmt_bytes(n)}, {n:,} B"
+
+    return [
+        f"[lesson] FLOPs with a KV cache {fmt_flop_count(flops_cached)}, without one (every step "
+        f"recomputes the prefix) {fmt_flop_count(lesson.flops_uncached)}: {lesson.flops_uncached / flops_cached:,.1f}x",
+        f"[lesson] growing the cache by concatenation copies {lesson.concat_positions_copied:,} positions "
+        f"({size(lesson.concat_bytes_copied)}); a preallocated buffer writes {lesson.prealloc_positions_written:,} "
+        f"({size(lesson.prealloc_bytes_written)}): "
+        f"{lesson.concat_positions_copied / lesson.prealloc_positions_written:,.1f}x",
+    ]
 
 
 def _explain(
@@ -389,3 +418,9 @@ def _explain(
         f"[{basis}] total = {fmt_seconds(ttft)} + {fmt_seconds(decode)} = {fmt_seconds(total)}; "
         f"tokens/s = {batch:,} x {new:,} / {fmt_seconds(total)} = {tokens_per_s:,.1f}",
     ]
+
+
+def _node_warnings(dep, gpu_name: str) -> list[str]:  # noqa: ANN001
+    from kvcalc.cost.fabric import node_warnings
+
+    return node_warnings(dep, gpu_name)

@@ -28,7 +28,7 @@ def check_options(
             ("--chunked-prefill-size", chunked_prefill_size),
             ("--page-size", page_size),
             ("--max-running-requests", max_running_requests),
-            ("--dp-attention", dp_attention or None),
+            # --dp-attention is also kvcalc's own layout option (issue 20: each rank keeps its requests' KV)
         )
         if value is not None
     ]

@@ -57,7 +57,7 @@ def largest_batch(
 
         def tpot(b: int) -> float:
             kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged)
-            return step_time(spec, gpu, dep, decode_contexts=[fit.seq] * b, **kw).estimate_s  # type: ignore[arg-type]
+            return step_time(spec, gpu, dep, decode_batch=b, decode_context=fit.seq, **kw).estimate_s  # type: ignore[arg-type]
 
         def ttft(b: int) -> float:
             kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged)

@@ -37,6 +37,57 @@ class Chart:
     ylog: bool = True
     series: list[Series] = field(default_factory=list)
     bars: list[tuple[str, float]] = field(default_factory=list)
+    # Tick marks in human units, (value in the axis' data unit, label); empty: the library's own.
+    xticks: list[tuple[float, str]] = field(default_factory=list)
+    yticks: list[tuple[float, str]] = field(default_factory=list)
+
+
+MAX_TICKS = 8
+
+
+def _thin(ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """At most MAX_TICKS, every k-th, so that they stay evenly spaced on a log axis."""
+    step = math.ceil(len(ticks) / MAX_TICKS) or 1
+    return ticks[::step]
+
+
+def _powers_of_two(lo: float, hi: float) -> list[int]:
+    if hi <= 0:
+        return []
+    a = math.floor(math.log2(max(lo, 1e-300)))
+    return [2**e for e in range(a, math.ceil(math.log2(hi)) + 1) if lo <= 2**e <= hi] if a >= 0 else []
+
+
+def byte_ticks(lo_gib: float, hi_gib: float) -> list[tuple[float, str]]:
+    """Powers of two between two sizes in GiB, labelled 256 MiB, 1 GiB, 4 GiB (never 2x10^-1 GiB)."""
+    from kvcalc.units import fmt_bytes
+
+    sizes = _powers_of_two(lo_gib * GIB, hi_gib * GIB)
+    return _thin([(n / GIB, fmt_bytes(n)) for n in sizes])
+
+
+def token_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
+    """Powers of two between two token counts, labelled 256, 1k, 128k, 1M."""
+    return _thin([(float(n), fmt_tokens(n)) for n in _powers_of_two(max(lo, 1), hi)])
+
+
+def ms_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
+    """1-2-5 steps between two times in ms, labelled 500 µs, 2 ms, 1 s."""
+    ticks = []
+    if hi <= 0:
+        return ticks
+    for e in range(math.floor(math.log10(max(lo, 1e-6))), math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10.0**e
+            if lo <= v <= hi:
+                label = f"{v * 1e3:g} µs" if v < 1 else f"{v:g} ms" if v < 1000 else f"{v / 1e3:g} s"
+                ticks.append((v, label))
+    return _thin(ticks)
+
+
+def _span(values: list[float]) -> tuple[float, float]:
+    positive = [v for v in values if v > 0]
+    return (min(positive), max(positive)) if positive else (0.0, 0.0)
 
 
 def _logspace(lo: float, hi: float, n: int = 64) -> list[float]:
@@ -121,7 +172,7 @@ def cache_chart(
     title = f"KV cache: {spec.name}, {kv_dtype}" + (f", tp {tp} (per rank)" if tp > 1 else "")
     if len(drawn) < len(batches):
         title += f" ({len(drawn)} of {len(batches)} batch sizes)"
-    chart = Chart(title=title, xlabel="context (tokens, log)", ylabel="KV cache (GiB, log)")
+    chart = Chart(title=title, xlabel="context (tokens, log)", ylabel="KV cache (log)")
     for b in drawn:
         chart.series.append(
             Series(
@@ -157,6 +208,9 @@ def cache_chart(
                     gid="gpu-minus-weights",
                 )
             )
+    xs_all = [x for sr in chart.series for x in sr.x]
+    chart.xticks = token_ticks(*_span(xs_all))
+    chart.yticks = byte_ticks(*_span([y for sr in chart.series for y in sr.y]))
     return chart
 
 

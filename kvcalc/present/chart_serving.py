@@ -3,7 +3,7 @@ output token against batch (fit), drawn by the same terminal and file renderers 
 
 from __future__ import annotations
 
-from kvcalc.present.chart import MAX_SERIES, Chart, Series
+from kvcalc.present.chart import MAX_SERIES, Chart, Series, _span, ms_ticks, token_ticks
 
 POINTS = 64  # samples per line: enough for a smooth curve, cheap at any --new
 
@@ -31,7 +31,7 @@ def fit_chart(
     title: str, lines: list[tuple[str, list[int], list[float]]], goal_ms: float | None, batches: list[int]
 ) -> Chart:
     """Time per output token (ms) against batch, one line per context, the TPOT goal as a dashed line."""
-    chart = Chart(title=title, xlabel="batch (sequences, log)", ylabel="time per output token (ms, log)")
+    chart = Chart(title=title, xlabel="batch (sequences, log)", ylabel="time per output token (log)")
     for label, xs, seconds in lines[:MAX_SERIES]:
         chart.series.append(
             Series(label, [float(x) for x in xs], [s * 1e3 for s in seconds], "line", gid=f"tpot-{label}")
@@ -40,6 +40,8 @@ def fit_chart(
         chart.series.append(
             Series(f"TPOT goal {goal_ms:g} ms", [float(min(batches)), float(max(batches))], [goal_ms, goal_ms], "hline")
         )
+    chart.xticks = token_ticks(*_span([x for sr in chart.series for x in sr.x]))  # batches: 1, 2, 4 ... 1k
+    chart.yticks = ms_ticks(*_span([y for sr in chart.series for y in sr.y]))
     return chart
 
 

@@ -37,6 +37,10 @@ def terminal(chart: Chart, width: int, height: int = 24, color: bool = False) ->
         plt.xscale("log")
     if chart.ylog:
         plt.yscale("log")
+    if chart.xticks:
+        plt.xticks([v for v, _ in chart.xticks], [label for _, label in chart.xticks])
+    if chart.yticks:
+        plt.yticks([v for v, _ in chart.yticks], [label for _, label in chart.yticks])
     for i, s in enumerate(chart.series):
         marker = _TERM_MARKERS[i % len(_TERM_MARKERS)]
         if s.kind in ("point", "ridge"):
@@ -77,6 +81,7 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
                 ax.set_xscale("log")
             if chart.ylog:
                 ax.set_yscale("log")
+            _ticks(ax, chart)
             palette = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
             groups: dict[str, str] = {}
             points = [x for x in chart.series if x.kind == "point"]
@@ -126,6 +131,16 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
     finally:
         pyplot.close(fig)
     return path
+
+
+def _ticks(ax, chart: Chart) -> None:  # noqa: ANN001
+    """The chart's own tick labels in human units; no minor labels (matplotlib's 2x10^-1 on log axes)."""
+    ticker = importlib.import_module("matplotlib.ticker")
+    for ticks, axis in ((chart.xticks, ax.xaxis), (chart.yticks, ax.yaxis)):
+        if ticks:
+            axis.set_major_locator(ticker.FixedLocator([v for v, _ in ticks]))
+            axis.set_major_formatter(ticker.FixedFormatter([label for _, label in ticks]))
+            axis.set_minor_formatter(ticker.NullFormatter())
 
 
 def check(target: str) -> None:

@@ -112,10 +112,15 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
             f"step\n{tu} >=",
             "tok/s\n<=",
             *(["tok/s\nestimate"] if estimate else []),
-            *([f"step {tu}\nestimate [80%]", f"tok/s\n{result.engine}"] if calibrated else []),
+            *([f"step {tu}\nestimate", "80%\ninterval", f"tok/s\n{result.engine}"] if calibrated else []),
             "fits",
         ],
-        optional=(2, 4, 5, 6, 3),  # weights (one value), FLOPs, intensity, bound, KV read
+        # weights (one value), FLOPs, intensity, bound, KV read; then the comm and the estimate's tok/s
+        optional=(
+            *(2, 4, 5, 6, 3),
+            *((7,) if parallel else ()),
+            *((11 + parallel + estimate, 10 + parallel + estimate) if calibrated else ()),
+        ),
     )
     for r in rows:
         sheet.rows.append(
@@ -133,7 +138,8 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
                 *([_fixed(r.estimate_tokens_per_s, 1)] if estimate else []),
                 *(
                     [
-                        f"{r.estimate.step_s / ts:,.2f} [{r.estimate.interval_s[0] / ts:,.2f}-{r.estimate.interval_s[1] / ts:,.2f}]",
+                        _fixed(r.estimate.step_s / ts, 2),
+                        f"{r.estimate.interval_s[0] / ts:,.2f}-{r.estimate.interval_s[1] / ts:,.2f}",
                         _fixed(r.estimate.tokens_per_s, 1),
                     ]
                     if calibrated and r.estimate

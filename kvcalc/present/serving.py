@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from kvcalc.present.render import _bytes
 from kvcalc.present.sheet import Sheet
-from kvcalc.units import fmt_flop_count, fmt_seconds, plural
+from kvcalc.units import fmt_seconds, plural
 
 
 def _reserve_note(result) -> str:  # noqa: ANN001
     v = result.vllm
     if v is not None and v.profile_peak_bytes is not None:
         return "vLLM profiling peak + non-torch memory"
+    if result.accounting.startswith("kvcalc weights; reserve from vLLM"):
+        return "vLLM 0.19's profiling peak + non-torch memory"
     return "activations, graphs, buffers (--reserve)"
 
 
@@ -23,7 +25,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     if result.tp * result.pp > 1:
         where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
     sheet = Sheet(
-        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.dtype} weights, {result.kv_dtype} KV",
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.weight_format or result.dtype} weights, {result.kv_dtype} KV",
         columns=["per GPU", "bytes", ""],
         text_columns=(0, 2),
     )
@@ -31,7 +33,13 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     if result.kv_heads_per_rank is not None:
         kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
     sheet.rows += [
-        ["weights", _bytes(p.weight_bytes), "split across ranks" if result.tp > 1 else ""],
+        [
+            "weights",
+            _bytes(p.weight_bytes),
+            ("attention whole per rank, the rest split" if result.dp_attention else "split across ranks")
+            if result.tp > 1
+            else "",
+        ],
         ["KV cache", _bytes(p.kv_bytes), kv_note],
         ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
         ["reserve", _bytes(p.reserve_bytes), _reserve_note(result)],
@@ -44,11 +52,17 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     ]
     sheet.rows = [r for r in sheet.rows if r]
     sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
+    sheet.notes.append(f"Accounting: {result.accounting}.")
+    if result.dp_attention or result.ep > 1:
+        ranks = f"DP attention over {result.tp} ranks (each keeps its own requests' KV)" if result.dp_attention else ""
+        experts = f"expert parallelism {result.ep}" if result.ep > 1 else ""
+        sheet.notes.append(f"Layout: {', '.join(x for x in (ranks, experts) if x)}; KV capacity counts every rank.")
     sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
+    sheet.notes.append(f"Largest context at batch {result.batch:,}: {_largest_context(result)}.")
+    basis = "" if result.capacity_basis == "kvcalc" else f" ({result.capacity_basis}'s definition)"
     sheet.notes.append(
-        f"Largest context at batch {result.batch:,}: "
-        + ("unbounded by memory (windowed layers only)" if result.max_seq is None else f"{result.max_seq:,} tokens")
-        + f". KV capacity: {result.kv_capacity_tokens:,} tokens; concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
+        f"KV capacity{basis}: {result.kv_capacity_tokens:,} tokens; "
+        f"concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
     )
     if result.kv_heads_replicated:
         sheet.notes.append(
@@ -68,6 +82,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
                 f"{_bytes(v.profile_peak_bytes)} - non-torch {_bytes(v.non_torch_bytes)}"
             )
         sheet.notes += [f"  {line}" for line in v.log_lines]
+        if v.startup is not None and v.startup.refusal:
+            sheet.notes.append(
+                f"  start-up check (max_model_len {v.startup.max_model_len:,}): ValueError: {v.startup.refusal}"
+            )
         sheet.notes += [f"  not sized (left out of the figures above): {u}" for u in v.not_sized]
     if result.sglang:
         from kvcalc.present.sglang import notes
@@ -101,6 +119,17 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     return sheet
 
 
+def _largest_context(result) -> str:  # noqa: ANN001
+    """The capped figure, saying when memory would hold more than the model's maximum context."""
+    memory = result.max_seq_memory
+    if result.max_seq is None:
+        return "unbounded by memory (windowed layers only)"
+    if memory is None or memory > result.max_seq:
+        held = "any length (windowed layers only)" if memory is None else f"{memory:,}"
+        return f"{result.max_seq:,} tokens, the model's max_position_embeddings (memory would hold {held})"
+    return f"{result.max_seq:,} tokens"
+
+
 def fit_grid_sheet(results: list) -> Sheet:
     """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
     first = results[0]
@@ -110,9 +139,13 @@ def fit_grid_sheet(results: list) -> Sheet:
         else f"one {first.gpu}"
     )
     goals = first.slo is not None
+    many = len({r.gpu for r in results}) > 1  # fit --gpu h100,h200: a GPU column
+    if many:
+        where = f"{first.tp * first.pp} x each GPU (tp {first.tp}, pp {first.pp})"
     sheet = Sheet(
-        title=f"Fit: {first.model} on {where}, {first.dtype} weights, {first.kv_dtype} KV, per GPU",
+        title=f"Fit: {first.model} on {where}, {first.weight_format or first.dtype} weights, {first.kv_dtype} KV, per GPU",
         columns=[
+            *(["gpu"] if many else []),
             "batch",
             "seq",
             "weights",
@@ -124,14 +157,15 @@ def fit_grid_sheet(results: list) -> Sheet:
             *(["batch for\ngoals"] if goals else []),
             *(["SGLang\n#tokens", "SGLang\nfits"] if first.sglang else []),
         ],
-        text_columns=(),
+        text_columns=(0,) if many else (),
         # NOTE: the verdict (fits) stays longest; weights and budget are the same on every row
-        optional=(2, 5, 4, 7, 3),  # weights, budget, total, largest batch, KV cache
+        optional=tuple(i + many for i in (2, 5, 4, 7, 3)),  # weights, budget, total, largest batch, KV cache
     )
     for r in results:
         p = r.per_gpu
         sheet.rows.append(
             [
+                *([r.gpu] if many else []),
                 f"{r.batch:,}",
                 f"{r.seq:,}",
                 _bytes(p.weight_bytes),
@@ -196,14 +230,5 @@ def generate_sheet(results: list) -> Sheet:
         else "The ceiling is a bound; the estimate scales both roofs."
     )
     sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
-    sheet.notes.append(
-        f"FLOPs with a KV cache {fmt_flop_count(first.flops_cached)}, without one (every step recomputes the prefix) "
-        f"{fmt_flop_count(first.flops_uncached)}: {first.flops_uncached / first.flops_cached:,.1f}x."
-    )
-    sheet.notes.append(
-        f"Growing the cache by concatenation copies {first.concat_positions_copied:,} positions "
-        f"({_bytes(first.concat_bytes_copied)}); a preallocated buffer writes {first.prealloc_positions_written:,} "
-        f"({_bytes(first.prealloc_bytes_written)}): {first.concat_positions_copied / first.prealloc_positions_written:,.1f}x."
-    )
     sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet

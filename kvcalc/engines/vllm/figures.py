@@ -16,6 +16,7 @@ with M = max_num_batched_tokens. A uniform model is one group of all its layers.
 import math
 
 from kvcalc.cost.kvcache import elements_per_token
+from kvcalc.engines.vllm.startup import VllmStartup
 from kvcalc.errors import UsageError
 from kvcalc.model.spec import LayerKind, ModelSpec
 from kvcalc.results import Result
@@ -48,6 +49,8 @@ class VllmFigures(Result):
     weight_format: str | None = None
     activation_dtype: str | None = None
     not_sized: list[str] = []
+    # check_enough_kv_cache_memory at start-up (engines/vllm/startup.py); None when not checked.
+    startup: VllmStartup | None = None
 
 
 def _group_size(counts: list[int]) -> int:

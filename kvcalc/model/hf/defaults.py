@@ -18,6 +18,11 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
         "tie_word_embeddings": True,
+        # NOTE: Gemma3TextConfig's defaults; vLLM's gemma3.py builds the global layers' rotary cache from
+        # max_position_embeddings (x 8 under Gemma 3's linear scaling) and the sliding layers' own from
+        # rope_local_base_freq, whether or not a sparse text_config (gemma-3-4b-it) lists them.
+        "max_position_embeddings": 131072,
+        "rope_local_base_freq": 10000.0,
     },
     "gemma2": {"head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True},
     "gemma": {"head_dim": 256, "tie_word_embeddings": True},

@@ -96,13 +96,19 @@ ALSO = {"mamba_head_dim": ("auto",), "mamba_d_head": ("auto",), "mamba_dt_rank":
 PER_LAYER_OK = ("num_experts", "moe_topk", "moe_intermediate_size", "num_shared_expert")  # Hunyuan's lists
 
 
+# Experts chosen per token: 0 is allowed beside zero experts (Granite-4.0-H 350M and 1B: a dense MLP).
+TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts")
+EXPERT_COUNTS = ("num_local_experts", "n_routed_experts", "num_experts")
+
+
 def check_types(cfg: Config) -> None:
     """Refuse a field the reader computes with when its value has the wrong type (one line, the field named)."""
+    dense = not any(cfg.data.get(name) for name in EXPERT_COUNTS)
     for name in POSITIVE + COUNTS + ("mamba_d_head", "mamba_dt_rank"):
         value = cfg.data.get(name)
         if value is None or value in ALSO.get(name, ()) or (isinstance(value, list) and name in PER_LAYER_OK):
             continue
-        least = 0 if name in COUNTS else 1
+        least = 0 if name in COUNTS or (dense and name in TOP_K) else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             kind = "a non-negative integer" if least == 0 else "a positive integer"
             raise cfg.refuse(f"field {name} must be {kind}, got {value!r}")

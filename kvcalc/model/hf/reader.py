@@ -211,8 +211,11 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         "vocab_size": vocab,
         "dtype": weight_dtype,
         "expert_dtype": expert_dtype,
-        "checkpoint": checkpoint_info(raw),
+        "checkpoint": checkpoint_info(raw, TYPE_DEFAULTS.get(model_type)),
     }
+    archs = raw.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        fields["architecture"] = archs[0]
     if vocab is None:
         fields["params_unknown"] = "config.json has no vocab_size"
     if encdec:

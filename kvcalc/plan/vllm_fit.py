@@ -1,4 +1,5 @@
-"""`fit --engine vllm`: option checks and the glue between fit and the vLLM memory model."""
+"""`fit --engine vllm`: option checks and the glue between fit and the vLLM memory model (used by the
+CLI and the Python API alike, so it lives in plan/)."""
 
 from __future__ import annotations
 
@@ -189,3 +190,62 @@ def figures(
             f" = {v.max_concurrency:.2f}x",
         ]
     return v
+
+
+def default_seqs(spec: ModelSpec, is_vllm: bool) -> list[int]:
+    """--seq left out: 8k, or under --engine vllm vLLM's own default max_model_len (the model's
+    max_position_embeddings: 131,072 for Llama-3.1-8B)."""
+    if not is_vllm:
+        return [8192]
+    from kvcalc.engines.vllm.startup import default_max_model_len
+
+    return [default_max_model_len(spec)]
+
+
+def refuse_architecture(spec: ModelSpec) -> None:
+    """An architecture vLLM 0.19's V1 engine does not serve is refused, in vLLM's words."""
+    from kvcalc.engines.vllm.startup import unsupported_architecture
+
+    why = unsupported_architecture(spec)
+    if why:
+        raise UsageError(
+            f"--engine vllm: vLLM 0.19 does not serve {spec.name}: {why}",
+            hint="drop --engine vllm for kvcalc's own arithmetic",
+        )
+
+
+def startup(spec: ModelSpec, terms, kv_logged: int | None, v: VllmFigures, seq: int, batched: int):  # noqa: ANN001, ANN201
+    """vLLM's start-up check with max_model_len = seq on every worker (each pipeline stage's layers)."""
+    from kvcalc.engines.vllm.memory import pp_layers
+    from kvcalc.engines.vllm.startup import check_start
+
+    if terms is not None and kv_logged is None and len(terms.stages) > 1:
+        ranges = pp_layers(spec.num_layers, len(terms.stages))
+        workers = [(r, st.available_kv_bytes) for r, st in zip(ranges, terms.stages)]
+    else:
+        workers = [(range(spec.num_layers), v.available_kv_bytes)]
+    return check_start(
+        spec,
+        workers,
+        max_model_len=seq,
+        page=v.page_bytes_per_layer,
+        block=v.block_size,
+        max_num_batched_tokens=batched,
+    )
+
+
+def check_layout(tp: int, ep: int | None, dp_attention: bool) -> None:
+    """Layouts vLLM 0.19 runs that its memory model here covers: --enable-expert-parallel puts the
+    experts over all tp x dp ranks (ep = tp with dp 1); its DP attention (--data-parallel-size N, TP 1
+    per rank) runs N engine cores, each with its own profile and pool, which is not modelled here."""
+    if dp_attention:
+        raise UsageError(
+            "--engine vllm with --dp-attention is not modelled: vLLM runs it as --data-parallel-size N engine "
+            "cores with --tensor-parallel-size 1 and --enable-expert-parallel, each profiling its own pool",
+            hint="drop --engine vllm for kvcalc's own per-rank arithmetic",
+        )
+    if ep is not None and ep > 1 and ep != tp:
+        raise UsageError(
+            f"vLLM's expert-parallel size is tp x dp = {tp}, not --ep {ep}",
+            hint=f"with --engine vllm give --ep {tp} (--enable-expert-parallel) or leave --ep out",
+        )

@@ -1,0 +1,191 @@
+"""`kvcalc generate` (registered on cli.app): a static batch end to end, ceiling and calibrated estimate."""
+
+from typing import Annotated
+
+import typer
+
+from kvcalc.cli.common import (
+    DtypeOpt,
+    EncoderSeqOpt,
+    ExplainOpt,
+    Fmt,
+    FmtOpt,
+    HeadDimOpt,
+    ImagesOpt,
+    KvDtypeOpt,
+    KvHeadsOpt,
+    LayersOpt,
+    ModelArg,
+    PlotOpt,
+    PlotSizeOpt,
+    WindowOpt,
+    _complete_gpus,
+    _draw,
+    _emit,
+    _gpu,
+    _plot_ready,
+    app,
+)
+from kvcalc.cli.deploy import (
+    EffOpt,
+    EpOpt,
+    GpusOpt,
+    GpusPerNodeOpt,
+    GpuUtilOpt,
+    InterconnectOpt,
+    MbuOpt,
+    MfuOpt,
+    NodesOpt,
+    PpOpt,
+    ReserveOpt,
+    TpOpt,
+)
+from kvcalc.cli.estimating import CeilingOpt, EngineOpt
+from kvcalc.cli.serve import ConcurrencyOpt, RateOpt, RequestsOpt, SeedOpt
+from kvcalc.cli.sglang import (
+    DpAttentionOpt,
+)
+from kvcalc.plan.deploy import deployment, ranks, utilization
+from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
+from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
+
+GpuOpt = Annotated[
+    str, typer.Option("--gpu", "-g", help="GPU preset (kvcalc gpus lists them).", autocompletion=_complete_gpus)
+]
+
+
+@app.command()
+def generate(
+    model: ModelArg,
+    gpu: GpuOpt,
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Prompt tokens per sequence (default 7,936: with 256 new, the 8,192-token default context).",
+        ),
+    ] = "7936",
+    new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence (default 256).")] = "256",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
+    kv_dtype: KvDtypeOpt = "bf16",
+    tp: TpOpt = None,
+    gpus: GpusOpt = None,
+    pp: PpOpt = None,
+    interconnect: InterconnectOpt = None,
+    ep: EpOpt = None,
+    dp_attention: DpAttentionOpt = False,
+    nodes: NodesOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    gpu_util: GpuUtilOpt = 0.9,
+    reserve: ReserveOpt = "2GiB",
+    efficiency: EffOpt = None,
+    mbu: MbuOpt = None,
+    mfu: MfuOpt = None,
+    engine: EngineOpt = "vllm",
+    ceiling: CeilingOpt = False,
+    fmt: FmtOpt = Fmt.table,
+    explain: ExplainOpt = False,
+    plot: PlotOpt = None,
+    plot_size: PlotSizeOpt = None,
+    layers: LayersOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    head_dim: HeadDimOpt = None,
+    window: WindowOpt = None,
+    dtype: DtypeOpt = None,
+    images: ImagesOpt = None,
+    encoder_seq: EncoderSeqOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    requests: RequestsOpt = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
+    the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
+    (--ceiling: the bound alone; --efficiency/--mbu/--mfu: a what-if beside them). --explain adds the
+    arithmetic and the lesson: what the KV cache saves in FLOPs and in copies against growing it by concatenation.
+
+    With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
+    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util.
+
+    With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
+    batching as vLLM schedules them: TTFT mean/p50/p99 with queueing, TPOT, ITL, tokens/s per user and in
+    all, requests/s; the ceiling beside the estimate and its 80% interval. --concurrency 1..256 --plot
+    draws tokens/s per user against tokens/s in all."""
+    from kvcalc.plan.generate import generate_report
+    from kvcalc.present.serving import generate_sheet
+
+    n_tp, n_pp = ranks(tp, gpus, pp)
+    _plot_ready(plot, plot_size)
+    overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
+    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    util = utilization(efficiency, mbu, mfu)
+    args = dict(
+        batch=parse_count(batch, "--batch"),
+        prompt=parse_count(prompt, "--prompt"),
+        new=parse_count(new, "--new"),
+        dtype=overrides.get("dtype"),
+        kv_dtype=kv,
+    )
+    spec = resolve(model, overrides).spec
+    gpu_spec = _gpu(gpu)
+    dep = deployment(
+        spec,
+        gpu_spec,
+        tp=n_tp,
+        pp=n_pp,
+        interconnect=interconnect,
+        gpu_util=gpu_util,
+        reserve=reserve,
+        ep=ep,
+        dp_attention=dp_attention,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+    )
+    if concurrency is not None or rate is not None:
+        from kvcalc.cli.serve import serve_generate
+
+        return serve_generate(
+            spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed,
+            prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
+            ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
+        )  # fmt: skip
+    from kvcalc.model.formats import matmul_dtype
+
+    compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))
+    steps: list[str] | None = [] if explain else None
+    from kvcalc.cli.estimating import engine_for_estimate
+
+    est_engine = engine_for_estimate(engine, ceiling)
+    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep, engine=est_engine)]
+    if util:
+        results.append(
+            generate_report(
+                spec, gpu_spec, **args, compute_dtype=compute, mbu=util[0], mfu=util[1], steps=steps, dep=dep
+            )
+        )
+    payload = results[0].model_dump(mode="json")
+    if util:
+        payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu
+    _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
+
+    def chart():  # noqa: ANN202
+        from kvcalc.cost.roofline import decode_row
+        from kvcalc.cost.step import stages
+        from kvcalc.present.chart_serving import generate_chart, sample
+
+        first = results[0]
+        staged = stages(spec, dep, overrides.get("dtype"))
+        contexts = sample(first.prompt + 1, max(first.prompt + first.new - 1, first.prompt + 1))
+        lines = []
+        for r in results:
+            u = None if r.basis == "ceiling" else (r.mbu, r.mfu)
+            rows = [
+                decode_row(spec, gpu_spec, first.batch, c, args["dtype"], kv, compute, dep=dep, staged=staged, util=u)
+                for c in contexts
+            ]
+            lines.append((r.basis, contexts, [row.estimate_step_seconds or row.step_seconds for row in rows]))
+        where = f"{dep.gpus} x {gpu_spec.name}" if dep.gpus > 1 else gpu_spec.name
+        return generate_chart(f"Decode steps: {spec.name} on {where}, batch {first.batch:,}", lines)
+
+    _draw(plot, chart, plot_size)

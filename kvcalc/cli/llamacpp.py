@@ -1,0 +1,358 @@
+"""`--engine llamacpp` on cache and fit: llama.cpp's options, and the runs that answer them."""
+
+# NOTE: no `from __future__ import annotations` in the CLI modules (Typer evaluates annotations).
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvcalc.errors import UsageError
+
+EngineVersionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine-version",
+        help="llama.cpp build era whose rules apply: 2026-04 (default, newest read), 2026-01, 2025-12, 2025-08, 2025-03, or b7108.",
+    ),
+]
+QuantOpt = Annotated[
+    Optional[str], typer.Option("--quant", help="GGUF quant of a hub repo: Q4_K_M (same as org/repo:Q4_K_M).")
+]
+ParallelOpt = Annotated[
+    int, typer.Option("--parallel", "-np", help="llama.cpp -np: sequences served at once (default 1).")
+]
+KvUnifiedOpt = Annotated[
+    bool, typer.Option("--kv-unified", help="llama.cpp --kv-unified: one cache shared by the --parallel sequences.")
+]
+UbatchOpt = Annotated[
+    int, typer.Option("--ubatch", "-ub", help="llama.cpp -ub: physical batch in tokens (default 512).")
+]
+FlashAttnOpt = Annotated[
+    str, typer.Option("--flash-attn", "-fa", help="llama.cpp -fa on|off (default on; a quantized V cache needs on).")
+]
+NglOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--ngl",
+        help="llama.cpp -ngl: layers on the GPU, the output layer counting as one (default: all; fit: the most that fit).",
+    ),
+]
+SwaFullOpt = Annotated[
+    bool, typer.Option("--swa-full", help="llama.cpp --swa-full: sliding-window layers keep the whole context.")
+]
+CpuBwOpt = Annotated[
+    float,
+    typer.Option(
+        "--cpu-bandwidth", help="System memory GB/s for layers left on the CPU (default 64: dual-channel DDR5-4000)."
+    ),
+]
+# NOTE: kept free of llama.cpp's buffers: the CUDA context and driver are outside every buffer line,
+# and llama.cpp's own --fit targets 1024 MiB free (llama_params_fit_impl, ggml-org/llama.cpp#20153).
+FIT_HEADROOM = 1 << 30
+KV_NAMES = {"fp16": "f16", "half": "f16", "float16": "f16", "bfloat16": "bf16", "fp32": "f32", "float32": "f32"}
+
+
+def cache_types(kv_dtype: Optional[str]) -> tuple[str, str]:
+    """-ctk/-ctv from --kv-dtype: llama.cpp's names (f16, q8_0, ...) or kvcalc's fp16/bf16/fp32."""
+    from kvcalc.model.gguf.types import KV_CACHE_TYPES
+
+    text = (kv_dtype or "f16").strip().lower()
+    name = KV_NAMES.get(text, text)
+    if name not in KV_CACHE_TYPES:
+        raise UsageError(
+            f"--kv-dtype {kv_dtype} is not a llama.cpp cache type",
+            hint="llama.cpp's -ctk/-ctv: " + ", ".join(KV_CACHE_TYPES),
+        )
+    return name, name
+
+
+def settings(
+    parallel: int, kv_unified: bool, ubatch: int, flash_attn: str, swa_full: bool, kv_dtype: Optional[str]
+) -> dict[str, Any]:
+    if parallel < 1 or ubatch < 1:
+        raise UsageError("--parallel and --ubatch must be at least 1")
+    fa = flash_attn.strip().lower()
+    if fa not in ("on", "off"):
+        raise UsageError(f"--flash-attn takes on or off, not '{flash_attn}'")
+    tk, tv = cache_types(kv_dtype)
+    return dict(
+        parallel=parallel,
+        kv_unified=kv_unified,
+        ubatch=ubatch,
+        flash_attn=fa == "on",
+        swa_full=swa_full,
+        type_k=tk,
+        type_v=tv,
+    )
+
+
+def _model(model: str, quant: Optional[str]):  # noqa: ANN202
+    """(spec, tensor rows, quant label, exact weights?) of MODEL: a GGUF, or any model (weights from its parameters)."""
+    from kvcalc.engines.llamacpp.buffers import spec_tensors
+    from kvcalc.engines.llamacpp.memory import rows_of
+    from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
+
+    if is_gguf_ref(model) or quant:
+        g = open_gguf(model, quant)
+        return g.spec, rows_of(g.tensors), g.label, True, g.file_bytes
+    from kvcalc.plan.inputs import resolve
+
+    spec = resolve(model, {}).spec
+    return spec, spec_tensors(spec, "f16"), None, False, 0
+
+
+def _backend(gpu_spec) -> str:  # noqa: ANN001
+    return "metal" if gpu_spec is not None and gpu_spec.unified_memory else "cuda"
+
+
+def run_cache(
+    model: str,
+    seqs: list[int],
+    gpu_spec,
+    kv_dtype: Optional[str],
+    quant: Optional[str],
+    version: Optional[str],
+    ngl: Optional[int],
+    opts: dict[str, Any],
+):  # noqa: ANN001, ANN201
+    """(payload, sheets) of `cache --engine llamacpp`: llama.cpp's buffers at each -c."""
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.memory import llamacpp_memory
+
+    spec, rows, label, exact, _ = _model(model, quant)
+    e = era(version)
+    results = []
+    for s in seqs:
+        r = llamacpp_memory(
+            spec,
+            rows,
+            s,
+            e,
+            weights_exact=exact,
+            ngl=999 if ngl is None else ngl,
+            n_gpus=1,
+            backend=_backend(gpu_spec),
+            capacity_bytes=gpu_spec.capacity_bytes if gpu_spec else None,
+            unified_memory=bool(gpu_spec and gpu_spec.unified_memory),
+            **opts,
+        )
+        results.append(
+            {"model": spec.name, "quant": label, "seq": s, "gpu": gpu_spec.name if gpu_spec else None, "llamacpp": r}
+        )
+    return results
+
+
+def run_fit(
+    model: str,
+    gpu_spec,
+    seq: int,
+    kv_dtype: Optional[str],
+    quant: Optional[str],
+    version: Optional[str],
+    ngl: Optional[int],
+    cpu_gb_s: float,
+    opts: dict[str, Any],
+    headroom: int = FIT_HEADROOM,
+):  # noqa: ANN001, ANN201
+    """QuantFit for MODEL on the GPU at -c seq: every quant of a GGUF repo, or the one model given."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.memory import rows_of
+    from kvcalc.model.gguf.source import HUB_REF, hub_listing, is_gguf_ref, open_hub
+    from kvcalc.plan.quants import QuantFit, quant_row
+
+    if cpu_gb_s <= 0:
+        raise UsageError("--cpu-bandwidth must be positive (GB/s)")
+    e = era(version)
+    unified = bool(gpu_spec.unified_memory)
+    if unified and opts.get("n_gpus", 1) > 1:
+        raise UsageError(f"{gpu_spec.name} is one unified-memory chip: --gpus does not apply")
+    capacity = gpu_spec.capacity_bytes - headroom
+    if capacity <= 0:
+        raise UsageError(f"--reserve leaves nothing of {gpu_spec.name}'s memory")
+    common = dict(
+        capacity=capacity,
+        gpu_bw=gpu_spec.bandwidth_bytes_per_s,
+        cpu_bw=int(cpu_gb_s * 1e9),
+        unified=unified,
+    )
+    settings_ = dict(opts, backend=_backend(gpu_spec), weights_exact=True)
+    m = re.match(HUB_REF, model)
+    is_repo = (
+        m is not None
+        and not model.lower().endswith(".gguf")
+        and not m.group("quant")
+        and not quant
+        and is_gguf_ref(model)
+    )
+    if is_repo:
+        repo, rev, _, quants = hub_listing(model)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            models = list(pool.map(lambda q: open_hub(repo, rev, q), quants))
+        items = [(g.label or "?", g.file_bytes, g.spec, rows_of(g.tensors)) for g in models]
+        name = repo
+    else:
+        spec, rows, label, exact, size = _model(model, quant)
+        settings_["weights_exact"] = exact
+        items = [(label or ("f16 (estimated)" if not exact else "?"), size, spec, rows)]
+        name = spec.name
+    out = []
+    for label, size, spec, rows in items:
+        out.append(quant_row(label, size, spec, rows, seq, e, ngl=ngl, **common, **settings_))
+    return QuantFit(
+        model=name,
+        gpu=gpu_spec.name if opts.get("n_gpus", 1) == 1 else f"{opts['n_gpus']} x {gpu_spec.name}",
+        capacity_bytes=capacity,
+        headroom_bytes=headroom,
+        n_ctx=seq,
+        cpu_bandwidth_bytes_per_s=int(cpu_gb_s * 1e9),
+        rows=out,
+    )
+
+
+def _check_engine(engine: str) -> None:
+    if engine.strip().lower() not in ("llamacpp", "llama.cpp", "llama-cpp"):
+        raise UsageError(
+            f"cache --engine takes llamacpp, not '{engine}'", hint="vLLM's figures: `kvcalc fit --engine vllm`"
+        )
+
+
+def cache_command(
+    model: str,
+    engine: str,
+    batches: list[int],
+    seqs: list[int],
+    gpu: Optional[str],
+    tp: int,
+    kv_dtype: Optional[str],
+    quant: Optional[str],
+    version: Optional[str],
+    ngl: Optional[int],
+    fmt,
+    opts: dict[str, Any],
+) -> None:  # noqa: ANN001
+    """`kvcalc cache MODEL --engine llamacpp`: print llama.cpp's buffers at each --seq (-c)."""
+    from kvcalc.cli.common import _emit, _gpu, _gpu_names
+
+    _check_engine(engine)
+    if batches != [1]:
+        raise UsageError(
+            "--batch does not apply to llama.cpp", hint="--parallel N: sequences llama-server serves at once"
+        )
+    if tp != 1:
+        raise UsageError("--tp does not apply to llama.cpp", hint="llama.cpp splits layers over GPUs, not tensors")
+    names = _gpu_names(gpu)
+    if len(names) > 1:
+        raise UsageError("cache takes one --gpu")
+    gpu_spec = _gpu(names[0]) if names else None
+    rows = run_cache(model, seqs, gpu_spec, kv_dtype, quant, version, ngl, opts)
+
+    def payload() -> dict[str, Any]:
+        dumped = [{**r, "llamacpp": r["llamacpp"].model_dump(mode="json")} for r in rows]
+        return dumped[0] if len(dumped) == 1 else {"rows": dumped}
+
+    def sheets() -> list:
+        from kvcalc.present.llamacpp import buffers_sheet
+
+        return [
+            buffers_sheet(
+                r["llamacpp"],
+                f"{r['model']} with llama.cpp at -c {r['seq']:,}" + (f" on {r['gpu']}" if r["gpu"] else ""),
+            )
+            for r in rows
+        ]
+
+    def csv_rows() -> list[dict[str, Any]]:
+        keys = (
+            "kv_bytes",
+            "kv_cells",
+            "kv_streams",
+            "model_buffer_bytes",
+            "cpu_mapped_bytes",
+            "compute_buffer_bytes",
+            "gpu_layers",
+            "fits",
+        )
+        return [
+            {"model": r["model"], "quant": r["quant"], "seq": r["seq"], **{k: getattr(r["llamacpp"], k) for k in keys}}
+            for r in rows
+        ]
+
+    _emit(fmt, payload, sheets, csv_rows)
+
+
+def fit_command(
+    model: str,
+    gpu: str,
+    seqs: list[int],
+    batches: list[int],
+    kv_dtype: Optional[str],
+    quant: Optional[str],
+    version: Optional[str],
+    ngl: Optional[int],
+    cpu_gb_s: float,
+    fmt,  # noqa: ANN001
+    opts: dict[str, Any],
+    reserve: Optional[str] = None,
+) -> int:
+    """`kvcalc fit MODEL --gpu G --engine llamacpp`: which quant fits; returns the exit status (0 when one fits fully)."""
+    from kvcalc.cli.common import _emit, _gpu
+
+    if batches != [1]:
+        raise UsageError(
+            "--batch does not apply to llama.cpp", hint="--parallel N: sequences llama-server serves at once"
+        )
+    if len(seqs) != 1:
+        raise UsageError("fit --engine llamacpp takes one --seq (llama.cpp's -c)")
+    from kvcalc.units import parse_bytes
+
+    headroom = parse_bytes(reserve, "--reserve") if reserve is not None else FIT_HEADROOM
+    q = run_fit(model, _gpu(gpu), seqs[0], kv_dtype, quant, version, ngl, cpu_gb_s, opts, headroom)
+
+    def sheets() -> list:
+        from kvcalc.present.llamacpp import buffers_sheet, quants_sheet
+
+        out = [quants_sheet(q)]
+        if len(q.rows) == 1:
+            out.append(buffers_sheet(q.rows[0].llamacpp, f"{q.model} with llama.cpp at -c {q.n_ctx:,} on {q.gpu}"))
+        return out
+
+    def csv_rows() -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.model_dump().items() if k != "llamacpp"} for r in q.rows]
+
+    _emit(fmt, lambda: q.model_dump(mode="json"), sheets, csv_rows)
+    return 0 if any(r.fits_fully for r in q.rows) else 3
+
+
+def wanted(engine: Optional[str]) -> bool:
+    return engine is not None and engine.strip().lower() in ("llamacpp", "llama.cpp", "llama-cpp")
+
+
+def fit_exit(
+    model: str,
+    gpu: str,
+    seq: str,
+    batch: str,
+    kv_dtype: Optional[str],
+    quant: Optional[str],
+    version: Optional[str],
+    ngl: Optional[int],
+    cpu_gb_s: float,
+    fmt,
+    reserve: Optional[str],
+    ranks: tuple,
+    llama: tuple,
+) -> None:  # noqa: ANN001
+    """`fit --engine llamacpp` from fit's options: prints, then exits 0 when a quant fits fully, else 3."""
+    from kvcalc.units import parse_range
+
+    tp, pp, gpus = ranks
+    if tp is not None or pp is not None:
+        raise UsageError("llama.cpp splits layers over GPUs: give --gpus N, not --tp / --pp")
+    opts = settings(*llama, kv_dtype)
+    opts["n_gpus"] = gpus or 1
+    seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
+    raise typer.Exit(
+        fit_command(model, gpu, seqs, batches, kv_dtype, quant, version, ngl, cpu_gb_s, fmt, opts, reserve)
+    )

@@ -1,0 +1,140 @@
+"""llama.cpp's model buffers per device (from a tensor table) and its compute buffer (an estimate).
+
+Placement (src/llama-model.cpp load_tensors, src/llama-model-loader.cpp create_tensor):
+`i_gpu_start = max(n_layer - ngl, 0)`, `act_gpu_layers = min(ngl, n_layer + 1)`: the last ngl
+layers go to the GPUs, split by cumulative --tensor-split fractions (upper_bound of
+(il - i_gpu_start) / act_gpu_layers), the output layer counts as the (n_layer + 1)-th and goes
+only when ngl > n_layer, and token_embd (the input layer) always stays on the CPU (CPU_Mapped with
+mmap). A tied output duplicates token_embd onto the output layer's device. CUDA pads each
+quantized tensor by a partial row up to MATRIX_ROW_PADDING 512 elements and aligns to 128 bytes
+(ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size / get_alignment).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from fractions import Fraction
+from typing import NamedTuple
+
+from kvcalc.model.gguf.types import BY_NAME, is_quantized
+from kvcalc.model.spec import ModelSpec
+
+MATRIX_ROW_PADDING = 512
+CUDA_ALIGNMENT = 128
+CPU_ALIGNMENT = 32
+_BLK = re.compile(r"^blk\.(\d+)\.")
+_OUTPUT = ("output.", "output_norm.", "cls.", "cls_out.", "cls_norm.")
+
+
+class TensorRow(NamedTuple):
+    """What placement needs of a tensor: name, row length (ne0), type, bytes."""
+
+    name: str
+    ne0: int
+    type: str
+    nbytes: int
+
+
+def cuda_alloc(t: TensorRow) -> int:
+    size = t.nbytes
+    if is_quantized(t.type) and t.ne0 % MATRIX_ROW_PADDING:
+        _, block, bsize = BY_NAME[t.type]
+        size += (MATRIX_ROW_PADDING - t.ne0 % MATRIX_ROW_PADDING) // block * bsize
+    return -(-size // CUDA_ALIGNMENT) * CUDA_ALIGNMENT
+
+
+def layer_devices(n_layer: int, ngl: int, n_gpus: int, split: list[float] | None = None) -> list[int | None]:
+    """Device of each layer 0..n_layer-1 and of the output layer (index n_layer): a GPU index or None (CPU)."""
+    if n_gpus == 0 or ngl <= 0:
+        return [None] * (n_layer + 1)
+    weights = [Fraction(x).limit_denominator(10**6) for x in (split or [1] * n_gpus)]
+    total = sum(weights)
+    cum, acc = [], Fraction(0)
+    for w in weights:
+        acc += w
+        cum.append(acc / total)
+    start = max(n_layer - ngl, 0)
+    act = min(ngl, n_layer + 1)
+
+    def dev(il: int) -> int:
+        return min(bisect.bisect_right(cum, Fraction(il - start, act)), n_gpus - 1)
+
+    out: list[int | None] = [dev(il) if il >= start else None for il in range(n_layer)]
+    out.append(dev(n_layer) if ngl > n_layer else None)
+    return out
+
+
+def model_buffers(
+    tensors: list[TensorRow], n_layer: int, devices: list[int | None], backend: str = "cuda"
+) -> tuple[dict[int, int], int, int]:
+    """(bytes per GPU, CPU_Mapped bytes, CPU bytes of other tensors). backend: cuda (also HIP) or metal."""
+    gpu: dict[int, int] = {}
+    cpu_mapped = 0
+    names = {t.name for t in tensors}
+    for t in tensors:
+        m = _BLK.match(t.name)
+        if m:
+            il = int(m.group(1))
+            dev = devices[il] if il < n_layer else None
+        elif t.name.startswith(_OUTPUT):
+            dev = devices[n_layer]
+        elif t.name.startswith("token_embd.") or t.name.startswith("token_types") or t.name.startswith("position_embd"):
+            dev = None
+        else:  # rope_freqs and kin: created with layer 0
+            dev = devices[0]
+        tied = t.name == "token_embd.weight" and "output.weight" not in names
+        if tied and devices[n_layer] is not None and backend == "cuda":
+            # NOTE: tied output: create_tensor(TOKEN_EMBD, TENSOR_DUPLICATED) is loaded as the output tensor,
+            # a copy in GPU memory; Metal maps the file itself, so the duplicate is the same mapped bytes
+            gpu[devices[n_layer]] = gpu.get(devices[n_layer], 0) + _alloc(t, backend)
+        if dev is None:
+            cpu_mapped += t.nbytes
+        else:
+            gpu[dev] = gpu.get(dev, 0) + _alloc(t, backend)
+    return gpu, cpu_mapped, 0
+
+
+def _alloc(t: TensorRow, backend: str) -> int:
+    if backend == "cuda":
+        return cuda_alloc(t)
+    return -(-t.nbytes // CPU_ALIGNMENT) * CPU_ALIGNMENT
+
+
+def spec_tensors(spec: ModelSpec, wtype: str = "f16") -> list[TensorRow]:
+    """A tensor table for a spec without a GGUF: per layer one row of its parameters (an estimate)."""
+    from kvcalc.cost.params import param_counts
+
+    c = param_counts(spec)
+    _, block, bsize = BY_NAME[wtype]
+    per_layer = (c.total - c.embedding - c.lm_head - c.extra) // spec.num_layers
+
+    def row(name: str, n: int) -> TensorRow:
+        return TensorRow(name, spec.hidden_size, wtype, -(-n // block) * bsize)
+
+    rows = [row("token_embd.weight", c.embedding)]
+    rows += [row(f"blk.{il}.weights", per_layer) for il in range(spec.num_layers)]
+    if c.lm_head:
+        rows.append(row("output.weight", c.lm_head))
+    return rows
+
+
+# NOTE: the compute buffer has no formula in llama.cpp: gallocr's peak of live tensors over the
+# reserved pp graph (src/llama-context.cpp graph_reserve). The terms that dominate, checked against
+# public logs in ../shared/reference/llamacpp_rules.md §2.3: FA off, the K*Q scores
+# n_kv x n_head x n_ubatch x 4 B; FA on or short context, the logits n_vocab x n_ubatch x 4 B;
+# plus one layer's activations n_ubatch x (n_embd + n_ff) x 4 B. That sum came 0-60 MiB BELOW the
+# logged buffer on six logs (Mistral-7B 164 vs 164 at 2k, 2084 vs 2144 at 32k; Qwen2.5-32B FA 297
+# vs 307), so COMPUTE_MARGIN is added in fit's total.
+COMPUTE_MARGIN = 64 << 20
+
+
+def compute_buffer(spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_attn: bool) -> int:
+    n_tokens = min(n_ctx, ubatch)
+    logits = (spec.vocab_size or 0) * n_tokens * 4
+    ff = spec.intermediate_size
+    if spec.is_moe:
+        ff = max(ff, (spec.expert_intermediate_size or ff) * spec.experts_per_token)
+    act = n_tokens * (spec.hidden_size + ff) * 4
+    kq = 0 if flash_attn else n_kv * spec.num_heads * n_tokens * 4
+    return max(logits, kq + act)

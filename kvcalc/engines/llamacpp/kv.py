@@ -1,0 +1,158 @@
+"""llama.cpp's KV cache (and recurrent state) buffer, by build era: cells, streams, types, layers.
+
+Per layer llama_kv_cache allocates K [n_embd_k_gqa, kv_size, n_stream] and V [n_embd_v_gqa,
+kv_size, n_stream] of the cache types (src/llama-kv-cache.cpp), so bytes = n_stream x kv_size x
+(row_size(type_k, n_embd_k_gqa) + row_size(type_v, n_embd_v_gqa)). iSWA models get two caches,
+one for the full-attention layers and one window-sized for the sliding ones
+(src/llama-kv-cache-iswa.cpp); recurrent layers hold f32 state per sequence
+(src/llama-memory-recurrent.cpp, mem_size = max(1, n_seq_max)).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kvcalc.engines.llamacpp.eras import Era
+from kvcalc.model.gguf.types import is_quantized, row_bytes
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.results import Result
+
+FA_REFUSAL = "quantized V cache was requested, but this requires Flash Attention"  # src/llama-context.cpp
+
+
+class KvPart(Result):
+    cache: str  # "non-SWA" | "SWA" | "recurrent"
+    layers: int
+    cells: int  # kv_size: cells per stream, as the `( N cells, L layers, a/b seqs)` log line prints
+    streams: int
+    k_type: str
+    v_type: str | None  # None: a K-only (V-less) MLA cache, or recurrent state
+    k_bytes: int
+    v_bytes: int
+    layer_ids: list[int] = Field(exclude=True)  # which layers (their device follows --ngl)
+
+    @property
+    def bytes(self) -> int:
+        return self.k_bytes + self.v_bytes
+
+
+def pad(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def context_cells(n_ctx: int, parallel: int, unified: bool, flash_attn: bool, era: Era) -> tuple[int, int]:
+    """(kv_size per stream, streams) of the full-attention cache for -c n_ctx and -np parallel."""
+    if era.pad_256:
+        # src/llama-context.cpp: n_ctx = PAD(n_ctx, 256); n_ctx_seq = PAD(n_ctx / n_seq_max, 256)
+        n_ctx = pad(n_ctx, 256)
+        if unified or parallel == 1:
+            return n_ctx, 1
+        return pad(n_ctx // parallel, 256), parallel
+    step = 256 if flash_attn else 32  # llama_kv_cache::get_padding: FA kernels need 256
+    if not era.streams or unified or parallel == 1:
+        return pad(n_ctx, step), 1
+    return pad(n_ctx // parallel, step), parallel
+
+
+def swa_cells(
+    size_base: int, window: int, parallel: int, unified: bool, ubatch: int, swa_full: bool, flash_attn: bool, era: Era
+) -> int:
+    if swa_full or era.iswa == "none":
+        return size_base
+    want = window * (parallel if unified or not era.streams else 1) + ubatch
+    if era.iswa == "min_pad":
+        return min(size_base, pad(want, 256 if flash_attn else 32))
+    return pad(min(size_base, want), 256)  # "the SWA cache is always padded to 256" (issue 17037)
+
+
+def _widths(spec: ModelSpec, run: LayerRun, era: Era) -> tuple[int, int]:
+    """(K, V) elements per token of one layer: n_embd_k_gqa, n_embd_v_gqa (0: no V tensor)."""
+    if run.kind == LayerKind.MLA:
+        assert spec.kv_lora_rank is not None and spec.qk_rope_head_dim is not None
+        latent = spec.kv_lora_rank + spec.qk_rope_head_dim
+        if era.mla == "mha":  # pre PR #12801: every head's K (nope + rope) and V
+            nope = spec.qk_nope_head_dim or (spec.head_dim_effective - spec.qk_rope_head_dim)
+            return spec.num_heads * (nope + spec.qk_rope_head_dim), spec.num_heads * (spec.v_head_dim or nope)
+        return latent, 0 if era.mla == "k" else spec.kv_lora_rank
+    heads = run.kv_heads or spec.kv_heads
+    return heads * spec.head_dim_effective, heads * (spec.head_dim_effective)
+
+
+def kv_parts(
+    spec: ModelSpec,
+    n_ctx: int,
+    era: Era,
+    *,
+    parallel: int = 1,
+    unified: bool = False,
+    ubatch: int = 512,
+    flash_attn: bool = True,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    swa_full: bool = False,
+) -> tuple[list[KvPart], str | None]:
+    """The caches llama.cpp builds, and its refusal in its own words (None when it starts)."""
+    refusal = FA_REFUSAL if is_quantized(type_v) and not flash_attn and not (spec.is_mla and era.mla == "k") else None
+    base_cells, streams = context_cells(n_ctx, parallel, unified, flash_attn, era)
+    layers = spec.expanded_layers()
+    groups: dict[tuple, list[int]] = {}
+    for il, run in enumerate(layers):
+        if run.kind == LayerKind.STATELESS:
+            groups.setdefault(("recurrent", run.state_bytes), []).append(il)
+        elif run.kind == LayerKind.CROSS or run.kv_shared:
+            continue
+        elif run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) and era.iswa != "none":
+            groups.setdefault(("SWA", run.window_tokens), []).append(il)
+        else:
+            groups.setdefault(("non-SWA", None), []).append(il)
+    # NOTE: without FA, V is stored transposed and padded to the widest layer (TAG_V_CACHE_VARIABLE).
+    v_max = max(
+        (_widths(spec, layers[i], era)[1] for key, ids in groups.items() if key[0] != "recurrent" for i in ids),
+        default=0,
+    )
+    parts = []
+    for (cache, window), ids in groups.items():
+        if cache == "recurrent":
+            mem = max(1, parallel)
+            parts.append(
+                KvPart(
+                    cache=cache,
+                    layers=len(ids),
+                    cells=mem,
+                    streams=1,
+                    k_type="f32",
+                    v_type=None,
+                    k_bytes=window * mem * len(ids),
+                    v_bytes=0,
+                    layer_ids=ids,
+                )
+            )
+            continue
+        cells = base_cells
+        tk, tv = type_k, type_v
+        if cache == "SWA":
+            cells = swa_cells(base_cells, window, parallel, unified, ubatch, swa_full, flash_attn, era)
+            if era.swa_f16:
+                tk, tv = "f16", "f16"
+        k = v = 0
+        for il in ids:
+            wk, wv = _widths(spec, layers[il], era)
+            if wv and not flash_attn:
+                wv = v_max
+            k += streams * cells * row_bytes(tk, wk)
+            v += streams * cells * row_bytes(tv, wv) if wv else 0
+        has_v = any(_widths(spec, layers[i], era)[1] for i in ids)
+        parts.append(
+            KvPart(
+                cache=cache,
+                layers=len(ids),
+                cells=cells,
+                streams=streams,
+                k_type=tk,
+                v_type=tv if has_v else None,
+                k_bytes=k,
+                v_bytes=v,
+                layer_ids=ids,
+            )
+        )
+    return parts, refusal

@@ -1,0 +1,162 @@
+"""vLLM 0.19's start-up refusals: architectures it does not serve, a KV pool too small for one
+max-length request, and the max_model_len it defaults to.
+
+vllm/v1/core/kv_cache_utils.py (v0.19.0) check_enough_kv_cache_memory, run by every worker on its
+own layers and its own available memory before the pool is built:
+
+    needed = sum over the worker's KV layers of spec.max_memory_usage_bytes(max_model_len)
+    full / MLA     cdiv(max_model_len, block) x page
+    sliding        (cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1) x page
+    chunked local  cdiv(min(chunk + max_num_batched_tokens, max_model_len), block) x page
+    mamba          1 page (no prefix caching)
+
+and when needed > available it raises ValueError with the largest max_model_len that would fit
+(estimate_max_model_len: a binary search over 1 .. max_model_len).
+"""
+
+import math
+
+from kvcalc.errors import SpecError
+from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.results import Result
+
+GIB = 2**30
+_DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+class VllmStartup(Result):
+    """Whether vLLM 0.19 would start, and if not why, in its own words."""
+
+    max_model_len: int
+    needed_kv_bytes: int  # one max_model_len request's KV on the tightest worker
+    available_kv_bytes: int
+    estimated_max_model_len: int | None = None  # the largest that would start (None: it starts)
+    refusal: str | None = None  # vLLM's ValueError text
+
+
+def default_max_model_len(spec: ModelSpec) -> int:
+    """vLLM's max_model_len when none is given: the model's own maximum (max_position_embeddings
+    in config.json; vllm/config/model.py _get_and_verify_max_len)."""
+    if not spec.max_position_embeddings:
+        raise SpecError(
+            f"{spec.name} has no max_position_embeddings, so vLLM's default max_model_len is unknown",
+            hint="give --seq (vLLM's --max-model-len)",
+        )
+    return spec.max_position_embeddings
+
+
+def unsupported_architecture(spec: ModelSpec) -> str | None:
+    """vLLM 0.19's refusal of an architecture its V1 engine does not serve, or None.
+
+    vllm/model_executor/models/registry.py: encoder-decoders other than Whisper left with V0
+    (_PREVIOUSLY_SUPPORTED_MODELS: Mllama until 0.10.2; _OOT_SUPPORTED_MODELS: BART / mBART moved to
+    the bart-plugin); T5 is in neither list nor in the registry, so it is 'not supported'."""
+    if not any(run.kind == LayerKind.CROSS for run, _ in spec.layer_groups()):
+        return None
+    text = f"{spec.architecture or ''} {spec.name} {spec.description or ''}".lower()
+    if "whisper" in text or "voxtral" in text:
+        return None
+    if "llama 3.2" in text or "llama-3.2" in text or "mllama" in text:
+        return (
+            "Model architecture MllamaForConditionalGeneration was supported in vLLM until v0.10.2, and is not "
+            "supported anymore. Please use an older version of vLLM if you want to use this model architecture."
+        )
+    for key, arch in (("mbart", "MBartForConditionalGeneration"), ("bart", "BartForConditionalGeneration")):
+        if key in text:
+            return (
+                f"Model architecture {arch} is not supported in-tree anymore. Please install the plugin at "
+                "https://github.com/vllm-project/bart-plugin if you want to use this model architecture."
+            )
+    arch = spec.architecture or ("T5ForConditionalGeneration" if "t5" in text else "an encoder-decoder")
+    return f"Model architectures ['{arch}'] are not supported for now."
+
+
+def _blocks(kind: LayerKind, window: int | None, length: int, block: int, batched: int) -> int:
+    if kind == LayerKind.SLIDING:
+        return math.ceil(min(window - 1 + batched, length) / block) + 1
+    if kind == LayerKind.CHUNKED:
+        return math.ceil(min(window + batched, length) / block)
+    if kind == LayerKind.STATELESS:
+        return 1
+    return math.ceil(length / block)
+
+
+def needed_bytes(spec: ModelSpec, layers: range, length: int, page: int, block: int, batched: int) -> int:
+    """max_memory_usage_bytes summed over the KV layers in `layers` (one worker) at max_model_len
+    `length`; `page` is one layer's block-sized page (VllmFigures.page_bytes_per_layer)."""
+    expanded = spec.expanded_layers()
+    total = 0
+    for i in layers:
+        run = expanded[i]
+        if run.kind == LayerKind.CROSS or run.kv_shared:
+            continue
+        if run.kind == LayerKind.STATELESS and not run.state_bytes:
+            continue
+        total += _blocks(run.kind, run.window_tokens, length, block, batched) * page
+    return total
+
+
+def _gib(n: int) -> str:
+    return f"{round(n / GIB, 2)}"  # vLLM's format_gib
+
+
+def check_start(
+    spec: ModelSpec,
+    workers: list[tuple[range, int]],
+    *,
+    max_model_len: int,
+    page: int,
+    block: int,
+    max_num_batched_tokens: int,
+) -> VllmStartup:
+    """check_enough_kv_cache_memory on each worker ((its layers, its available KV bytes): one per
+    pipeline stage); the first that fails refuses, as the engine's start-up does."""
+    tightest = None
+    for layers, available in workers:
+        need = needed_bytes(spec, layers, max_model_len, page, block, max_num_batched_tokens)
+        if available <= 0:
+            return VllmStartup(
+                max_model_len=max_model_len,
+                needed_kv_bytes=need,
+                available_kv_bytes=available,
+                estimated_max_model_len=0,
+                refusal="No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                f"when initializing the engine. {_DOCS}",
+            )
+        if need > available:
+
+            def fits(n: int, layers: range = layers, available: int = available) -> bool:
+                return needed_bytes(spec, layers, n, page, block, max_num_batched_tokens) <= available
+
+            best = _largest(max_model_len, fits)
+            estimated = (
+                f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
+            )
+            return VllmStartup(
+                max_model_len=max_model_len,
+                needed_kv_bytes=need,
+                available_kv_bytes=available,
+                estimated_max_model_len=best,
+                refusal=f"To serve at least one request with the models's max seq len ({max_model_len}), "
+                f"({_gib(need)} GiB KV cache is needed, which is larger than the available KV cache memory "
+                f"({_gib(available)} GiB). {estimated}Try increasing `gpu_memory_utilization` or decreasing "
+                f"`max_model_len` when initializing the engine. {_DOCS}",
+            )
+        if tightest is None or available - need < tightest[1] - tightest[0]:
+            tightest = (need, available)
+    need, available = tightest or (0, 0)
+    return VllmStartup(max_model_len=max_model_len, needed_kv_bytes=need, available_kv_bytes=available)
+
+
+def _largest(limit: int, ok) -> int:  # noqa: ANN001
+    """estimate_max_model_len's binary search over 1 .. limit; 0 when 1 does not fit."""
+    if not ok(1):
+        return 0
+    left, right, result = 1, limit, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if ok(mid):
+            result, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return result

@@ -1,0 +1,224 @@
+"""GGUF metadata -> ModelSpec: the attention geometry llama.cpp reads for each architecture.
+
+Keys are `{arch}.block_count`, `.embedding_length`, `.attention.head_count(_kv)` (a number, or
+an array per layer), `.attention.key_length` / `value_length`, `.attention.sliding_window` and
+`.attention.sliding_window_pattern`, MLA's `.attention.kv_lora_rank`, MoE's `.expert_*`, SSM's
+`.ssm.*` (llama.cpp src/llama-arch.cpp LLM_KV_NAMES; per-arch defaults from src/models/*.cpp).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kvcalc.errors import SpecError
+from kvcalc.model.gguf.reader import Header, Skipped, Tensor
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
+
+# Sliding-window layer pattern by GGUF architecture when the file has no sliding_window_pattern:
+# (n_pattern, dense_first, kind), as each src/models/<arch>.cpp calls load_swa_pattern.
+SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
+    "gemma2": (2, False, LayerKind.SLIDING),
+    "gemma3": (6, False, LayerKind.SLIDING),
+    "gemma-embedding": (6, False, LayerKind.SLIDING),
+    "gpt-oss": (2, False, LayerKind.SLIDING),
+    "cohere2": (4, False, LayerKind.SLIDING),
+    "exaone4": (4, False, LayerKind.SLIDING),
+    "olmo2": (4, False, LayerKind.SLIDING),
+    "llama4": (4, False, LayerKind.CHUNKED),  # 3 chunked (attention_chunk_size) + 1 full
+}
+# Architectures read the same way as llama (dense or MoE, GQA, optional SWA): the families kvcalc
+# reads from config.json that llama.cpp serves. Others are refused by name.
+SUPPORTED = {
+    "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
+    "gemma-embedding", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
+    "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
+    "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
+    "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
+}  # fmt: skip
+QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
+# general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
+FILE_TYPES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
+    36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+}  # fmt: skip
+
+
+def quant_label(filename: str, header: Header | None = None) -> str | None:
+    """Q4_K_M from 'Qwen3-8B-Q4_K_M.gguf'; else the header's general.file_type."""
+    stem = re.sub(r"(?i)(-\d{5}-of-\d{5})?\.gguf$", "", filename.rsplit("/", 1)[-1])
+    found = re.findall(QUANT_IN_NAME, stem)
+    if found:
+        return str(found[-1]).upper()
+    ft = header.metadata.get("general.file_type") if header else None
+    return FILE_TYPES.get(ft) if isinstance(ft, int) else None
+
+
+def _get(md: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
+    value = md.get(f"{arch}.{key}", default)
+    return default if isinstance(value, Skipped) else value
+
+
+def _per_layer(value: Any, n: int, what: str, name: str) -> list[int]:
+    if isinstance(value, list):
+        if len(value) != n:
+            raise SpecError(f"{name}: {what} has {len(value)} entries for {n} layers")
+        return [int(v) for v in value]
+    return [int(value)] * n
+
+
+def _swa_layers(md: dict[str, Any], arch: str, n: int) -> list[bool] | None:
+    window = _get(md, arch, "attention.sliding_window")
+    if not window or arch == "phi3":  # phi3: llama.cpp disables its SWA (src/models/phi3.cpp)
+        return None
+    pattern = _get(md, arch, "attention.sliding_window_pattern")
+    if isinstance(pattern, list):  # one bool per layer
+        return [bool(p) for p in pattern[:n]] + [False] * (n - len(pattern))
+    n_pattern, dense_first, _ = SWA_DEFAULT.get(arch, (0, False, LayerKind.SLIDING))
+    if isinstance(pattern, int):
+        n_pattern = pattern
+    if arch not in SWA_DEFAULT and not isinstance(pattern, int):
+        n_pattern = 0  # a window with no pattern: every layer slides (mistral v0.1's style)
+    if dense_first:
+        return [n_pattern == 0 or il % n_pattern != 0 for il in range(n)]
+    return [n_pattern == 0 or il % n_pattern < n_pattern - 1 for il in range(n)]
+
+
+def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = None) -> ModelSpec:
+    """The ModelSpec llama.cpp would build from this header (tensors: all shards' tables)."""
+    md = header.metadata
+    arch = header.architecture
+    if arch is None:
+        raise SpecError(f"{name}: GGUF header has no general.architecture")
+    if arch not in SUPPORTED:
+        raise SpecError(
+            f"{name}: GGUF architecture '{arch}' is not one kvcalc reads",
+            hint="supported: " + ", ".join(sorted(SUPPORTED)),
+        )
+    n = _get(md, arch, "block_count")
+    hidden = _get(md, arch, "embedding_length")
+    if not isinstance(n, int) or not isinstance(hidden, int):
+        raise SpecError(f"{name}: GGUF metadata lacks {arch}.block_count or {arch}.embedding_length")
+    heads = _per_layer(_get(md, arch, "attention.head_count", 0), n, "head_count", name)
+    kv = _per_layer(_get(md, arch, "attention.head_count_kv", max(heads) or 1), n, "head_count_kv", name)
+    n_heads = max(heads) or 1
+    ff = _get(md, arch, "feed_forward_length", 0)
+    ff = max(ff) if isinstance(ff, list) else int(ff or 0)
+    tok = md.get("tokenizer.ggml.tokens")
+    vocab = _get(md, arch, "vocab_size") or (tok.length if isinstance(tok, Skipped) else len(tok or [])) or None
+    tensors = tensors if tensors is not None else header.tensors
+    names = {t.name for t in tensors}
+    if vocab is None:
+        emb = next((t for t in tensors if t.name == "token_embd.weight"), None)
+        vocab = emb.shape[1] if emb is not None else None
+    spec: dict[str, Any] = {
+        "name": name,
+        "source": f"GGUF header of {name}",
+        "num_layers": n,
+        "hidden_size": hidden,
+        "num_heads": n_heads,
+        "intermediate_size": ff,
+        "vocab_size": vocab,
+        "tie_embeddings": "output.weight" not in names,
+        "max_position_embeddings": _get(md, arch, "context_length"),
+        "params": sum(t.elements for t in tensors) or None,
+        "dtype": _weight_dtype(quant_label(name, header)),
+    }
+    key_len, val_len = _get(md, arch, "attention.key_length"), _get(md, arch, "attention.value_length")
+    rank = _get(md, arch, "attention.kv_lora_rank")
+    if rank:  # MLA (deepseek2 and its kin)
+        rope = _get(md, arch, "rope.dimension_count", 64)
+        k_mla = _get(md, arch, "attention.key_length_mla") or key_len
+        spec.update(
+            kv_lora_rank=rank,
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=k_mla - rope,
+            v_head_dim=_get(md, arch, "attention.value_length_mla") or val_len,
+            q_lora_rank=_get(md, arch, "attention.q_lora_rank") or None,
+            head_dim=k_mla,
+        )
+    else:
+        spec["num_kv_heads"] = max(kv) or 1
+        if key_len:
+            spec["head_dim"] = key_len
+    experts = _get(md, arch, "expert_count", 0) or 0
+    if experts:
+        spec.update(
+            experts=experts,
+            experts_per_token=_get(md, arch, "expert_used_count", 1),
+            expert_intermediate_size=_get(md, arch, "expert_feed_forward_length"),
+            shared_expert_intermediate_size=_get(md, arch, "expert_shared_feed_forward_length", 0) or 0,
+            dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
+        )
+    spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name)
+    return build(ModelSpec, spec, f"{name} (GGUF)")
+
+
+def _weight_dtype(label: str | None) -> str:
+    # NOTE: kvcalc's PyTorch-engine paths take one weight dtype; llama.cpp's own figures use the
+    # tensor table instead (engines/llamacpp), so this is only the nearest label.
+    label = (label or "").upper().removeprefix("UD-")
+    if label in ("F32", "BF16"):
+        return {"F32": "fp32", "BF16": "bf16"}[label]
+    if label == "F16":
+        return "fp16"
+    if label.startswith("Q8") or label.startswith("Q6"):
+        return "int8"
+    return "mxfp4" if label.startswith("MXFP4") else "int4"
+
+
+def _pattern(
+    md: dict[str, Any], arch: str, n: int, kv: list[int], n_heads: int, mla: bool, kv_max: int | None, name: str
+) -> list[LayerRun]:
+    swa = _swa_layers(md, arch, n)
+    window = _get(md, arch, "attention.sliding_window")
+    kind_swa = SWA_DEFAULT.get(arch, (0, False, LayerKind.SLIDING))[2]
+    if arch == "llama4":
+        window = _get(md, arch, "attention.chunk_size", 8192)
+        swa = [il % 4 < 3 for il in range(n)] if window else None
+    state = _state_bytes(md, arch)
+    ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name)
+    interval = _get(md, arch, "full_attention_interval", 4) if arch == "qwen3next" else 0
+    runs: list[LayerRun] = []
+    for il in range(n):
+        # NOTE: which layers are recurrent, as each src/models/<arch>.cpp sets is_recr: qwen3next by
+        # interval, nemotron_h where a layer has neither KV heads nor an MLP, the others where kv == 0
+        recurrent = (il + 1) % interval != 0 if interval else kv[il] == 0 and not mla
+        if arch == "nemotron_h" and kv[il] == 0 and ff[il] != 0:
+            runs.append(LayerRun(kind=LayerKind.STATELESS))  # an MLP-only layer: no cache, no state
+        elif recurrent:
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state))
+        elif mla:
+            runs.append(LayerRun(kind=LayerKind.MLA))
+        elif swa and swa[il]:
+            runs.append(LayerRun(kind=kind_swa, window_tokens=window, kv_heads=kv[il] if kv[il] != kv_max else None))
+        else:
+            runs.append(LayerRun(kind=LayerKind.FULL, kv_heads=kv[il] if kv[il] != kv_max else None))
+    if all(r == runs[0] for r in runs) and runs[0].kind in (LayerKind.FULL, LayerKind.MLA):
+        return []
+    # NOTE: the shortest period that repeats (gemma2: [sliding, full]), else one run per layer
+    for period in range(1, n + 1):
+        if all(runs[i] == runs[i % period] for i in range(n)):
+            return _compress(runs[:period])
+    return _compress(runs)
+
+
+def _compress(runs: list[LayerRun]) -> list[LayerRun]:
+    out: list[LayerRun] = []
+    for r in runs:
+        if out and out[-1].model_copy(update={"count": 1}) == r:
+            out[-1] = out[-1].model_copy(update={"count": out[-1].count + 1})
+        else:
+            out.append(r)
+    return out
+
+
+def _state_bytes(md: dict[str, Any], arch: str) -> int:
+    """Mamba-style recurrent state of one layer and one sequence, f32 (llama-hparams.cpp n_embd_r/s)."""
+    d_conv, d_inner = _get(md, arch, "ssm.conv_kernel", 0), _get(md, arch, "ssm.inner_size", 0)
+    d_state, groups = _get(md, arch, "ssm.state_size", 0), _get(md, arch, "ssm.group_count", 0)
+    r = (d_conv - 1) * (d_inner + 2 * groups * d_state) if d_conv else 0
+    return int(4 * (r + d_state * d_inner))

@@ -1,0 +1,158 @@
+"""One `kvcalc fit` question, answered the same way for the CLI and kvcalc.fit(): the reserve (vLLM's
+terms with --engine vllm, an engine-derived default otherwise), one FitResult per (seq, batch), vLLM's
+start-up figures and refusal, and the latency goals."""
+
+from __future__ import annotations
+
+from kvcalc.plan.fit import FitResult
+
+
+def plain_reserve_bytes(spec, gpu, dep, dtype: str | None, max_num_seqs: int, max_batched_tokens: int):  # noqa: ANN001, ANN201
+    """fit's default reserve without --engine: what vLLM 0.19 keeps beside the weights on this layout
+    (the profiling run's activation peak, non-torch memory with NCCL's NVLS buffers at tp >= 2), so
+    the plain fit does not promise more KV than the engine gives. None where that model does not apply."""
+    from kvcalc.engines.vllm.memory import Settings, predict
+
+    if spec.params or getattr(spec, "params_unknown", None) or spec.vocab_size is None:
+        return None
+    settings = Settings(
+        gpu_memory_utilization=dep.gpu_util,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_batched_tokens,
+        tp=dep.tp,
+        pp=dep.pp,
+    )
+    terms = predict(spec, gpu, settings, dtype=dtype)
+    return max(s.profile_peak_bytes + s.non_torch_bytes for s in terms.stages)
+
+
+def fit_rows(
+    spec,  # noqa: ANN001
+    gpu,  # noqa: ANN001
+    dep,  # noqa: ANN001
+    *,
+    seqs: list[int],
+    batches: list[int],
+    dtype: str | None,
+    kv_dtype: str,
+    block_size: int,
+    is_vllm: bool,
+    kv_logged: int | None,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    reserve_given: bool,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    prompt: int | None = None,
+    util: tuple[float, float] | None = None,
+    steps: list[str] | None = None,
+    estimate_engine: str | None = None,
+) -> list[FitResult]:
+    from kvcalc.cost.fabric import node_warnings, nodes_spanned
+    from kvcalc.cost.step import stages
+    from kvcalc.plan import vllm_fit
+    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
+
+    terms = None
+    accounting = "kvcalc: --reserve as given"
+    if is_vllm and kv_logged is None:
+        # vLLM's own terms stand in for --reserve, so fit's budget and vLLM's lines agree.
+        terms = vllm_fit.predict_terms(
+            spec,
+            gpu,
+            dtype=dtype,
+            gpu_util=dep.gpu_util,
+            tp=dep.tp,
+            pp=dep.pp,
+            max_num_seqs=max_num_seqs,
+            max_batched_tokens=max_batched_tokens,
+            steps=steps,
+        )
+        accounting = "vLLM 0.19: weights as loaded, profiling peak and non-torch memory"
+    reserve_bytes = dep.reserve_bytes
+    if terms is not None:
+        reserve_bytes = terms.profile_peak_bytes + terms.non_torch_bytes
+    elif is_vllm:
+        accounting = "vLLM 0.19: KV memory as logged (--kv-memory)"
+    elif not reserve_given:
+        derived = plain_reserve_bytes(spec, gpu, dep, dtype, max_num_seqs, max_batched_tokens)
+        if derived is not None:
+            reserve_bytes = derived
+            accounting = "kvcalc weights; reserve from vLLM 0.19's profiling peak and non-torch memory"
+            if steps is not None:
+                steps.append(
+                    f"reserve (no --reserve): vLLM 0.19's activation peak + non-torch memory on this layout = "
+                    f"{reserve_bytes:,} B (--engine none keeps a flat --reserve)"
+                )
+        else:
+            accounting = "kvcalc: flat 2 GiB reserve (no engine model for this spec)"
+    goals = tpot_ms is not None or ttft_ms is not None
+    staged = stages(spec, dep, dtype)
+    slos: dict[int, object] = {}  # the latency search depends on the context, not on --batch
+    results = []
+    for s in seqs:
+        for b in batches:
+            if steps is not None and len(seqs) * len(batches) > 1:
+                steps.append(f"batch {b:,} x {s:,} tokens:")
+            result = fit_report(
+                spec,
+                gpu,
+                tp=dep.tp,
+                pp=dep.pp,
+                seq=s,
+                batch=b,
+                dtype=dtype,
+                kv_dtype=kv_dtype,
+                gpu_util=dep.gpu_util,
+                reserve_bytes=reserve_bytes,
+                block_size=block_size,
+                steps=steps,
+                weights_per_gpu=terms.weights_bytes if terms else None,
+                staged=staged,
+                kv_ranks=dep.kv_ranks,
+            )
+            result.ep, result.dp_attention, result.gpus_per_node = dep.ep, dep.dp_attention, dep.gpus_per_node
+            result.nodes = nodes_spanned(dep.gpus, dep.gpus_per_node)
+            result.warnings += node_warnings(dep, gpu.name)
+            result.accounting = accounting
+            per = result.per_gpu
+            available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
+            if is_vllm and (kv_logged is not None or available > 0):
+                result.vllm = vllm_fit.figures(
+                    spec,
+                    terms,
+                    kv_logged,
+                    available,
+                    kv_dtype=kv_dtype,
+                    tp=dep.tp,
+                    seq=s,
+                    block_size=block_size,
+                    max_batched_tokens=max_batched_tokens,
+                    steps=steps,
+                )
+                result.vllm.startup = vllm_fit.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
+                v = result.vllm
+                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
+            if goals and s in slos:
+                result.slo = slos[s]
+            elif goals:
+                from kvcalc.plan.slo import largest_batch
+
+                result.slo = slos[s] = largest_batch(
+                    spec,
+                    gpu,
+                    result,
+                    tpot_ms=tpot_ms,
+                    ttft_ms=ttft_ms,
+                    prompt=prompt or s,
+                    dtype=dtype,
+                    kv_dtype=kv_dtype,
+                    mbu=util[0] if util else 1.0,
+                    mfu=util[1] if util else 1.0,
+                    dep=dep,
+                    steps=steps,
+                    engine=estimate_engine,  # the calibrated estimate decides the latency goals (None: the ceiling)
+                )
+            result.ok, result.verdict = verdict(result)
+            results.append(result)
+    return results

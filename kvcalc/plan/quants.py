@@ -1,0 +1,136 @@
+"""Which GGUF quant fits: for each quant file of a repo, llama.cpp's buffers on a GPU at a context,
+the most layers that fit (llama.cpp's -ngl) and a decode-speed ceiling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.engines.llamacpp.buffers import TensorRow
+from kvcalc.engines.llamacpp.eras import Era
+from kvcalc.engines.llamacpp.memory import LlamaCppResult, llamacpp_memory
+from kvcalc.model.spec import ModelSpec
+from kvcalc.results import Result
+
+SPEED_LABEL = "ceiling: weights and KV read once per token at memory bandwidth (not calibrated)"
+
+
+class QuantRow(Result):
+    quant: str
+    file_bytes: int
+    weights_bytes: int  # every tensor of the file (GPU + CPU)
+    kv_bytes: int
+    compute_bytes: int
+    total_bytes: int  # what the GPU(s) (or the Mac's working set) must hold
+    fits_fully: bool
+    gpu_layers: int  # -ngl that fits: layers offloaded, the output layer counting as one
+    total_layers: int
+    decode_tokens_per_s_ceiling: float
+    refusal: str | None = None
+    llamacpp: LlamaCppResult
+
+
+class QuantFit(Result):
+    model: str
+    gpu: str
+    capacity_bytes: int  # the GPU's capacity (or the Mac's working set) less headroom_bytes
+    headroom_bytes: int  # kept free for the CUDA context and driver (--reserve, default 1 GiB)
+    n_ctx: int
+    speed_label: str = SPEED_LABEL
+    cpu_bandwidth_bytes_per_s: int
+    rows: list[QuantRow]
+
+
+def largest_fit(
+    spec: ModelSpec, tensors: list[TensorRow], n_ctx: int, era: Era, capacity: int, unified: bool, **settings: Any
+) -> LlamaCppResult:
+    """llama.cpp's buffers at the largest -ngl whose GPU side fits (0: everything on the CPU)."""
+    for ngl in range(spec.num_layers + 1, -1, -1):
+        r = llamacpp_memory(
+            spec, tensors, n_ctx, era, ngl=ngl, capacity_bytes=capacity, unified_memory=unified, **settings
+        )
+        if r.fits or ngl == 0:
+            return r
+    raise AssertionError("unreachable")
+
+
+def _read_bytes(tensors: list[TensorRow], spec: ModelSpec) -> dict[str, int]:
+    """Bytes one decoded token reads of each tensor: routed experts by experts_per_token / experts,
+    the embedding table one row."""
+    out = {}
+    for t in tensors:
+        if t.name.startswith("token_embd."):
+            out[t.name] = 0
+        elif "_exps." in t.name and spec.experts:
+            out[t.name] = t.nbytes * spec.experts_per_token // spec.experts
+        else:
+            out[t.name] = t.nbytes
+    return out
+
+
+def decode_ceiling(
+    r: LlamaCppResult, tensors: list[TensorRow], spec: ModelSpec, gpu_bw: int, cpu_bw: int, unified: bool
+) -> float:
+    """Tokens/s if each token reads its weights and the full KV cache once: GPU part at the GPU's
+    bandwidth, the layers left on the CPU at system-memory bandwidth."""
+    from kvcalc.engines.llamacpp.buffers import layer_devices
+
+    devs = layer_devices(spec.num_layers, r.ngl, 1)
+    read = _read_bytes(tensors, spec)
+    gpu = cpu = 0
+    for t in tensors:
+        parts = t.name.split(".")
+        on_gpu = (
+            devs[int(parts[1])] is not None
+            if t.name.startswith("blk.") and parts[1].isdigit() and int(parts[1]) < spec.num_layers
+            else devs[-1] is not None and not t.name.startswith("token_embd.")
+        )
+        if on_gpu or unified:
+            gpu += read[t.name]
+        else:
+            cpu += read[t.name]
+    for d in r.devices:
+        if d.name == "CPU" and not unified:
+            cpu += d.kv_bytes
+        else:
+            gpu += d.kv_bytes
+    seconds = gpu / gpu_bw + cpu / cpu_bw
+    return 1 / seconds if seconds else 0.0
+
+
+def quant_row(
+    label: str,
+    file_bytes: int,
+    spec: ModelSpec,
+    tensors: list[TensorRow],
+    n_ctx: int,
+    era: Era,
+    capacity: int,
+    gpu_bw: int,
+    cpu_bw: int,
+    unified: bool,
+    ngl: int | None = None,
+    **settings: Any,
+) -> QuantRow:
+    """One quant's row: at the largest -ngl that fits, or at the -ngl given."""
+    if ngl is None:
+        r = largest_fit(spec, tensors, n_ctx, era, capacity, unified, **settings)
+    else:
+        r = llamacpp_memory(
+            spec, tensors, n_ctx, era, ngl=ngl, capacity_bytes=capacity, unified_memory=unified, **settings
+        )
+    gpus = [d for d in r.devices if d.name != "CPU"]
+    total = sum(d.total_bytes for d in r.devices) if unified else sum(d.total_bytes for d in gpus)
+    return QuantRow(
+        quant=label,
+        file_bytes=file_bytes,
+        weights_bytes=sum(t.nbytes for t in tensors),
+        kv_bytes=r.kv_bytes,
+        compute_bytes=r.compute_buffer_bytes,
+        total_bytes=total,
+        fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers,
+        gpu_layers=r.gpu_layers,
+        total_layers=r.total_layers,
+        decode_tokens_per_s_ceiling=float(f"{decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified):.4g}"),
+        refusal=r.refusal,
+        llamacpp=r,
+    )

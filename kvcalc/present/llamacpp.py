@@ -1,0 +1,102 @@
+"""Sheets for llama.cpp's figures: the buffers of one model (cache/fit --engine llamacpp) and the
+which-quant-fits listing of a GGUF repo."""
+
+from __future__ import annotations
+
+from kvcalc.engines.llamacpp.memory import LlamaCppResult
+from kvcalc.plan.quants import QuantFit
+from kvcalc.present.sheet import Sheet
+from kvcalc.units import fmt_bytes
+
+MiB = 1 << 20
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:,.2f} MiB"
+
+
+def _settings(r: LlamaCppResult) -> str:
+    return (
+        f"llama.cpp build era {r.build} ({r.build_note}); -c {r.n_ctx:,} -np {r.parallel}"
+        f"{' --kv-unified' if r.kv_unified else ''} -ub {r.ubatch} -fa {'on' if r.flash_attn else 'off'}"
+        f" -ctk {r.type_k} -ctv {r.type_v}{' --swa-full' if r.swa_full else ''} -ngl {r.ngl}"
+    )
+
+
+def buffers_sheet(r: LlamaCppResult, title: str) -> Sheet:
+    """One row per KV cache (as llama.cpp logs it), then one per device."""
+    sheet = Sheet(title, ["Buffer", "Cells", "Layers", "K", "V", "Size"], text_columns=(0,))
+    for p in r.kv_parts:
+        cells = f"{p.cells:,}" + (f" x {p.streams} streams" if p.streams > 1 else "")
+        v = f"{_mib(p.v_bytes)} ({p.v_type})" if p.v_type else "none"
+        sheet.rows.append([f"{p.cache} KV", cells, str(p.layers), f"{_mib(p.k_bytes)} ({p.k_type})", v, _mib(p.bytes)])
+    for d in r.devices:
+        if d.name == "CPU":
+            sheet.rows.append(["CPU_Mapped model", "", str(d.layers), "", "", _mib(d.model_bytes)])
+            if d.kv_bytes:
+                sheet.rows.append(["CPU KV", "", "", "", "", _mib(d.kv_bytes)])
+            continue
+        sheet.rows.append([f"{d.name} model", "", str(d.layers), "", "", _mib(d.model_bytes)])
+        sheet.rows.append([f"{d.name} compute (estimate)", "", "", "", "", _mib(d.compute_bytes)])
+        total = f"{fmt_bytes(d.total_bytes)}" + (f" of {fmt_bytes(d.capacity_bytes)}" if d.capacity_bytes else "")
+        sheet.rows.append([f"{d.name} total", "", "", "", "", total])
+    sheet.notes.append(_settings(r))
+    sheet.notes.append(
+        f"offloaded {r.gpu_layers}/{r.total_layers} layers (the output layer counts as one); token_embd stays "
+        "on the CPU (CPU_Mapped)"
+        + ("" if r.weights_exact else "; weights estimated from parameters: no GGUF tensor table")
+    )
+    sheet.notes.append(
+        f"compute buffer: an estimate (max of logits and K*Q + one layer's activations) that came 0-60 MiB under "
+        f"llama.cpp's own on public logs; totals add {_mib(r.compute_margin_bytes)} for that"
+    )
+    if r.refusal:
+        sheet.notes.append(f"llama.cpp would not start: {r.refusal}")
+    elif r.fits is not None:
+        partial = r.gpu_layers < r.total_layers
+        verdict = f"fits with {r.gpu_layers}/{r.total_layers} layers on the GPU" if partial else "fits fully on the GPU"
+        sheet.notes.append(verdict if r.fits else "does not fit")
+    return sheet
+
+
+def _speed(v: float) -> str:
+    return f"{v:,.1f}" if v >= 10 else f"{v:.2g}"
+
+
+def quants_sheet(q: QuantFit) -> Sheet:
+    sheet = Sheet(
+        f"{q.model} on {q.gpu} ({fmt_bytes(q.capacity_bytes)}) at -c {q.n_ctx:,}: which quant fits",
+        ["Quant", "File", "Weights", "KV", "Compute", "Total", "GPU layers", "Decode tok/s (ceiling)"],
+        text_columns=(0,),
+    )
+    for r in q.rows:
+        where = "all (fits)" if r.fits_fully else f"{r.gpu_layers}/{r.total_layers}"
+        if not r.llamacpp.fits:
+            where = "does not fit"  # not even the compute buffer (or, on a Mac, not the working set)
+        if r.refusal:
+            where = "refused"
+        sheet.rows.append(
+            [
+                r.quant,
+                fmt_bytes(r.file_bytes) if r.file_bytes else "-",
+                fmt_bytes(r.weights_bytes),
+                fmt_bytes(r.kv_bytes),
+                fmt_bytes(r.compute_bytes),
+                fmt_bytes(r.total_bytes),
+                where,
+                _speed(r.decode_tokens_per_s_ceiling),
+            ]
+        )
+    first = q.rows[0].llamacpp if q.rows else None
+    if first is not None:
+        sheet.notes.append(_settings(first).replace(f" -ngl {first.ngl}", " -ngl: the most that fit"))
+    sheet.notes.append(
+        f"{fmt_bytes(q.headroom_bytes)} of the GPU kept free for the CUDA context (--reserve), as llama.cpp's --fit does"
+    )
+    sheet.notes.append(
+        f"Decode tok/s: a {q.speed_label}; CPU layers at {q.cpu_bandwidth_bytes_per_s / 1e9:,.0f} GB/s (--cpu-bandwidth)"
+    )
+    sheet.notes.append(
+        "Total: the GPU's share (model + KV + compute + 64 MiB margin); weights exact from each file's tensor table"
+    )
+    return sheet

@@ -1,0 +1,246 @@
+"""GGUF files: the header and tensor table read from the front of the file only, the ggml type
+sizes, metadata -> ModelSpec, one-line errors, and the hub path by HTTP range requests."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import ggufhub
+import pytest
+from conftest import run, run_json
+from gguf_writer import gguf_bytes, llama_like
+
+from kvcalc.errors import SpecError
+from kvcalc.model.gguf.arch import quant_label, spec_from_gguf
+from kvcalc.model.gguf.hub import group_files
+from kvcalc.model.gguf.reader import read_header
+from kvcalc.model.gguf.types import BY_NAME, row_bytes
+
+
+def header_of(data: bytes, name: str = "m.gguf", chunk: int = 4096):
+    return read_header(lambda s, n: data[s : s + n], name, chunk)
+
+
+def test_block_sizes_are_ggml_commons():
+    # ggml-common.h static_asserts: (bytes, elements) per block
+    expected = {
+        "q4_0": (18, 32), "q4_1": (20, 32), "q5_0": (22, 32), "q5_1": (24, 32), "q8_0": (34, 32), "mxfp4": (17, 32),
+        "iq4_nl": (18, 32), "q2_K": (84, 256), "q3_K": (110, 256), "q4_K": (144, 256), "q5_K": (176, 256),
+        "q6_K": (210, 256), "iq2_xxs": (66, 256), "iq2_xs": (74, 256), "iq2_s": (82, 256), "iq3_xxs": (98, 256),
+        "iq3_s": (110, 256), "iq1_s": (50, 256), "iq1_m": (56, 256), "iq4_xs": (136, 256), "tq1_0": (54, 256),
+        "tq2_0": (66, 256), "f16": (2, 1), "bf16": (2, 1), "f32": (4, 1),
+    }  # fmt: skip
+    assert {k: (BY_NAME[k][2], BY_NAME[k][1]) for k in expected} == expected
+    # q8_0 is 34 bytes per 32 elements, not 1 byte per element (Ollama's old estimator: 6% under)
+    assert row_bytes("q8_0", 4096) == 4352 and row_bytes("q4_0", 4096) == 2304
+
+
+def test_header_and_tensor_table_give_the_architecture_and_exact_weight_bytes():
+    md, tensors = llama_like(layers=4, hidden=256, heads=8, kv_heads=2, ff=512, vocab=1000)
+    data, header_len = gguf_bytes(md, tensors)
+    h = header_of(data)
+    assert h.version == 3 and len(h.tensors) == len(tensors) and h.data_offset == -(-header_len // 32) * 32
+    spec = spec_from_gguf(h, "tiny-Q4_K_M.gguf")
+    assert (spec.num_layers, spec.hidden_size, spec.num_heads, spec.kv_heads, spec.vocab_size) == (4, 256, 8, 2, 1000)
+    assert spec.intermediate_size == 512 and not spec.tie_embeddings and spec.max_position_embeddings == 8192
+    # q4_K: 144 B per 256; q6_K 210 per 256; f32 norms. token_embd 256 x 1000 in q4_K = 1000 rows x 144 B.
+    by_name = {t.name: t.nbytes for t in h.tensors}
+    assert by_name["token_embd.weight"] == 1000 * 144
+    assert by_name["blk.0.attn_q.weight"] == 256 * 144 and by_name["blk.0.ffn_down.weight"] == 256 * (512 // 256 * 210)
+    assert by_name["blk.0.attn_norm.weight"] == 256 * 4
+    # every tensor's bytes, 32-aligned, is exactly the data section the writer laid out
+    assert sum(-(-n // 32) * 32 for n in by_name.values()) == len(data) - h.data_offset
+
+
+def test_gemma3_sliding_pattern_and_deepseek_mla_from_metadata():
+    md, t = llama_like("gemma3", layers=18, hidden=640, heads=4, kv_heads=1, ff=2048, wtype="q8_0", tied=True,
+                       extra={"gemma3.attention.sliding_window": 512, "gemma3.attention.key_length": 256,
+                              "gemma3.attention.value_length": 256})  # fmt: skip
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "gemma-3-270m-it-Q8_0.gguf")
+    kinds = [(r.kind.value, n) for r, n in spec.layer_groups()]
+    assert kinds == [("sliding", 15), ("full", 3)] and spec.head_dim == 256 and spec.tie_embeddings
+    assert [r.kind.value for r in spec.expanded_layers()][:6] == ["sliding"] * 5 + ["full"]
+    md = {
+        "general.architecture": "deepseek2", "deepseek2.block_count": 61, "deepseek2.embedding_length": 7168,
+        "deepseek2.attention.head_count": 128, "deepseek2.attention.head_count_kv": 1,
+        "deepseek2.attention.key_length": 576, "deepseek2.attention.value_length": 512,
+        "deepseek2.attention.key_length_mla": 192, "deepseek2.attention.value_length_mla": 128,
+        "deepseek2.attention.kv_lora_rank": 512, "deepseek2.rope.dimension_count": 64,
+        "deepseek2.attention.q_lora_rank": 1536, "deepseek2.feed_forward_length": 18432,
+        "deepseek2.expert_count": 256, "deepseek2.expert_used_count": 8, "deepseek2.expert_feed_forward_length": 2048,
+        "deepseek2.leading_dense_block_count": 3, "deepseek2.vocab_size": 129280,
+    }  # fmt: skip
+    spec = spec_from_gguf(header_of(gguf_bytes(md, [("token_embd.weight", (7168, 129280), "q4_K")])[0]), "ds.gguf")
+    assert spec.is_mla and (spec.kv_lora_rank, spec.qk_rope_head_dim, spec.qk_nope_head_dim, spec.v_head_dim) == (
+        512, 64, 128, 128,
+    )  # fmt: skip
+    assert spec.experts == 256 and spec.dense_layers == 3
+
+
+def test_quant_labels_from_names_and_split_parts_grouped():
+    assert quant_label("Qwen3-8B-Q4_K_M.gguf") == "Q4_K_M"
+    assert quant_label("gemma-3-27b-it-UD-Q4_K_XL.gguf") == "UD-Q4_K_XL"
+    assert quant_label("Q8_0/DeepSeek-V3-Q8_0-00001-of-00016.gguf") == "Q8_0"
+    assert quant_label("model-IQ4_XS.gguf") == "IQ4_XS" and quant_label("gpt-oss-20b-MXFP4.gguf") == "MXFP4"
+    files = [("a-Q8_0-00002-of-00002.gguf", 5), ("a-Q8_0-00001-of-00002.gguf", 7), ("a-Q4_K_M.gguf", 6),
+             ("mmproj-F16.gguf", 1), ("README.md", 1)]  # fmt: skip
+    groups = group_files(files)
+    assert [(g.label, g.paths, g.size_bytes) for g in groups] == [
+        ("Q4_K_M", ("a-Q4_K_M.gguf",), 6),
+        ("Q8_0", ("a-Q8_0-00001-of-00002.gguf", "a-Q8_0-00002-of-00002.gguf"), 12),
+    ]
+
+
+def _one_line_error(path, *args):
+    r = run("cache", str(path), *args)
+    assert r.exit_code == 1, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr
+    return lines[0]
+
+
+def test_bad_files_get_one_line_saying_what_is_wrong(tmp_path):
+    md, t = llama_like()
+    good, header_len = gguf_bytes(md, t)
+    cases = {
+        "empty.gguf": (b"", "not a GGUF file: it is empty"),
+        "config.gguf": (b'{"model_type": "llama"}', "not a GGUF file: it starts like JSON"),
+        "zip.gguf": (b"PK\x03\x04" + b"\0" * 64, "not a GGUF file: it starts with b'PK\\x03\\x04'"),
+        "trunc.gguf": (good[: header_len // 2], "truncated GGUF: the header needs byte"),
+        "v1.gguf": (b"GGUF" + struct.pack("<I", 1) + b"\0" * 64, "GGUF version 1 is not supported"),
+        "be.gguf": (b"GGUF" + struct.pack(">I", 3) + b"\0" * 64, "a big-endian GGUF file"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        assert message in _one_line_error(tmp_path / name), name
+    # an unknown ggml type id (here 31, a removed one) is named
+    bad = good.replace(struct.pack("<IQ", 12, 0), struct.pack("<IQ", 31, 0), 1)
+    (tmp_path / "type.gguf").write_bytes(bad)
+    assert "has ggml type 31, which kvcalc does not know" in _one_line_error(tmp_path / "type.gguf")
+    # an architecture kvcalc does not read
+    md2, t2 = llama_like("bert")
+    (tmp_path / "bert.gguf").write_bytes(gguf_bytes(md2, t2, data=False)[0])
+    assert "GGUF architecture 'bert' is not one kvcalc reads" in _one_line_error(tmp_path / "bert.gguf")
+
+
+def test_a_local_gguf_is_a_model_everywhere_and_only_its_header_is_read(tmp_path, monkeypatch):
+    md, t = llama_like(layers=4, hidden=256, heads=8, kv_heads=2)
+    data, header_len = gguf_bytes(md, t)
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    path.write_bytes(data + b"\0" * (8 << 20))  # 8 MiB more tensor data that must not be read
+    out = run_json("cache", path, "--seq", "1024")
+    assert out["bytes_per_token"] == 4 * 2 * 2 * 32 * 2  # layers x K,V x kv heads x head dim x bf16
+    # a GGUF under another name is recognised by its magic, not parsed as JSON
+    other = tmp_path / "model.bin"
+    other.write_bytes(data)
+    assert run_json("cache", other, "--seq", "1024")["bytes_per_token"] == out["bytes_per_token"]
+    from kvcalc.model.gguf.reader import read_local
+
+    assert read_local(str(path)).bytes_read < 2 << 20 < len(data) + (8 << 20)
+
+
+@pytest.fixture
+def gguf_repo(tmp_path):
+    md, t = llama_like(layers=4, hidden=512, heads=8, kv_heads=2, ff=1024, vocab=2000)
+    q4, header_q4 = gguf_bytes(md, t)
+    md8, t8 = llama_like(layers=4, hidden=512, heads=8, kv_heads=2, ff=1024, vocab=2000, wtype="q8_0")
+    q8, header_q8 = gguf_bytes(md8, t8)
+    pad = b"\0" * (6 << 20)  # the data the header read must never reach
+    files = {"acme/Tiny-GGUF": {"Tiny-Q4_K_M.gguf": q4 + pad, "Tiny-Q8_0.gguf": q8 + pad, "README.md": b"hi"}}
+    server, url = ggufhub.start(files)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=url, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ETAG_TIMEOUT="5")
+    yield env, {"Tiny-Q4_K_M.gguf": (header_q4, len(q4) + len(pad)), "Tiny-Q8_0.gguf": (header_q8, len(q8) + len(pad))}
+    server.shutdown()
+
+
+def kvcalc_cli(env, *args):
+    return subprocess.run([sys.executable, "-m", "kvcalc", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_hub_repo_lists_every_quant_and_reads_only_headers_by_range(gguf_repo):
+    env, sizes = gguf_repo
+    done = kvcalc_cli(
+        env, "fit", "acme/Tiny-GGUF", "--gpu", "rtx-4090", "--engine", "llamacpp", "--seq", "4k", "-f", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert [r["quant"] for r in out["rows"]] == ["Q4_K_M", "Q8_0"]
+    assert all(r["fits_fully"] for r in out["rows"]) and out["rows"][0]["file_bytes"] == sizes["Tiny-Q4_K_M.gguf"][1]
+    from kvcalc.model.gguf.hub import FIRST_CHUNK
+
+    for name, (header_len, size) in sizes.items():
+        ranges = [(s, e) for p, s, e in ggufhub.GgufHub.served if p == name]
+        # one range request from byte 0, within the first chunk: the header, never the 6 MiB of tensor data
+        assert ranges and ranges[0][0] == 0 and header_len < FIRST_CHUNK
+        assert sum(e - s for s, e in ranges) <= FIRST_CHUNK < size // 4
+    assert "README.md" not in {p for p, _, _ in ggufhub.GgufHub.served}
+
+
+def test_hub_quant_pick_and_errors(gguf_repo):
+    env, _ = gguf_repo
+    done = kvcalc_cli(env, "cache", "acme/Tiny-GGUF:Q8_0", "--engine", "llamacpp", "--seq", "4k", "-f", "json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["quant"] == "Q8_0" and out["model"] == "acme/Tiny-GGUF:Q8_0"
+    done = kvcalc_cli(env, "cache", "acme/Tiny-GGUF:Q2_K", "--engine", "llamacpp")
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        "kvcalc: error: acme/Tiny-GGUF has no quant matching 'Q2_K' (its quants: Q4_K_M, Q8_0)"
+    ]
+
+
+def test_reader_refuses_a_corrupt_count_without_reading_on():
+    data = b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 1)
+    with pytest.raises(SpecError, match="corrupt GGUF header"):
+        header_of(data)
+
+
+def test_unreachable_hub_is_one_line_within_seconds(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"), HF_HUB_ETAG_TIMEOUT="2")
+    done = kvcalc_cli(env, "fit", "acme/Tiny-GGUF", "--gpu", "rtx-4090", "--engine", "llamacpp")
+    assert done.returncode == 1 and done.stderr.startswith(
+        "kvcalc: error: acme/Tiny-GGUF: the hub could not be reached"
+    )
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_split_gguf_parts_are_read_together(tmp_path):
+    md, t = llama_like(layers=4)
+    first = [x for x in t if not x[0].startswith(("blk.2.", "blk.3.", "output"))]
+    second = [x for x in t if x not in first]
+    md1 = {**md, "split.no": 0, "split.count": 2}
+    (tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf").write_bytes(gguf_bytes(md1, first)[0])
+    (tmp_path / "tiny-Q4_K_M-00002-of-00002.gguf").write_bytes(gguf_bytes({"split.no": 1, "split.count": 2}, second)[0])
+    out = run_json("cache", tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf", "--engine", "llamacpp", "--seq", "1k")
+    whole = tmp_path / "whole-Q4_K_M.gguf"
+    whole.write_bytes(gguf_bytes(md, t)[0])
+    ref = run_json("cache", whole, "--engine", "llamacpp", "--seq", "1k")
+    for key in ("model_buffer_bytes", "cpu_mapped_bytes", "kv_bytes"):
+        assert out["llamacpp"][key] == ref["llamacpp"][key], key
+    (tmp_path / "tiny-Q4_K_M-00002-of-00002.gguf").unlink()
+    r = run("cache", tmp_path / "tiny-Q4_K_M-00001-of-00002.gguf")
+    assert r.exit_code == 1 and "split GGUF part(s) missing beside it: tiny-Q4_K_M-00002-of-00002.gguf" in r.stderr
+
+
+def test_hybrid_layers_recurrent_as_llamacpp_marks_them():
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.kv import kv_parts
+
+    ssm = {"ssm.conv_kernel": 4, "ssm.inner_size": 1024, "ssm.state_size": 128, "ssm.group_count": 1}
+    # qwen3next: every 4th layer attends, the rest are recurrent; Mamba-style state
+    # (d_conv - 1)(d_inner + 2 n_group d_state) + d_state d_inner = 3,840 + 131,072 f32 per layer and sequence
+    md, t = llama_like("qwen3next", layers=8, extra={f"qwen3next.{k}": v for k, v in ssm.items()})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "q3n.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == (["stateless"] * 3 + ["full"]) * 2
+    parts = {p.cache: p for p in kv_parts(spec, 4096, era(None), parallel=2)[0]}
+    assert parts["recurrent"].bytes == 6 * 2 * 4 * (3840 + 131072) and parts["non-SWA"].layers == 2
+    # nemotron_h: no KV heads and no MLP = a Mamba layer; no KV heads but an MLP = an MLP-only layer
+    extra = {"nemotron_h.attention.head_count_kv": [0, 0, 2, 0], "nemotron_h.feed_forward_length": [0, 512, 0, 512]}
+    md, t = llama_like("nemotron_h", layers=4, extra={**extra, **{f"nemotron_h.{k}": v for k, v in ssm.items()}})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "nh.gguf")
+    assert [(r.kind.value, r.state_bytes) for r in spec.expanded_layers()] == [
+        ("stateless", 4 * (3840 + 131072)), ("stateless", 0), ("full", 0), ("stateless", 0),
+    ]  # fmt: skip

@@ -1,0 +1,250 @@
+"""llama.cpp's buffers: KV bytes equal llama.cpp's own log lines (public logs cited in
+../shared/reference/llamacpp_rules.md) and hand derivations from its code; model buffers from a
+tensor table; the which-quant-fits listing."""
+
+import json
+
+import pytest
+from conftest import run, run_json
+from gguf_writer import gguf_bytes, llama_like
+
+from kvcalc.engines.llamacpp.buffers import TensorRow, cuda_alloc, layer_devices, model_buffers
+from kvcalc.engines.llamacpp.eras import era
+from kvcalc.engines.llamacpp.kv import FA_REFUSAL, kv_parts
+from kvcalc.errors import UsageError
+from kvcalc.model.presets import get_model
+from kvcalc.model.spec import LayerRun, ModelSpec
+
+MiB = 1 << 20
+
+
+def kv(spec, n_ctx, version=None, **kw):
+    parts, refusal = kv_parts(spec, n_ctx, era(version), **kw)
+    return {p.cache: p for p in parts}, refusal
+
+
+def gemma3_270m() -> ModelSpec:
+    # 18 layers, 5 sliding (window 512) then 1 global, 1 KV head x 256 (rules §2.1.4)
+    return ModelSpec(
+        name="gemma-3-270m", num_layers=18, hidden_size=640, num_heads=4, num_kv_heads=1, head_dim=256,
+        vocab_size=262144, layer_pattern=[LayerRun(kind="sliding", count=5, window_tokens=512), LayerRun(kind="full")],
+    )  # fmt: skip
+
+
+def test_gemma3_270m_iswa_at_parallel_1_by_hand():
+    # 3 global layers hold the padded context, 15 SWA layers PAD(min(ctx, 512 + ubatch 512), 256) = 1024 cells;
+    # K + V f16 = 2 x 256 x 2 B = 1 KiB per cell per layer: 12 + 15 = 27 MiB at 4096, 24 + 15 = 39 MiB at 8192
+    # (the 27 and 39 MiB of unslothai/unsloth#5225's table against llama.cpp b10107)
+    for n_ctx, total in ((4096, 27), (8192, 39)):
+        parts, _ = kv(gemma3_270m(), n_ctx)
+        assert parts["SWA"].cells == 1024 and parts["non-SWA"].cells == n_ctx
+        assert parts["SWA"].bytes + parts["non-SWA"].bytes == total * MiB
+    # --swa-full (the C API's default): every layer holds the context: 18 MiB at 1024 cells... x4
+    parts, _ = kv(gemma3_270m(), 4096, swa_full=True)
+    assert parts["SWA"].cells == 4096 and parts["SWA"].bytes + parts["non-SWA"].bytes == 72 * MiB
+    # before PR #13194 there was no window cache at all: the same 72 MiB, one cache
+    parts, _ = kv(gemma3_270m(), 4096, "2025-03")
+    assert list(parts) == ["non-SWA"] and parts["non-SWA"].bytes == 72 * MiB
+
+
+def test_gemma3_27b_swa_cache_624_mib_as_pr_18720_measured():
+    # 52 SWA layers x 16 KV heads x 128 x K,V x f16 at n_swa 1024 + ubatch 512 = 1536 cells: 624 MiB
+    parts, _ = kv(get_model("gemma-3-27b"), 32768)
+    assert parts["SWA"].cells == 1536 and parts["SWA"].layers == 52 and parts["SWA"].bytes == 624 * MiB
+    # since PR #21277 (2026-04) the SWA part stays f16 under -ctk/-ctv q8_0; before, it was quantized
+    q8, _ = kv(get_model("gemma-3-27b"), 32768, type_k="q8_0", type_v="q8_0")
+    assert q8["SWA"].bytes == 624 * MiB and q8["SWA"].k_type == "f16"
+    assert q8["non-SWA"].bytes == 10 * 32768 * 2 * 16 * 128 * 34 // 32
+    old, _ = kv(get_model("gemma-3-27b"), 32768, "2026-01", type_k="q8_0", type_v="q8_0")
+    assert old["SWA"].bytes == 624 * MiB * 34 // 64
+
+
+def test_q8_0_and_q4_0_caches_by_block_size():
+    # ratios to f16 of exactly 34/64 = 0.53125 and 18/64 = 0.28125 (runs 21551)
+    spec = get_model("llama-3-8b")
+    f16 = kv(spec, 8192)[0]["non-SWA"].bytes
+    assert f16 == 1024 * MiB  # 32 layers x 8 x 128 x 2 x 2 B x 8192
+    for t, ratio in (("q8_0", 0.53125), ("q4_0", 0.28125), ("q4_1", 20 / 64), ("q5_0", 22 / 64), ("iq4_nl", 18 / 64)):
+        assert kv(spec, 8192, type_k=t, type_v=t)[0]["non-SWA"].bytes == f16 * ratio
+
+
+def test_mla_latent_by_era_and_the_iklamacpp_log():
+    ds = get_model("deepseek-v3")
+    # K-only latent since PR #19067: 32768 cells x 61 layers x 576 x 34/32 B = 1166.62 MiB, the
+    # `c^KV (q8_0): 1166.62 MiB` of ik_llama.cpp run 259 (which stored the latent K-only first)
+    parts, refusal = kv(ds, 32768, type_k="q8_0", type_v="q8_0")
+    p = parts["non-SWA"]
+    assert p.v_bytes == 0 and p.v_type is None and refusal is None
+    assert round(p.k_bytes / MiB, 2) == 1166.62 and p.k_bytes == 32768 * 61 * 612
+    # PR #12801 to #19067: K 576 + V 512 per token per layer
+    p = kv(ds, 32768, "2025-12")[0]["non-SWA"]
+    assert (p.k_bytes, p.v_bytes) == (32768 * 61 * 576 * 2, 32768 * 61 * 512 * 2)
+    # before: per-head K (128 x 192) and V (128 x 128); q4_0 K + f16 V = 728 MiB per layer at 16384 (run 9390)
+    p = kv(ds, 16384, "2025-03", type_k="q4_0")[0]["non-SWA"]
+    assert p.bytes // p.layers == 728 * MiB
+
+
+def test_context_padding_streams_and_unified_by_era():
+    spec = get_model("llama-3-8b")
+    per_cell = 32 * 2 * 8 * 128 * 2
+    # >= b7108: always PAD(n_ctx, 256); older: 256 with FA, 32 without
+    assert kv(spec, 13000)[0]["non-SWA"].cells == 13056
+    assert kv(spec, 13000, "2025-08", flash_attn=False)[0]["non-SWA"].cells == 13024
+    assert kv(spec, 13000, "2025-08", flash_attn=True)[0]["non-SWA"].cells == 13056
+    # -np 4 without --kv-unified: 4 streams of PAD(10240 / 4, 256) = 2560 cells
+    p = kv(spec, 10000, parallel=4)[0]["non-SWA"]
+    assert (p.cells, p.streams, p.bytes) == (2560, 4, 4 * 2560 * per_cell)
+    p = kv(spec, 10000, parallel=4, unified=True)[0]["non-SWA"]
+    assert (p.cells, p.streams) == (10240, 1)
+    # a unified cache's window part holds n_swa for each sequence: PAD(512 x 4 + 512, 256) = 2560
+    assert kv(gemma3_270m(), 16384, parallel=4, unified=True)[0]["SWA"].cells == 2560
+    assert kv(gemma3_270m(), 16384, parallel=4)[0]["SWA"].cells == 1024
+
+
+def test_quantized_v_without_flash_attention_is_refused_in_llamacpps_words():
+    _, refusal = kv(get_model("llama-3-8b"), 4096, type_v="q8_0", flash_attn=False)
+    assert refusal == FA_REFUSAL == "quantized V cache was requested, but this requires Flash Attention"
+    r = run(
+        "cache", "llama-3-8b", "--engine", "llamacpp", "--kv-dtype", "q8_0", "--flash-attn", "off", "--gpu", "rtx-4090"
+    )
+    assert r.exit_code == 0 and "would not start: quantized V cache was requested" in r.stdout
+
+
+def test_recurrent_state_is_f32_per_sequence():
+    spec = ModelSpec(name="hy", num_layers=4, hidden_size=256, num_heads=8, num_kv_heads=2, vocab_size=1000,
+                     layer_pattern=[LayerRun(kind="stateless", state_bytes=4 * 1000), LayerRun(kind="full")])  # fmt: skip
+    parts, _ = kv(spec, 4096, parallel=3)
+    assert parts["recurrent"].bytes == 2 * 3 * 4000 and parts["non-SWA"].layers == 2
+
+
+def test_layers_on_devices_as_llamacpp_assigns_them():
+    # -ngl counts the output layer: 33 of a 32-layer model offloads all and the output
+    assert layer_devices(32, 33, 1) == [0] * 33
+    assert layer_devices(32, 32, 1) == [0] * 32 + [None]  # every layer, output on the CPU
+    assert layer_devices(32, 10, 1) == [None] * 22 + [0] * 10 + [None]  # the LAST 10 layers
+    # two GPUs split by cumulative fractions of act_gpu_layers = 33
+    devs = layer_devices(32, 99, 2)
+    assert devs.count(0) == 17 and devs.count(1) == 16 and devs[-1] == 1
+
+
+def test_model_buffer_exact_from_the_tensor_table():
+    md, t = llama_like(layers=4, hidden=2304, heads=8, kv_heads=2, ff=2304 * 2, vocab=3000, tied=True)
+    tensors = [TensorRow(n, s[0], ty, 0) for n, s, ty in t]
+    from kvcalc.model.gguf.reader import Tensor
+
+    rows = [TensorRow(n, s[0], ty, Tensor(n, s, ty, 0).nbytes) for n, s, ty in t]
+    assert tensors and rows
+    embd = next(r for r in rows if r.name == "token_embd.weight")
+    # CUDA pads a q4_K tensor whose row (2304) is not a multiple of 512 by row_size(q4_K, 256) = 144 B, then to 128 B
+    assert cuda_alloc(embd) == -(-(embd.nbytes + 3000 * 0 + 144) // 128) * 128
+    gpu, cpu_mapped, _ = model_buffers(rows, 4, layer_devices(4, 99, 1))
+    layers = sum(cuda_alloc(r) for r in rows if r.name.startswith(("blk.", "output_norm")))
+    # token_embd stays CPU_Mapped; the tied output duplicates it on the GPU
+    assert cpu_mapped == embd.nbytes and gpu == {0: layers + cuda_alloc(embd)}
+    gpu, cpu_mapped, _ = model_buffers(rows, 4, layer_devices(4, 2, 1))  # last 2 layers, output on the CPU
+    assert gpu == {0: sum(cuda_alloc(r) for r in rows if r.name.startswith(("blk.2.", "blk.3.")))}
+    assert cpu_mapped == sum(r.nbytes for r in rows) - sum(
+        r.nbytes for r in rows if r.name.startswith(("blk.2.", "blk.3."))
+    )
+
+
+def test_cache_engine_llamacpp_json_fields(tmp_path):
+    md, t = llama_like(layers=4, hidden=256, heads=8, kv_heads=2, ff=512, vocab=1000)
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    out = run_json("cache", path, "--engine", "llamacpp", "--seq", "1000", "--gpu", "rtx-4090")
+    lc = out["llamacpp"]
+    assert out["quant"] == "Q4_K_M" and lc["kv_cells"] == 1024 and lc["kv_bytes"] == 1024 * 4 * 2 * 2 * 32 * 2
+    assert lc["cpu_mapped_bytes"] == 1000 * 144 and lc["gpu_layers"] == lc["total_layers"] == 5 and lc["fits"]
+    assert [d["name"] for d in lc["devices"]] == ["GPU0", "CPU"] and lc["weights_exact"]
+    assert lc["compute_buffer_bytes"] == 1000 * 512 * 4  # the logits, n_vocab x n_ubatch x 4 B
+    assert lc["kv_capacity_tokens"] == 1024
+
+
+def test_fit_lists_layers_that_fit_and_a_labelled_ceiling():
+    # a preset without a GGUF: weights estimated at f16 from its parameters, labelled so
+    r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "-f", "json")
+    assert r.exit_code == 3  # nothing fits fully
+    out = json.loads(r.stdout)
+    row = out["rows"][0]
+    assert not row["fits_fully"] and 0 < row["gpu_layers"] < row["total_layers"] == 81
+    assert "ceiling" in out["speed_label"] and not row["llamacpp"]["weights_exact"]
+    # 1 GiB kept free, as llama.cpp's --fit does; one more layer would not fit
+    assert out["capacity_bytes"] == 25_393_994_138 - (1 << 30)
+    gpu = row["llamacpp"]["devices"][0]
+    assert gpu["total_bytes"] <= out["capacity_bytes"] < gpu["total_bytes"] + gpu["model_bytes"] // gpu["layers"]
+    r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k")
+    assert r.exit_code == 3 and "estimated from parameters" in r.stdout
+
+
+def test_engine_version_and_kv_dtype_errors_are_one_line():
+    with pytest.raises(UsageError):
+        era("2024-01")
+    assert era("b7108").key == "2025-12" and era("b6900").key == "2025-08"
+    r = run("cache", "llama-3-8b", "--engine", "llamacpp", "--kv-dtype", "fp8")
+    assert r.exit_code == 2 and "not a llama.cpp cache type" in r.stderr
+
+
+def test_gpus_split_layers_and_each_gpu_holds_a_compute_buffer():
+    one = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--seq", "16k", "-f", "json")
+    four = run(
+        "fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--gpus", "4", "--seq", "16k", "-f", "json"
+    )
+    a, b = json.loads(one.stdout)["rows"][0], json.loads(four.stdout)["rows"][0]
+    assert a["gpu_layers"] * 3 < b["gpu_layers"] < b["total_layers"]
+    gpus = [d for d in b["llamacpp"]["devices"] if d["name"] != "CPU"]
+    assert len(gpus) == 4 and all(d["compute_bytes"] == b["compute_bytes"] for d in gpus)
+    assert all(d["total_bytes"] <= json.loads(four.stdout)["capacity_bytes"] for d in gpus)
+    r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--tp", "2")
+    assert r.exit_code == 2 and "give --gpus N, not --tp" in r.stderr
+
+
+def test_cpu_mapped_is_token_embd_as_llamacpp_logs_it():
+    # Qwen2.5-32B Q4_K_M on a full offload: `CPU_Mapped model buffer size = 417.66 MiB` is token_embd,
+    # 5120 x 152064 in q4_K (144 B per 256) = 437,944,320 B (llamacpp_rules.md §2.2)
+    from kvcalc.model.gguf.reader import Tensor
+
+    embd = Tensor("token_embd.weight", (5120, 152064), "q4_K", 0)
+    rows = [
+        TensorRow(embd.name, 5120, "q4_K", embd.nbytes),
+        TensorRow("blk.0.attn_q.weight", 5120, "q4_K", 5120 * 20 * 144),
+    ]
+    rows.append(TensorRow("output.weight", 5120, "q6_K", 152064 * 20 * 210))
+    _, cpu_mapped, _ = model_buffers(rows, 1, layer_devices(1, 99, 1))
+    assert cpu_mapped == 437_944_320 and round(cpu_mapped / MiB, 2) == 417.66
+
+
+def test_decode_ceiling_is_above_every_llama_bench_measurement():
+    # llama-bench tg 512 on consumer NVIDIA and Apple (../shared speed_calibration.json): a ceiling,
+    # so every measurement sits under it (17 points, measured/ceiling 0.42-0.85 when this was written)
+    import importlib.util
+
+    from conftest import REPO, shared_path
+
+    shared_path("reference", "speed_calibration.json")
+    spec = importlib.util.spec_from_file_location("llamacpp_ceiling", REPO / "benchmarks" / "llamacpp_ceiling.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    points = [
+        p for p in json.loads(bench.SHARED.read_text())
+        if p["metric"] == "output_tok_s_per_user" and p["id"].endswith("tg512") and p["gpu"] in bench.GPUS
+    ]  # fmt: skip
+    checked = 0
+    for p in points:
+        model = "llama-3-8b" if p["model"].endswith("8B") else "llama-3-70b"
+        recipe = "F16" if p["weight_dtype"].startswith("f16") else "Q4_K_M"
+        gpu = get_gpu_preset(bench.GPUS[p["gpu"]])
+        from kvcalc.plan.quants import quant_row
+
+        row = quant_row(recipe, 0, get_model(model), bench.table(model, recipe), 512, era(None), gpu.capacity_bytes,
+                        gpu.bandwidth_bytes_per_s, int(64e9), gpu.unified_memory, weights_exact=True)  # fmt: skip
+        if row.fits_fully:
+            checked += 1
+            assert 0.4 < p["value"] / row.decode_tokens_per_s_ceiling < 1, p["id"]
+    assert checked >= 15
+
+
+def get_gpu_preset(name):
+    from kvcalc.model.presets import get_gpu
+
+    return get_gpu(name)

@@ -1,0 +1,68 @@
+"""vLLM 0.19's start-up refusals (engines/vllm/startup.py): check_enough_kv_cache_memory's message and
+estimate_max_model_len, the default max_model_len, and architectures V1 does not serve."""
+
+from conftest import run, run_json
+
+from kvcalc.engines.vllm.startup import check_start, default_max_model_len, unsupported_architecture
+from kvcalc.model.presets import get_model
+
+
+def test_l4_128k_refuses_and_names_the_length_that_starts():
+    # Llama-3.1-8B on one L4: page 16 x 2 x 8 x 128 x 2 B = 65,536 B per layer, 32 layers; one 131,072-token
+    # request needs 8,192 blocks x 32 x 65,536 B = 16 GiB. vLLM's estimate is the largest length whose
+    # cdiv(L, 16) blocks fit: num_blocks x 16 when the pool holds num_blocks whole blocks of every layer.
+    out = run("fit", "llama-3.1-8b", "--gpu", "l4", "--seq", "128k", "--engine", "vllm", "--format", "json")
+    assert out.exit_code == 3
+    import json
+
+    d = json.loads(out.stdout)
+    s = d["vllm"]["startup"]
+    assert s["needed_kv_bytes"] == 8192 * 32 * 65536 == 16 * 2**30
+    assert s["estimated_max_model_len"] == d["vllm"]["num_blocks"] * 16
+    assert "To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache" in s["refusal"]
+    assert f"the estimated maximum model length is {s['estimated_max_model_len']}." in s["refusal"]
+    assert not d["ok"] and "REFUSES TO START" in d["verdict"]
+
+
+def test_estimate_is_vllms_binary_search():
+    spec = get_model("llama-3.1-8b")
+    page = 65536
+    # 1,000 blocks of all 32 layers: 16,000 tokens start, 16,001 would need a 1,001st block
+    start = check_start(
+        spec, [(range(32), 1000 * 32 * page)], max_model_len=131072, page=page, block=16, max_num_batched_tokens=2048
+    )
+    assert start.estimated_max_model_len == 16000
+    ok = check_start(
+        spec, [(range(32), 1000 * 32 * page)], max_model_len=16000, page=page, block=16, max_num_batched_tokens=2048
+    )
+    assert ok.refusal is None and ok.needed_kv_bytes == 1000 * 32 * page
+    none = check_start(spec, [(range(32), 0)], max_model_len=8, page=page, block=16, max_num_batched_tokens=2048)
+    assert none.refusal.startswith("No available memory for the cache blocks.")
+
+
+def test_default_max_model_len_is_the_models_own():
+    assert default_max_model_len(get_model("llama-3.1-8b")) == 131072
+    d = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm")
+    assert d["seq"] == 131072 and d["vllm"]["startup"]["max_model_len"] == 131072
+    assert run_json("fit", "llama-3.1-8b", "--gpu", "h100")["seq"] == 8192  # without an engine: 8k
+
+
+def test_encoder_decoders_vllm_v1_does_not_serve():
+    assert unsupported_architecture(get_model("whisper-tiny")) is None  # Whisper is in V1's registry
+    why = unsupported_architecture(get_model("llama-3.2-11b-vision"))
+    assert "MllamaForConditionalGeneration was supported in vLLM until v0.10.2" in why
+    out = run("fit", "llama-3.2-11b-vision", "--gpu", "h100", "--engine", "vllm")
+    assert out.exit_code == 2 and "accounting" not in out.stdout
+
+
+def test_t5_and_bart_are_refused_in_vllms_words():
+    # vLLM 0.19's registry: T5 is in no list (_TEXT_GENERATION_MODELS, _PREVIOUSLY_SUPPORTED_MODELS,
+    # _OOT_SUPPORTED_MODELS), so _raise_for_unsupported says "not supported for now"; BART moved to a plugin.
+    from conftest import FIXTURES
+
+    t5 = run("fit", FIXTURES / "configs" / "t5-encdec.json", "--gpu", "h100", "--engine", "vllm")
+    assert t5.exit_code == 2 and "['T5ForConditionalGeneration'] are not supported for now" in t5.stderr
+    bart = run("fit", FIXTURES / "configs" / "bart-large.json", "--gpu", "h100", "--engine", "vllm")
+    assert bart.exit_code == 2 and "BartForConditionalGeneration is not supported in-tree anymore" in bart.stderr
+    whisper = run("fit", "whisper-tiny", "--gpu", "h100", "--engine", "vllm", "--seq", "448")
+    assert whisper.exit_code in (0, 3) and "vLLM 0.19 accounting" in whisper.stdout
