@@ -41,6 +41,7 @@ from kvcalc.cli.deploy import (
     TpOpt,
 )
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
+from kvcalc.cli.serve import ConcurrencyOpt, RateOpt, RequestsOpt, SeedOpt
 from kvcalc.cli.sglang import (
     DpAttentionOpt,
 )
@@ -94,6 +95,10 @@ def generate(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    requests: RequestsOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
     the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
@@ -101,7 +106,12 @@ def generate(
     arithmetic and the lesson: what the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
-    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util."""
+    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util.
+
+    With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
+    batching as vLLM schedules them: TTFT mean/p50/p99 with queueing, TPOT, ITL, tokens/s per user and in
+    all, requests/s; the ceiling beside the estimate and its 80% interval. --concurrency 1..256 --plot
+    draws tokens/s per user against tokens/s in all."""
     from kvcalc.plan.generate import generate_report
     from kvcalc.present.serving import generate_sheet
 
@@ -132,6 +142,14 @@ def generate(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
     )
+    if concurrency is not None or rate is not None:
+        from kvcalc.cli.serve import serve_generate
+
+        return serve_generate(
+            spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed,
+            prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
+            ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
+        )  # fmt: skip
     from kvcalc.model.formats import matmul_dtype
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))

@@ -158,7 +158,12 @@ def fit(
         Optional[float], typer.Option("--ttft-ms", help="Find the largest batch whose time to first token meets this.")
     ] = None,
     prompt: Annotated[
-        Optional[str], typer.Option("--prompt", help="Prompt tokens for --ttft-ms (default: --seq).")
+        Optional[str],
+        typer.Option(
+            "--prompt",
+            help="Prompt tokens for --ttft-ms (default: --seq); the concurrency search's requests are --prompt + "
+            "the rest of --seq (default: half and half).",
+        ),
     ] = None,
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
@@ -312,6 +317,14 @@ def fit(
                 )
                 result.ok, result.verdict = sglang_fit.verdict(result)
         results += rows
+        if (tpot_ms is not None or ttft_ms is not None) and not ceiling:
+            from kvcalc.cli.serve import concurrency_searches
+
+            prompt_tokens = parse_count(prompt, "--prompt") if prompt is not None else None
+            search_engine = engine if engine in ("sglang", "trtllm", "llamacpp") else "vllm"
+            concurrency_searches(
+                rows, spec, gpu_spec, dep, prompt_tokens, tpot_ms, ttft_ms, search_engine, overrides, kv
+            )
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
 
@@ -350,6 +363,13 @@ def fit(
 
 
 def _fit_csv_row(result) -> dict:  # noqa: ANN001
-    row = {k: v for k, v in result.model_dump().items() if k not in ("per_gpu", "vllm", "sglang", "slo", "warnings")}
+    row = {
+        k: v
+        for k, v in result.model_dump().items()
+        if k not in ("per_gpu", "vllm", "sglang", "slo", "warnings", "concurrency_slo")
+    }
     row.update({f"per_gpu_{k}": v for k, v in result.per_gpu.model_dump().items()})
+    if result.concurrency_slo is not None:
+        row["slo_concurrency"] = result.concurrency_slo.concurrency
+        row["slo_ceiling_concurrency"] = result.concurrency_slo.ceiling_concurrency
     return row

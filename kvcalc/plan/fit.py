@@ -18,6 +18,7 @@ from kvcalc.engines.vllm.figures import VllmFigures
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.formats import weights_label
 from kvcalc.model.spec import ModelSpec
+from kvcalc.plan.serve_search import ConcurrencySearch
 from kvcalc.results import Result
 from kvcalc.units import elements_to_bytes, fmt_bytes
 
@@ -75,6 +76,7 @@ class FitResult(Result):
     vllm: VllmFigures | None = None
     sglang: SglangPool | None = None  # fit --engine sglang: SGLang's own pool, which then decides `ok`
     slo: SloResult | None = None
+    concurrency_slo: ConcurrencySearch | None = None  # fit --tpot-ms/--ttft-ms: closed-loop serving
     warnings: list[str] = []
     ok: bool = True  # fits and meets the latency goals given; False makes `kvcalc fit` exit 3
     verdict: str = ""

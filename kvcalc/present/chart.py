@@ -23,7 +23,7 @@ class Series:
     label: str
     x: list[float]
     y: list[float]
-    kind: str = "line"  # line | point | ridge | hline
+    kind: str = "line"  # line | point | ridge | hline | band (a closed outline, filled in files)
     gid: str = ""  # element id in SVG output
     group: str = ""  # series of one group (a GPU) share a colour
 

@@ -43,3 +43,37 @@ def fit_chart(
     chart.xticks = token_ticks(*_span([x for sr in chart.series for x in sr.x]))  # batches: 1, 2, 4 ... 1k
     chart.yticks = ms_ticks(*_span([y for sr in chart.series for y in sr.y]))
     return chart
+
+
+def serving_chart(title: str, results: list) -> Chart:
+    """Per-user output tokens/s against total output tokens/s over a concurrency sweep (the chart
+    InferenceX and NVIDIA NIM publish): the ceiling, the estimate and its 80% band."""
+    chart = Chart(title=title, xlabel="output tokens/s, all users (log)", ylabel="output tokens/s per user (log)")
+    chart.series.append(
+        Series(
+            "ceiling",
+            [r.tokens_per_s for r in results],
+            [r.per_user_tokens_per_s for r in results],
+            "line",
+            gid="serving-ceiling",
+        )
+    )
+    est = [r.estimate for r in results if r.estimate is not None]
+    if len(est) == len(results):
+        # NOTE: the band is a polygon: the fast end (high per-user and total) out, the slow end back.
+        fast = [(e.interval["tokens_per_s"][1], e.interval["per_user_tokens_per_s"][1]) for e in est]
+        slow = [(e.interval["tokens_per_s"][0], e.interval["per_user_tokens_per_s"][0]) for e in est]
+        ring = fast + slow[::-1] + fast[:1]
+        chart.series.append(
+            Series("estimate, 80% band", [x for x, _ in ring], [y for _, y in ring], "band", gid="serving-band")
+        )
+        chart.series.append(
+            Series(
+                est[0].basis,
+                [e.tokens_per_s for e in est],
+                [e.per_user_tokens_per_s for e in est],
+                "line",
+                gid="serving-estimate",
+            )
+        )
+    return chart

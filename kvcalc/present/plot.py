@@ -106,6 +106,8 @@ def save(chart: Chart, path: Path, width_px: int, height_px: int) -> Path:
                         ax.annotate(
                             s.label, (s.x[0], s.y[0]), textcoords="offset points", xytext=(6, -10), fontsize=8
                         ).set_gid(f"label-{s.gid}")
+                elif s.kind == "band":
+                    (artist,) = ax.fill(s.x, s.y, color=color, alpha=0.2, label=s.label)
                 elif s.kind == "ridge":
                     (artist,) = ax.plot(
                         s.x,

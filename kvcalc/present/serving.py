@@ -113,6 +113,8 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
                 f"No batch meets {goal} ({s.basis}): batch 1 takes TPOT {fmt_seconds(s.tpot_s)}"
                 + (f", TTFT {fmt_seconds(s.ttft_s)}" if s.ttft_s is not None else "")
             )
+    if result.concurrency_slo:
+        sheet.notes.append(f"Serving (closed loop, continuous batching): {result.concurrency_slo.message}.")
     sheet.notes += [f"Warning: {w}" for w in result.warnings]
     return sheet
 

@@ -1,0 +1,110 @@
+"""The serving simulation against public closed-loop measurements: a deterministic sample of the
+closed_loop_concurrency points in benchmarks/calibration/points.csv (every k-th configuration, in file
+order; none picked by hand), each run through plan/serve.simulate with the shipped constants, beside
+the calibration's own closed-loop formula (cost/fitting.predict, prompts amortized over decode steps).
+
+Reports the median |predicted / measured - 1| of TPOT and of TTFT (mean, queueing included) for both,
+and the measured points that beat the simulation's ceiling, for two readings of a closed-loop run:
+the steady state (generate --concurrency's figures: clients spread over a request's life, start-up
+and drain left out) and a benchmark's whole run (every client's first request sent at once, 10 x C
+requests, figures over all of them, as `vllm bench serve --max-concurrency` reports them; identical
+requests started together then stay in lockstep, which over-states the ceiling's TTFT).
+Writes benchmarks/serve_accuracy.md.
+
+Run: python benchmarks/serve_accuracy.py [--configs 60]   (about a minute on one core)
+NOTE: the constants were fitted with the amortized formula, not with this simulation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POINTS = ROOT / "benchmarks" / "calibration" / "points.csv"
+OUT = ROOT / "benchmarks" / "serve_accuracy.md"
+
+
+def main() -> int:
+    from kvcalc.cost.calibration import constants_for
+    from kvcalc.cost.fitting import Setup, predict, setup_features
+    from kvcalc.cost.shard import link_for
+    from kvcalc.cost.step import Deployment
+    from kvcalc.model.presets import get_gpu, get_model
+    from kvcalc.plan.serve import Load, simulate
+    from kvcalc.plan.serve_report import serving_limits, step_timers
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--configs", type=int, default=60)
+    want = parser.parse_args().configs
+    groups: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for r in csv.DictReader(open(POINTS, newline="")):
+        if r["regime"] == "closed_loop_concurrency" and r["metric"] in ("tpot_ms", "ttft_ms") and int(r["prompt"]) > 0:
+            key = (r["model"], r["gpu"], r["tp"], r["pp"], r["engine"], r["dtype"], r["kv_dtype"])
+            groups[key + (int(r["concurrency"]), int(r["prompt"]), int(r["new"]), r["source"])][r["metric"]] = float(
+                r["value"]
+            )
+    configs = list(groups.items())
+    stride = max(1, len(configs) // want)
+    errors: dict[str, list[float]] = defaultdict(list)
+    beaten: dict[str, int] = defaultdict(int)
+    skipped, lines = 0, []
+    signed: dict[str, list[float]] = defaultdict(list)
+    for (model, gpu_name, tp, pp, engine, dtype, kv, c, prompt, new, source), measured in configs[::stride][:want]:
+        spec, gpu = get_model(model), get_gpu(gpu_name)
+        dep = Deployment(tp=int(tp), pp=int(pp), link=link_for(gpu))
+        d = dtype or None
+        try:
+            limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=d, kv_dtype=kv, prompt=prompt, new=new)
+            ceiling, estimate, _, _, _ = step_timers(spec, gpu, dep, engine=engine, dtype=d, kv_dtype=kv)
+            load = Load(prompt, new, max(4 * c, 16), concurrency=c)
+            sim, bound = simulate(estimate, load, limits), simulate(ceiling, load, limits)
+            burst = Load(prompt, new, max(10 * c, 16), concurrency=c, burst=True)
+            sim_b, bound_b = simulate(estimate, burst, limits), simulate(ceiling, burst, limits)
+            sf = setup_features(spec, gpu, dep, Setup(None, c, prompt, new), d, kv)
+        except Exception as e:  # a layout kvcalc refuses, or a request larger than the pool
+            skipped += 1
+            lines.append(f"skipped {model} {gpu_name} tp{tp} c{c}: {e}")
+            continue
+        consts = constants_for(gpu, engine)[0]
+        for metric, attr in (("tpot_ms", "tpot_s"), ("ttft_ms", "ttft_s")):
+            if metric not in measured:
+                continue
+            m = measured[metric]
+            errors[f"{metric} amortized formula (cost/fitting.py)"].append(
+                abs(predict(sf, metric, consts, engine) / m - 1)
+            )
+            for mode, est, top in (("steady state", sim, bound), ("burst, all requests", sim_b, bound_b)):
+                got = getattr(est, attr) * 1e3
+                errors[f"{metric} simulation, {mode}"].append(abs(got / m - 1))
+                signed[f"{metric} {mode}"].append(got / m - 1)
+                if getattr(top, attr) * 1e3 > m * 1.0001:
+                    beaten[mode] += 1
+    out = [
+        "# Serving simulation vs public closed-loop measurements",
+        "",
+        f"{sum(1 for _ in configs[::stride][:want]) - skipped} configurations (every {stride}th of {len(configs)}; "
+        f"{skipped} skipped), shipped constants.",
+        "",
+        "| figure | median abs error | points |",
+        "|---|---|---|",
+        *[f"| {k} | {statistics.median(v):.1%} | {len(v)} |" for k, v in sorted(errors.items())],
+        "",
+        "Median signed error of the simulation (predicted / measured - 1): "
+        + ", ".join(f"{k} {statistics.median(v):+.1%}" for k, v in sorted(signed.items())),
+        "",
+        "Measured points faster than the simulation's ceiling: "
+        + ", ".join(f"{k} {beaten[k]}" for k in ("steady state", "burst, all requests")),
+        *([""] + [f"- {x}" for x in lines] if lines else []),
+    ]
+    OUT.write_text("\n".join(out) + "\n")
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""`generate --concurrency/--rate`: the serving simulation's options and output (called from
+cli/serving.py's generate)."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.errors import UsageError
+
+ConcurrencyOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--concurrency",
+        "-c",
+        help="Closed loop: this many clients, each sending its next --prompt/--new request when the last ends "
+        "(a sweep: 1..256 doubles, or 1,8,64). Default: none (a static --batch).",
+    ),
+]
+RateOpt = Annotated[
+    Optional[float],
+    typer.Option("--rate", help="Open loop: Poisson arrivals at this many requests/s. Default: none."),
+]
+RequestsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--requests",
+        help="Requests to simulate with --concurrency/--rate (default: 8 x concurrency, at least 16; 200 with --rate).",
+    ),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the --rate arrivals (default 0).")]
+
+SWEEP_LIMIT = 32  # concurrencies in one sweep
+
+
+def serve_generate(
+    spec,  # noqa: ANN001
+    gpu_spec,  # noqa: ANN001
+    dep,  # noqa: ANN001
+    *,
+    concurrency: str | None,
+    rate: float | None,
+    requests: int | None,
+    seed: int,
+    prompt: int,
+    new: int,
+    batch_given: bool,
+    util,  # noqa: ANN001
+    engine: str | None,
+    ceiling: bool,
+    dtype: str | None,
+    kv_dtype: str,
+    fmt,  # noqa: ANN001
+    plot: str | None,
+    plot_size: str | None,
+) -> None:
+    from kvcalc.cli.common import _draw, _emit
+    from kvcalc.plan.serve_report import serve_report
+    from kvcalc.present.serve_sheet import serve_sheet, sweep_sheet
+    from kvcalc.units import parse_range
+
+    if concurrency is not None and rate is not None:
+        raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+    if batch_given:
+        raise UsageError("--batch is a static batch; --concurrency and --rate serve requests as they come")
+    if util:
+        raise UsageError(
+            "--efficiency/--mbu/--mfu are static-batch what-ifs", hint="serving uses the calibrated estimate per step"
+        )
+    levels = parse_range(concurrency, "--concurrency", SWEEP_LIMIT) if concurrency is not None else [None]
+    if plot is not None and len(levels) < 2:
+        raise UsageError("--plot with serving draws a sweep", hint="give --concurrency a range, e.g. 1..256")
+    args = dict(
+        prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, engine=engine or "vllm", dtype=dtype,
+        kv_dtype=kv_dtype, estimate=not ceiling,
+    )  # fmt: skip
+    results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
+    if len(results) == 1:
+        _emit(fmt, results[0].model_dump(mode="json"), [serve_sheet(results[0])], [_csv(results[0])])
+    else:
+        _emit(
+            fmt,
+            {"rows": [r.model_dump(mode="json") for r in results]},
+            [sweep_sheet(results)],
+            [_csv(r) for r in results],
+        )
+
+    def chart():  # noqa: ANN202
+        from kvcalc.present.chart_serving import serving_chart
+
+        where = f"{dep.gpus} x {gpu_spec.name}" if dep.gpus > 1 else gpu_spec.name
+        return serving_chart(f"Serving {spec.name} on {where}, {prompt:,} + {new:,} tokens", results)
+
+    _draw(plot, chart, plot_size)
+
+
+def _csv(r) -> dict:  # noqa: ANN001
+    row = {k: v for k, v in r.model_dump().items() if k not in ("estimate", "warnings")}
+    if r.estimate is not None:
+        for k, v in r.estimate.model_dump().items():
+            if k == "interval":
+                for name, (lo, hi) in v.items():
+                    row[f"estimate_{name}_lo"], row[f"estimate_{name}_hi"] = lo, hi
+            else:
+                row[f"estimate_{k}"] = v
+    return row
+
+
+def concurrency_searches(results, spec, gpu_spec, dep, prompt, tpot_ms, ttft_ms, engine, overrides, kv) -> None:  # noqa: ANN001
+    """fit --tpot-ms/--ttft-ms: the largest closed-loop concurrency meeting the goals, once per --seq,
+    requests of --prompt (default half of --seq) + the rest of --seq tokens."""
+    from kvcalc.plan.serve_search import largest_concurrency
+
+    found: dict[int, object] = {}
+    for r in results:
+        if r.seq not in found:
+            p = prompt if prompt is not None and prompt < r.seq else max(r.seq // 2, 1)
+            found[r.seq] = largest_concurrency(
+                spec, gpu_spec, dep, prompt=p, new=max(r.seq - p, 1), tpot_ms=tpot_ms, ttft_ms=ttft_ms,
+                engine=engine or "vllm", dtype=overrides.get("dtype"), kv_dtype=kv,
+            )  # fmt: skip
+        r.concurrency_slo = found[r.seq]

@@ -1,0 +1,413 @@
+"""Pure serving under load: a step-level simulation of continuous batching as vLLM's V1 scheduler
+runs it (vllm/v1/core/sched/scheduler.py, 0.19), timed by any step-time function.
+
+Each engine step first schedules the running requests in admission order (a decode costs one
+token, an unfinished prompt the rest of its chunk), then, if nothing was preempted, admits waiting
+requests first-come-first-served while max_num_seqs and the token budget (max_num_batched_tokens)
+allow; a prompt longer than the budget left is chunked. KV is held in blocks of `block_size` tokens
+from a pool of `kv_blocks`: when a running request cannot get its next block, the most recently
+admitted one is preempted (its blocks freed, recomputed from scratch later, vLLM's RECOMPUTE mode)
+and goes back to the front of the queue.
+
+Closed loop: `concurrency` clients, each sending its next request when the last one finishes.
+Open loop: Poisson arrivals at `rate` requests/s (seeded). Runs of decode-only steps whose batch
+does not change are jumped over: the step time is evaluated at the run's ends and its midpoint, and
+summed as an arithmetic series where it is linear in the context (split where it is not), so the
+work grows with the number of events (arrivals, prefills, finishes), not with tokens."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+# A step's time from its composition: (decoding sequences, their contexts summed, prefill tokens,
+# the tokens those prefill sequences already held (summed), prefill sequences) -> seconds.
+StepTimer = Callable[[int, int, int, int, int], float]
+
+LINEAR_TOLERANCE = 1e-9  # relative: a run whose midpoint lies on its chord is summed as a series
+
+
+class Load(NamedTuple):
+    """What the clients send: `requests` requests of `prompt` tokens, each wanting `new` tokens."""
+
+    prompt: int
+    new: int
+    requests: int
+    concurrency: int | None = None  # closed loop: clients each with one request in flight
+    rate: float | None = None  # open loop: Poisson arrivals, requests/s
+    seed: int = 0
+    burst: bool = False  # closed loop: every client's first request whole, sent at once; figures over all
+
+
+class Limits(NamedTuple):
+    """The engine's scheduler limits and KV pool."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_blocks: int
+    block_size: int = 16
+
+
+class ServeStats(NamedTuple):
+    """Figures over the measured requests (closed loop: steady state, see simulate)."""
+
+    ttft_s: float  # mean, queueing included
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_s: float  # mean over requests of (finish - first token) / (new - 1)
+    itl_s: float  # mean gap between consecutive output tokens, all requests pooled
+    total_s: float  # mean end-to-end latency of a request
+    tokens_per_s: float  # output tokens per second, all users
+    per_user_tokens_per_s: float  # 1 / TPOT
+    requests_per_s: float
+    mean_in_flight: float  # requests in the system (queued or running), averaged over time
+    preemptions: int
+    steps: int  # engine steps simulated
+    measured: int  # requests the figures are over
+    duration_s: float  # of the measured window
+
+
+class _Req:
+    # A decoding request's computed and generated counts are as of engine step `sync`; both grow
+    # by one a step after it (the engine materializes them when it needs them one by one).
+    __slots__ = ("arrival", "new", "first", "finish", "computed", "generated", "sync", "key", "version")
+
+    def __init__(self, arrival: float, new: int) -> None:
+        self.arrival, self.new = arrival, new
+        self.first = self.finish = -1.0
+        self.computed = self.generated = self.sync = self.key = self.version = 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between order statistics (numpy's default, as `vllm bench serve` reports)."""
+    s = sorted(values)
+    if not s:
+        return 0.0
+    pos = (len(s) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def run_seconds(timer: StepTimer, n: int, context_sum: int, k: int) -> float:
+    """Seconds of k decode-only steps of n sequences whose contexts sum to context_sum at the first
+    step and each grow by one a step. NOTE: step times are convex piecewise-linear in the context
+    (a max of memory and compute lines plus constants), so a run whose midpoint lies on the chord
+    is linear throughout and sums as an arithmetic series; otherwise it is split in two."""
+    if k <= 0:
+        return 0.0
+    a = timer(n, context_sum, 0, 0, 0)
+    if k == 1:
+        return a
+    b = timer(n, context_sum + n * (k - 1), 0, 0, 0)
+    if k == 2:
+        return a + b
+    m = (k - 1) // 2
+    mid = timer(n, context_sum + n * m, 0, 0, 0)
+    chord = a + (b - a) * m / (k - 1)
+    if abs(mid - chord) <= LINEAR_TOLERANCE * max(abs(b), abs(a)):
+        return k * (a + b) / 2
+    return run_seconds(timer, n, context_sum, m + 1) + run_seconds(timer, n, context_sum + n * (m + 1), k - m - 1)
+
+
+def _steps_before(timer: StepTimer, n: int, context_sum: int, k_max: int, budget: float) -> int:
+    """The most steps (<= k_max, at least one) of a decode run that end no later than `budget`
+    seconds from now: a new arrival is seen at the first step boundary after it."""
+    if run_seconds(timer, n, context_sum, k_max) <= budget:
+        return k_max
+    a, b = timer(n, context_sum, 0, 0, 0), timer(n, context_sum + n * (k_max - 1), 0, 0, 0)
+    if a >= budget:
+        return 1
+    lo, hi = 1, k_max - 1
+    m = (k_max - 1) // 2
+    if k_max > 2 and abs(timer(n, context_sum + n * m, 0, 0, 0) - (a + (b - a) * m / (k_max - 1))) <= (
+        LINEAR_TOLERANCE * max(a, b)
+    ):
+        # Linear steps a + d j: j steps take j a + d j (j - 1) / 2, solved for j (no more step times).
+        d = (b - a) / (k_max - 1)
+
+        def total(j: int) -> float:
+            return j * a + d * j * (j - 1) / 2
+
+        j = budget / a if d == 0 else ((d / 2 - a) + math.sqrt((a - d / 2) ** 2 + 2 * d * budget)) / d
+        j = max(1, min(int(j), k_max - 1))
+        while j > 1 and total(j) > budget:
+            j -= 1
+        while j < k_max - 1 and total(j + 1) <= budget:
+            j += 1
+        return j
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if run_seconds(timer, n, context_sum, mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _arrivals(load: Load) -> list[float]:
+    if load.rate is None:
+        return []
+    rng = random.Random(load.seed)
+    t, times = 0.0, []
+    for _ in range(load.requests):
+        times.append(t)
+        t += rng.expovariate(load.rate)
+    return times
+
+
+def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
+    """Run `load` through the scheduler, timing each step with `timer`.
+
+    Closed loop: the figures are over the steady state, the requests that finish after the
+    `concurrency`-th finish and no later than the one that sends the last request (the burst at
+    start and the drain at the end, when fewer clients are busy, are left out); requests/s is
+    those completions over that window. Open loop: over every request, from the first arrival
+    to the last finish."""
+    return _Engine(load, limits).run(timer)
+
+
+class _Engine:
+    """The scheduler's state. Decoding requests are held as aggregates (their count, context sum,
+    how many start a new block at each step, a heap of finish steps), so a step costs O(prefilling
+    requests) unless the token budget or the pool binds; then every request is brought up to date
+    and the step scheduled one request at a time, in vLLM's order."""
+
+    def __init__(self, load: Load, limits: Limits) -> None:
+        self.load, self.limits = load, limits
+        self.prompt, self.new, self.bs = load.prompt, load.new, limits.block_size
+        self.reqs = 0
+        self.waiting: deque[_Req] = deque()
+        self.running: dict[_Req, None] = {}  # admission order; the last is preempted first
+        self.prefilling: dict[_Req, None] = {}  # running requests with prompt tokens still to compute
+        self.free = limits.kv_blocks
+        self.clock = 0  # engine steps done
+        self.dec = 0  # decoding requests
+        self.dec_computed = 0  # their computed tokens, summed, as of `clock`
+        self.starts = [0] * self.bs  # decoders by (computed - clock) mod block: who opens a block when
+        self.heap: list[tuple[int, int, int, _Req]] = []  # (step it finishes at, tie, version, request)
+        self.finished: list[_Req] = []
+        self.preemptions = 0
+
+    # --- decoders as aggregates -----------------------------------------------------------
+
+    def _add_decoder(self, r: _Req) -> None:
+        r.sync, r.version = self.clock, r.version + 1
+        r.key = (r.computed - self.clock) % self.bs
+        self.dec += 1
+        self.dec_computed += r.computed
+        self.starts[r.key] += 1
+        heapq.heappush(self.heap, (self.clock + r.new - r.generated, id(r), r.version, r))
+
+    def _drop_decoder(self, r: _Req) -> None:
+        self._sync(r)
+        r.version += 1  # its heap entry is stale now
+        self.dec -= 1
+        self.dec_computed -= r.computed
+        self.starts[r.key] -= 1
+
+    def _sync(self, r: _Req) -> None:
+        gone = self.clock - r.sync
+        r.computed, r.generated, r.sync = r.computed + gone, r.generated + gone, self.clock
+
+    def _opening(self, k: int) -> int:
+        """Blocks the decoders open over the next k steps: one each time a context fills a block."""
+        cycles, rest = divmod(k, self.bs)
+        return cycles * self.dec + sum(self.starts[(-(self.clock + j)) % self.bs] for j in range(rest))
+
+    # --- one step ---------------------------------------------------------------------------
+
+    def _blocks(self, computed: int, take: int) -> int:
+        return -(-(computed + take) // self.bs) - -(-computed // self.bs)
+
+    def _need(self, r: _Req) -> int:
+        return self.prompt + r.generated - r.computed
+
+    def _schedule(self) -> tuple[list[tuple[_Req, int]], bool, int, bool]:
+        """(prompt work scheduled, whether anyone was preempted, token budget left, the slow way): the
+        decoders are all scheduled, as aggregates, unless the step went the slow way, which lists
+        every running request with its tokens (0: left out by the budget)."""
+        budget = self.limits.max_num_batched_tokens
+        work = [(r, self._need(r)) for r in self.prefilling]
+        want = self._opening(1) + sum(self._blocks(r.computed, t) for r, t in work)
+        if self.dec + sum(t for _, t in work) <= budget and want <= self.free:
+            self.free -= want
+            return work, False, budget - self.dec - sum(t for _, t in work), False
+        # The slow way: vLLM's loop over the running requests in order, preempting the newest.
+        for r in list(self.running):
+            if r not in self.prefilling:
+                self._drop_decoder(r)
+        self.heap.clear()
+        scheduled, preempted = [], False
+        queue = list(self.running)
+        i = 0
+        while i < len(queue) and budget > 0:
+            r = queue[i]
+            take = min(self._need(r), budget)
+            want = self._blocks(r.computed, take)
+            while want > self.free:
+                victim = queue.pop()
+                del self.running[victim]
+                self.prefilling.pop(victim, None)
+                self.free += -(-victim.computed // self.bs)
+                victim.computed = 0
+                self.waiting.appendleft(victim)
+                self.preemptions += 1
+                preempted = True
+                if victim is r:
+                    break
+            if r not in self.running:
+                break
+            self.free -= want
+            scheduled.append((r, take))
+            budget -= take
+            i += 1
+        for r in queue[i:]:
+            scheduled.append((r, 0))  # not scheduled this step; still running
+        return scheduled, preempted, budget, True
+
+    def run(self, timer: StepTimer) -> ServeStats:
+        load, prompt, new = self.load, self.prompt, self.new
+        closed = load.concurrency is not None
+        arrivals = _arrivals(load)
+        now, steps, area = 0.0, 0, 0.0
+        if closed:
+            c = min(load.concurrency or 0, load.requests)
+            for i in range(c):
+                # NOTE: the clients' first requests are cut to 1/C, 2/C, .., C/C of `new` tokens, so
+                # that the clients are spread evenly over a request's life, as they are in a long run
+                # (identical requests started together would otherwise stay in lockstep for ever, every
+                # prompt in one step). They end before the steady state the figures are taken over.
+                self._send(0.0, new if load.burst else -(-new * (i + 1) // c))
+        nxt = 0
+        while len(self.finished) < load.requests:
+            while nxt < len(arrivals) and arrivals[nxt] <= now:
+                self._send(arrivals[nxt])
+                nxt += 1
+            if not self.running and not self.waiting:
+                now = arrivals[nxt]  # idle until the next arrival (open loop only)
+                continue
+            work, preempted, budget, slow = self._schedule()
+            if not preempted:
+                while self.waiting and len(self.running) < self.limits.max_num_seqs and budget > 0:
+                    r = self.waiting[0]
+                    take = min(self._need(r), budget)
+                    want = self._blocks(r.computed, take)
+                    if want > self.free:
+                        break
+                    self.waiting.popleft()
+                    self.running[r] = None
+                    self.prefilling[r] = None
+                    self.free -= want
+                    work.append((r, take))
+                    budget -= take
+            if not work and not self.dec:
+                raise ValueError("a single request does not fit the KV pool")
+            # The step's composition: the decoders (aggregated, or listed after the slow way) and prompt work.
+            n, contexts, pre, held, seqs = self.dec, self.dec_computed + self.dec, 0, 0, 0
+            for r, take in work:
+                if not take:
+                    continue
+                if r in self.prefilling:
+                    pre, held, seqs = pre + take, held + r.computed, seqs + 1
+                else:
+                    n, contexts = n + 1, contexts + r.computed + 1
+            k = 1
+            if not pre and not slow and not preempted:
+                # NOTE: a decode-only step that admitted no one keeps whoever waits blocked (free blocks
+                # only shrink, the batch stays full) until a finish: the batch is the same until its
+                # first finish, a block shortage or, with an empty queue, an arrival.
+                k = self.heap[0][0] - self.clock if self.heap else 1
+                k = max(1, min(k, self.bs * (self.free // max(self.dec, 1))))
+                if nxt < len(arrivals) and not self.waiting:
+                    k = _steps_before(timer, n, contexts, k, arrivals[nxt] - now)
+                seconds = run_seconds(timer, n, contexts, k)
+                if k > 1:
+                    self.free -= self._opening(k) - self._opening(1)  # the first step's blocks are taken
+            else:
+                seconds = timer(n, contexts, pre, held, seqs)
+            area += seconds * (len(self.running) + len(self.waiting))
+            now += seconds
+            steps += k
+            self.clock += k
+            self.dec_computed += self.dec * k
+            self._finish_decoders(now)
+            for r, take in work:
+                if not take and r in self.running and r not in self.prefilling:
+                    self._add_decoder(r)  # left out of this step by the budget
+                    continue
+                if not take:
+                    continue
+                r.computed += take
+                if r.computed == prompt + r.generated:
+                    r.generated += 1  # the step that computes a prompt's last token samples the next
+                    if r.first < 0:
+                        r.first = now
+                if r.generated >= r.new:
+                    self._retire(r, now)
+                elif r.computed == prompt + r.generated - 1:
+                    self.prefilling.pop(r, None)
+                    self._add_decoder(r)
+        return _stats(self.finished, load, steps, self.preemptions, area, now)
+
+    def _finish_decoders(self, now: float) -> None:
+        while self.heap and self.heap[0][0] <= self.clock:
+            _, _, version, r = heapq.heappop(self.heap)
+            if version != r.version or r not in self.running:
+                continue
+            self._drop_decoder(r)
+            self._retire(r, now)
+
+    def _retire(self, r: _Req, now: float) -> None:
+        r.finish = now
+        self.free += -(-r.computed // self.bs)
+        del self.running[r]
+        self.prefilling.pop(r, None)
+        self.finished.append(r)
+        if self.load.concurrency is not None and self.reqs < self.load.requests:
+            self._send(now)
+
+    def _send(self, t: float, new: int | None = None) -> None:
+        self.reqs += 1
+        self.waiting.append(_Req(t, new or self.new))
+
+
+def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:
+    c = load.concurrency
+    order = sorted(finished, key=lambda r: r.finish)
+    steady = c is not None and len(order) > 2 * c and not load.burst
+    if steady:
+        # Every client is busy from the c-th finish (the start-up burst is over) until the (N - c)-th,
+        # which sends the last request: the completions in between are the steady state.
+        start, end = order[c - 1].finish, order[len(order) - c - 1].finish
+        measured = [r for r in order if start < r.finish <= end] or order[c:-c]
+    else:
+        measured = order
+        start = 0.0 if c is not None else min(r.arrival for r in order)
+        end = order[-1].finish
+    window = max(end - start, 1e-30)
+    ttfts = [r.first - r.arrival for r in measured]
+    decode_gaps = [(r.finish - r.first) for r in measured]
+    tpots = [g / (r.new - 1) if r.new > 1 else 0.0 for g, r in zip(decode_gaps, measured)]
+    tpot = sum(tpots) / len(tpots)
+    rps = len(measured) / window
+    return ServeStats(
+        ttft_s=sum(ttfts) / len(ttfts),
+        ttft_p50_s=percentile(ttfts, 50),
+        ttft_p99_s=percentile(ttfts, 99),
+        tpot_s=tpot,
+        itl_s=sum(decode_gaps) / max(sum(r.new - 1 for r in measured), 1),
+        total_s=sum(r.finish - r.arrival for r in measured) / len(measured),
+        tokens_per_s=sum(r.new for r in measured) / window,
+        per_user_tokens_per_s=1 / tpot if tpot > 0 else 0.0,
+        requests_per_s=rps,
+        mean_in_flight=area / end if end > 0 else 0.0,
+        preemptions=preemptions,
+        steps=steps,
+        measured=len(measured),
+        duration_s=window,
+    )

@@ -1,0 +1,242 @@
+"""`generate --concurrency/--rate`: the serving simulation (plan/serve.py) run on one deployment,
+its steps timed by cost/estimate.step_time (ceiling, estimate and the interval's ends), the KV pool
+from the engine's memory model, and the figures as result models."""
+
+from functools import lru_cache
+
+from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
+from kvcalc.errors import UsageError
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer, simulate
+from kvcalc.results import Result
+
+
+# NOTE: no `from __future__ import annotations` here: Pydantic would compile each annotation string.
+class ServeFigures(Result):
+    """One simulation's steady-state figures (means unless named otherwise)."""
+
+    ttft_s: float  # queueing included
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_s: float
+    itl_s: float
+    total_s: float  # end-to-end latency of a request
+    tokens_per_s: float  # output tokens per second, all users
+    per_user_tokens_per_s: float
+    requests_per_s: float
+    preemptions: int
+    basis: str
+
+
+class ServeEstimate(ServeFigures):
+    interval: dict[str, list[float]]  # name -> [lo, hi]: the simulation with every step at its interval's ends
+
+
+class ServeResult(ServeFigures):
+    """Top level: every step at its ceiling (a bound); `estimate`: every step at the estimate."""
+
+    model: str
+    gpu: str
+    engine: str
+    prompt: int
+    new: int
+    tp: int = 1
+    pp: int = 1
+    concurrency: int | None = None
+    rate: float | None = None
+    requests: int
+    seed: int | None = None
+    measured_requests: int  # the steady-state requests the figures are over
+    steps: int
+    kv_capacity_tokens: int
+    kv_pool: str  # where the capacity comes from
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    estimate: ServeEstimate | None = None
+    warnings: list[str] = []
+
+
+INTERVAL_NAMES = ("ttft_s", "ttft_p99_s", "tpot_s", "total_s", "tokens_per_s", "per_user_tokens_per_s")
+
+
+def step_timers(
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str
+) -> tuple[StepTimer, StepTimer, StepTimer, StepTimer, str]:
+    """(ceiling, estimate, low end, high end) step timers and the estimate's basis: one memoized
+    step_time per distinct step, the decoding contexts spread evenly (each c or c + 1)."""
+    from kvcalc.cost.calibration import constants_for
+    from kvcalc.plan.serve_steps import prompt_features, uniform_step_time
+
+    staged = stages(spec, dep, dtype)
+    constants = constants_for(gpu, engine)
+
+    @lru_cache(maxsize=1 << 12)
+    def base(pre: int, context: int, seqs: int):  # noqa: ANN202
+        return prompt_features(spec, gpu, dep, pre, context, seqs, dtype, kv_dtype, staged)
+
+    @lru_cache(maxsize=1 << 12)
+    def comm(tokens: int) -> float:
+        return comm_seconds(spec, dep, tokens, dtype)
+
+    @lru_cache(maxsize=1 << 16)
+    def timed(n: int, context_sum: int, pre: int, held: int, seqs: int):  # noqa: ANN202
+        context, seqs = (held // seqs if seqs else 0), max(seqs, 1)
+        return uniform_step_time(
+            spec, gpu, dep, engine=engine, decodes=n, context_sum=context_sum, prefill_tokens=pre,
+            prefill_context=context, prefill_seqs=seqs, dtype=dtype, kv_dtype=kv_dtype, staged=staged,
+            constants=constants, base=base(pre, context, seqs), comm=comm,
+        )  # fmt: skip
+
+    basis = timed(1, 1, 0, 0, 0).basis
+    return (
+        lambda *a: timed(*a).ceiling_s,
+        lambda *a: timed(*a).estimate_s,
+        lambda *a: timed(*a).lo_s,
+        lambda *a: timed(*a).hi_s,
+        basis,
+    )
+
+
+def kv_pool(
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int
+) -> tuple[Limits, str]:
+    """The scheduler limits and KV blocks: vLLM 0.19's own pool and OpenAI-server defaults with
+    --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
+    defaults) with sglang; otherwise capacity x gpu_util less weights and --reserve, in vLLM-sized
+    blocks under vLLM's limits."""
+    if engine == "vllm":
+        from kvcalc.engines.vllm.figures import vllm_figures
+        from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
+
+        seqs, tokens = default_limits(gpu)
+        settings = Settings(
+            gpu_memory_utilization=dep.gpu_util, max_num_seqs=seqs, max_num_batched_tokens=tokens, tp=dep.tp, pp=dep.pp
+        )
+        terms = predict(spec, gpu, settings, dtype=dtype)
+        per_stage = None
+        if len(terms.stages) > 1:
+            per_stage = [(r, s.available_kv_bytes) for r, s in zip(pp_layers(spec.num_layers, dep.pp), terms.stages)]
+        fig = vllm_figures(
+            spec, terms.available_kv_bytes, kv_dtype=kv_dtype, tp=dep.tp, seq=context,
+            max_num_batched_tokens=tokens, stages=per_stage,
+        )  # fmt: skip
+        limits = Limits(seqs, tokens, fig.num_blocks // fig.kv_cache_groups, fig.block_size)
+        return limits, f"vLLM {fig.version} pool ({fig.kv_cache_tokens:,} tokens), max_num_seqs {seqs}, budget {tokens}"
+    if engine == "sglang":
+        from kvcalc.engines.sglang.pool import SglangSettings
+        from kvcalc.engines.sglang.pool import predict as sglang_predict
+
+        p = sglang_predict(spec, gpu, SglangSettings(tp=dep.tp, pp=dep.pp, kv_dtype=kv_dtype), seq=context, dtype=dtype)
+        if p.refusal:
+            raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
+        limits = Limits(
+            p.max_running_requests, p.chunked_prefill_size, p.kv_capacity_tokens // p.page_size, p.page_size
+        )
+        return limits, (
+            f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
+            f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
+        )
+    from kvcalc.engines.vllm.memory import default_limits
+
+    seqs, tokens = default_limits(gpu)
+    budget = int(gpu.capacity_bytes * dep.gpu_util) - dep.reserve_bytes
+    blocks = min(
+        (budget - st.resident_bytes) // max(held_kv_bytes(st, 16, kv_dtype), 1) for st in stages(spec, dep, dtype)
+    )
+    return (
+        Limits(seqs, tokens, max(blocks, 0), 16),
+        f"capacity x gpu_util - weights - reserve ({blocks * 16:,} tokens; no {engine} pool model), "
+        f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)",
+    )
+
+
+def default_requests(concurrency: int | None) -> int:
+    """8 x concurrency (at least 16) in a closed loop, so most requests run in the steady state; 200 open."""
+    return max(8 * concurrency, 16) if concurrency else 200
+
+
+def serving_limits(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    *,
+    engine: str,
+    dtype: str | None,
+    kv_dtype: str,
+    prompt: int,
+    new: int,
+) -> tuple[Limits, str]:
+    """kv_pool, refusing a request that alone outgrows the pool."""
+    limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
+    if limits.kv_blocks * limits.block_size < prompt + new:
+        raise UsageError(
+            f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
+            hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
+        )
+    return limits, pool
+
+
+def _figures(s: ServeStats, basis: str) -> dict:
+    return dict(
+        ttft_s=s.ttft_s, ttft_p50_s=s.ttft_p50_s, ttft_p99_s=s.ttft_p99_s, tpot_s=s.tpot_s, itl_s=s.itl_s,
+        total_s=s.total_s, tokens_per_s=s.tokens_per_s, per_user_tokens_per_s=s.per_user_tokens_per_s,
+        requests_per_s=s.requests_per_s, preemptions=s.preemptions, basis=basis,
+    )  # fmt: skip
+
+
+def serve_report(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    *,
+    prompt: int,
+    new: int,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    requests: int | None = None,
+    seed: int = 0,
+    engine: str = "vllm",
+    dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    estimate: bool = True,
+) -> ServeResult:
+    """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
+    Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside."""
+    if (concurrency is None) == (rate is None):
+        raise UsageError("give one of --concurrency (closed loop) or --rate (open loop)")
+    if concurrency is not None and concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {concurrency}")
+    if rate is not None and not rate > 0:
+        raise UsageError(f"--rate must be a positive number of requests per second, got {rate}")
+    if new < 1 or prompt < 1:
+        raise UsageError("--prompt and --new must be at least 1 token for serving")
+    n = requests if requests is not None else default_requests(concurrency)
+    if n < 1:
+        raise UsageError(f"--requests must be at least 1, got {n}")
+    limits, pool = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
+    load = Load(prompt, new, n, concurrency, rate, seed)
+    ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
+    top = simulate(ceiling, load, limits)
+    warnings = []
+    if concurrency is not None and n <= 2 * concurrency:
+        warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
+    result = ServeResult(
+        **_figures(top, f"ceiling ({engine} scheduling)"),
+        model=spec.name, gpu=gpu.name, engine=engine, prompt=prompt, new=new, tp=dep.tp, pp=dep.pp,
+        concurrency=concurrency, rate=rate, requests=n, seed=seed if rate is not None else None,
+        measured_requests=top.measured, steps=top.steps, kv_capacity_tokens=limits.kv_blocks * limits.block_size,
+        kv_pool=pool, max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,
+        warnings=warnings,
+    )  # fmt: skip
+    if not estimate:
+        return result
+    mid = simulate(est, load, limits)
+    # NOTE: every step at its low end is the fast end: latencies take their low from it and
+    # throughputs their high, and the other way round for the slow end.
+    fast, slow = _figures(simulate(lo, load, limits), basis), _figures(simulate(hi, load, limits), basis)
+    interval = {k: sorted([fast[k], slow[k]]) for k in INTERVAL_NAMES}
+    for k in INTERVAL_NAMES:  # the interval holds the estimate (a queue can turn a step's band non-monotone)
+        v = _figures(mid, basis)[k]
+        interval[k] = [min(interval[k][0], v), max(interval[k][1], v)]
+    return result.model_copy(update={"estimate": ServeEstimate(**_figures(mid, basis), interval=interval)})

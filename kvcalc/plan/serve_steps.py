@@ -1,0 +1,104 @@
+"""One engine step of the serving simulation timed by cost/estimate.py, fast: the decoding sequences
+are given as a count and a context sum (each holding c or c + 1 tokens), so a step of 256 sequences
+costs two context evaluations, not 256.
+
+The figures are exactly estimate.step_time's for the list [c] * (n - r) + [c + 1] * r: the step's
+bytes and FLOPs are sums over the sequences (tests/test_serve.py checks the two agree)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, pipelined, time_of
+from kvcalc.cost.kvcache import tokens_held
+from kvcalc.cost.step import (
+    Deployment,
+    Stage,
+    activation_bytes,
+    comm_seconds,
+    decode_state_bytes,
+    stage_decode_flops,
+    weight_bytes_read,
+)
+from kvcalc.errors import UsageError
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+from kvcalc.units import elements_to_bytes
+
+
+def uniform_step_time(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    *,
+    engine: str,
+    decodes: int,
+    context_sum: int,
+    prefill_tokens: int,
+    prefill_context: int,
+    prefill_seqs: int,
+    dtype: str | None,
+    kv_dtype: str,
+    staged: tuple[Stage, ...],
+    constants: tuple[dict[str, float], str] | None = None,
+    base: StepFeatures | None = None,
+    comm: Callable[[int], float] | None = None,
+) -> StepTime:
+    """step_time for `decodes` sequences whose contexts sum to `context_sum`, spread evenly.
+    `constants` (calibration.constants_for), `base` (prompt_features) and `comm` (step.comm_seconds
+    by the step's tokens) may be passed in when timing many steps of one setup."""
+    from kvcalc.cost.calibration import constants_for
+
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
+    if base is None:
+        base = prompt_features(spec, gpu, dep, prefill_tokens, prefill_context, prefill_seqs, dtype, kv_dtype, staged)
+    n = decodes
+    c, r = divmod(context_sum, n) if n else (0, 0)
+    tokens = n + prefill_tokens
+    rows, ideal = [], []
+    for st, (_, kv, state, flops, layers, attn, moe) in zip(staged, base.stage_bytes):
+        w = weight_bytes_read(spec, st, tokens)
+        if n:
+            elements = sum(
+                t.layers * t.read_elements * ((n - r) * tokens_held(t.run, c) + r * tokens_held(t.run, c + 1))
+                for t in st.terms
+                if t.read_elements
+            )
+            kv += elements_to_bytes(elements, kv_dtype)
+            state += decode_state_bytes(st, n)
+            flops += (n - r) * stage_decode_flops(st, 1, c) + (r * stage_decode_flops(st, 1, c + 1) if r else 0)
+        rows.append((w, kv, state, flops, layers, attn, moe))
+        ideal.append(max((w + kv + state) / base.bandwidth, flops / base.peak))
+    f = base._replace(
+        stage_bytes=tuple(rows),
+        message_bytes=tokens * spec.hidden_size * activation_bytes(spec, dtype),
+        tokens=tokens,
+        seqs=n + (max(1, prefill_seqs) if prefill_tokens else 0),
+        ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True)
+        + (comm(tokens) if comm else comm_seconds(spec, dep, tokens, dtype)),
+    )
+    consts, basis = constants or constants_for(gpu, engine)
+    est = time_of(f, consts, engine)
+    phase = "prefill" if f.prefill else "decode"
+    lo = max(f.ceiling_s, est * consts.get(f"interval.{phase}.lo", 0.8))
+    hi = max(est, est * consts.get(f"interval.{phase}.hi", 1.25))
+    return StepTime(ceiling_s=f.ceiling_s, estimate_s=est, lo_s=min(lo, est), hi_s=hi, basis=basis)
+
+
+def prompt_features(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    prefill_tokens: int,
+    prefill_context: int,
+    prefill_seqs: int,
+    dtype: str | None,
+    kv_dtype: str,
+    staged: tuple[Stage, ...],
+) -> StepFeatures:
+    """The prompt part of a step (and the per-stage counts) as features() gives them without decodes."""
+    return features(
+        spec, gpu, dep, prefill_tokens=prefill_tokens, prefill_context=prefill_context,
+        prefill_seqs=prefill_seqs, dtype=dtype, kv_dtype=kv_dtype, staged=staged,
+    )  # fmt: skip

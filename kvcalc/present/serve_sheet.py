@@ -1,0 +1,102 @@
+"""The answers of `generate --concurrency/--rate` as sheets: one load's figures (ceiling, estimate,
+its 80% interval), or one row per concurrency of a sweep."""
+
+from __future__ import annotations
+
+from kvcalc.present.sheet import Sheet
+from kvcalc.units import fmt_seconds
+
+ROWS = (
+    ("time to first token (mean, queueing included)", "ttft_s", True),
+    ("time to first token (p50)", "ttft_p50_s", True),
+    ("time to first token (p99)", "ttft_p99_s", True),
+    ("time per output token (mean)", "tpot_s", True),
+    ("inter-token latency (mean)", "itl_s", True),
+    ("end-to-end latency (mean)", "total_s", True),
+    ("output tokens/s (all users)", "tokens_per_s", False),
+    ("output tokens/s per user", "per_user_tokens_per_s", False),
+    ("requests/s", "requests_per_s", False),
+    ("preemptions", "preemptions", False),
+)
+
+
+def _cell(value: float, seconds: bool) -> str:
+    if seconds:
+        return fmt_seconds(value)
+    return f"{value:,.0f}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+def _load(r) -> str:  # noqa: ANN001
+    where = r.gpu if r.tp * r.pp == 1 else f"{r.tp * r.pp} x {r.gpu} (tp {r.tp}, pp {r.pp})"
+    if r.concurrency is not None:
+        how = f"{r.concurrency:,} clients (closed loop)"
+    else:
+        how = f"Poisson arrivals at {r.rate:g} requests/s (seed {r.seed})"
+    return f"{r.model} on {where}, {how}, {r.requests:,} requests of {r.prompt:,} + {r.new:,} tokens"
+
+
+def serve_sheet(r) -> Sheet:  # noqa: ANN001
+    """One load: the ceiling (every step at its bound), the estimate and its 80% interval."""
+    e = r.estimate
+    columns = ["", "ceiling", *(["estimate", "80% interval"] if e else [])]
+    sheet = Sheet(title=f"Serving: {_load(r)}", columns=columns)
+    for label, key, seconds in ROWS:
+        row = [label, _cell(getattr(r, key), seconds)]
+        if e:
+            row.append(_cell(getattr(e, key), seconds))
+            band = e.interval.get(key)
+            row.append(f"{_cell(band[0], seconds)} - {_cell(band[1], seconds)}" if band else "")
+        sheet.rows.append(row)
+    sheet.notes += _notes(r)
+    return sheet
+
+
+def sweep_sheet(results: list) -> Sheet:
+    """One row per concurrency: per-user and total tokens/s, TTFT p99 and TPOT, estimate and ceiling."""
+    first = results[0]
+    sheet = Sheet(
+        title=f"Serving sweep: {_load(first).split(', ', 2)[0]}, {first.prompt:,} + {first.new:,} tokens a request",
+        columns=[
+            "concurrency",
+            "tokens/s per user",
+            "tokens/s (all)",
+            "TTFT p99",
+            "TPOT",
+            "ceiling tokens/s per user",
+            "ceiling tokens/s (all)",
+        ],
+    )
+    for r in results:
+        e = r.estimate or r
+        sheet.rows.append(
+            [
+                f"{r.concurrency:,}",
+                f"{e.per_user_tokens_per_s:,.1f}",
+                f"{e.tokens_per_s:,.0f}",
+                fmt_seconds(e.ttft_p99_s),
+                fmt_seconds(e.tpot_s),
+                f"{r.per_user_tokens_per_s:,.1f}",
+                f"{r.tokens_per_s:,.0f}",
+            ]
+        )
+    sheet.notes += _notes(first, sweep=True)
+    return sheet
+
+
+def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
+    sched = "" if r.engine == "vllm" else f" (no {r.engine} scheduler model)"
+    notes = [
+        f"Continuous batching scheduled as vLLM's V1 scheduler does it{sched}: KV pool {r.kv_pool}; chunked "
+        "prefill; preemption by recompute when the pool is full.",
+        "The ceiling is every step at its physics bound: no real server beats it."
+        + (f" The estimate: {r.estimate.basis}." if r.estimate else ""),
+    ]
+    if sweep:
+        notes.append("Steady state: each row leaves out its start-up burst and drain (8 x concurrency requests a row).")
+    elif r.concurrency is not None:
+        notes.append(
+            f"Steady state: figures over {r.measured_requests:,} of {r.requests:,} requests (the start-up burst and "
+            "the drain left out)."
+        )
+    notes += [f"Warning: {w}" for w in r.warnings]
+    return notes

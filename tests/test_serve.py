@@ -1,0 +1,271 @@
+"""Serving under load (plan/serve.py, `generate --concurrency/--rate`): the scheduler's laws on
+synthetic step timers whose figures can be derived by hand, and the real deployment path against
+the static path it must agree with."""
+
+import json
+
+import pytest
+from conftest import run, run_json
+
+from kvcalc.cost.step import SINGLE, stages
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.serve import Limits, Load, percentile, run_seconds, simulate
+from kvcalc.plan.serve_report import serve_report
+
+BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=8192, kv_blocks=10**6)
+
+
+def unit(n, context_sum, pre, held, seqs):  # every step one second, whatever it holds
+    return 1.0
+
+
+def linear(n, context_sum, pre, held, seqs):  # a step: 1 ms + 1 us a context token + 10 us a prompt token
+    return 1e-3 + 1e-6 * context_sum + 1e-5 * pre
+
+
+# --- hand-derived figures ------------------------------------------------------------------
+
+
+def test_one_second_steps_closed_loop():
+    # Budget enough for every prompt: step 1 prefills all C prompts and samples their first tokens,
+    # then new - 1 decode steps: TTFT 1 s, TPOT 1 s, a request new seconds, C / new requests/s.
+    s = simulate(unit, Load(prompt=100, new=10, requests=40, concurrency=4), BIG)
+    assert (s.ttft_s, s.ttft_p99_s, s.tpot_s, s.total_s) == (1.0, 1.0, 1.0, 10.0)
+    assert s.requests_per_s == pytest.approx(4 / 10)
+    assert s.tokens_per_s == pytest.approx(4.0) and s.per_user_tokens_per_s == 1.0
+    assert s.steps == 10 * 40 // 4 and s.preemptions == 0
+
+
+def test_chunked_prefill_takes_one_step_per_budget():
+    # A 20,000-token prompt with an 8,192-token budget: chunks of 8,192, 8,192 and 3,616 tokens.
+    s = simulate(unit, Load(prompt=20_000, new=5, requests=1, concurrency=1), BIG)
+    assert s.ttft_s == 3.0 and s.total_s == 3.0 + 4
+
+
+def test_max_num_seqs_queues_the_rest():
+    # 4 clients, 2 seats; the first requests are cut to 2, 3, 4 and 5 tokens (spread over a request's
+    # life). The first two start at step 1 and end at steps 2 and 3; the others take their seats at
+    # steps 3 and 4: TTFTs 1, 1, 3, 4.
+    limits = BIG._replace(max_num_seqs=2)
+    s = simulate(unit, Load(prompt=10, new=5, requests=4, concurrency=4), limits)
+    assert (s.ttft_s, s.ttft_p50_s) == (2.25, 2.0)
+    assert percentile([1, 1, 6, 6], 50) == 3.5
+
+
+def test_preemption_when_the_pool_is_full():
+    # 8 clients with requests of 32 + 64 tokens: in blocks of 16 each needs 6 at the end; 24 blocks hold
+    # 4 whole requests. All are admitted on their 2-block prompts and then outgrow the pool.
+    limits = Limits(max_num_seqs=64, max_num_batched_tokens=8192, kv_blocks=24, block_size=16)
+    s = simulate(unit, Load(prompt=32, new=64, requests=40, concurrency=8), limits)
+    assert s.preemptions > 0
+    roomy = simulate(unit, Load(prompt=32, new=64, requests=40, concurrency=8), BIG)
+    assert roomy.preemptions == 0
+    assert s.total_s > roomy.total_s  # recomputed prompts and the wait cost time
+
+
+def test_a_request_larger_than_the_pool_is_refused():
+    with pytest.raises(ValueError):
+        simulate(unit, Load(prompt=100, new=10, requests=1, concurrency=1), BIG._replace(kv_blocks=2))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 64, 1000, 4097])
+def test_jumped_runs_sum_like_step_by_step(k):
+    # A max of a memory line and a compute line, plus a constant: the kink sits inside the run.
+    def kinked(n, s, *_):
+        return 2e-4 + max(1e-3 + 1e-7 * s, 4e-8 * s)
+
+    exact = sum(kinked(8, 8 * 100 + 8 * i) for i in range(k))
+    assert run_seconds(kinked, 8, 800, k) == pytest.approx(exact, rel=1e-12)
+
+
+def test_littles_law_in_steady_state():
+    for c in (1, 8, 64):
+        s = simulate(linear, Load(prompt=500, new=200, requests=12 * c, concurrency=c), BIG)
+        assert s.requests_per_s * s.total_s == pytest.approx(c, rel=0.02)
+
+
+def test_open_loop_at_a_tiny_rate_is_one_request_alone():
+    alone = simulate(linear, Load(prompt=500, new=200, requests=1, concurrency=1), BIG)
+    s = simulate(linear, Load(prompt=500, new=200, requests=30, rate=1e-4, seed=1), BIG)  # gaps of hours
+    assert s.ttft_p99_s == pytest.approx(alone.ttft_s, rel=1e-9)  # arrival times of hours: float rounding
+    assert s.tpot_s == pytest.approx(alone.tpot_s, rel=1e-9)
+
+
+def test_open_loop_is_deterministic_for_a_seed():
+    load = Load(prompt=500, new=200, requests=300, rate=40.0, seed=7)
+    assert simulate(linear, load, BIG) == simulate(linear, load, BIG)
+    assert simulate(linear, load._replace(seed=8), BIG) != simulate(linear, load, BIG)
+
+
+def test_open_loop_queues_when_arrivals_outpace_service():
+    light = simulate(linear, Load(prompt=500, new=200, requests=200, rate=1.0), BIG)
+    heavy = simulate(linear, Load(prompt=500, new=200, requests=200, rate=200.0), BIG)
+    assert heavy.ttft_p99_s > light.ttft_p99_s and heavy.tpot_s > light.tpot_s
+
+
+# --- the real deployment path --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return get_model("llama-3-8b"), get_gpu("h100")
+
+
+def test_concurrency_one_equals_batch_one(llama):
+    from kvcalc.cost.estimate import step_time
+    from kvcalc.plan.generate import generate_report
+
+    spec, gpu = llama
+    r = serve_report(spec, gpu, SINGLE, prompt=1024, new=256, concurrency=1)
+    static = generate_report(
+        spec, gpu, batch=1, prompt=1024, new=256, dtype=None, kv_dtype="bf16", compute_dtype="bf16"
+    )
+    assert r.ttft_s == pytest.approx(static.ttft_s, rel=1e-9)
+    assert r.tpot_s == pytest.approx(static.tpot_s, rel=1e-9)
+    assert r.total_s == pytest.approx(static.total_s, rel=1e-9)
+    # The estimate: the same steps, each at step_time's estimate.
+    staged = stages(spec, SINGLE, None)
+    prefill = step_time(spec, gpu, SINGLE, prefill_tokens=1024, staged=staged)
+    decodes = [step_time(spec, gpu, SINGLE, decode_contexts=[c], staged=staged).estimate_s for c in range(1025, 1280)]
+    assert r.estimate.ttft_s == pytest.approx(prefill.estimate_s, rel=1e-9)
+    assert r.estimate.tpot_s == pytest.approx(sum(decodes) / 255, rel=1e-6)
+
+
+def test_more_concurrency_never_helps_a_user(llama):
+    spec, gpu = llama
+    rows = [serve_report(spec, gpu, SINGLE, prompt=1024, new=128, concurrency=c) for c in (1, 4, 16, 64, 256)]
+    for a, b in zip(rows, rows[1:]):
+        assert b.ttft_p99_s >= a.ttft_p99_s and b.estimate.ttft_p99_s >= a.estimate.ttft_p99_s
+        assert b.per_user_tokens_per_s <= a.per_user_tokens_per_s
+        assert b.tokens_per_s >= a.tokens_per_s  # the ceiling's throughput grows with the batch
+    for r in rows:
+        # The ceiling is a bound: the estimate never serves a user faster, nor the fleet.
+        assert r.estimate.per_user_tokens_per_s <= r.per_user_tokens_per_s
+        assert r.estimate.tokens_per_s <= r.tokens_per_s
+        lo, hi = r.estimate.interval["tpot_s"]
+        assert lo <= r.estimate.tpot_s <= hi
+
+
+def test_the_pool_is_vllms(llama):
+    spec, gpu = llama
+    r = serve_report(spec, gpu, SINGLE, prompt=1024, new=128, concurrency=2)
+    fit = run_json("fit", "llama-3-8b", "--gpu", "h100", "--engine", "vllm", "--seq", "1152")
+    assert r.kv_capacity_tokens == fit["vllm"]["kv_cache_tokens"]
+    assert (r.max_num_seqs, r.max_num_batched_tokens) == (1024, 8192)
+
+
+def test_a_full_pool_preempts_in_a_real_deployment():
+    # Llama-3-70B in fp8 on two H100s: about 97k tokens of pool; 256 clients of 4k + 4k tokens want 2M.
+    spec = get_model("llama-3-70b")
+    from kvcalc.plan.deploy import deployment
+
+    dep = deployment(spec, get_gpu("h100"), tp=2, pp=1, interconnect=None, gpu_util=0.9, reserve="2GiB")
+    r = serve_report(spec, get_gpu("h100"), dep, prompt=4096, new=4096, concurrency=256, requests=600, dtype="fp8")
+    assert r.preemptions > 0 and r.estimate.preemptions > 0
+
+
+def test_cli_json_fields():
+    out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--concurrency", "8", "--new", "64")
+    assert out["concurrency"] == 8 and out["basis"].startswith("ceiling")
+    est = out["estimate"]
+    for key in ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_s", "total_s", "tokens_per_s", "basis"):
+        assert key in est
+    assert set(est["interval"]) >= {"ttft_s", "tpot_s", "total_s", "tokens_per_s"}
+    assert est["tpot_s"] >= out["tpot_s"]
+
+
+def test_cli_sweep_and_bad_input():
+    sweep = run_json("generate", "llama-3-8b", "--gpu", "h100", "--concurrency", "1..8", "--new", "32")
+    assert [r["concurrency"] for r in sweep["rows"]] == [1, 2, 4, 8]
+    for args, words in (
+        (["--concurrency", "4", "--rate", "2"], "not both"),
+        (["--concurrency", "4", "--batch", "8"], "static batch"),
+        (["--concurrency", "4", "--plot", "-"], "sweep"),
+        (["--rate", "0"], "positive"),
+    ):
+        result = run("generate", "llama-3-8b", "--gpu", "h100", *args, "--format", "json")
+        assert result.exit_code != 0 and result.stdout == ""
+        assert words in result.stderr and "Traceback" not in result.stderr
+    assert json.loads(run("generate", "llama-3-8b", "--gpu", "h100", "--rate", "2", "-f", "json").stdout)["seed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "pp"), [("llama-3-8b", 1, 1), ("gemma-2-9b", 1, 1), ("qwen3-30b-a3b", 2, 1), ("llama-3-70b", 2, 2)]
+)
+def test_uniform_steps_are_step_time(model, tp, pp):
+    # The fast path must give estimate.step_time's figures for the same contexts, exactly.
+    from kvcalc.cost.estimate import step_time
+    from kvcalc.plan.deploy import deployment
+    from kvcalc.plan.serve_steps import uniform_step_time
+
+    spec, gpu = get_model(model), get_gpu("h100")
+    dep = deployment(spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=0.9, reserve="2GiB")
+    staged = stages(spec, dep, None)
+    for n, total, pre, held, seqs in [(0, 0, 1024, 0, 1), (1, 1025, 0, 0, 0), (37, 37 * 5000 + 11, 700, 300, 3)]:
+        c, r = divmod(total, n) if n else (0, 0)
+        want = step_time(
+            spec, gpu, dep, decode_contexts=[c] * (n - r) + [c + 1] * r, prefill_tokens=pre,
+            prefill_context=held // max(seqs, 1), prefill_seqs=max(seqs, 1), staged=staged,
+        )  # fmt: skip
+        got = uniform_step_time(
+            spec, gpu, dep, engine="vllm", decodes=n, context_sum=total, prefill_tokens=pre,
+            prefill_context=held // max(seqs, 1), prefill_seqs=max(seqs, 1), dtype=None, kv_dtype="bf16",
+            staged=staged,
+        )  # fmt: skip
+        assert got == want
+
+
+def test_concurrency_search_finds_the_edge(llama):
+    from kvcalc.plan.serve import simulate
+    from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_search import largest_concurrency
+
+    spec, gpu = llama
+    found = largest_concurrency(spec, gpu, SINGLE, prompt=512, new=256, tpot_ms=12.0, ttft_ms=None)
+    assert found.decided_on == "estimate" and 1 < found.concurrency < found.searched_up_to
+    assert found.ceiling_concurrency >= found.concurrency  # the ceiling only proves a miss
+    limits, _ = serving_limits(spec, gpu, SINGLE, engine="vllm", dtype=None, kv_dtype="bf16", prompt=512, new=256)
+    estimate = step_timers(spec, gpu, SINGLE, engine="vllm", dtype=None, kv_dtype="bf16")[1]
+    at = simulate(estimate, Load(512, 256, 4 * found.concurrency, concurrency=found.concurrency), limits)
+    past = simulate(estimate, Load(512, 256, 4 * (found.concurrency + 1), concurrency=found.concurrency + 1), limits)
+    assert at.tpot_s * 1e3 <= 12.0 < past.tpot_s * 1e3
+    assert f"up to concurrency {found.concurrency}" in found.message and "(estimate)" in found.message
+
+
+def test_fit_reports_the_concurrency_search():
+    out = run_json("fit", "llama-3-8b", "--gpu", "h100", "--seq", "1k", "--tpot-ms", "12")
+    c = out["concurrency_slo"]
+    assert (c["prompt"], c["new"], c["decided_on"]) == (512, 512, "estimate")
+    assert c["ceiling_concurrency"] >= c["concurrency"] >= 1
+
+
+def test_the_sweep_chart_draws_ceiling_band_and_estimate(llama):
+    from kvcalc.present.chart_serving import serving_chart
+
+    spec, gpu = llama
+    rows = [serve_report(spec, gpu, SINGLE, prompt=512, new=64, concurrency=c) for c in (1, 4, 16)]
+    chart = serving_chart("t", rows)
+    kinds = {s.gid: s for s in chart.series}
+    assert kinds["serving-ceiling"].x == [r.tokens_per_s for r in rows]
+    assert kinds["serving-band"].kind == "band" and kinds["serving-band"].x[0] == kinds["serving-band"].x[-1]
+    assert kinds["serving-estimate"].y == [r.estimate.per_user_tokens_per_s for r in rows]
+
+
+def test_a_burst_start_is_the_benchmarks_whole_run():
+    # Every client's first request whole and sent at once, figures over all requests: with one-second
+    # steps and room for every prompt, each wave of 4 runs 10 steps in lockstep.
+    s = simulate(unit, Load(prompt=100, new=10, requests=12, concurrency=4, burst=True), BIG)
+    assert s.measured == 12 and (s.ttft_s, s.total_s, s.duration_s) == (1.0, 10.0, 30.0)
+    steady = simulate(unit, Load(prompt=100, new=10, requests=12, concurrency=4), BIG)
+    assert steady.measured < 12
+
+
+def test_the_pool_is_sglangs_with_engine_sglang(llama):
+    spec, gpu = llama
+    r = serve_report(spec, gpu, SINGLE, prompt=1024, new=128, concurrency=2, engine="sglang")
+    fit = run_json("fit", "llama-3-8b", "--gpu", "h100", "--engine", "sglang", "--seq", "1152", "--kv-dtype", "bf16")
+    assert r.kv_capacity_tokens == fit["sglang"]["kv_capacity_tokens"]
+    assert (r.max_num_seqs, r.max_num_batched_tokens) == (
+        fit["sglang"]["max_running_requests"],
+        fit["sglang"]["chunked_prefill_size"],
+    )
