@@ -1,6 +1,6 @@
 """kvcalc: LLM inference memory and speed, from the architecture up.
 
-As a library: kvcalc.cache, kvcalc.roofline, kvcalc.fit, kvcalc.generate and kvcalc.compare (kvcalc/api.py)
+As a library: kvcalc.cache, kvcalc.roofline, kvcalc.fit, kvcalc.generate, kvcalc.compare and kvcalc.plan (kvcalc/api.py)
 return the result models that `--format json` prints. They load on first use, so `import kvcalc` stays cheap.
 """
 
@@ -8,7 +8,7 @@ import sys
 import types
 
 __version__ = "0.1.0"
-__all__ = ["cache", "roofline", "fit", "generate", "compare", "__version__"]
+__all__ = ["cache", "roofline", "fit", "generate", "compare", "plan", "__version__"]
 
 
 def _api(name: str) -> property:
@@ -33,6 +33,7 @@ class _Package(types.ModuleType):
     fit = _api("fit")
     generate = _api("generate")
     compare = _api("compare")
+    plan = _api("plan")
 
 
 sys.modules[__name__].__class__ = _Package

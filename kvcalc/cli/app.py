@@ -383,3 +383,4 @@ from kvcalc.cli import serving  # noqa: E402, F401, I001
 from kvcalc.cli import generating  # noqa: E402, F401, I001
 from kvcalc.cli import probe  # noqa: E402, F401, I001
 from kvcalc.cli import calibrate  # noqa: E402, F401, I001
+from kvcalc.cli import plan  # noqa: E402, F401, I001

@@ -1,0 +1,81 @@
+"""`kvcalc plan`'s inputs as the command and kvcalc.plan give them (texts like '32k', 'h100,h200',
+'h200=3.5'), checked and turned into the planner's specs and numbers."""
+
+import math
+
+from kvcalc.errors import UsageError
+
+
+def _names(value, what: str) -> list[str] | None:  # noqa: ANN001
+    from kvcalc.units import parse_names
+
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    return [name.lower() for item in items for name in parse_names(item, what)]
+
+
+def plan_from_inputs(
+    model,  # noqa: ANN001  (a name / hub id / path, or a ModelSpec)
+    seq: int | str,
+    users: int,
+    *,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    prompt: int | str | None = None,
+    new: int | str | None = None,
+    gpu=None,  # noqa: ANN001  (a name, 'a,b', or a list of names; None: DEFAULT_GPUS)
+    max_gpus: int = 8,
+    dtype=None,  # noqa: ANN001
+    kv_dtype=None,  # noqa: ANN001
+    engine: str = "vllm",
+    price=None,  # noqa: ANN001  ({gpu: usd}, 'g=usd', or a list of them)
+    gpu_util: float = 0.9,
+):  # noqa: ANN201
+    """Check the inputs, resolve the model and GPUs, and run the search (plan/planner.plan)."""
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.plan.inputs import resolve
+    from kvcalc.plan.planner import DEFAULT_GPUS, ENGINE_NAMES, MAX_GPUS, plan
+    from kvcalc.plan.price import parse_prices
+    from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_fraction
+
+    for flag, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of milliseconds, got {value}")
+    engine = str(engine).strip().lower()
+    if engine not in ENGINE_NAMES:
+        raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINE_NAMES)}")
+    if not isinstance(users, int) or users < 1:
+        raise UsageError(f"--users must be at least 1, got {users}")
+    if not 1 <= max_gpus <= MAX_GPUS:
+        raise UsageError(f"--max-gpus must be 1 to {MAX_GPUS}, got {max_gpus}")
+    length = parse_count(seq, "--seq", minimum=2)
+    p = parse_count(prompt, "--prompt") if prompt is not None else None
+    n = parse_count(new, "--new") if new is not None else None
+    p = p if p is not None else (length - n if n is not None else length // 2)
+    n = n if n is not None else length - p
+    if p < 1 or n < 1 or p + n > length:
+        raise UsageError(f"--prompt {p:,} + --new {n:,} must be at least 1 each and within --seq {length:,}")
+    dtypes = [d if d == "auto" else normalize_dtype(d, WEIGHT_DTYPES) for d in _names(dtype, "--dtype") or []]
+    kvs = [d if d == "auto" else normalize_dtype(d, KV_DTYPES) for d in _names(kv_dtype, "--kv-dtype") or []]
+    if isinstance(price, dict):
+        prices = parse_prices([f"{k}={v}" for k, v in price.items()])
+    else:
+        prices = parse_prices([price] if isinstance(price, str) else price)
+    spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
+    objects = [g for g in ([gpu] if gpu is not None and not isinstance(gpu, (str, list, tuple)) else gpu or [])]
+    objects = [g for g in objects if not isinstance(g, str)]  # GpuSpec objects as they are
+    names = _names(
+        [g for g in gpu if isinstance(g, str)]
+        if isinstance(gpu, (list, tuple))
+        else gpu
+        if isinstance(gpu, str)
+        else None,
+        "--gpu",
+    )
+    gpus = objects + [get_gpu(g) for g in names or ([] if objects else DEFAULT_GPUS)]
+    return plan(
+        spec, gpus, seq=length, users=users, prompt=p, new=n, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus,
+        dtypes=dtypes or None, kv_dtypes_given=kvs or None, engine=engine, prices=prices,
+        gpu_util=parse_fraction(gpu_util, "--gpu-util"),
+    )  # fmt: skip

@@ -1,0 +1,280 @@
+"""`kvcalc plan`: the search for the cheapest deployment that serves U users at a context and meets the
+latency goals. GPU type x count x layout (tp, pp, ep, DP attention) x weight and KV dtype, each
+candidate judged by the engine's own memory accounting (plan/layout.py) and the calibrated closed-loop
+estimate (plan/closed_loop.py), ranked by $ per million output tokens. Pure: specs and numbers in,
+a PlanResult out.
+
+What is searched: GPU counts 1, 2, 4, 8, 16 (up to max_gpus); tp = the count within a node, and past
+a node both tp over the whole count (flagged: its all-reduce crosses nodes) and tp = the node with pp
+across nodes; MoE models also with expert parallelism (ep = tp) and DP attention where the engine has
+them. Per (GPU, dtypes, layout kind) the counts stop one past the first that meets the goals: at a
+fixed number of users more GPUs cost more per token."""
+
+from kvcalc.plan.closed_loop import PlanEstimate
+from kvcalc.results import Result
+
+DEFAULT_GPUS = ("h100", "h200", "b200", "mi300x", "a100", "l40s")
+COUNTS = (1, 2, 4, 8, 16)
+MAX_GPUS = 16
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp"}
+
+
+# NOTE: no `from __future__ import annotations`: Pydantic would compile each annotation string.
+class PlanOption(Result):
+    """One deployment that starts and holds the users: its layout, memory, estimate, cost and command."""
+
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    ep: int
+    dp_attention: bool
+    nodes: int
+    dtype: str
+    kv_dtype: str
+    fits: bool  # the engine starts and its KV pool holds every user's request at full length
+    headroom_bytes: int  # per GPU, after one seq-long request (plan/layout.py)
+    kv_capacity_tokens: int
+    users_held: int  # requests of prompt + new tokens the KV pool holds at once
+    meets: bool  # decided on the estimate (central value), never on the ceiling
+    decided_on: str = "estimate"
+    misses: list[str] = []  # the goals the estimate misses
+    estimate: PlanEstimate
+    usd_per_hour: float | None = None
+    usd_per_million_tokens: float | None = None  # output tokens at the estimate's tokens/s
+    command: str  # starts it
+    check: str  # `kvcalc generate --concurrency U`: the serving simulation of the same option
+    accounting: str
+    warnings: list[str] = []
+
+
+class Rejection(Result):
+    """A family of candidates left out, and why (`line`, as printed)."""
+
+    gpu: str
+    gpus: list[int]
+    kind: str  # refused, does-not-fit, users, tpot, ttft
+    line: str
+
+
+class PlanResult(Result):
+    model: str
+    engine: str
+    seq: int  # the engine's max model length in the command
+    prompt: int
+    new: int
+    users: int
+    tpot_ms: float | None = None
+    ttft_ms: float | None = None  # goal on the mean TTFT (the closed form has no tail)
+    gpus_searched: list[str]
+    max_gpus: int
+    candidates: int  # layouts judged
+    options: list[PlanOption]  # the cheapest option meeting the goals first
+    rejected: list[Rejection]
+    notes: list[str] = []
+
+
+def layouts(n: int, domain: int, moe: bool, engine: str) -> list[tuple[int, int, int, bool]]:
+    """(tp, pp, ep, dp_attention) for n GPUs: tp inside a node; past it tp over all (flagged) and
+    tp = node with pp across nodes; MoE: expert parallelism (ep = tp) and DP attention too."""
+    shapes = [(n, 1)]
+    if n > domain and domain > 1 and n % domain == 0:
+        shapes.append((domain, n // domain))
+    out = []
+    for tp, pp in shapes:
+        out.append((tp, pp, 1, False))
+        if moe and tp > 1 and engine != "llamacpp":
+            out.append((tp, pp, tp, False))
+            out.append((tp, pp, tp, True))
+    return out
+
+
+def weight_dtypes(spec, gpu, given: list[str] | None) -> list[str | None]:  # noqa: ANN001
+    """None (the model's own) plus fp8 where the GPU has fp8 tensor cores and the model is 16-bit."""
+    if given:
+        return [None if d in ("auto", spec.dtype) else d for d in given]
+    fp8 = "fp8" in gpu.peak_dense_tflop_per_s and spec.dtype in ("bf16", "fp16", "fp32")
+    return [None, "fp8"] if fp8 else [None]
+
+
+def kv_dtypes(gpu, given: list[str] | None) -> list[str | None]:  # noqa: ANN001
+    """None (the engine's auto: the dtype the model runs in) plus fp8 where the GPU has fp8."""
+    if given:
+        return [None if d == "auto" else d for d in given]
+    return [None, "fp8"] if "fp8" in gpu.peak_dense_tflop_per_s else [None]
+
+
+def _goal_misses(e: PlanEstimate, users: int, tpot_ms: float | None, ttft_ms: float | None) -> list[tuple[str, str]]:
+    out = []
+    if tpot_ms is not None and e.tpot_s * 1e3 > tpot_ms:
+        out.append(("tpot", f"misses TPOT {tpot_ms:g} ms at {users:,} users (estimate {e.tpot_s * 1e3:.1f} ms)"))
+    if ttft_ms is not None and e.ttft_s * 1e3 > ttft_ms:
+        out.append(("ttft", f"misses mean TTFT {ttft_ms:g} ms at {users:,} users (estimate {e.ttft_s * 1e3:,.0f} ms)"))
+    return out
+
+
+def _layout_name(tp: int, pp: int, ep: int, dp: bool) -> str:
+    parts = [f"tp {tp}"] + ([f"pp {pp}"] if pp > 1 else []) + ([f"ep {ep}"] if ep > 1 else [])
+    return " ".join(parts) + (" DP-attention" if dp else "")
+
+
+def _first_sentence(text: str) -> str:
+    """The engine's refusal cut to its first sentence and the one naming the length that would start."""
+    sentences = text.split(". ")
+    head = sentences[0].rstrip(".")
+    head += ")" * (head.count("(") - head.count(")"))
+    extra = [x.rstrip(".") for x in sentences[1:] if "maximum model length" in x]
+    return "; ".join([head, *extra])
+
+
+def plan(
+    spec,  # noqa: ANN001
+    gpus: list,
+    *,
+    seq: int,
+    users: int,
+    prompt: int,
+    new: int,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    max_gpus: int = 8,
+    dtypes: list[str] | None = None,
+    kv_dtypes_given: list[str] | None = None,
+    engine: str = "vllm",
+    prices: dict[str, float] | None = None,
+    gpu_util: float = 0.9,
+    model_id: str | None = None,
+) -> PlanResult:
+    """Search the candidates, rank the options, group the rejections."""
+    from kvcalc.errors import KvcalcError
+    from kvcalc.plan.closed_loop import closed_loop_estimate
+    from kvcalc.plan.deploy import deployment
+    from kvcalc.plan.layout import layout_facts
+    from kvcalc.plan.price import usd_per_hour, usd_per_million_tokens
+
+    moe = spec.experts > 0
+    name = ENGINE_NAMES.get(engine, engine)
+    options: list[PlanOption] = []
+    rejects: list[tuple[str, int, str, str, float]] = []  # gpu, count, kind, line, closeness (lower: closer)
+    judged = 0
+    for gpu in gpus:
+        domain = gpu.scale_up_domain or 8
+        for d in weight_dtypes(spec, gpu, dtypes):
+            for kv in kv_dtypes(gpu, kv_dtypes_given):
+                met_at: dict[tuple, int] = {}  # layout kind -> the first count that met
+                for n in (c for c in COUNTS if c <= max_gpus):
+                    for tp, pp, ep, dp in layouts(n, domain, moe, engine):
+                        kind_key = (pp > 1, ep > 1, dp)
+                        if kind_key in met_at and n > 2 * met_at[kind_key]:
+                            continue  # at U users more GPUs cost more per token
+                        judged += 1
+                        f = layout_facts(
+                            spec, gpu, tp=tp, pp=pp, ep=ep, dp_attention=dp, engine=engine, dtype=d,
+                            kv_dtype=kv, seq=seq, gpu_util=gpu_util, model_id=model_id,
+                        )  # fmt: skip
+                        what = f"{gpu.name} x{n} {_layout_name(tp, pp, ep, dp)} {f.dtype}/{f.kv_dtype}"
+                        if not f.accepted:
+                            rejects.append((gpu.name, n, "refused", f"{name} refuses {what}: {f.refusal}", n))
+                            continue
+                        if not f.fits:
+                            why = _first_sentence(f.refusal) if f.refusal else "weights and reserve exceed the budget"
+                            rejects.append((gpu.name, n, "does-not-fit", f"does not fit ({what}): {why}", -n))
+                            continue
+                        held = f.kv_capacity_tokens // max(prompt + new, 1)
+                        if held < users:
+                            line = (
+                                f"the KV pool holds {held:,} of {users:,} users at {prompt + new:,} tokens "
+                                f"({what}: {f.kv_capacity_tokens:,} tokens)"
+                            )
+                            rejects.append((gpu.name, n, "users", line, -held))
+                            continue
+                        try:
+                            dep = deployment(
+                                spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve="2GiB",
+                                ep=ep, dp_attention=dp,
+                            )  # fmt: skip
+                            e = closed_loop_estimate(
+                                spec, gpu, dep, users=users, prompt=prompt, new=new, dtype=d, kv_dtype=f.kv_dtype,
+                                engine=engine,
+                            )  # fmt: skip
+                        except KvcalcError as err:
+                            rejects.append((gpu.name, n, "refused", f"{what}: {err.message}", n))
+                            continue
+                        misses = _goal_misses(e, users, tpot_ms, ttft_ms)
+                        for kind, line in misses:
+                            rejects.append(
+                                (gpu.name, n, kind, f"{line} ({what})", e.tpot_s if kind == "tpot" else e.ttft_s)
+                            )
+                        if not misses:
+                            met_at.setdefault(kind_key, n)
+                        usd = usd_per_hour(gpu, n, prices)
+                        options.append(
+                            PlanOption(
+                                gpu=gpu.name, gpus=n, tp=tp, pp=pp, ep=ep, dp_attention=dp, nodes=f.nodes,
+                                dtype=f.dtype, kv_dtype=f.kv_dtype, fits=True, headroom_bytes=f.headroom_bytes,
+                                kv_capacity_tokens=f.kv_capacity_tokens, users_held=held, meets=not misses,
+                                misses=[m for _, m in misses], estimate=e, usd_per_hour=usd,
+                                usd_per_million_tokens=None if usd is None else usd_per_million_tokens(usd, e.tokens_per_s),
+                                command=_with_users(f.command, engine, users),
+                                check=_check(spec, model_id, gpu.name, tp, pp, ep, dp, d, f.kv_dtype, users, prompt, new, engine),
+                                accounting=f.accounting, warnings=f.warnings,
+                            )
+                        )  # fmt: skip
+    options.sort(key=_rank)
+    notes = []
+    if any(o.usd_per_hour is None for o in options):
+        unpriced = sorted({o.gpu for o in options if o.usd_per_hour is None})
+        notes.append(
+            f"no price for {', '.join(unpriced)}: listed after the priced options by GPU count; give --price GPU=USD/h"
+        )
+    return PlanResult(
+        model=spec.name, engine=engine, seq=seq, prompt=prompt, new=new, users=users, tpot_ms=tpot_ms, ttft_ms=ttft_ms,
+        gpus_searched=[g.name for g in gpus], max_gpus=max_gpus, candidates=judged, options=options,
+        rejected=_families(rejects, {(o.gpu, o.gpus) for o in options if o.meets}), notes=notes,
+    )  # fmt: skip
+
+
+def _rank(o: PlanOption) -> tuple:
+    """Meeting first; priced by $/M tokens, then unpriced by GPU count; ties by the faster estimate."""
+    priced = o.usd_per_million_tokens is not None
+    return (not o.meets, not priced, o.usd_per_million_tokens if priced else o.gpus, o.gpus, o.estimate.tpot_s)
+
+
+def _with_users(command: str, engine: str, users: int) -> str:
+    """The command's request limit raised to the users where the engine's default is lower."""
+    import re
+
+    flag = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests", "trtllm": "--max_batch_size"}.get(engine)
+    if flag is None:
+        return command
+    m = re.search(rf"{flag} (\d+)", command)
+    if m is None:
+        return f"{command} {flag} {users}"
+    return command if int(m.group(1)) >= users else command.replace(m.group(0), f"{flag} {users}")
+
+
+def _check(spec, model_id, gpu, tp, pp, ep, dp, dtype, kv, users, prompt, new, engine) -> str:  # noqa: ANN001
+    parts = [f"kvcalc generate {model_id or spec.name} --gpu {gpu} --tp {tp}"]
+    parts += [f"--pp {pp}"] if pp > 1 else []
+    parts += [f"--ep {ep}"] if ep > 1 else []
+    parts += ["--dp-attention"] if dp else []
+    parts += [f"--dtype {dtype}"] if dtype else []
+    parts += [f"--kv-dtype {kv} --concurrency {users} --prompt {prompt} --new {new} --engine {engine}"]
+    return " ".join(parts)
+
+
+def _families(rejects: list[tuple[str, int, str, str, float]], met: set[tuple[str, int]]) -> list[Rejection]:
+    """One line per (GPU, kind): the counts it covers and the closest candidate's reason. Misses of a
+    (GPU, count) that has a meeting option (another dtype or layout) are left out."""
+    groups: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
+    for gpu, n, kind, line, closeness in rejects:
+        if kind in ("tpot", "ttft") and (gpu, n) in met:
+            continue
+        groups.setdefault((gpu, kind), []).append((n, line, closeness))
+    out = []
+    for (gpu, kind), items in groups.items():
+        counts = sorted({n for n, _, _ in items})
+        _, line, _ = min(items, key=lambda t: t[2])
+        where = f"{gpu} x{'/'.join(map(str, counts))}"
+        out.append(Rejection(gpu=gpu, gpus=counts, kind=kind, line=f"{where}: {line}"))
+    return out
