@@ -37,7 +37,7 @@ class PlanOption(Result):
     kv_capacity_tokens: int
     users_held: int  # requests of prompt + new tokens the KV pool holds at once
     meets: bool  # decided on the estimate (central value), never on the ceiling
-    decided_on: str = "estimate"
+    decided_on: str  # the estimate that decided: the closed form, or the simulation for the first options
     misses: list[str] = []  # the goals the estimate misses
     estimate: PlanEstimate
     usd_per_hour: float | None = None
@@ -69,6 +69,7 @@ class PlanResult(Result):
     gpus_searched: list[str]
     max_gpus: int
     candidates: int  # layouts judged
+    simulated: int  # options checked by the serving simulation (the first ones)
     options: list[PlanOption]  # the cheapest option meeting the goals first
     rejected: list[Rejection]
     notes: list[str] = []
@@ -105,12 +106,26 @@ def kv_dtypes(gpu, given: list[str] | None) -> list[str | None]:  # noqa: ANN001
 
 
 def _goal_misses(e: PlanEstimate, users: int, tpot_ms: float | None, ttft_ms: float | None) -> list[tuple[str, str]]:
+    """The goals the estimate misses: TPOT on its mean; TTFT on the p99 where the simulation gave one,
+    else on the closed form's mean."""
     out = []
     if tpot_ms is not None and e.tpot_s * 1e3 > tpot_ms:
         out.append(("tpot", f"misses TPOT {tpot_ms:g} ms at {users:,} users (estimate {e.tpot_s * 1e3:.1f} ms)"))
-    if ttft_ms is not None and e.ttft_s * 1e3 > ttft_ms:
-        out.append(("ttft", f"misses mean TTFT {ttft_ms:g} ms at {users:,} users (estimate {e.ttft_s * 1e3:,.0f} ms)"))
+    ttft, which = (e.ttft_p99_s, "p99 TTFT") if e.ttft_p99_s is not None else (e.ttft_s, "mean TTFT")
+    if ttft_ms is not None and ttft * 1e3 > ttft_ms:
+        out.append(("ttft", f"misses {which} {ttft_ms:g} ms at {users:,} users (estimate {ttft * 1e3:,.0f} ms)"))
     return out
+
+
+def _judged(o: "PlanOption", e: PlanEstimate, users: int, tpot_ms: float | None, ttft_ms: float | None) -> "PlanOption":
+    """The option with estimate `e`: its goals decided again, its $/M tokens at e's tokens/s."""
+    from kvcalc.plan.price import usd_per_million_tokens
+
+    misses = [m for _, m in _goal_misses(e, users, tpot_ms, ttft_ms)]
+    cost = None if o.usd_per_hour is None else usd_per_million_tokens(o.usd_per_hour, e.tokens_per_s)
+    return o.model_copy(
+        update=dict(estimate=e, misses=misses, meets=not misses, usd_per_million_tokens=cost, decided_on=e.method)
+    )
 
 
 def _layout_name(tp: int, pp: int, ep: int, dp: bool) -> str:
@@ -150,7 +165,7 @@ def plan(
     from kvcalc.plan.closed_loop import closed_loop_estimate
     from kvcalc.plan.deploy import deployment
     from kvcalc.plan.layout import layout_facts
-    from kvcalc.plan.price import usd_per_hour, usd_per_million_tokens
+    from kvcalc.plan.price import usd_per_hour
 
     moe = spec.experts > 0
     name = ENGINE_NAMES.get(engine, engine)
@@ -201,26 +216,30 @@ def plan(
                             rejects.append((gpu.name, n, "refused", f"{what}: {err.message}", n))
                             continue
                         misses = _goal_misses(e, users, tpot_ms, ttft_ms)
-                        for kind, line in misses:
-                            rejects.append(
-                                (gpu.name, n, kind, f"{line} ({what})", e.tpot_s if kind == "tpot" else e.ttft_s)
-                            )
                         if not misses:
                             met_at.setdefault(kind_key, n)
-                        usd = usd_per_hour(gpu, n, prices)
-                        options.append(
-                            PlanOption(
-                                gpu=gpu.name, gpus=n, tp=tp, pp=pp, ep=ep, dp_attention=dp, nodes=f.nodes,
-                                dtype=f.dtype, kv_dtype=f.kv_dtype, fits=True, headroom_bytes=f.headroom_bytes,
-                                kv_capacity_tokens=f.kv_capacity_tokens, users_held=held, meets=not misses,
-                                misses=[m for _, m in misses], estimate=e, usd_per_hour=usd,
-                                usd_per_million_tokens=None if usd is None else usd_per_million_tokens(usd, e.tokens_per_s),
-                                command=_with_users(f.command, engine, users),
-                                check=_check(spec, model_id, gpu.name, tp, pp, ep, dp, d, f.kv_dtype, users, prompt, new, engine),
-                                accounting=f.accounting, warnings=f.warnings,
-                            )
+                        option = PlanOption(
+                            gpu=gpu.name, gpus=n, tp=tp, pp=pp, ep=ep, dp_attention=dp, nodes=f.nodes,
+                            dtype=f.dtype, kv_dtype=f.kv_dtype, fits=True, headroom_bytes=f.headroom_bytes,
+                            kv_capacity_tokens=f.kv_capacity_tokens, users_held=held, meets=False, estimate=e, decided_on=e.method,
+                            usd_per_hour=usd_per_hour(gpu, n, prices), command=_with_users(f.command, engine, users),
+                            check=_check(spec, model_id, gpu.name, tp, pp, ep, dp, d, f.kv_dtype, users, prompt, new, engine),
+                            accounting=f.accounting, warnings=f.warnings,
                         )  # fmt: skip
+                        options.append(_judged(option, e, users, tpot_ms, ttft_ms))
     options.sort(key=_rank)
+    from kvcalc.plan.plan_check import check_first
+
+    simulated = check_first(
+        options, spec, {g.name: g for g in gpus}, users=users, prompt=prompt, new=new, engine=engine,
+        gpu_util=gpu_util, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank,
+    )  # fmt: skip
+    for o in options:  # the misses as finally decided (the first options on the simulation)
+        what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention)} {o.dtype}/{o.kv_dtype}"
+        for kind, line in _goal_misses(o.estimate, users, tpot_ms, ttft_ms):
+            rejects.append(
+                (o.gpu, o.gpus, kind, f"{line} ({what})", o.estimate.tpot_s if kind == "tpot" else o.estimate.ttft_s)
+            )
     notes = []
     if any(o.usd_per_hour is None for o in options):
         unpriced = sorted({o.gpu for o in options if o.usd_per_hour is None})
@@ -229,7 +248,7 @@ def plan(
         )
     return PlanResult(
         model=spec.name, engine=engine, seq=seq, prompt=prompt, new=new, users=users, tpot_ms=tpot_ms, ttft_ms=ttft_ms,
-        gpus_searched=[g.name for g in gpus], max_gpus=max_gpus, candidates=judged, options=options,
+        gpus_searched=[g.name for g in gpus], max_gpus=max_gpus, candidates=judged, simulated=simulated, options=options,
         rejected=_families(rejects, {(o.gpu, o.gpus) for o in options if o.meets}), notes=notes,
     )  # fmt: skip
 

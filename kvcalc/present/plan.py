@@ -33,8 +33,8 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
         f"{goal}, {r.engine}"
     )
     columns = ["#", "GPUs", "Layout", "Weights/KV", "Meets", "Holds", "Headroom/GPU", "TPOT ms (80%)", "TTFT s (80%)"]
-    columns += ["Tokens/s (80%)", "$/hour", "$/M tokens"]
-    sheet = Sheet(title, columns, text_columns=(1, 2, 3, 4), optional=(6, 8, 5, 3))
+    columns += ["TTFT p99 s", "Tokens/s (80%)", "$/hour", "$/M tokens", "Estimate"]
+    sheet = Sheet(title, columns, text_columns=(1, 2, 3, 4, 14), optional=(6, 9, 8, 5, 3))
     for i, o in enumerate(r.options[:top], 1):
         e = o.estimate
         flag = " (!)" if o.warnings else ""
@@ -49,9 +49,11 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
                 fmt_bytes(o.headroom_bytes),
                 _band(e.tpot_s, e.interval["tpot_s"], 1e3, 1),
                 _band(e.ttft_s, e.interval["ttft_s"], 1, 2),
+                "-" if e.ttft_p99_s is None else f"{e.ttft_p99_s:,.2f}",
                 _band(e.tokens_per_s, e.interval["tokens_per_s"], 1, 0),
                 _money(o.usd_per_hour, 2),
                 _money(o.usd_per_million_tokens, 2),
+                "simulated" if e.ttft_p99_s is not None else "closed form",
             ]
         )
     notes = []
@@ -67,8 +69,11 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
     flagged = sorted({w for o in r.options[:top] for w in o.warnings})
     notes += [f"(!) {w}" for w in flagged]
     notes.append(
-        f"Estimates: calibrated closed form for {r.users:,} closed-loop users (what a run is predicted to measure, "
-        "not a bound), decided on the central value; holds: full-length requests the KV pool holds at once; headroom: per GPU after one full-length request. "
+        f"Estimates are calibrated, for {r.users:,} closed-loop users: what a run is predicted to measure, not a "
+        "bound; goals are decided on the central value. 'closed form': the calibration's steady state (no TTFT "
+        f"tail; --ttft-ms is checked on the mean); 'simulated': the serving simulation of `kvcalc generate "
+        f"--concurrency` (--ttft-ms on the p99), run on the first {r.simulated} option(s) as ranked. Holds: "
+        "full-length requests the KV pool holds at once; headroom: per GPU after one full-length request. "
         f"$/M tokens = $/hour / (tokens/s x 3600) x 1e6. {r.candidates} layouts judged."
     )
     notes += r.notes
