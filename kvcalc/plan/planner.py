@@ -90,19 +90,25 @@ def layouts(n: int, domain: int, moe: bool, engine: str) -> list[tuple[int, int,
     return out
 
 
-def weight_dtypes(spec, gpu, given: list[str] | None) -> list[str | None]:  # noqa: ANN001
+# NOTE: fp8 is tried by default only where the command can say it: vLLM and SGLang quantize a 16-bit
+# checkpoint with --quantization fp8 and take --kv-cache-dtype; trtllm-serve needs a pre-quantized
+# checkpoint and llama.cpp GGUF quants (plan/quants.py), which the planner does not pick.
+FP8_ENGINES = ("vllm", "sglang")
+
+
+def weight_dtypes(spec, gpu, given: list[str] | None, engine: str = "vllm") -> list[str | None]:  # noqa: ANN001
     """None (the model's own) plus fp8 where the GPU has fp8 tensor cores and the model is 16-bit."""
     if given:
         return [None if d in ("auto", spec.dtype) else d for d in given]
-    fp8 = "fp8" in gpu.peak_dense_tflop_per_s and spec.dtype in ("bf16", "fp16", "fp32")
+    fp8 = "fp8" in gpu.peak_dense_tflop_per_s and spec.dtype in ("bf16", "fp16", "fp32") and engine in FP8_ENGINES
     return [None, "fp8"] if fp8 else [None]
 
 
-def kv_dtypes(gpu, given: list[str] | None) -> list[str | None]:  # noqa: ANN001
+def kv_dtypes(gpu, given: list[str] | None, engine: str = "vllm") -> list[str | None]:  # noqa: ANN001
     """None (the engine's auto: the dtype the model runs in) plus fp8 where the GPU has fp8."""
     if given:
         return [None if d == "auto" else d for d in given]
-    return [None, "fp8"] if "fp8" in gpu.peak_dense_tflop_per_s else [None]
+    return [None, "fp8"] if "fp8" in gpu.peak_dense_tflop_per_s and engine in FP8_ENGINES else [None]
 
 
 def _goal_misses(e: PlanEstimate, users: int, tpot_ms: float | None, ttft_ms: float | None) -> list[tuple[str, str]]:
@@ -174,8 +180,8 @@ def plan(
     judged = 0
     for gpu in gpus:
         domain = gpu.scale_up_domain or 8
-        for d in weight_dtypes(spec, gpu, dtypes):
-            for kv in kv_dtypes(gpu, kv_dtypes_given):
+        for d in weight_dtypes(spec, gpu, dtypes, engine):
+            for kv in kv_dtypes(gpu, kv_dtypes_given, engine):
                 met_at: dict[tuple, int] = {}  # layout kind -> the first count that met
                 for n in (c for c in COUNTS if c <= max_gpus):
                     for tp, pp, ep, dp in layouts(n, domain, moe, engine):
@@ -260,9 +266,13 @@ def _rank(o: PlanOption) -> tuple:
 
 
 def _with_users(command: str, engine: str, users: int) -> str:
-    """The command's request limit raised to the users where the engine's default is lower."""
+    """The command's request limit raised to the users where the engine's default is lower; llama-server
+    gets -np users slots and -c users x the context (its -c is shared by the slots)."""
     import re
 
+    if engine == "llamacpp":
+        m = re.search(r" -c (\d+)", command)
+        return command if m is None else command.replace(m.group(0), f" -c {int(m.group(1)) * users} -np {users}")
     flag = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests", "trtllm": "--max_batch_size"}.get(engine)
     if flag is None:
         return command

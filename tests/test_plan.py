@@ -1,0 +1,177 @@
+"""kvcalc plan (issue 20): the search, its ranking by $ per million output tokens, the goals decided on the
+estimate, the commands, the rejected families, prices, node flags, JSON and exit status, kvcalc.plan."""
+
+import json
+import shlex
+
+import pytest
+from conftest import run, run_json
+
+ACCEPTANCE = ["llama-3.1-70b", "--seq", "32k", "--users", "64", "--tpot-ms", "50", "--gpu", "h100,h200,mi300x,l40s"]
+PRICES = ["--price", "h200=3.5", "--price", "mi300x=2.5", "--price", "l40s=1.0"]
+
+
+@pytest.fixture(scope="module")
+def acceptance() -> dict:
+    return run_json("plan", *ACCEPTANCE, "--engine", "vllm", *PRICES)
+
+
+def test_acceptance_first_option_is_the_cheapest_that_meets(acceptance):
+    options = acceptance["options"]
+    meeting = [o for o in options if o["meets"]]
+    assert meeting, acceptance["rejected"]
+    for o in meeting:  # decided on the estimate: every "meets" is inside the goal
+        assert o["estimate"]["tpot_s"] <= 0.050 and o["fits"] and o["users_held"] >= 64
+    first = options[0]
+    assert first["meets"] and first["usd_per_million_tokens"] == min(o["usd_per_million_tokens"] for o in meeting)
+    # its command carries its tp and the max-model-len, in vLLM's flags
+    words = first["command"].split()
+    assert words[:2] == ["vllm", "serve"]
+    assert words[words.index("--tensor-parallel-size") + 1] == str(first["tp"])
+    assert words[words.index("--max-model-len") + 1] == "32768"
+    # the JSON shape the issue names
+    keys = {"gpu", "gpus", "tp", "pp", "ep", "dp_attention", "dtype", "kv_dtype", "fits", "meets", "estimate"}
+    assert keys | {"usd_per_hour", "usd_per_million_tokens", "command"} <= set(first)
+    assert {"tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s", "interval"} <= set(first["estimate"])
+    assert set(acceptance) >= {"options", "rejected"}
+
+
+def test_acceptance_cost_is_the_formula(acceptance):
+    # $/M tokens = $/hour / (tokens/s x 3600) x 1e6; $/hour = the GPU-hour price x GPUs
+    price = {"h200": 3.5, "mi300x": 2.5, "l40s": 1.0, "h100": 4.76}  # h100: its preset's dated price
+    for o in acceptance["options"]:
+        assert o["usd_per_hour"] == pytest.approx(price[o["gpu"]] * o["gpus"])
+        expect = o["usd_per_hour"] / (o["estimate"]["tokens_per_s"] * 3600) * 1e6
+        assert o["usd_per_million_tokens"] == pytest.approx(expect)
+
+
+def test_acceptance_first_option_is_the_simulation_of_generate(acceptance):
+    # the first option's figures are `kvcalc generate --concurrency 64` on the same deployment, TTFT p99 too
+    first = acceptance["options"][0]
+    assert first["decided_on"].startswith("simulation") and first["estimate"]["ttft_p99_s"] is not None
+    args = shlex.split(first["check"])
+    assert args[:2] == ["kvcalc", "generate"] and "--concurrency" in args
+    served = run_json(*args[1:])["estimate"]
+    for k in ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s"):
+        assert first["estimate"][k] == pytest.approx(served[k])
+
+
+def test_acceptance_rejections_say_why(acceptance):
+    lines = [r["line"] for r in acceptance["rejected"]]
+    # 70B in bf16 (141 GB of weights) leaves a single H100 nothing; vLLM's own refusal names the length
+    assert any(line.startswith("h100 x1") and "does not fit" in line for line in lines)
+    # 64 users x 32,768 tokens need 2,097,152 tokens of KV: the 4 x H200 bf16 pool holds fewer
+    assert any(line.startswith("h200 ") and "of 64 users at 32,768 tokens" in line for line in lines)
+
+
+def test_closed_form_options_hold_their_own_arithmetic(acceptance):
+    # closed loop, U users each producing `new` tokens: tokens/s = U x new / (TTFT + (new - 1) x TPOT)
+    for o in acceptance["options"]:
+        e = o["estimate"]
+        for k in ("tpot_s", "ttft_s", "tokens_per_s"):
+            lo, hi = e["interval"][k]
+            assert lo <= e[k] <= hi
+        if e["ttft_p99_s"] is None:
+            assert e["tokens_per_s"] == pytest.approx(64 * 16384 / (e["ttft_s"] + 16383 * e["tpot_s"]))
+
+
+def test_price_drives_cost_linearly():
+    base = ["llama-3.1-70b", "--seq", "8k", "--users", "16", "--gpu", "mi300x"]
+    one = run_json("plan", *base, "--price", "mi300x=2.5")["options"]
+    two = run_json("plan", *base, "--price", "mi300x=5")["options"]
+    assert [o["command"] for o in one] == [o["command"] for o in two]
+    for a, b in zip(one, two):
+        assert b["usd_per_hour"] == pytest.approx(2 * a["usd_per_hour"])
+        assert b["usd_per_million_tokens"] == pytest.approx(2 * a["usd_per_million_tokens"])
+
+
+def test_unpriced_options_are_listed_after_the_priced_by_gpu_count():
+    out = run_json("plan", "llama-3.1-8b", "--seq", "8k", "--users", "16", "--gpu", "l40s,a100", "--tpot-ms", "40")
+    options = out["options"]
+    priced = [o["usd_per_hour"] is not None for o in options if o["meets"]]
+    assert priced == sorted(priced, reverse=True) and True in priced and False in priced  # a100 priced, l40s not
+    unpriced = [o["gpus"] for o in options if o["meets"] and o["usd_per_hour"] is None]
+    assert unpriced == sorted(unpriced)
+    assert any("--price" in note and "l40s" in note for note in out["notes"])
+
+
+def test_tp16_on_8_gpu_nodes_is_flagged():
+    out = run_json("plan", *ACCEPTANCE[:5], "--gpu", "h100", "--max-gpus", "16", "--dtype", "fp8", "--kv-dtype", "fp8")
+    tp16 = [o for o in out["options"] if o["tp"] == 16]
+    assert tp16
+    for o in tp16:
+        assert o["nodes"] == 2 and any("tensor parallelism 16 spans 2 nodes of 8" in w for w in o["warnings"])
+    # and tp 8 x pp 2 (pipeline across the nodes) is searched beside it
+    assert any(o["tp"] == 8 and o["pp"] == 2 for o in out["options"])
+    table = run("plan", *ACCEPTANCE[:5], "--gpu", "h100", "--max-gpus", "16", "--top", "50").stdout
+    assert "16 x h100 (!)" in table and "spans 2 nodes" in table
+
+
+def test_none_meets_exits_3_and_says_by_how_much():
+    result = run(
+        "plan", "llama-3.1-8b", "--seq", "8k", "--users", "64", "--tpot-ms", "1", "--gpu", "h100", "-f", "json"
+    )
+    assert result.exit_code == 3
+    out = json.loads(result.stdout)
+    assert out["options"] and not any(o["meets"] for o in out["options"])
+    assert any("misses TPOT 1 ms at 64 users (estimate" in r["line"] for r in out["rejected"])
+
+
+def test_moe_layouts_search_expert_parallelism_and_dp_attention():
+    out = run_json("plan", "deepseek-v3", "--seq", "8k", "--users", "64", "--gpu", "h200", "--price", "h200=3.5")
+    layouts = {(o["tp"], o["ep"], o["dp_attention"]) for o in out["options"]}
+    assert {(8, 1, False), (8, 8, False), (8, 8, True)} <= layouts
+    dp = next(o for o in out["options"] if o["dp_attention"])
+    assert (
+        "--data-parallel-size 8 --tensor-parallel-size 1" in dp["command"]
+        and "--enable-expert-parallel" in dp["command"]
+    )
+    # MLA under DP attention: the latent is no longer replicated over the 8 ranks, the pool holds more users
+    plain = next(
+        o for o in out["options"] if not o["dp_attention"] and o["kv_dtype"] == dp["kv_dtype"] and o["ep"] == 1
+    )
+    assert dp["users_held"] > 4 * plain["users_held"]
+
+
+def test_engines_commands():
+    base = ["llama-3.1-8b", "--seq", "8k", "--users", "8", "--gpu", "h100"]
+    sglang = run_json("plan", *base, "--engine", "sglang")["options"][0]["command"]
+    assert sglang.startswith("python -m sglang.launch_server") and "--context-length 8192" in sglang
+    server = run_json("plan", *base, "--engine", "llamacpp")["options"][0]
+    # llama-server's -c is shared by its -np slots: 8 users x 8,192 tokens
+    assert "-c 65536 -np 8" in server["command"] and server["dtype"] == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--users", "0"], "--users must be at least 1"),
+        (["--users", "4", "--max-gpus", "17"], "--max-gpus must be 1 to 16"),
+        (["--users", "4", "--prompt", "8k", "--new", "1"], "within --seq"),
+        (["--users", "4", "--engine", "tgi"], "unknown engine"),
+        (["--users", "4", "--price", "h100"], "is not GPU=USD/h"),
+        (["--users", "4", "--tpot-ms", "0"], "--tpot-ms must be a positive"),
+    ],
+)
+def test_bad_input_is_one_line(args, words):
+    result = run("plan", "llama-3.1-8b", "--seq", "8k", *args, "-f", "json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_names_the_default_gpus():
+    from kvcalc.cli.plan import DEFAULT_GPUS_HELP, MAX_GPUS_HELP
+    from kvcalc.plan.planner import DEFAULT_GPUS, MAX_GPUS
+
+    assert DEFAULT_GPUS_HELP == ",".join(DEFAULT_GPUS) and MAX_GPUS_HELP == MAX_GPUS
+
+
+def test_api_plan_is_callable_after_importing_the_plan_subpackage():
+    import kvcalc
+    import kvcalc.plan.fit  # noqa: F401  (binds the subpackage kvcalc.plan on the package)
+
+    assert callable(kvcalc.plan)
+    r = kvcalc.plan("llama-3.1-8b", "8k", 16, tpot_ms=40, gpu=["a100"], price={"a100": 1.5})
+    first = r.options[0]
+    assert first.meets and first.usd_per_hour == 1.5 * first.gpus
+    assert r.model_dump(mode="json")["options"][0]["command"] == first.command
