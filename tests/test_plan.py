@@ -151,6 +151,8 @@ def test_engines_commands():
         (["--users", "4", "--engine", "tgi"], "unknown engine"),
         (["--users", "4", "--price", "h100"], "is not GPU=USD/h"),
         (["--users", "4", "--tpot-ms", "0"], "--tpot-ms must be a positive"),
+        # past the model's 131,072 positions vLLM refuses the --max-model-len (vllm/config/model.py)
+        (["--users", "4", "--seq", "256k"], "past llama-3.1-8b's max_position_embeddings (131,072)"),
     ],
 )
 def test_bad_input_is_one_line(args, words):
@@ -175,3 +177,7 @@ def test_api_plan_is_callable_after_importing_the_plan_subpackage():
     first = r.options[0]
     assert first.meets and first.usd_per_hour == 1.5 * first.gpus
     assert r.model_dump(mode="json")["options"][0]["command"] == first.command
+    from kvcalc.model.presets import get_gpu
+
+    same = kvcalc.plan("llama-3.1-8b", 8192, 16, tpot_ms=40, gpu=get_gpu("a100"), price="a100=1.5")
+    assert same.options[0].usd_per_million_tokens == pytest.approx(first.usd_per_million_tokens)

@@ -37,7 +37,10 @@ def plan(
     ] = None,
     ttft_ms: Annotated[
         Optional[float],
-        typer.Option("--ttft-ms", help="Goal: mean time to first token with queueing, ms (default: none)."),
+        typer.Option(
+            "--ttft-ms",
+            help="Goal: time to first token with queueing, ms: p99 where simulated, else the mean (default: none).",
+        ),
     ] = None,
     prompt: Annotated[
         Optional[str],

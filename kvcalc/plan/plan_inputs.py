@@ -63,17 +63,20 @@ def plan_from_inputs(
     else:
         prices = parse_prices([price] if isinstance(price, str) else price)
     spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
-    objects = [g for g in ([gpu] if gpu is not None and not isinstance(gpu, (str, list, tuple)) else gpu or [])]
-    objects = [g for g in objects if not isinstance(g, str)]  # GpuSpec objects as they are
-    names = _names(
-        [g for g in gpu if isinstance(g, str)]
-        if isinstance(gpu, (list, tuple))
-        else gpu
-        if isinstance(gpu, str)
-        else None,
-        "--gpu",
-    )
-    gpus = objects + [get_gpu(g) for g in names or ([] if objects else DEFAULT_GPUS)]
+    trained = spec.max_position_embeddings
+    if trained and length > trained and engine != "llamacpp":
+        env = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"}
+        unless = f" unless {env[engine]}" if engine in env else ""
+        raise UsageError(
+            f"--seq {length:,} is past {spec.name}'s max_position_embeddings ({trained:,}): "
+            f"{ENGINE_NAMES[engine]} refuses a longer context{unless}",
+            hint=f"--seq {trained:,} or less",
+        )
+    items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
+    gpus = []
+    for item in items:  # names ('a,b' too) or GpuSpec objects
+        gpus += [get_gpu(g) for g in _names(item, "--gpu")] if isinstance(item, str) else [item]
+    gpus = gpus or [get_gpu(g) for g in DEFAULT_GPUS]
     return plan(
         spec, gpus, seq=length, users=users, prompt=p, new=n, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus,
         dtypes=dtypes or None, kv_dtypes_given=kvs or None, engine=engine, prices=prices,

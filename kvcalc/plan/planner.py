@@ -65,7 +65,7 @@ class PlanResult(Result):
     new: int
     users: int
     tpot_ms: float | None = None
-    ttft_ms: float | None = None  # goal on the mean TTFT (the closed form has no tail)
+    ttft_ms: float | None = None  # goal on the p99 TTFT where simulated, the mean in the closed form (no tail)
     gpus_searched: list[str]
     max_gpus: int
     candidates: int  # layouts judged

@@ -26,7 +26,7 @@ def _money(value: float | None, digits: int) -> str:
 def plan_sheet(r: PlanResult, top: int) -> Sheet:
     """The first `top` options; the rest are counted in a note (all of them are in JSON)."""
     goals = [f"TPOT <= {r.tpot_ms:g} ms" if r.tpot_ms is not None else "", ""]
-    goals[1] = f"mean TTFT <= {r.ttft_ms:g} ms" if r.ttft_ms is not None else ""
+    goals[1] = f"TTFT <= {r.ttft_ms:g} ms" if r.ttft_ms is not None else ""
     goal = " and ".join(g for g in goals if g) or "no latency goal"
     title = (
         f"Plan: {r.model} for {r.users:,} users at {r.seq:,} tokens ({r.prompt:,} + {r.new:,} per request), "
@@ -72,7 +72,7 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
         f"Estimates are calibrated, for {r.users:,} closed-loop users: what a run is predicted to measure, not a "
         "bound; goals are decided on the central value. 'closed form': the calibration's steady state (no TTFT "
         f"tail; --ttft-ms is checked on the mean); 'simulated': the serving simulation of `kvcalc generate "
-        f"--concurrency` (--ttft-ms on the p99), run on the first {r.simulated} option(s) as ranked. Holds: "
+        f"--concurrency` (--ttft-ms on the p99), run on the first {r.simulated} as ranked. Holds: "
         "full-length requests the KV pool holds at once; headroom: per GPU after one full-length request. "
         f"$/M tokens = $/hour / (tokens/s x 3600) x 1e6. {r.candidates} layouts judged."
     )
