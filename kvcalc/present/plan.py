@@ -34,7 +34,7 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
     )
     columns = ["#", "GPUs", "Layout", "Weights/KV", "Meets", "Holds", "Headroom/GPU", "TPOT ms (80%)", "TTFT s (80%)"]
     columns += ["TTFT p99 s", "Tokens/s (80%)", "$/hour", "$/M tokens", "Estimate"]
-    sheet = Sheet(title, columns, text_columns=(1, 2, 3, 4, 14), optional=(6, 9, 5, 14, 8, 3))
+    sheet = Sheet(title, columns, text_columns=(1, 2, 3, 4, 13), optional=(6, 9, 5, 13, 8, 3))
     for i, o in enumerate(r.options[:top], 1):
         e = o.estimate
         flag = " (!)" if o.warnings else ""
