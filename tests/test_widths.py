@@ -16,6 +16,7 @@ COMMANDS = [
     ["show", "deepseek-v3"],
     ["fit", "llama-3-70b", "--gpu", "h100", "--tp", "4"],
     ["generate", "llama-3-8b", "--gpu", "h100", "--efficiency", "0.6"],
+    ["plan", "llama-3.1-8b", "--seq", "8k", "--users", "16", "--gpu", "a100,h100", "--top", "3"],
 ]
 FIGURE = re.compile(r"\d[\d,.]*\d|\d")
 
