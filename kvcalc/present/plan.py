@@ -69,14 +69,16 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
     flagged = sorted({w for o in r.options[:top] for w in o.warnings})
     notes += [f"(!) {w}" for w in flagged]
     notes.append(
-        f"Estimates are calibrated, for {r.users:,} closed-loop users: what a run is predicted to measure, not a "
+        ""
+        if not r.options
+        else f"Estimates are calibrated, for {r.users:,} closed-loop users: what a run is predicted to measure, not a "
         "bound; goals are decided on the central value. 'closed form': the calibration's steady state (no TTFT "
         f"tail; --ttft-ms is checked on the mean); 'simulated': the serving simulation of `kvcalc generate "
         f"--concurrency` (--ttft-ms on the p99), run on the first {r.simulated} as ranked. Holds: "
         "full-length requests the KV pool holds at once; headroom: per GPU after one full-length request. "
         f"$/M tokens = $/hour / (tokens/s x 3600) x 1e6. {r.candidates} layouts judged."
     )
-    notes += r.notes
+    notes = [n for n in notes if n] + r.notes
     notes += [f"rejected: {x.line}" for x in r.rejected]
     sheet.notes = notes
     return sheet
