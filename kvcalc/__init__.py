@@ -11,11 +11,28 @@ __version__ = "0.1.0"
 __all__ = ["cache", "roofline", "fit", "generate", "compare", "plan", "__version__"]
 
 
+class _FunctionAndPackage:
+    """kvcalc.plan once the subpackage kvcalc.plan is imported: calling it calls the API function, its
+    attributes are the subpackage's, so `import kvcalc.plan.fit as fit` keeps working beside kvcalc.plan(...)."""
+
+    def __init__(self, function, module) -> None:  # noqa: ANN001
+        self._function, self._module = function, module
+        self.__doc__ = function.__doc__
+
+    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
+        return self._function(*args, **kwargs)
+
+    def __getattr__(self, attr: str):  # noqa: ANN204
+        return getattr(self._module, attr)
+
+
 def _api(name: str) -> property:
     def get(self):  # noqa: ANN001, ANN202
         from kvcalc import api
 
-        return getattr(api, name)
+        module = self.__dict__.get(f"_{name}_module")
+        function = getattr(api, name)
+        return function if module is None else _FunctionAndPackage(function, module)
 
     def keep(self, value):  # noqa: ANN001, ANN202
         # NOTE: importing a subpackage whose name is also an API function binds it as the package

@@ -173,6 +173,10 @@ def test_api_plan_is_callable_after_importing_the_plan_subpackage():
     import kvcalc.plan.fit  # noqa: F401  (binds the subpackage kvcalc.plan on the package)
 
     assert callable(kvcalc.plan)
+    # and the subpackage stays reachable under the same name
+    import kvcalc.plan.generate as generate
+
+    assert generate.__name__ == "kvcalc.plan.generate" and kvcalc.plan.fit.__name__ == "kvcalc.plan.fit"
     r = kvcalc.plan("llama-3.1-8b", "8k", 16, tpot_ms=40, gpu=["a100"], price={"a100": 1.5})
     first = r.options[0]
     assert first.meets and first.usd_per_hour == 1.5 * first.gpus
