@@ -93,6 +93,8 @@ def test_unpriced_options_are_listed_after_the_priced_by_gpu_count():
     unpriced = [o["gpus"] for o in options if o["meets"] and o["usd_per_hour"] is None]
     assert unpriced == sorted(unpriced)
     assert any("--price" in note and "l40s" in note for note in out["notes"])
+    typo = run_json("plan", "llama-3.1-8b", "--seq", "8k", "--users", "16", "--gpu", "l40s", "--price", "l40=1")
+    assert any(note.startswith("--price for l40: not among the GPUs searched") for note in typo["notes"])
 
 
 def test_tp16_on_8_gpu_nodes_is_flagged():

@@ -252,6 +252,12 @@ def plan(
         notes.append(
             f"no price for {', '.join(unpriced)}: listed after the priced options by GPU count; give --price GPU=USD/h"
         )
+    known = {n.lower() for g in gpus for n in (g.name, *g.aliases)}
+    unused = sorted(k for k in prices or {} if k not in known)
+    if unused:
+        notes.append(
+            f"--price for {', '.join(unused)}: not among the GPUs searched ({', '.join(g.name for g in gpus)})"
+        )
     return PlanResult(
         model=spec.name, engine=engine, seq=seq, prompt=prompt, new=new, users=users, tpot_ms=tpot_ms, ttft_ms=ttft_ms,
         gpus_searched=[g.name for g in gpus], max_gpus=max_gpus, candidates=judged, simulated=simulated, options=options,
