@@ -16,6 +16,7 @@ from kvcalc.results import Result
 DEFAULT_GPUS = ("h100", "h200", "b200", "mi300x", "a100", "l40s")
 COUNTS = (1, 2, 4, 8, 16)
 MAX_GPUS = 16
+BLOCK_TOKENS = {"vllm": 16, "trtllm": 32}  # KV block sizes by default (vLLM --block-size, TRT-LLM tokens_per_block)
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp"}
 
 
@@ -201,7 +202,8 @@ def plan(
                             why = _first_sentence(f.refusal) if f.refusal else "weights and reserve exceed the budget"
                             rejects.append((gpu.name, n, "does-not-fit", f"does not fit ({what}): {why}", -n))
                             continue
-                        held = f.kv_capacity_tokens // max(prompt + new, 1)
+                        block = BLOCK_TOKENS.get(engine, 1)  # a request holds whole blocks
+                        held = f.kv_capacity_tokens // (-(-(prompt + new) // block) * block)
                         if held < users:
                             line = (
                                 f"the KV pool holds {held:,} of {users:,} users at {prompt + new:,} tokens "
