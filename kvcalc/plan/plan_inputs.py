@@ -1,5 +1,6 @@
-"""`kvcalc plan`'s inputs as the command and kvcalc.plan give them (texts like '32k', 'h100,h200',
-'h200=3.5'), checked and turned into the planner's specs and numbers."""
+"""`kvcalc plan`'s inputs as the command and the Python API kvcalc.plan(...) give them (texts like '32k',
+'h100,h200', 'h200=3.5', or numbers, lists, dicts, ModelSpec and GpuSpec objects), checked and turned into
+the planner's specs and numbers. plan_from_inputs is kvcalc.plan: kvcalc/api.py is at its line cap."""
 
 import math
 
@@ -32,7 +33,9 @@ def plan_from_inputs(
     price=None,  # noqa: ANN001  ({gpu: usd}, 'g=usd', or a list of them)
     gpu_util: float = 0.9,
 ):  # noqa: ANN201
-    """Check the inputs, resolve the model and GPUs, and run the search (plan/planner.plan)."""
+    """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
+    a PlanResult, as `--format json` prints it. gpu: names ('h100,h200' or a list) or GpuSpecs (default
+    DEFAULT_GPUS); price: {"h200": 3.5}, "h200=3.5" or a list of them; the rest as the command's options."""
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.inputs import resolve
     from kvcalc.plan.planner import DEFAULT_GPUS, ENGINE_NAMES, MAX_GPUS, plan
