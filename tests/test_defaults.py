@@ -44,7 +44,7 @@ def test_python_api_defaults_match_the_cli():
 
 def test_readme_states_the_row_limits_of_the_code():
     text = " ".join((REPO / "README.md").read_text().split())
-    section = text.split("## Limits and defaults", 1)[1]
+    section = text.split("### Numbers, errors and output", 1)[1].split("### ", 1)[0]
     assert f"more than {MAX_ROWS:,} rows" in section
     assert f"`fit` checks at most {FIT_MAX_ROWS:,} batch × seq combinations" in section
     # and the refusals quote each command's own limit
