@@ -23,14 +23,12 @@ def plan(
         typer.Option(
             "--seq",
             "-s",
-            help="Context each request may reach, tokens (8k, 32k, 128k): the engine's max model length. Required.",
+            help="Context each request may reach, tokens (8k, 32k, 128k): the engine's max model length.",
         ),
     ],
     users: Annotated[
         int,
-        typer.Option(
-            "--users", "-u", help="Concurrent users, each sending its next request when the last ends. Required."
-        ),
+        typer.Option("--users", "-u", help="Concurrent users, each sending its next request when the last ends."),
     ],
     tpot_ms: Annotated[
         Optional[float], typer.Option("--tpot-ms", help="Goal: mean time per output token, ms (default: none).")
@@ -66,14 +64,14 @@ def plan(
         Optional[str],
         typer.Option(
             "--dtype",
-            help="Weight dtypes to try, comma-separated (default: the model's, plus fp8 where the GPU has fp8).",
+            help="Weight dtypes to try, comma-separated (default: the model's, plus fp8 where the GPU has fp8, with vLLM and SGLang).",
         ),
     ] = None,
     kv_dtype: Annotated[
         Optional[str],
         typer.Option(
             "--kv-dtype",
-            help="KV dtypes to try, comma-separated, 'auto' the engine's (default: auto, plus fp8 where the GPU has fp8).",
+            help="KV dtypes to try, comma-separated, 'auto' the engine's (default: auto, plus fp8 where the GPU has fp8, with vLLM and SGLang).",
         ),
     ] = None,
     engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm or llamacpp (default vllm).")] = "vllm",
@@ -95,7 +93,9 @@ def plan(
     models) x weight and KV dtype, only over layouts the engine accepts. Each option gets the engine's own
     memory accounting (vLLM 0.19's profile and KV pool; SGLang's pool) and must hold every user's request
     at full length (prompt + new tokens) in its KV pool; its speed is the calibrated closed-loop estimate
-    (the calibration's steady-state form, with its 80% interval), and "meets" is decided on that estimate.
+    (the calibration's steady-state form, with its 80% interval), and "meets" is decided on that estimate;
+    the first options as ranked are served again by the simulation of `generate --concurrency` (TTFT p99
+    too), which then decides them.
     Options are ranked by $ per million output tokens, the cheapest meeting the goals first; GPUs without a
     price follow by GPU count. Each has the command that starts it and a `kvcalc generate --concurrency`
     line that simulates it (TTFT p99 too). Below the table: one line per rejected family and why.
