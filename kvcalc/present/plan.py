@@ -66,6 +66,7 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
         notes.append(f"no option starts and holds {r.users:,} users at {r.prompt + r.new:,} tokens")
     if len(r.options) > top:
         notes.append(f"{len(r.options) - top} more options in --format json (--top N shows more)")
+    notes += [f"memory: {a}" for a in sorted({o.accounting for o in r.options[:top] if o.accounting})]
     flagged = sorted({w for o in r.options[:top] for w in o.warnings})
     notes += [f"(!) {w}" for w in flagged]
     notes.append(
