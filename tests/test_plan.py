@@ -22,6 +22,8 @@ def test_acceptance_first_option_is_the_cheapest_that_meets(acceptance):
     assert meeting, acceptance["rejected"]
     for o in meeting:  # decided on the estimate: every "meets" is inside the goal
         assert o["estimate"]["tpot_s"] <= 0.050 and o["fits"] and o["users_held"] >= 64
+    for o in options:  # users held: whole 32,768-token requests (2,048 blocks of 16) in vLLM's pool
+        assert o["users_held"] == o["kv_capacity_tokens"] // 32768
     first = options[0]
     assert first["meets"] and first["usd_per_million_tokens"] == min(o["usd_per_million_tokens"] for o in meeting)
     # its command carries its tp and the max-model-len, in vLLM's flags
