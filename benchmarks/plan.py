@@ -39,7 +39,11 @@ def main() -> None:
         goals = " ".join(f"{k}={v}" for k, v in options.items() if k in ("tpot_ms", "ttft_ms", "max_gpus", "engine"))
         gpus = options.get("gpu", "default GPUs")
         first = result.options[0] if result.options else None
-        best = f"{first.gpus} x {first.gpu} tp {first.tp}" if first and first.meets else "none meets"
+        best = (
+            f"{first.gpus} x {first.gpu} tp {first.tp} x {first.replicas} replica(s)"
+            if first and first.meets
+            else "none meets"
+        )
         print(
             f"{model} {seq} {users} users {goals} ({gpus}): first run {times[0]:.3f} s, median {statistics.median(times):.3f} s, "
             f"{result.candidates} layouts, {result.simulated} simulated; first: {best}"

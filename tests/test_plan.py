@@ -21,7 +21,7 @@ def test_acceptance_first_option_is_the_cheapest_that_meets(acceptance):
     meeting = [o for o in options if o["meets"]]
     assert meeting, acceptance["rejected"]
     for o in meeting:  # decided on the estimate: every "meets" is inside the goal
-        assert o["estimate"]["tpot_s"] <= 0.050 and o["fits"] and o["users_held"] >= 64
+        assert o["estimate"]["tpot_s"] <= 0.050 and o["fits"] and o["users_held"] >= -(-64 // o["replicas"])
     for o in options:  # users held: whole 32,768-token requests (2,048 blocks of 16) in vLLM's pool
         assert o["users_held"] == o["kv_capacity_tokens"] // 32768
     first = options[0]
@@ -32,7 +32,20 @@ def test_acceptance_first_option_is_the_cheapest_that_meets(acceptance):
     assert words[words.index("--tensor-parallel-size") + 1] == str(first["tp"])
     assert words[words.index("--max-model-len") + 1] == "32768"
     # the JSON shape the issue names
-    keys = {"gpu", "gpus", "tp", "pp", "ep", "dp_attention", "dtype", "kv_dtype", "fits", "meets", "estimate"}
+    keys = {
+        "gpu",
+        "gpus",
+        "tp",
+        "pp",
+        "ep",
+        "dp_attention",
+        "replicas",
+        "dtype",
+        "kv_dtype",
+        "fits",
+        "meets",
+        "estimate",
+    }
     assert keys | {"usd_per_hour", "usd_per_million_tokens", "command"} <= set(first)
     assert {"tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s", "interval"} <= set(first["estimate"])
     assert set(acceptance) >= {"options", "rejected"}
@@ -54,8 +67,11 @@ def test_acceptance_first_option_is_the_simulation_of_generate(acceptance):
     args = shlex.split(first["check"])
     assert args[:2] == ["kvcalc", "generate"] and "--concurrency" in args
     served = run_json(*args[1:])["estimate"]
-    for k in ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s"):
+    each = int(args[args.index("--concurrency") + 1])  # one replica's users: 64 / replicas
+    assert each == -(-64 // first["replicas"])
+    for k in ("tpot_s", "ttft_s", "ttft_p99_s"):
         assert first["estimate"][k] == pytest.approx(served[k])
+    assert first["estimate"]["tokens_per_s"] == pytest.approx(served["tokens_per_s"] * 64 / each)
 
 
 def test_acceptance_rejections_say_why(acceptance):
@@ -200,13 +216,39 @@ def test_closed_form_agrees_with_the_simulation_on_tpot_and_throughput(acceptanc
     from kvcalc.plan.deploy import deployment
 
     first = acceptance["options"][0]
+    each = -(-64 // first["replicas"])
     spec, gpu = get_model("llama-3.1-70b"), get_gpu(first["gpu"])
     dep = deployment(spec, gpu, tp=first["tp"], pp=first["pp"], interconnect=None, gpu_util=0.9, reserve="2GiB")
     dtype = None if first["dtype"] == spec.dtype else first["dtype"]
     closed = closed_loop_estimate(
-        spec, gpu, dep, users=64, prompt=16384, new=16384, dtype=dtype, kv_dtype=first["kv_dtype"], engine="vllm"
+        spec, gpu, dep, users=each, prompt=16384, new=16384, dtype=dtype, kv_dtype=first["kv_dtype"], engine="vllm"
     )
     simulated = first["estimate"]
     assert closed.ttft_p99_s is None and closed.method.startswith("closed form")
     assert closed.tpot_s == pytest.approx(simulated["tpot_s"], rel=0.05)
-    assert closed.tokens_per_s == pytest.approx(simulated["tokens_per_s"], rel=0.05)
+    assert closed.tokens_per_s * 64 / each == pytest.approx(simulated["tokens_per_s"], rel=0.05)
+
+
+def test_replicas_split_the_users():
+    # 4 x MI300X as 4 vLLM data-parallel replicas of tp 1: each serves 16 of the 64 users, its pool must hold
+    # 16 requests of 32,768 tokens, its latencies are one replica's and the tokens/s four replicas'
+    from kvcalc.model.presets import get_gpu, get_model
+    from kvcalc.plan.closed_loop import closed_loop_estimate
+    from kvcalc.plan.deploy import deployment
+
+    out = run_json("plan", *ACCEPTANCE[:5], "--gpu", "mi300x", "--max-gpus", "4", "--dtype", "fp8", "--kv-dtype", "fp8")
+    o = next(o for o in out["options"] if o["replicas"] == 4)
+    assert (o["gpus"], o["tp"], o["users_held"]) == (4, 1, o["kv_capacity_tokens"] // 32768) and o["users_held"] >= 16
+    assert "--tensor-parallel-size 1 --data-parallel-size 4" in o["command"]
+    assert "--concurrency 16 " in o["check"]
+    spec, gpu = get_model("llama-3.1-70b"), get_gpu("mi300x")
+    dep = deployment(spec, gpu, tp=1, pp=1, interconnect=None, gpu_util=0.9, reserve="2GiB")
+    one = closed_loop_estimate(
+        spec, gpu, dep, users=16, prompt=16384, new=16384, dtype="fp8", kv_dtype="fp8", engine="vllm"
+    )
+    if o["estimate"]["ttft_p99_s"] is None:  # the closed form (the simulation's figures are tested above)
+        assert o["estimate"]["tpot_s"] == pytest.approx(one.tpot_s)
+        assert o["estimate"]["tokens_per_s"] == pytest.approx(4 * one.tokens_per_s)
+    # an engine without a one-command data parallelism gets no replicas
+    trt = run_json("plan", "llama-3.1-8b", "--seq", "8k", "--users", "16", "--gpu", "a100", "--engine", "trtllm")
+    assert trt["options"] and all(o["replicas"] == 1 for o in trt["options"])

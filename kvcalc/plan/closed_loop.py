@@ -62,3 +62,13 @@ def closed_loop_estimate(
         },
         basis=basis,
     )
+
+
+def scaled(e: PlanEstimate, factor: float) -> PlanEstimate:
+    """A replica's estimate for all replicas: latencies as they are, tokens/s times `factor`
+    (users / users of the busiest replica)."""
+    if factor == 1:
+        return e
+    lo, hi = e.interval["tokens_per_s"]
+    interval = {**e.interval, "tokens_per_s": [lo * factor, hi * factor]}
+    return e.model_copy(update=dict(tokens_per_s=e.tokens_per_s * factor, interval=interval))

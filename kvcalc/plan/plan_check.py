@@ -4,7 +4,7 @@ as `kvcalc generate --concurrency U` serves it (its TTFT p99 included), its figu
 form's, the goals are decided again on them and the options re-ranked, until the first option is a
 simulated one (at most MAX_SIMULATED simulations: each takes a few tenths of a second)."""
 
-from kvcalc.plan.closed_loop import PlanEstimate
+from kvcalc.plan.closed_loop import PlanEstimate, scaled
 
 MAX_SIMULATED = 3
 SIMULATION = "simulation (plan/serve.py), as `kvcalc generate --concurrency U` prints it"
@@ -56,12 +56,13 @@ def check_first(
         if first.estimate.method == SIMULATION:
             break
         runs += 1
+        u = -(-users // first.replicas)  # users on the busiest replica
         try:
             e = simulated_estimate(
-                spec, gpus[first.gpu], first, users=users, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util
+                spec, gpus[first.gpu], first, users=u, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util
             )
         except KvcalcError:
             break  # the simulation refuses what the closed form took: keep the closed form
-        options[0] = judge(first, e)
+        options[0] = judge(first, scaled(e, users / u))
     options.sort(key=rank)
     return runs

@@ -7,10 +7,10 @@ a PlanResult out.
 What is searched: GPU counts 1, 2, 4, 8, 16 (up to max_gpus); tp = the count within a node, and past
 a node both tp over the whole count (flagged: its all-reduce crosses nodes) and tp = the node with pp
 across nodes; MoE models also with expert parallelism (ep = tp) and DP attention where the engine has
-them. Per (GPU, dtypes, layout kind) the counts stop one past the first that meets the goals: at a
+them; with vLLM and SGLang also data-parallel replicas of a smaller layout, the users split among them. Per (GPU, dtypes, layout kind) the counts stop one past the first that meets the goals: at a
 fixed number of users more GPUs cost more per token."""
 
-from kvcalc.plan.closed_loop import PlanEstimate
+from kvcalc.plan.closed_loop import PlanEstimate, scaled
 from kvcalc.results import Result
 
 DEFAULT_GPUS = ("h100", "h200", "b200", "mi300x", "a100", "l40s")
@@ -30,13 +30,14 @@ class PlanOption(Result):
     pp: int
     ep: int
     dp_attention: bool
+    replicas: int = 1  # data-parallel copies of the tp x pp layout, the users split evenly among them
     nodes: int
     dtype: str
     kv_dtype: str
     fits: bool  # the engine starts and its KV pool holds every user's request at full length
     headroom_bytes: int  # per GPU, after one seq-long request (plan/layout.py)
     kv_capacity_tokens: int
-    users_held: int  # requests of prompt + new tokens the KV pool holds at once
+    users_held: int  # requests of prompt + new tokens one replica's KV pool holds at once
     meets: bool  # decided on the estimate (central value), never on the ceiling
     decided_on: str  # the estimate that decided: the closed form, or the simulation for the first options
     misses: list[str] = []  # the goals the estimate misses
@@ -76,18 +77,25 @@ class PlanResult(Result):
     notes: list[str] = []
 
 
-def layouts(n: int, domain: int, moe: bool, engine: str) -> list[tuple[int, int, int, bool]]:
-    """(tp, pp, ep, dp_attention) for n GPUs: tp inside a node; past it tp over all (flagged) and
-    tp = node with pp across nodes; MoE: expert parallelism (ep = tp) and DP attention too."""
+# engines that run data-parallel replicas from one command: vLLM --data-parallel-size, SGLang --dp
+REPLICA_ENGINES = ("vllm", "sglang")
+
+
+def layouts(n: int, domain: int, moe: bool, engine: str) -> list[tuple[int, int, int, bool, int]]:
+    """(tp, pp, ep, dp_attention, replicas) for n GPUs: tp inside a node; past it tp over all (flagged)
+    and tp = node with pp across nodes; MoE: expert parallelism (ep = tp) and DP attention too; with
+    vLLM and SGLang also n / m replicas of tp m inside a node, the users split among them."""
     shapes = [(n, 1)]
     if n > domain and domain > 1 and n % domain == 0:
         shapes.append((domain, n // domain))
     out = []
     for tp, pp in shapes:
-        out.append((tp, pp, 1, False))
+        out.append((tp, pp, 1, False, 1))
         if moe and tp > 1 and engine != "llamacpp":
-            out.append((tp, pp, tp, False))
-            out.append((tp, pp, tp, True))
+            out.append((tp, pp, tp, False, 1))
+            out.append((tp, pp, tp, True, 1))
+    if engine in REPLICA_ENGINES:
+        out += [(m, 1, 1, False, n // m) for m in COUNTS if m < n and n % m == 0 and m <= domain]
     return out
 
 
@@ -135,9 +143,20 @@ def _judged(o: "PlanOption", e: PlanEstimate, users: int, tpot_ms: float | None,
     )
 
 
-def _layout_name(tp: int, pp: int, ep: int, dp: bool) -> str:
+def _layout_name(tp: int, pp: int, ep: int, dp: bool, replicas: int = 1) -> str:
     parts = [f"tp {tp}"] + ([f"pp {pp}"] if pp > 1 else []) + ([f"ep {ep}"] if ep > 1 else [])
-    return " ".join(parts) + (" DP-attention" if dp else "")
+    return " ".join(parts) + (" DP-attention" if dp else "") + (f" x {replicas} replicas" if replicas > 1 else "")
+
+
+def _replicated(command: str, engine: str, tp: int, replicas: int) -> str:
+    """The command serving `replicas` data-parallel copies: vLLM --data-parallel-size, SGLang --dp."""
+    if replicas == 1:
+        return command
+    if engine == "vllm":
+        return command.replace(
+            f"--tensor-parallel-size {tp}", f"--tensor-parallel-size {tp} --data-parallel-size {replicas}", 1
+        )
+    return command.replace(f"--tp {tp}", f"--tp {tp} --dp {replicas}", 1)
 
 
 def _first_sentence(text: str) -> str:
@@ -184,17 +203,21 @@ def plan(
         for d in weight_dtypes(spec, gpu, dtypes, engine):
             for kv in kv_dtypes(gpu, kv_dtypes_given, engine):
                 met_at: dict[tuple, int] = {}  # layout kind -> the first count that met
+                facts: dict[tuple, object] = {}  # a replica's facts do not depend on how many there are
                 for n in (c for c in COUNTS if c <= max_gpus):
-                    for tp, pp, ep, dp in layouts(n, domain, moe, engine):
-                        kind_key = (pp > 1, ep > 1, dp)
+                    for tp, pp, ep, dp, r in layouts(n, domain, moe, engine):
+                        kind_key = (pp > 1, ep > 1, dp, r > 1)
                         if kind_key in met_at and n > 2 * met_at[kind_key]:
                             continue  # at U users more GPUs cost more per token
                         judged += 1
-                        f = layout_facts(
-                            spec, gpu, tp=tp, pp=pp, ep=ep, dp_attention=dp, engine=engine, dtype=d,
-                            kv_dtype=kv, seq=seq, gpu_util=gpu_util, model_id=model_id,
-                        )  # fmt: skip
-                        what = f"{gpu.name} x{n} {_layout_name(tp, pp, ep, dp)} {f.dtype}/{f.kv_dtype}"
+                        if (tp, pp, ep, dp) not in facts:
+                            facts[tp, pp, ep, dp] = layout_facts(
+                                spec, gpu, tp=tp, pp=pp, ep=ep, dp_attention=dp, engine=engine, dtype=d,
+                                kv_dtype=kv, seq=seq, gpu_util=gpu_util, model_id=model_id,
+                            )  # fmt: skip
+                        f = facts[tp, pp, ep, dp]
+                        u = -(-users // r)  # users on the busiest replica
+                        what = f"{gpu.name} x{n} {_layout_name(tp, pp, ep, dp, r)} {f.dtype}/{f.kv_dtype}"
                         if not f.accepted:
                             rejects.append((gpu.name, n, "refused", f"{name} refuses {what}: {f.refusal}", n))
                             continue
@@ -204,9 +227,10 @@ def plan(
                             continue
                         block = BLOCK_TOKENS.get(engine, 1)  # a request holds whole blocks
                         held = f.kv_capacity_tokens // (-(-(prompt + new) // block) * block)
-                        if held < users:
+                        if held < u:
+                            each = " per replica" if r > 1 else ""
                             line = (
-                                f"the KV pool holds {held:,} of {users:,} users at {prompt + new:,} tokens "
+                                f"the KV pool holds {held:,} of {u:,} users{each} at {prompt + new:,} tokens "
                                 f"({what}: {f.kv_capacity_tokens:,} tokens)"
                             )
                             rejects.append((gpu.name, n, "users", line, -held))
@@ -216,9 +240,12 @@ def plan(
                                 spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve="2GiB",
                                 ep=ep, dp_attention=dp,
                             )  # fmt: skip
-                            e = closed_loop_estimate(
-                                spec, gpu, dep, users=users, prompt=prompt, new=new, dtype=d, kv_dtype=f.kv_dtype,
-                                engine=engine,
+                            e = scaled(
+                                closed_loop_estimate(
+                                    spec, gpu, dep, users=u, prompt=prompt, new=new, dtype=d, kv_dtype=f.kv_dtype,
+                                    engine=engine,
+                                ),
+                                users / u,
                             )  # fmt: skip
                         except KvcalcError as err:
                             rejects.append((gpu.name, n, "refused", f"{what}: {err.message}", n))
@@ -227,11 +254,11 @@ def plan(
                         if not misses:
                             met_at.setdefault(kind_key, n)
                         option = PlanOption(
-                            gpu=gpu.name, gpus=n, tp=tp, pp=pp, ep=ep, dp_attention=dp, nodes=f.nodes,
+                            gpu=gpu.name, gpus=n, tp=tp, pp=pp, ep=ep, dp_attention=dp, replicas=r, nodes=f.nodes,
                             dtype=f.dtype, kv_dtype=f.kv_dtype, fits=True, headroom_bytes=f.headroom_bytes,
                             kv_capacity_tokens=f.kv_capacity_tokens, users_held=held, meets=False, estimate=e, decided_on=e.method,
-                            usd_per_hour=usd_per_hour(gpu, n, prices), command=_with_users(f.command, engine, users),
-                            check=_check(spec, model_id, gpu.name, tp, pp, ep, dp, d, f.kv_dtype, users, prompt, new, engine),
+                            usd_per_hour=usd_per_hour(gpu, n, prices), command=_replicated(_with_users(f.command, engine, u), engine, tp, r),
+                            check=_check(spec, model_id, gpu.name, tp, pp, ep, dp, d, f.kv_dtype, u, prompt, new, engine),
                             accounting=f.accounting, warnings=f.warnings,
                         )  # fmt: skip
                         options.append(_judged(option, e, users, tpot_ms, ttft_ms))
@@ -243,7 +270,7 @@ def plan(
         gpu_util=gpu_util, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank,
     )  # fmt: skip
     for o in options:  # the misses as finally decided (the first options on the simulation)
-        what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention)} {o.dtype}/{o.kv_dtype}"
+        what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention, o.replicas)} {o.dtype}/{o.kv_dtype}"
         for kind, line in _goal_misses(o.estimate, users, tpot_ms, ttft_ms):
             rejects.append(
                 (o.gpu, o.gpus, kind, f"{line} ({what})", o.estimate.tpot_s if kind == "tpot" else o.estimate.ttft_s)

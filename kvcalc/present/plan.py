@@ -15,7 +15,11 @@ def _band(value: float, band: list[float], scale: float, digits: int) -> str:
 
 def _layout(o: PlanOption) -> str:
     parts = [f"tp {o.tp}"] + ([f"pp {o.pp}"] if o.pp > 1 else []) + ([f"ep {o.ep}"] if o.ep > 1 else [])
-    text = " ".join(parts) + (" DP-attn" if o.dp_attention else "")
+    text = (
+        " ".join(parts)
+        + (" DP-attn" if o.dp_attention else "")
+        + (f" x {o.replicas} replicas" if o.replicas > 1 else "")
+    )
     return text + (f", {o.nodes} nodes" if o.nodes > 1 else "")
 
 
@@ -76,7 +80,7 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
         "bound; goals are decided on the central value. 'closed form': the calibration's steady state (no TTFT "
         f"tail; --ttft-ms is checked on the mean); 'simulated': the serving simulation of `kvcalc generate "
         f"--concurrency` (--ttft-ms on the p99), run on the first {r.simulated} as ranked. Holds: "
-        "full-length requests the KV pool holds at once; headroom: per GPU after one full-length request. "
+        "full-length requests one replica's KV pool holds at once; headroom: per GPU after one full-length request. "
         f"$/M tokens = $/hour / (tokens/s x 3600) x 1e6. {r.candidates} layouts judged."
     )
     notes = [n for n in notes if n] + r.notes
