@@ -162,3 +162,29 @@ def test_generate_takes_efficiency_as_the_command_does():
     assert kvcalc.generate("7b", "h100", mbu=0.5, mfu=0.5) == half
     cli = run_json("generate", "7b", "--gpu", "h100", "--efficiency", "0.5")
     assert half.model_dump(mode="json") == cli["what_if"] and ceiling.tpot_s == cli["tpot_s"]
+
+
+def test_generate_serves_under_load_as_the_cli_does():
+    # The same closed loop through the API and `generate --concurrency`: the same simulation, field for field.
+    api = kvcalc.generate("llama-3.1-8b", "h100", prompt="1k", new=256, concurrency=16).model_dump(mode="json")
+    cli = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "--prompt", "1k", "--new", "256", "--concurrency", "16")
+    assert api == cli
+    assert api["estimate"]["tpot_s"] >= api["tpot_s"] > 0  # the estimate is never faster than the ceiling
+    one = kvcalc.generate("llama-3.1-8b", "h100", prompt="1k", new=256, concurrency=1)
+    static = kvcalc.generate("llama-3.1-8b", "h100", prompt="1k", new=256)
+    assert one.tpot_s == pytest.approx(static.tpot_s, rel=1e-9)  # concurrency 1 is batch 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"concurrency": 4, "rate": 2.0}, "not both"),
+        ({"concurrency": 4, "efficiency": 0.5}, "static-batch what-ifs"),
+        ({"concurrency": 4, "batch": 8}, "static batch"),
+        ({"rate": "fast"}, "rate must be a number"),
+        ({"concurrency": 0}, "concurrency"),
+    ],
+)
+def test_generate_serving_arguments_are_checked(kwargs, error):
+    with pytest.raises(KvcalcError, match=error):
+        kvcalc.generate("7b", "h100", **kwargs)

@@ -190,6 +190,7 @@ class _Engine:
         self.dec_computed = 0  # their computed tokens, summed, as of `clock`
         self.starts = [0] * self.bs  # decoders by (computed - clock) mod block: who opens a block when
         self.heap: list[tuple[int, int, int, _Req]] = []  # (step it finishes at, tie, version, request)
+        self.pushes = 0  # NOTE: the tie-break: a counter, not id(r), so equal finish steps pop in one order every run
         self.finished: list[_Req] = []
         self.preemptions = 0
 
@@ -201,7 +202,8 @@ class _Engine:
         self.dec += 1
         self.dec_computed += r.computed
         self.starts[r.key] += 1
-        heapq.heappush(self.heap, (self.clock + r.new - r.generated, id(r), r.version, r))
+        self.pushes += 1
+        heapq.heappush(self.heap, (self.clock + r.new - r.generated, self.pushes, r.version, r))
 
     def _drop_decoder(self, r: _Req) -> None:
         self._sync(r)

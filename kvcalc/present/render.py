@@ -154,7 +154,9 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
         + ", tokens/s <= batch / step time; real kernels reach a fraction of both roofs."
     )
     if calibrated:
-        sheet.notes.append(f"Estimate ({result.engine}): {result.estimate_basis}; a run is predicted to measure it.")
+        sheet.notes.append(
+            f"{result.estimate_basis[:1].upper()}{result.estimate_basis[1:]}, {result.engine}: a run is predicted to measure it, and 8 in 10 to fall in the interval."
+        )
     if estimate:
         sheet.notes.append(f"What-if: both roofs scaled by MBU {result.mbu:g} and MFU {result.mfu:g} (not a bound).")
     state = max(r.state_bytes for r in rows)

@@ -222,7 +222,7 @@ def generate_sheet(results: list) -> Sheet:
     sheet.rows.append(["fits in memory", *["yes" if r.fits else "NO" for r in results], *pad])
     if est:
         sheet.notes.append(
-            f"Estimate: {est.basis}; a run is predicted to measure it, and 8 in 10 to fall in the interval."
+            f"{est.basis[:1].upper()}{est.basis[1:]}: a run is predicted to measure it, and 8 in 10 to fall in the interval."
         )
     sheet.notes.append(
         "Ceilings: no real run beats them."

@@ -14,8 +14,20 @@ the same core function its command uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING
 
+from kvcalc.api.args import (
+    Counts,
+    as_count,
+    as_counts_nonempty,
+    as_deployment,
+    as_link,
+    as_model,
+    as_one_gpu,
+    as_overrides,
+    as_reserve,
+    as_some_gpus,
+)
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -24,133 +36,20 @@ from kvcalc.units import (
     DEFAULT_SEQ,
     FIT_MAX_ROWS,
     KV_DTYPES,
-    MAX_ROWS,
     check_grid,
     normalize_dtype,
     parse_count,
-    parse_range,
 )
 
 if TYPE_CHECKING:  # each result model lives beside the core function that returns it
     from kvcalc.cost.roofline import RooflineResult
     from kvcalc.plan.fit import FitResult
     from kvcalc.plan.generate import GenerateResult
+    from kvcalc.plan.serve_report import ServeResult
     from kvcalc.plan.variants import CompareResult
     from kvcalc.results import CacheResult
 
-Counts = Union[int, str, "list[int]"]
-
 __all__ = ["cache", "roofline", "fit", "generate", "compare"]
-
-
-def _counts(value: Counts, what: str) -> list[int]:
-    if isinstance(value, bool):
-        raise UsageError(f"{what} must be a count, got {value!r}")
-    if isinstance(value, int):
-        return [parse_count(str(value), what)]
-    if isinstance(value, (list, tuple, range)):
-        if len(value) > MAX_ROWS:  # NOTE: before iterating: range(1, 10**9) would take minutes
-            raise UsageError(
-                f"{what} has {len(value):,} values, more than the {MAX_ROWS:,} kvcalc computes in one run",
-                hint="use fewer values or a coarser range",
-            )
-        return sorted({v for item in value for v in _counts(item, what)})
-    return parse_range(str(value), what)
-
-
-def _count(value: int | str, what: str) -> int:
-    values = _counts(value, what)
-    if len(values) != 1:
-        raise UsageError(f"{what} takes one value here, got {len(values)}")
-    return values[0]
-
-
-def _counts_nonempty(value: Counts, what: str) -> list[int]:
-    values = _counts(value, what)
-    if not values:  # NOTE: an empty list would silently give no results
-        raise UsageError(f"{what} is empty", hint="e.g. 16, a list [1, 8, 64] or a range '1..64'")
-    return values
-
-
-def _model(model: str | ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
-    import os
-
-    if isinstance(model, ModelSpec):
-        from kvcalc.model.resolve import override
-
-        return override(model, overrides)
-    if not isinstance(model, (str, os.PathLike)):
-        raise UsageError(f"model must be a preset name, hub id, path or ModelSpec, got {model!r}")
-    from kvcalc.plan.inputs import resolve
-
-    return resolve(os.fspath(model), overrides).spec
-
-
-def _gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
-    from kvcalc.model.presets import get_gpu
-    from kvcalc.units import parse_names
-
-    if isinstance(gpu, GpuSpec):
-        return [gpu]
-    if isinstance(gpu, (list, tuple)):
-        return [g for item in gpu for g in _gpus(item)]
-    if not isinstance(gpu, str):
-        raise UsageError(f"gpu must be a preset name, FILE.yaml or GpuSpec, got {gpu!r}")
-    return [get_gpu(name) for name in parse_names(gpu, "gpu")]
-
-
-def _some_gpus(gpu: str | GpuSpec | list) -> list[GpuSpec]:
-    gpus = _gpus(gpu)
-    if not gpus:  # an empty list would give no result and no error
-        raise UsageError("gpu is empty", hint="a preset name such as 'h100', or a list ['a100', 'h100']")
-    return gpus
-
-
-def _one_gpu(gpu: str | GpuSpec, command: str) -> GpuSpec:
-    gpus = _gpus(gpu)
-    if len(gpus) != 1:
-        raise UsageError(f"{command} takes one gpu, got {len(gpus)}", hint="roofline compares several")
-    return gpus[0]
-
-
-def _link(interconnect: str | None) -> str | None:
-    return None if interconnect is None else str(interconnect)
-
-
-def _reserve(reserve: str | int) -> str:
-    # NOTE: a bool is an int to Python, and a float of bytes is not a whole count: both are refused here
-    # rather than becoming 1 byte or a truncated figure.
-    if isinstance(reserve, bool) or not isinstance(reserve, (int, str)):
-        raise UsageError(f"reserve must be a size such as '2GiB' or a whole number of bytes, got {reserve!r}")
-    return str(reserve)
-
-
-def _deployment(spec, gpu, tp: int, pp: int, interconnect, gpu_util: float, reserve: str | int, **layout):  # noqa: ANN001, ANN003, ANN202
-    """The GPUs a roofline or generate call describes, checked as the CLI's --tp/--pp/--interconnect (and
-    --ep, --dp-attention, --nodes, --gpus-per-node) are."""
-    from kvcalc.plan.deploy import deployment
-
-    return deployment(
-        spec,
-        gpu,
-        tp=_count(tp, "tp"),
-        pp=_count(pp, "pp"),
-        interconnect=_link(interconnect),
-        gpu_util=gpu_util,
-        reserve=_reserve(reserve),
-        **layout,
-    )
-
-
-def _overrides(**given: Any) -> dict[str, Any]:
-    from kvcalc.plan.inputs import what_ifs as check
-
-    window = given.pop("window")
-    # NOTE: the CLI's checks expect ints (Typer parsed them); here they may be text or a bool.
-    given = {k: None if v is None or k == "dtype" else _count(v, k) for k, v in given.items()} | {
-        "dtype": given["dtype"]
-    }
-    return check(**given, window=None if window is None else str(window))
 
 
 def cache(
@@ -170,14 +69,14 @@ def cache(
     """KV cache of `model` for batch x seq tokens (`kvcalc cache`); one result per (seq, batch)."""
     from kvcalc.cost.kvcache import cache_report, check_tp, with_gpu_share
 
-    batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
+    batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
     check_grid("cache batch x seq", len(batches), len(seqs))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
-    spec = _model(model, overrides)
-    tp = _count(tp, "tp")
+    overrides = as_overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
+    spec = as_model(model, overrides)
+    tp = as_count(tp, "tp")
     check_tp(spec, tp)
-    gpus = _some_gpus(gpu) if gpu is not None else []
+    gpus = as_some_gpus(gpu) if gpu is not None else []
     if len(gpus) > 1:
         raise UsageError("cache takes one gpu")
     from kvcalc.plan.inputs import with_context_warning
@@ -221,14 +120,14 @@ def roofline(
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.deploy import utilization
 
-    batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
-    gpus = _some_gpus(gpu)
+    batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
+    gpus = as_some_gpus(gpu)
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
-    overrides = _overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
-    spec = _model(model, overrides)
+    overrides = as_overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
+    spec = as_model(model, overrides)
     layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
-    deps = [_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve, **layout) for g in gpus]
+    deps = [as_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve, **layout) for g in gpus]
     util, est = utilization(efficiency, mbu, mfu), None if ceiling else engine  # step_time checks the name
     results = [
         roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util, engine=est)
@@ -289,12 +188,12 @@ def fit(
             raise UsageError(f"{what} must be a positive number of milliseconds, got {value}")
     engine_none = engine is not None and str(engine).lower() == "none"
     engine = None if engine_none else engine
-    gpu_spec = _one_gpu(gpu, "fit")
-    overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
-    spec = _model(model, overrides)
-    tp, pp = ranks(_count(tp, "tp"), None, _count(pp, "pp"))
-    block_size = _count(block_size, "block_size")
-    batches = _counts_nonempty(batch, "batch")
+    gpu_spec = as_one_gpu(gpu, "fit")
+    overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
+    spec = as_model(model, overrides)
+    tp, pp = ranks(as_count(tp, "tp"), None, as_count(pp, "pp"))
+    block_size = as_count(block_size, "block_size")
+    batches = as_counts_nonempty(batch, "batch")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
     sglang = plan_sglang.check_options(
@@ -313,7 +212,7 @@ def fit(
         None if sglang else engine,
         kv_memory,
         block_size,
-        None if reserve is None else _reserve(reserve),
+        None if reserve is None else as_reserve(reserve),
         pp,
         max_num_seqs,
         max_batched_tokens,
@@ -322,16 +221,16 @@ def fit(
     if is_vllm:
         vllm_fit.refuse_architecture(spec)
         vllm_fit.check_layout(tp, ep, dp_attention)
-    seqs = _counts_nonempty(seq, "seq") if seq is not None else vllm_fit.default_seqs(spec, is_vllm)
+    seqs = as_counts_nonempty(seq, "seq") if seq is not None else vllm_fit.default_seqs(spec, is_vllm)
     check_grid("fit batch x seq", len(batches), len(seqs), limit=FIT_MAX_ROWS)
     dep = deployment(
         spec,
         gpu_spec,
         tp=tp,
         pp=pp,
-        interconnect=_link(interconnect),
+        interconnect=as_link(interconnect),
         gpu_util=gpu_util,
-        reserve=_reserve(reserve) if reserve is not None else "2GiB",
+        reserve=as_reserve(reserve) if reserve is not None else "2GiB",
         ep=ep,
         dp_attention=dp_attention,
         nodes=nodes,
@@ -391,25 +290,34 @@ def generate(
     gpus_per_node: int | None = None,
     engine: str = "vllm",
     ceiling: bool = False,
-) -> GenerateResult:
+    concurrency: int | None = None,
+    rate: float | None = None,
+    requests: int | None = None,
+    seed: int = 0,
+) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for
-    `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`)."""
+    `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`).
+    With `concurrency` (closed loop) or `rate` (Poisson arrivals), requests are served as the engine
+    schedules them (`generate --concurrency/--rate`): a ServeResult."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
 
     util = (what_if := utilization(efficiency, mbu, mfu)) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu
-    gpu_spec = _one_gpu(gpu, "generate")
-    overrides = _overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
-    spec = _model(model, overrides)
+    gpu_spec = as_one_gpu(gpu, "generate")
+    overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
+    spec = as_model(model, overrides)
     layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
-    dep = _deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
+    dep = as_deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
+    if concurrency is not None or rate is not None:
+        return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
+                      batch, (prompt, new, concurrency, rate, requests, seed))  # fmt: skip
     return generate_report(
         spec,
         gpu_spec,
-        batch=_count(batch, "batch"),
-        prompt=_count(prompt, "prompt"),
-        new=_count(new, "new"),
+        batch=as_count(batch, "batch"),
+        prompt=as_count(prompt, "prompt"),
+        new=as_count(new, "new"),
         dtype=overrides.get("dtype"),
         kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
         compute_dtype=gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype"))),
@@ -417,6 +325,36 @@ def generate(
         mfu=util[1],
         dep=dep,
         engine=None if what_if or ceiling else engine,  # static_estimate checks the name
+    )
+
+
+def _serve(spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, load) -> ServeResult:  # noqa: ANN001
+    """generate's serving path, checked as `generate --concurrency/--rate` checks its options."""
+    from kvcalc.plan.serve_report import serve_report
+
+    prompt, new, concurrency, rate, requests, seed = load
+    if concurrency is not None and rate is not None:
+        raise UsageError("give concurrency (closed loop) or rate (open loop), not both")
+    if what_if:
+        raise UsageError("efficiency/mbu/mfu are static-batch what-ifs", hint="serving uses the calibrated estimate")
+    if batch != 1:
+        raise UsageError("batch is a static batch; concurrency and rate serve requests as they come")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
+        raise UsageError(f"rate must be a number of requests per second, got {rate!r}")
+    return serve_report(
+        spec,
+        gpu,
+        dep,
+        prompt=as_count(prompt, "prompt"),
+        new=as_count(new, "new"),
+        concurrency=None if concurrency is None else as_count(concurrency, "concurrency"),
+        rate=None if rate is None else float(rate),
+        requests=None if requests is None else as_count(requests, "requests"),
+        seed=as_count(seed, "seed") if seed else 0,
+        engine=engine,
+        dtype=dtype,
+        kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
+        estimate=not ceiling,
     )
 
 
@@ -436,15 +374,15 @@ def compare(
     for item in items:
         if not isinstance(item, str) or not item.strip():
             raise UsageError(f"compare takes variant or model names, got {item!r}", hint="e.g. 'mha', 'gqa:8', 'mla'")
-    batches, seqs = _counts_nonempty(batch, "batch"), _counts_nonempty(seq, "seq")
+    batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
     check_grid("compare batch x seq x items", len(batches), len(seqs), len(items))
     default_kv = normalize_dtype(kv_dtype, KV_DTYPES)
     variants = [is_variant(item) for item in items]
-    base = _model(model, {}) if any(variants) else None
+    base = as_model(model, {}) if any(variants) else None
     rows = []
     for item, variant in zip(items, variants):
         text, item_kv = split_dtype(item)
-        spec = apply_variant(base, item) if variant else _model(text, {})
+        spec = apply_variant(base, item) if variant else as_model(text, {})
         rows.append((item, spec, item_kv or default_kv))
     results = [compare_report(rows, b, s, base.name if base else None) for s in seqs for b in batches]
     return results[0] if len(results) == 1 else results
