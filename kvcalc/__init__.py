@@ -1,6 +1,6 @@
 """kvcalc: LLM inference memory and speed, from the architecture up.
 
-As a library: kvcalc.cache, kvcalc.roofline, kvcalc.fit, kvcalc.generate, kvcalc.compare (kvcalc/api.py) and kvcalc.plan (kvcalc/plan/plan_inputs.py)
+As a library: kvcalc.cache, kvcalc.roofline, kvcalc.fit, kvcalc.generate, kvcalc.compare and kvcalc.plan (kvcalc/api/)
 return the result models that `--format json` prints. They load on first use, so `import kvcalc` stays cheap.
 """
 
@@ -26,12 +26,12 @@ class _FunctionAndPackage:
         return getattr(self._module, attr)
 
 
-def _api(name: str, where: str = "kvcalc.api", attr: str | None = None) -> property:
+def _api(name: str) -> property:
     def get(self):  # noqa: ANN001, ANN202
-        from importlib import import_module
+        from kvcalc import api
 
         module = self.__dict__.get(f"_{name}_module")
-        function = getattr(import_module(where), attr or name)
+        function = getattr(api, name)
         return function if module is None else _FunctionAndPackage(function, module)
 
     def keep(self, value):  # noqa: ANN001, ANN202
@@ -39,7 +39,7 @@ def _api(name: str, where: str = "kvcalc.api", attr: str | None = None) -> prope
         # attribute of that name; the API function keeps the name, the module stays in sys.modules.
         self.__dict__[f"_{name}_module"] = value
 
-    return property(get, keep, doc=f"{where}.{attr or name}, imported on first use.")
+    return property(get, keep, doc=f"kvcalc.api.{name}, imported on first use.")
 
 
 class _Package(types.ModuleType):
@@ -50,8 +50,7 @@ class _Package(types.ModuleType):
     fit = _api("fit")
     generate = _api("generate")
     compare = _api("compare")
-    # NOTE: kvcalc.api is at its 450-line cap (tests/test_layers.py): plan comes from its own module
-    plan = _api("plan", "kvcalc.plan.plan_inputs", "plan_from_inputs")
+    plan = _api("plan")
 
 
 sys.modules[__name__].__class__ = _Package

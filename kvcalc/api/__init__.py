@@ -45,11 +45,12 @@ if TYPE_CHECKING:  # each result model lives beside the core function that retur
     from kvcalc.cost.roofline import RooflineResult
     from kvcalc.plan.fit import FitResult
     from kvcalc.plan.generate import GenerateResult
+    from kvcalc.plan.planner import PlanResult
     from kvcalc.plan.serve_report import ServeResult
     from kvcalc.plan.variants import CompareResult
     from kvcalc.results import CacheResult
 
-__all__ = ["cache", "roofline", "fit", "generate", "compare"]
+__all__ = ["cache", "roofline", "fit", "generate", "compare", "plan"]
 
 
 def cache(
@@ -386,3 +387,32 @@ def compare(
         rows.append((item, spec, item_kv or default_kv))
     results = [compare_report(rows, b, s, base.name if base else None) for s in seqs for b in batches]
     return results[0] if len(results) == 1 else results
+
+
+def plan(
+    model: str | ModelSpec,
+    seq: int | str,
+    users: int,
+    *,
+    tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    prompt: int | str | None = None,
+    new: int | str | None = None,
+    gpu: str | GpuSpec | list[str | GpuSpec] | None = None,
+    max_gpus: int = 8,
+    dtype: str | list[str] | None = None,
+    kv_dtype: str | list[str] | None = None,
+    engine: str = "vllm",
+    price: dict[str, float] | str | list[str] | None = None,
+    gpu_util: float = 0.9,
+) -> PlanResult:
+    """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
+    options ranked by $ per million output tokens, the cheapest meeting the goals first, and the rejected
+    families. gpu: names ('h100,h200' or a list) or GpuSpecs (default plan/planner.DEFAULT_GPUS); price:
+    {"h200": 3.5}, "h200=3.5" or a list of such; dtype / kv_dtype: the dtypes to try."""
+    from kvcalc.plan.plan_inputs import plan_from_inputs
+
+    return plan_from_inputs(
+        model, seq, users, tpot_ms=tpot_ms, ttft_ms=ttft_ms, prompt=prompt, new=new, gpu=gpu, max_gpus=max_gpus,
+        dtype=dtype, kv_dtype=kv_dtype, engine=engine, price=price, gpu_util=gpu_util,
+    )  # fmt: skip

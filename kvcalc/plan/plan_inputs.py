@@ -1,6 +1,6 @@
 """`kvcalc plan`'s inputs as the command and the Python API kvcalc.plan(...) give them (texts like '32k',
 'h100,h200', 'h200=3.5', or numbers, lists, dicts, ModelSpec and GpuSpec objects), checked and turned into
-the planner's specs and numbers. plan_from_inputs is kvcalc.plan: kvcalc/api.py is at its line cap."""
+the planner's specs and numbers, for cli/plan.py and kvcalc.api.plan alike."""
 
 import math
 
