@@ -218,12 +218,17 @@ def plan(
                         f = facts[tp, pp, ep, dp]
                         u = -(-users // r)  # users on the busiest replica
                         what = f"{gpu.name} x{n} {_layout_name(tp, pp, ep, dp, r)} {f.dtype}/{f.kv_dtype}"
+                        # NOTE: whether it starts is a fact of one deployment of tp x pp GPUs, replicated or not:
+                        # those families count the GPUs of one deployment
+                        one = f"{gpu.name} x{tp * pp} {_layout_name(tp, pp, ep, dp)} {f.dtype}/{f.kv_dtype}"
                         if not f.accepted:
-                            rejects.append((gpu.name, n, "refused", f"{name} refuses {what}: {f.refusal}", n))
+                            rejects.append((gpu.name, tp * pp, "refused", f"{name} refuses {one}: {f.refusal}", n))
                             continue
                         if not f.fits:
                             why = _first_sentence(f.refusal) if f.refusal else "weights and reserve exceed the budget"
-                            rejects.append((gpu.name, n, "does-not-fit", f"does not fit ({what}): {why}", -n))
+                            rejects.append(
+                                (gpu.name, tp * pp, "does-not-fit", f"does not fit ({one}): {why}", -tp * pp)
+                            )
                             continue
                         block = BLOCK_TOKENS.get(engine, 1)  # a request holds whole blocks
                         held = f.kv_capacity_tokens // (-(-(prompt + new) // block) * block)
@@ -328,11 +333,11 @@ def _check(spec, model_id, gpu, tp, pp, ep, dp, dtype, kv, users, prompt, new, e
 
 
 def _families(rejects: list[tuple[str, int, str, str, float]], met: set[tuple[str, int]]) -> list[Rejection]:
-    """One line per (GPU, kind): the counts it covers and the closest candidate's reason. Misses of a
-    (GPU, count) that has a meeting option (another dtype or layout) are left out."""
+    """One line per (GPU, kind): the counts it covers and the closest candidate's reason. Misses and
+    short pools of a (GPU, count) that has a meeting option (another dtype or layout) are left out."""
     groups: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
     for gpu, n, kind, line, closeness in rejects:
-        if kind in ("tpot", "ttft") and (gpu, n) in met:
+        if kind in ("tpot", "ttft", "users") and (gpu, n) in met:
             continue
         groups.setdefault((gpu, kind), []).append((n, line, closeness))
     out = []
