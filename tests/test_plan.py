@@ -252,3 +252,13 @@ def test_replicas_split_the_users():
     # an engine without a one-command data parallelism gets no replicas
     trt = run_json("plan", "llama-3.1-8b", "--seq", "8k", "--users", "16", "--gpu", "a100", "--engine", "trtllm")
     assert trt["options"] and all(o["replicas"] == 1 for o in trt["options"])
+
+
+def test_ttft_goal_is_decided_on_the_p99_where_simulated_and_the_mean_otherwise():
+    out = run_json("plan", *ACCEPTANCE, "--ttft-ms", "2000", *PRICES)
+    assert out["options"][0]["meets"] and out["simulated"] >= 1
+    for o in out["options"]:
+        e = o["estimate"]
+        ttft = e["ttft_p99_s"] if e["ttft_p99_s"] is not None else e["ttft_s"]
+        assert o["meets"] == (e["tpot_s"] <= 0.050 and ttft <= 2.0)
+        assert o["decided_on"] == e["method"]
