@@ -153,10 +153,10 @@ def _replicated(command: str, engine: str, tp: int, replicas: int) -> str:
     if replicas == 1:
         return command
     if engine == "vllm":
-        return command.replace(
-            f"--tensor-parallel-size {tp}", f"--tensor-parallel-size {tp} --data-parallel-size {replicas}", 1
-        )
-    return command.replace(f"--tp {tp}", f"--tp {tp} --dp {replicas}", 1)
+        flag, extra = f"--tensor-parallel-size {tp} ", f"--data-parallel-size {replicas} "
+    else:
+        flag, extra = f"--tp {tp} ", f"--dp {replicas} "
+    return (command + " ").replace(flag, flag + extra, 1).rstrip()
 
 
 def _first_sentence(text: str) -> str:
