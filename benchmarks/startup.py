@@ -60,6 +60,17 @@ HEAVY = [
     ["lab"],
 ]
 RESULTS = """
+2026-12-01 17:00 UTC, after issues 18-23 (subpackages; sglang, llama.cpp, estimate, serving, plan commands), --runs 21:
+  kvcalc cache llama-3-8b                  131.7 ms   reference 125.2 ms   1.05x (median of pairs 1.05x)
+  kvcalc cache meta-llama/Meta-Llama-3-8B  138.9 ms   reference 129.7 ms   1.07x (1.08x)
+  kvcalc roofline 7b --gpu a100            146.7 ms   reference 125.4 ms   1.17x (1.17x)
+  kvcalc cache llama-3-8b, collector on    143.9 ms   reference 126.3 ms   1.14x (1.12x)
+--instructions: cache 849.8 M, alias 854.2 M, roofline 955.3 M, collector on 885.0 M; reference 766.4 M
+  (1.11x, 1.11x, 1.25x, 1.15x). Right after the move into subpackages, before the other issues: cache 830.9 M
+  (828.0 M before it). The growth is cache's own new options (llama.cpp's: 28 TypeAdapters, Typer builds one
+  per option of the command it runs) and the new command modules; roofline also loads the calibrated
+  estimate's constants (json) and times every row twice (ceiling and estimate).
+
 2026-12-01 05:08 UTC, 2-core dev machine (load 0.9), Python 3.11.7, typer 0.29.2, pydantic 2.14.4, --runs 41:
   kvcalc cache llama-3-8b                  182.5 ms   reference 177.3 ms   1.03x (median of pairs 1.03x)
   kvcalc cache meta-llama/Meta-Llama-3-8B  170.0 ms   reference 161.7 ms   1.05x (1.04x)
