@@ -30,11 +30,11 @@ OUT = ROOT / "benchmarks" / "serve_accuracy.md"
 
 
 def main() -> int:
-    from kvcalc.cost.calibration import constants_for
     from kvcalc.cost.fitting import Setup, predict, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
+    from kvcalc.plan.calibration import constants_for
     from kvcalc.plan.serve import Load, simulate
     from kvcalc.plan.serve_report import serving_limits, step_timers
 

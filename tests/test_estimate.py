@@ -7,13 +7,23 @@ import math
 import pytest
 
 import kvcalc
-from kvcalc.cost.calibration import constants_for
-from kvcalc.cost.estimate import ENGINES, gpu_family, step_time, time_of
+from kvcalc.cost.estimate import ENGINES, gpu_family, time_of
 from kvcalc.cost.fitting import Point, Setup, fit, predict, setup_features
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.calibration import constants_for
 from tests.conftest import run, run_json
+
+
+def step_time(spec, gpu, dep, **kw):  # noqa: ANN001, ANN003, ANN201
+    """cost.estimate.step_time with the constants the commands use: the shipped fit, passed in as plan/ passes it."""
+    from kvcalc.cost.estimate import step_time as pure
+    from kvcalc.plan.calibration import constants_for
+
+    kw.setdefault("calibration", constants_for(gpu, kw.get("engine", "vllm")))
+    return pure(spec, gpu, dep, **kw)
+
 
 CASES = [  # dense GQA, MoE with MLA, sliding window, MoE, a tiny model; 1 and several GPUs
     ("llama-3-8b", "h100", 1, 1, None),

@@ -210,3 +210,22 @@ def test_a_circle_is_caught():
 def test_lazy_imports_count(tmp_path):
     f = PACKAGE / "cost" / "kvcache.py"
     assert "kvcalc.hardware.gpu" in imports_of(f)  # imported under TYPE_CHECKING only, still an edge
+
+
+def test_the_pure_core_reads_no_files():
+    # The brief: cost/ computes cache bytes, shards, steps, ceilings and the calibrated estimate with no I/O;
+    # the estimate's constants come in as an argument (plan/calibration.py reads them).
+    io_modules = {"json", "os", "pathlib", "io", "shutil", "tempfile", "urllib", "socket"}
+    found = []
+    for path in sorted((PACKAGE / "cost").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found += [f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] in io_modules]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in io_modules:
+                found.append(f"{path.name}: from {node.module}")
+            elif isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "open")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr in {"read_text", "write_text", "open"})
+            ):
+                found.append(f"{path.name}:{node.lineno}: a file call")
+    assert found == []

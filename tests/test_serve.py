@@ -12,6 +12,16 @@ from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.serve import Limits, Load, percentile, run_seconds, simulate
 from kvcalc.plan.serve_report import serve_report
 
+
+def step_time(spec, gpu, dep, **kw):  # noqa: ANN001, ANN003, ANN201
+    """cost.estimate.step_time with the constants the commands use: the shipped fit, passed in as plan/ passes it."""
+    from kvcalc.cost.estimate import step_time as pure
+    from kvcalc.plan.calibration import constants_for
+
+    kw.setdefault("calibration", constants_for(gpu, kw.get("engine", "vllm")))
+    return pure(spec, gpu, dep, **kw)
+
+
 BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=8192, kv_blocks=10**6)
 
 
@@ -112,7 +122,6 @@ def llama():
 
 
 def test_concurrency_one_equals_batch_one(llama):
-    from kvcalc.cost.estimate import step_time
     from kvcalc.plan.generate import generate_report
 
     spec, gpu = llama
@@ -194,7 +203,6 @@ def test_cli_sweep_and_bad_input():
 )
 def test_uniform_steps_are_step_time(model, tp, pp):
     # The fast path must give estimate.step_time's figures for the same contexts, exactly.
-    from kvcalc.cost.estimate import step_time
     from kvcalc.plan.deploy import deployment
     from kvcalc.plan.serve_steps import uniform_step_time
 

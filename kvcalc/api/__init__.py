@@ -119,6 +119,7 @@ def roofline(
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
     mbu / mfu) a what-if beside each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling."""
     from kvcalc.cost.roofline import roofline_report
+    from kvcalc.plan.calibration import calibration_for
     from kvcalc.plan.deploy import utilization
 
     batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
@@ -131,7 +132,18 @@ def roofline(
     deps = [as_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve, **layout) for g in gpus]
     util, est = utilization(efficiency, mbu, mfu), None if ceiling else engine  # step_time checks the name
     results = [
-        roofline_report(spec, g, batches, seqs, overrides.get("dtype"), kv, dep=d, util=util, engine=est)
+        roofline_report(
+            spec,
+            g,
+            batches,
+            seqs,
+            overrides.get("dtype"),
+            kv,
+            dep=d,
+            util=util,
+            engine=est,
+            calibration=calibration_for(g, est),
+        )  # fmt: skip
         for g, d in zip(gpus, deps)
     ]
     return results[0] if len(results) == 1 else results

@@ -224,6 +224,7 @@ def roofline(
     says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util.
     """
     from kvcalc.cost.roofline import roofline_report
+    from kvcalc.plan.calibration import calibration_for
     from kvcalc.plan.deploy import deployment, ranks, utilization
     from kvcalc.present.render import roofline_sheet
 
@@ -275,6 +276,7 @@ def roofline(
                 dep=dep,
                 util=util,
                 engine=est_engine,
+                calibration=calibration_for(g, est_engine),
             )  # fmt: skip
         )
         if not every:  # the same rows again, for their arithmetic alone

@@ -163,8 +163,8 @@ def calibrate(
     CSV columns: model, gpu, tp, engine, prompt, new, concurrency or batch, ttft_ms, tpot_ms."""
     import json
 
-    from kvcalc.cost.calibration import user_file
     from kvcalc.plan.calibrating import Measured, calibrate_runs
+    from kvcalc.plan.calibration import user_file
     from kvcalc.plan.estimated import engine_for_estimate
 
     defaults = {"gpu": gpu, "engine": engine_for_estimate(engine, False) if engine else None, "model": model, "tp": tp}

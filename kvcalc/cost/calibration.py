@@ -1,16 +1,8 @@
-"""The estimate's constants: the shipped fit (cost/calibration.json, written by scripts/calibrate.py
-from benchmarks/calibration/) loaded lazily on first use, and a user's own fit for one GPU + engine
-(`kvcalc calibrate`, saved under $KVCALC_PRESETS/calibration/) laid over it."""
+"""The estimate's constants before any fit (the starting point of scripts/calibrate.py), and the shape in which
+the cost layer takes a fit: (constants, basis). The shipped fit is the data file calibration.json beside this
+module; plan/calibration.py reads it and a user's own, so nothing here reads a file."""
 
 from __future__ import annotations
-
-import json
-from functools import lru_cache
-from pathlib import Path
-
-from kvcalc.hardware.gpu import GpuSpec
-
-SHIPPED = Path(__file__).with_name("calibration.json")
 
 # NOTE: the starting point of a fit and the fallback if the shipped file is missing; values from
 # speed_facts.md (AIC kernel tables, BLIS's vLLM overheads, nccl-tests), not a fit.
@@ -40,36 +32,6 @@ STARTING: dict[str, float] = {
     "interval.prefill.hi": 1.35,
 }
 
-
-@lru_cache(maxsize=1)
-def shipped() -> tuple[dict[str, float], str]:
-    """The package's fitted constants and their one-line provenance."""
-    if not SHIPPED.exists():
-        return dict(STARTING), "estimate (uncalibrated starting constants)"
-    data = json.loads(SHIPPED.read_text())
-    consts = dict(STARTING)
-    consts.update(data["constants"])
-    return consts, f"estimate (kvcalc calibration: {data['points']} public points, {data['sources']} sources)"
-
-
-def user_file(gpu: str, engine: str) -> Path:
-    from kvcalc.model.presets import user_dir
-
-    return user_dir() / "calibration" / f"{gpu}--{engine}.json"
-
-
-def constants_for(gpu: GpuSpec | str, engine: str) -> tuple[dict[str, float], str]:
-    """(constants, basis) for a GPU + engine: the user's calibration when one was saved, else the shipped fit."""
-    consts, basis = shipped()
-    name = gpu if isinstance(gpu, str) else gpu.name
-    path = user_file(name, engine)
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-            mine = {k: float(v) for k, v in data["constants"].items()}
-        except (OSError, ValueError, KeyError, TypeError):
-            return consts, basis + f"; ignored unreadable {path}"
-        merged = dict(consts)
-        merged.update(mine)
-        return merged, f"estimate (your calibration for {name} + {engine}: {data.get('points', '?')} points, {path})"
-    return consts, basis
+# (constants by flat name, a one-line basis that says what calibrated them)
+Calibration = tuple[dict[str, float], str]
+UNCALIBRATED = "estimate (uncalibrated starting constants)"

@@ -4,7 +4,7 @@ with an 80% interval from the calibration residuals.
 
 The estimate is built from the same per-GPU bytes and FLOPs as the ceiling (cost/step.py), with
 fitted terms in place of ideal hardware (constants in cost/calibration.json, fitted from public
-measurements by scripts/calibrate.py; cost/calibration.py loads them):
+measurements by scripts/calibrate.py; plan/calibration.py reads them and callers pass them in):
 - memory: weight bytes / (bandwidth x bw_eff[family]) plus a per-layer GEMV start-up worth
   `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
   kv_eff[family]) plus a per-attention-layer floor;
@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from kvcalc.cost.calibration import Calibration
 from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.shard import allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
@@ -299,7 +300,7 @@ def step_time(
     prefill_seqs: int = 1,
     dtype: str | None = None,
     kv_dtype: str = "bf16",
-    calibration: Mapping[str, float] | None = None,
+    calibration: Calibration | None = None,
     staged: tuple[Stage, ...] | None = None,
     decode_batch: int = 0,
     decode_context: int = 0,
@@ -312,8 +313,9 @@ def step_time(
     (the same step, without a list as long as the batch). With pp > 1, `microbatches` keeps that many
     micro-batches in flight (features() says how).
 
-    `calibration`: constants to use instead of the shipped ones (calibration.constants_for)."""
-    from kvcalc.cost.calibration import constants_for
+    `calibration`: (constants, basis), as plan/calibration.constants_for gives them for the GPU and engine;
+    without it, the uncalibrated starting constants (this layer reads no file)."""
+    from kvcalc.cost.calibration import STARTING, UNCALIBRATED
 
     if engine not in ENGINES:
         from kvcalc.errors import UsageError
@@ -334,7 +336,7 @@ def step_time(
         decode_context=decode_context,
         microbatches=microbatches,
     )
-    c, basis = (calibration, "estimate (given constants)") if calibration is not None else constants_for(gpu, engine)
+    c, basis = calibration if calibration is not None else (dict(STARTING), UNCALIBRATED)
     est = time_of(f, c, engine)
     phase = "prefill" if f.prefill else "decode"
     lo = max(f.ceiling_s, est * c.get(f"interval.{phase}.lo", 0.8))

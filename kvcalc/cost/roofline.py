@@ -1,6 +1,7 @@
 """Pure roofline arithmetic: bytes, FLOPs, intensity and time ceilings for decode and prefill, per GPU
 of a tensor/pipeline-parallel deployment (kvcalc/step.py holds the per-stage costs)."""
 
+from kvcalc.cost.calibration import Calibration
 from kvcalc.cost.flops import (
     attention_form,
 )
@@ -291,8 +292,10 @@ def roofline_report(
     dep: Deployment = SINGLE,
     util: tuple[float, float] | None = None,
     engine: str | None = None,
+    calibration: Calibration | None = None,
 ) -> RooflineResult:
-    """Decode rows per batch x seq; with `engine`, each row also carries the calibrated estimate."""
+    """Decode rows per batch x seq; with `engine`, each row also carries the calibrated estimate (with
+    `calibration`'s constants: plan/calibration.constants_for)."""
     weight_dtype = dtype or spec.dtype
     from kvcalc.model.formats import matmul_dtype
 
@@ -311,7 +314,7 @@ def roofline_report(
         for r in rows:
             t = step_time(
                 spec, gpu, dep, engine=engine, decode_batch=r.batch, decode_context=r.seq, dtype=dtype, kv_dtype=kv_dtype,
-                staged=staged,
+                staged=staged, calibration=calibration,
             )  # fmt: skip
             r.estimate = StepEstimate(
                 step_s=t.estimate_s, tokens_per_s=r.batch / t.estimate_s, interval_s=[t.lo_s, t.hi_s]

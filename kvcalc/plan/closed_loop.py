@@ -35,9 +35,9 @@ def closed_loop_estimate(
     """U users each sending prompt + new tokens and their next request when the last one ends. The
     interval's ends scale the prefill and decode steps by the calibration's factors and never pass
     the ceiling (a run cannot beat it)."""
-    from kvcalc.cost.calibration import constants_for
     from kvcalc.cost.estimate import time_of
     from kvcalc.cost.fitting import Setup, figures, setup_features
+    from kvcalc.plan.calibration import constants_for
 
     c, basis = constants_for(gpu, engine)
     chunk = 512 if engine == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget

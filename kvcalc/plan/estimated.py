@@ -52,9 +52,9 @@ def static_estimate(
     """A static batch: one prefill of batch x prompt tokens, then new - 1 decode steps (timed at the
     mean context, prompt + new / 2, as the calibration does). The interval's ends never pass the
     ceiling (a run cannot beat it)."""
-    from kvcalc.cost.calibration import constants_for
     from kvcalc.cost.estimate import ENGINES, time_of
     from kvcalc.cost.fitting import Setup, figures, setup_features
+    from kvcalc.plan.calibration import constants_for
 
     if engine not in ENGINES:
         from kvcalc.errors import UsageError
@@ -106,6 +106,7 @@ def decode_estimate(
 ) -> tuple[float, float, float, str]:
     """One decode step of `batch` sequences at `context` tokens: (estimate, lo, hi, basis) in seconds."""
     from kvcalc.cost.estimate import step_time
+    from kvcalc.plan.calibration import constants_for
 
     t = step_time(
         spec,
@@ -117,6 +118,7 @@ def decode_estimate(
         dtype=dtype,
         kv_dtype=kv_dtype,
         staged=staged,
+        calibration=constants_for(gpu, engine),
     )
     return t.estimate_s, t.lo_s, t.hi_s, t.basis
 
@@ -147,8 +149,10 @@ def decode_lines(
         label = f"seq {context:,} (what-if MBU {util[0]:g}, MFU {util[1]:g})"
         return [(label, batches, [r.estimate_step_seconds or r.step_seconds for r in rows])]
     from kvcalc.cost.estimate import step_time
+    from kvcalc.plan.calibration import constants_for
 
     kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged, decode_context=context)
+    kw["calibration"] = constants_for(gpu, engine)
     est = [step_time(spec, gpu, dep, decode_batch=b, **kw) for b in batches]  # type: ignore[arg-type]
     return [
         (f"seq {context:,} (estimate, {engine})", batches, [t.estimate_s for t in est]),

@@ -65,7 +65,7 @@ def step_timers(
 ) -> tuple[StepTimer, StepTimer, StepTimer, StepTimer, str]:
     """(ceiling, estimate, low end, high end) step timers and the estimate's basis: one memoized
     step_time per distinct step, the decoding contexts spread evenly (each c or c + 1)."""
-    from kvcalc.cost.calibration import constants_for
+    from kvcalc.plan.calibration import constants_for
     from kvcalc.plan.serve_steps import prompt_features, uniform_step_time
 
     staged = stages(spec, dep, dtype)

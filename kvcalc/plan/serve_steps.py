@@ -47,7 +47,7 @@ def uniform_step_time(
     """step_time for `decodes` sequences whose contexts sum to `context_sum`, spread evenly.
     `constants` (calibration.constants_for), `base` (prompt_features) and `comm` (step.comm_seconds
     by the step's tokens) may be passed in when timing many steps of one setup."""
-    from kvcalc.cost.calibration import constants_for
+    from kvcalc.plan.calibration import constants_for
 
     if engine not in ENGINES:
         raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")

@@ -54,13 +54,16 @@ def largest_batch(
     calibrated = engine is not None and util is None
     if calibrated:
         from kvcalc.cost.estimate import step_time
+        from kvcalc.plan.calibration import constants_for
+
+        constants = constants_for(gpu, engine)
 
         def tpot(b: int) -> float:
-            kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged)
+            kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged, calibration=constants)
             return step_time(spec, gpu, dep, decode_batch=b, decode_context=fit.seq, **kw).estimate_s  # type: ignore[arg-type]
 
         def ttft(b: int) -> float:
-            kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged)
+            kw = dict(engine=engine, dtype=dtype, kv_dtype=kv_dtype, staged=staged, calibration=constants)
             return step_time(spec, gpu, dep, prefill_tokens=b * prompt, prefill_seqs=b, **kw).estimate_s  # type: ignore[arg-type]
 
     def meets(b: int, tp_, tt_) -> bool:  # noqa: ANN001

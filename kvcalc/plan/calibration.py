@@ -1,0 +1,54 @@
+"""The estimate's constants as files hold them: the shipped fit (kvcalc/cost/calibration.json, written by
+scripts/calibrate.py from benchmarks/calibration/), read on first use, and a user's own fit for one GPU +
+engine (`kvcalc calibrate`, saved under $KVCALC_PRESETS/calibration/) laid over it. The cost layer takes
+the constants as an argument and reads no file."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from kvcalc.cost.calibration import STARTING, Calibration
+from kvcalc.hardware.gpu import GpuSpec
+
+SHIPPED = Path(__file__).resolve().parent.parent / "cost" / "calibration.json"
+
+
+@lru_cache(maxsize=1)
+def shipped() -> Calibration:
+    """The package's fitted constants and their one-line provenance."""
+    if not SHIPPED.exists():
+        return dict(STARTING), "estimate (uncalibrated starting constants)"
+    data = json.loads(SHIPPED.read_text())
+    consts = dict(STARTING)
+    consts.update(data["constants"])
+    return consts, f"estimate (kvcalc calibration: {data['points']} public points, {data['sources']} sources)"
+
+
+def user_file(gpu: str, engine: str) -> Path:
+    from kvcalc.model.presets import user_dir
+
+    return user_dir() / "calibration" / f"{gpu}--{engine}.json"
+
+
+def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:
+    """(constants, basis) for a GPU + engine: the user's calibration when one was saved, else the shipped fit."""
+    consts, basis = shipped()
+    name = gpu if isinstance(gpu, str) else gpu.name
+    path = user_file(name, engine)
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+            mine = {k: float(v) for k, v in data["constants"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            return consts, basis + f"; ignored unreadable {path}"
+        merged = dict(consts)
+        merged.update(mine)
+        return merged, f"estimate (your calibration for {name} + {engine}: {data.get('points', '?')} points, {path})"
+    return consts, basis
+
+
+def calibration_for(gpu: GpuSpec, engine: str | None) -> Calibration | None:
+    """The constants an estimate for `engine` on `gpu` uses; None where no estimate is asked for (a ceiling)."""
+    return None if engine is None else constants_for(gpu, engine)
