@@ -336,7 +336,13 @@ def step_time(
         decode_context=decode_context,
         microbatches=microbatches,
     )
-    c, basis = calibration if calibration is not None else (dict(STARTING), UNCALIBRATED)
+    return timed(f, calibration if calibration is not None else (dict(STARTING), UNCALIBRATED), engine)
+
+
+def timed(f: StepFeatures, calibration: Calibration, engine: str) -> StepTime:
+    """A step's features timed with (constants, basis): the estimate, its 80% interval (never below the
+    ceiling, never excluding the estimate) and the ceiling."""
+    c, basis = calibration
     est = time_of(f, c, engine)
     phase = "prefill" if f.prefill else "decode"
     lo = max(f.ceiling_s, est * c.get(f"interval.{phase}.lo", 0.8))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, pipelined, time_of
+from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, pipelined, timed
 from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.step import (
     Deployment,
@@ -78,12 +78,7 @@ def uniform_step_time(
         ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True)
         + (comm(tokens) if comm else comm_seconds(spec, dep, tokens, dtype)),
     )
-    consts, basis = constants or constants_for(gpu, engine)
-    est = time_of(f, consts, engine)
-    phase = "prefill" if f.prefill else "decode"
-    lo = max(f.ceiling_s, est * consts.get(f"interval.{phase}.lo", 0.8))
-    hi = max(est, est * consts.get(f"interval.{phase}.hi", 1.25))
-    return StepTime(ceiling_s=f.ceiling_s, estimate_s=est, lo_s=min(lo, est), hi_s=hi, basis=basis)
+    return timed(f, constants or constants_for(gpu, engine), engine)
 
 
 def prompt_features(
