@@ -8,7 +8,12 @@ mlc-ai/llm-perf-bench), the median |predicted / measured - 1| by GPU family, thr
   llama-quantize tensor table (model/gguf/mix.tensor_table) placed as llama.cpp places it.
 In-sample unless the constants were fitted without these points.
 
-    python benchmarks/llamacpp_speed.py [--constants kvcalc/cost/calibration.json]
+`--refit` isolates the pricing: starting from the shipped constants, the llama.cpp-keyed terms
+(step_s, decode_layer_s, prefill_layer_s .llamacpp) are refitted on these points alone, once with the GGUFs
+priced as int4 and once by their ftype, and the median error is given in-sample and leave-one-GPU-out
+(each GPU predicted by a fit on the others).
+
+    python benchmarks/llamacpp_speed.py [--constants kvcalc/cost/calibration.json] [--refit]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvcalc.cost.calibration import STARTING  # noqa: E402
 from kvcalc.cost.estimate import gpu_family  # noqa: E402
-from kvcalc.cost.fitting import Setup, predict, setup_features  # noqa: E402
+from kvcalc.cost.fitting import Point, Setup, fit, predict, setup_features  # noqa: E402
 from kvcalc.cost.shard import link_for  # noqa: E402
 from kvcalc.cost.step import Deployment  # noqa: E402
 from kvcalc.engines.llamacpp.buffers import TensorRow  # noqa: E402
@@ -67,9 +72,45 @@ def path_figure(r: dict[str, str], c: dict[str, float], dtype: str) -> float:
     return predict(sf, r["metric"], c, "llamacpp")
 
 
+NAMES = ("step_s.llamacpp", "decode_layer_s.llamacpp", "prefill_layer_s.llamacpp")
+
+
+def refit(rows: list[dict[str, str]], c: dict[str, float]) -> None:
+    """In-sample and leave-one-GPU-out median error of the llama.cpp terms refitted per pricing."""
+    print("| pricing | figure | points | in-sample | leave-one-GPU-out |")
+    print("|---|---|---|---|---|")
+    for how in ("int4", "ftype"):
+        pts = []
+        for r in rows:
+            dtype = r["dtype"] if how == "ftype" or r["dtype"] == "fp16" else "int4"
+            spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
+            dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
+            sf = setup_features(spec, gpu, dep, Setup(1, None, int(r["prompt"]), int(r["new"])), dtype, "bf16", 512)
+            pts.append((r["gpu"], Point(sf, "llamacpp", r["metric"], float(r["value"]))))
+        inside = fit([p for _, p in pts], c, NAMES)
+        held: dict[int, float] = {}
+        for g in sorted({g for g, _ in pts}):
+            cg = fit([p for h, p in pts if h != g], c, NAMES)
+            held.update(
+                {
+                    i: abs(predict(p.sf, p.metric, cg, "llamacpp") / p.value - 1)
+                    for i, (h, p) in enumerate(pts)
+                    if h == g
+                }
+            )
+        for metric in ("tpot_ms", "ttft_ms"):
+            idx = [i for i, (_, p) in enumerate(pts) if p.metric == metric]
+            ins = statistics.median(
+                abs(predict(pts[i][1].sf, metric, inside, "llamacpp") / pts[i][1].value - 1) for i in idx
+            )
+            out = statistics.median(held[i] for i in idx)
+            print(f"| {how} | {metric} | {len(idx)} | {ins:.1%} | {out:.1%} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--constants", default=str(ROOT / "kvcalc" / "cost" / "calibration.json"))
+    ap.add_argument("--refit", action="store_true", help="refit the llama.cpp terms per pricing (see above)")
     args = ap.parse_args()
     c = dict(STARTING)
     c.update(json.loads(Path(args.constants).read_text())["constants"])
@@ -77,6 +118,10 @@ def main() -> None:
         r for r in csv.DictReader(open(POINTS, newline=""))
         if r["engine"] == "llamacpp" and (r["metric"] == "tpot_ms" or (r["metric"] == "ttft_ms" and r["prompt"] == "512"))
     ]  # fmt: skip
+    rows = [r for r in rows if not get_gpu(r["gpu"]).unified_memory]  # Apple: no sourced FLOP/s, not fitted
+    if args.refit:
+        refit(rows, c)
+        return
     errs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
         fam = gpu_family(get_gpu(r["gpu"]))
