@@ -52,7 +52,7 @@ def _fit(t: str, ne0: int) -> str:
 class Role(NamedTuple):
     name: str  # output, attn_v, ffn_down, other
     layer: int  # the counter llama.cpp uses for the layer rules (i_attention_wv / i_ffn_down)
-    count: int  # how many of that tensor the model has (n_attention_wv / n_ffn_down)
+    of: int  # how many of that tensor the model has (n_attention_wv / n_ffn_down)
 
 
 def tensor_type(spec: ModelSpec, ftype: str, role: Role, ne0: int) -> str:
@@ -65,7 +65,7 @@ def tensor_type(spec: ModelSpec, ftype: str, role: Role, ne0: int) -> str:
     if role.name == "output":
         t = "q8_0" if ne0 % BY_NAME[base][1] else (base if base == "q8_0" else "q6_K")
     elif role.name == "attn_v":
-        if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(role.layer, role.count):
+        if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(role.layer, role.of):
             t = "q6_K"
         # NOTE: llama.cpp's LLM_TYPE_70B (80 layers with grouped KV heads) takes Q5_K for a Q4_K attn_v.
         if spec.num_layers == 80 and spec.kv_heads < spec.num_heads and t == "q4_K":
@@ -75,7 +75,7 @@ def tensor_type(spec: ModelSpec, ftype: str, role: Role, ne0: int) -> str:
     elif role.name == "attn_k" and n_expert == 8:
         t = "q8_0"
     elif role.name == "ffn_down":
-        if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(role.layer, role.count):
+        if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(role.layer, role.of):
             t = "q6_K"
     elif role.name == "attn_output" and n_expert == 8 and ftype == "q4_k_m":
         t = "q5_K"
@@ -111,7 +111,10 @@ def mix_shard(spec: ModelSpec, ftype: str) -> MixShard:
     runs = spec.expanded_layers()
     attn = [i for i, r in enumerate(runs) if r.kind not in (LayerKind.STATELESS,)]
     n_v = len(attn)
-    rate = lambda role, ne0: per_element(tensor_type(spec, ftype, role, ne0))  # noqa: E731
+
+    def rate(role: Role, ne0: int) -> Fraction:
+        return per_element(tensor_type(spec, ftype, role, ne0))
+
     attn_bytes = attn_params = Fraction(0)
     for k, i in enumerate(attn):
         run = runs[i]
