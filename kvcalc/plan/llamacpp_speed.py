@@ -62,9 +62,10 @@ def _device_of(t: TensorRow, n_layer: int, devs: list[int | None], tied: bool) -
 
 
 def _reads(
-    spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int
+    spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int, logits: int = 1
 ) -> dict[int | None, tuple[float, float]]:
-    """(weight bytes read, matmul FLOPs) per device (None: the CPU) for a step over `tokens` tokens."""
+    """(weight bytes read, matmul FLOPs) per device (None: the CPU) for a step over `tokens` tokens
+    that computes `logits` rows of the output (each decoded sequence's, a prompt's last token's)."""
     from kvcalc.cost.shard import reached_experts
 
     n = spec.num_layers
@@ -81,7 +82,7 @@ def _reads(
             read = t.nbytes * reached / spec.experts
             flops = 2.0 * tokens * elems * spec.experts_per_token / spec.experts
         elif output:
-            read, flops = float(t.nbytes), 2.0 * elems  # logits of the last token only
+            read, flops = float(t.nbytes), 2.0 * elems * logits
         else:
             read, flops = float(t.nbytes), 2.0 * tokens * elems
         w, f = out.get(dev, (0.0, 0.0))
@@ -107,14 +108,14 @@ def _kv(r: LlamaCppResult, devs: list[int | None], cells: int, prompt: bool) -> 
     return out
 
 
-def _attention_flops(spec: ModelSpec, context: int, tokens: int) -> float:
+def _attention_flops(spec: ModelSpec, context: int, tokens: int, prefill: bool) -> float:
     """Attention FLOPs of the whole model: one token over `context` keys (decode), or a prompt of
     `tokens` tokens from an empty cache."""
     from kvcalc.cost.flops import decode_keys, layer_pairs
     from kvcalc.cost.step import SINGLE, stages
 
     (st,) = stages(spec, SINGLE, None)
-    if tokens > 1:
+    if prefill:
         return float(sum(t.layers * t.prefill_flops * layer_pairs(t.run, tokens) for t in st.terms))
     return float(sum(t.layers * t.decode_flops * decode_keys(t.run, context) for t in st.terms))
 
@@ -141,9 +142,12 @@ def step_features(
     *,
     context: int = 0,
     prompt_tokens: int = 0,
+    batch: int = 1,
 ):  # noqa: ANN201 (StepFeatures, CPU-side bytes, CPU-held weight bytes a prompt copies)
     """The GPU side of one llama.cpp step as cost/estimate.StepFeatures (one stage per GPU holding
-    layers), and the bytes left to the CPU: (features, cpu_bytes_read, cpu_weight_bytes)."""
+    layers), and the bytes left to the CPU: (features, cpu_bytes_read, cpu_weight_bytes). A decode step
+    of `batch` sequences each holding `context` tokens (llama-server's -np slots), or a prompt of
+    `prompt_tokens` tokens from an empty cache."""
     from kvcalc.cost.estimate import StepFeatures, gpu_family, link_kind, pipelined
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
@@ -153,13 +157,14 @@ def step_features(
     if unified:
         devs = [0] * (n + 1)  # one memory: Metal maps the file, every layer runs on the GPU
     prefill = prompt_tokens > 0
-    tokens = prompt_tokens if prefill else 1
-    reads = _reads(spec, tensors, devs, tokens)
-    kv = _kv(r, devs, tokens if prefill else context, prefill)
+    seqs = 1 if prefill else max(1, batch)
+    tokens = prompt_tokens if prefill else seqs
+    reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs)
+    kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill).items()}
     runs = spec.expanded_layers()
     attends = [run.kind != LayerKind.STATELESS for run in runs]
     moe = [spec.is_moe and run.intermediate_size is None and i >= spec.dense_layers for i, run in enumerate(runs)]
-    attn_total = _attention_flops(spec, context, tokens)
+    attn_total = _attention_flops(spec, context, tokens, prefill) * (1 if prefill else seqs)
     n_attn = max(1, sum(attends))
     bw = float(gpu.bandwidth_bytes_per_s)
     peak = matmul_peak(gpu, spec)
@@ -187,7 +192,8 @@ def step_features(
     link = link_for(gpu) if len(rows) > 1 else None
     # NOTE: llama.cpp hands f32 activations from one GPU's layers to the next (ggml's graph split copies)
     message = tokens * spec.hidden_size * 4
-    send = link.group_bandwidth(2) if link else 0.0
+    # a preset without a sourced link (most GeForce cards): the copies cross PCIe at HOST_LINK
+    send = (link.group_bandwidth(2) if link else HOST_LINK) if len(rows) > 1 else 0.0
     ceiling = pipelined(ideal, 1, prefill) + (len(rows) - 1) * (message / send if send else 0.0)
     f = StepFeatures(
         family=gpu_family(gpu),
@@ -202,7 +208,7 @@ def step_features(
         allreduces=0,
         message_bytes=message,
         tokens=tokens,
-        seqs=1,
+        seqs=seqs,
         prefill=prefill,
         ceiling_s=ceiling,
     )
