@@ -81,7 +81,9 @@ def main() -> int:
             for mode, est, top in (("steady state", sim, bound), ("burst, all requests", sim_b, bound_b)):
                 got = getattr(est, attr) * 1e3
                 errors[f"{metric} simulation, {mode}"].append(abs(got / m - 1))
+                errors[f"{metric} simulation, {mode}, {engine}"].append(abs(got / m - 1))
                 signed[f"{metric} {mode}"].append(got / m - 1)
+                signed[f"{metric} {mode}, {engine}"].append(got / m - 1)
                 if getattr(top, attr) * 1e3 > m * 1.0001:
                     beaten[mode] += 1
     out = [

@@ -24,6 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from kvcalc.plan.serve_policies import ENGINES
+
 # A step's time from its composition: (decoding sequences, their contexts summed, prefill tokens,
 # the tokens those prefill sequences already held (summed), prefill sequences) -> seconds.
 StepTimer = Callable[[int, int, int, int, int], float]
@@ -50,6 +52,7 @@ class Limits(NamedTuple):
     max_num_batched_tokens: int
     kv_blocks: int
     block_size: int = 16
+    policy: str = "vllm"  # whose scheduler: vllm (here), sglang, trtllm (plan/serve_policies.py)
 
 
 class ServeStats(NamedTuple):
@@ -174,9 +177,8 @@ def trace(load: Load, limits: Limits) -> Trace:
     steps' times (cost/fitting.py fits the step model through it)."""
     if load.concurrency is None:
         raise ValueError("an open loop's schedule depends on step times; only a closed loop has a trace")
-    out = Trace([], [])
-    eng = _Engine(load, limits)
-    eng.trace = out
+    eng = ENGINES.get(limits.policy, _Engine)(load, limits)
+    eng.trace = out = Trace([], [])
     eng.run(lambda *a: 1.0)  # one second a step: `now` is the step clock
     out.requests.extend((round(r.arrival), round(r.first), round(r.finish), r.new) for r in eng.finished)
     return out
@@ -190,7 +192,7 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     start and the drain at the end, when fewer clients are busy, are left out); requests/s is
     those completions over that window. Open loop: over every request, from the first arrival
     to the last finish."""
-    return _Engine(load, limits).run(timer)
+    return ENGINES.get(limits.policy, _Engine)(load, limits).run(timer)
 
 
 class _Engine:
@@ -305,10 +307,9 @@ class _Engine:
 
     def run(self, timer: StepTimer) -> ServeStats:
         load, prompt, new = self.load, self.prompt, self.new
-        closed = load.concurrency is not None
         arrivals = _arrivals(load)
         now, steps, area = 0.0, 0, 0.0
-        if closed:
+        if load.concurrency is not None:
             c = min(load.concurrency or 0, load.requests)
             for i in range(c):
                 # NOTE: the clients' first requests are cut to 1/C, 2/C, .., C/C of `new` tokens, so
@@ -431,7 +432,6 @@ def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area:
     decode_gaps = [(r.finish - r.first) for r in measured]
     tpots = [g / (r.new - 1) if r.new > 1 else 0.0 for g, r in zip(decode_gaps, measured)]
     tpot = sum(tpots) / len(tpots)
-    rps = len(measured) / window
     return ServeStats(
         ttft_s=sum(ttfts) / len(ttfts),
         ttft_p50_s=percentile(ttfts, 50),
@@ -441,7 +441,7 @@ def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area:
         total_s=sum(r.finish - r.arrival for r in measured) / len(measured),
         tokens_per_s=sum(r.new for r in measured) / window,
         per_user_tokens_per_s=1 / tpot if tpot > 0 else 0.0,
-        requests_per_s=rps,
+        requests_per_s=len(measured) / window,
         mean_in_flight=area / end if end > 0 else 0.0,
         preemptions=preemptions,
         steps=steps,
