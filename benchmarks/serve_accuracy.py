@@ -86,6 +86,10 @@ def main() -> int:
                 signed[f"{metric} {mode}, {engine}"].append(got / m - 1)
                 if getattr(top, attr) * 1e3 > m * 1.0001:
                     beaten[mode] += 1
+                    lines.append(
+                        f"beats the {mode} ceiling: {model} {gpu_name} tp{tp} {engine} c{c} {prompt}/{new} {metric} "
+                        f"measured {m:.4g}, ceiling {getattr(top, attr) * 1e3:.4g} ({source})"
+                    )
     out = [
         "# Serving simulation vs public closed-loop measurements",
         "",
