@@ -7,6 +7,7 @@ import pytest
 from kvcalc.cost.step import SINGLE
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.serve import Limits, Load, run_seconds, simulate, trace
+from kvcalc.plan.serve_policies import SglangPolicy, TrtllmPolicy
 from kvcalc.plan.serve_report import serve_report
 
 BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=8192, kv_blocks=10**6, block_size=1)
@@ -28,7 +29,7 @@ def test_sglang_pauses_the_decodes_for_every_prefill():
     # takes its prefill step (TTFT 1 s), then 9 decode steps; the 3 other clients' prefills fall inside
     # those and pause it: 12 steps for 9 tokens, TPOT 4/3 s, a request 13 s, 4 requests per 13 s.
     load = Load(prompt=100, new=10, requests=40, concurrency=4)
-    s = simulate(unit, load, BIG._replace(policy="sglang"))
+    s = simulate(unit, load, BIG._replace(policy=SglangPolicy))
     assert s.ttft_s == s.ttft_p99_s == 1.0
     assert s.tpot_s == pytest.approx(12 / 9) and s.total_s == pytest.approx(13.0)
     assert s.requests_per_s == pytest.approx(4 / 13)
@@ -39,7 +40,7 @@ def test_sglang_pauses_the_decodes_for_every_prefill():
 
 def test_sglang_ttft_is_one_prefill_step_alone_when_a_seat_is_free():
     # A closed loop sends at a finish; the next step prefills that prompt alone: 1 ms + 500 x 10 us.
-    s = simulate(linear, Load(prompt=500, new=200, requests=96, concurrency=8), BIG._replace(policy="sglang"))
+    s = simulate(linear, Load(prompt=500, new=200, requests=96, concurrency=8), BIG._replace(policy=SglangPolicy))
     assert s.ttft_p50_s == pytest.approx(6e-3, rel=1e-9) and s.ttft_p99_s == pytest.approx(6e-3, rel=1e-9)
     v = simulate(linear, Load(prompt=500, new=200, requests=96, concurrency=8), BIG)
     assert v.ttft_s > 6e-3  # vLLM's prompt shares its step with 7 decodes
@@ -50,13 +51,13 @@ def test_sglang_reserves_max_new_tokens_for_each_admitted_prompt():
     # fourth would need 96 < 384 - 3 x 96 = 96: NO_TOKEN, so three run at a time (TRT-LLM runs four).
     # 8 clients at once: 3 + 3 + 2 requests in 3 rounds of 64 steps; TTFTs 1, 65, 129 and totals 64,
     # 128, 192 (mean 57 and 120); nobody is retracted.
-    s = simulate(unit, Load(32, 64, 8, concurrency=8, burst=True), Limits(64, 8192, 384, 1, "sglang"))
+    s = simulate(unit, Load(32, 64, 8, concurrency=8, burst=True), Limits(64, 8192, 384, 1, SglangPolicy))
     assert (s.ttft_s, s.total_s, s.preemptions, s.steps) == (57.0, 120.0, 0, 192)
 
 
 def test_sglang_chunks_a_long_prompt():
     # 20,000 tokens with chunked_prefill_size 8,192: chunks of 8,192, 8,192 and 3,616, then 4 decodes.
-    s = simulate(unit, Load(prompt=20_000, new=5, requests=1, concurrency=1), BIG._replace(policy="sglang"))
+    s = simulate(unit, Load(prompt=20_000, new=5, requests=1, concurrency=1), BIG._replace(policy=SglangPolicy))
     assert (s.ttft_s, s.total_s) == (3.0, 7.0)
 
 
@@ -64,8 +65,8 @@ def test_sglang_retracts_when_the_decayed_reservation_overcommits():
     # new_token_ratio decays to 0.098 over 600 decode steps, so admission overcommits a small pool and
     # the decode batch must retract; TRT-LLM's whole-request promise never does.
     load = Load(prompt=100, new=500, requests=640, concurrency=64)
-    s = simulate(unit, load, Limits(1024, 8192, 20_000, 1, "sglang"))
-    t = simulate(unit, load, Limits(1024, 8192, 20_000, 1, "trtllm"))
+    s = simulate(unit, load, Limits(1024, 8192, 20_000, 1, SglangPolicy))
+    t = simulate(unit, load, Limits(1024, 8192, 20_000, 1, TrtllmPolicy))
     assert s.preemptions > 0 and t.preemptions == 0
     assert s.measured > 0 and t.measured > 0
 
@@ -76,38 +77,38 @@ def test_sglang_retracts_when_the_decayed_reservation_overcommits():
 def test_trtllm_queues_what_would_not_fit_to_the_end_and_never_preempts():
     # 24 blocks of 16; a request of 32 + 64 tokens is promised 6 blocks: 4 run, the other 4 queue until
     # the first 4 finish at step 64 and enter at step 65. TTFTs 1 and 65 (mean 33), totals 64 and 128.
-    limits = Limits(64, 8192, 24, 16, "trtllm")
+    limits = Limits(64, 8192, 24, 16, TrtllmPolicy)
     s = simulate(unit, Load(32, 64, 8, concurrency=8, burst=True), limits)
     assert (s.ttft_s, s.total_s, s.preemptions, s.steps) == (33.0, 96.0, 0, 128)
     assert max(step[0] + step[4] for step in trace(Load(32, 64, 8, concurrency=8, burst=True), limits).steps) == 4
-    v = simulate(unit, Load(32, 64, 8, concurrency=8, burst=True), limits._replace(policy="vllm"))
+    v = simulate(unit, Load(32, 64, 8, concurrency=8, burst=True), limits._replace(policy=None))
     assert v.preemptions > 0  # vLLM admits all 8 on their prompts and preempts as they grow
 
 
 def test_trtllm_runs_prompts_and_decodes_in_one_step():
     # As vLLM with a budget that holds every prompt: a prompt is one step beside the decodes, no pause.
-    s = simulate(unit, Load(prompt=100, new=10, requests=40, concurrency=4), BIG._replace(policy="trtllm"))
+    s = simulate(unit, Load(prompt=100, new=10, requests=40, concurrency=4), BIG._replace(policy=TrtllmPolicy))
     assert (s.ttft_s, s.tpot_s, s.total_s) == (1.0, 1.0, 10.0)
 
 
 def test_trtllm_takes_whole_prompts_within_max_num_tokens():
     # Budget 250: 2 decodes + one 200-token prompt fit (202), a second prompt would not (402): the 4
     # clients' first prompts enter one a step, TTFTs 1, 2, 3, 4.
-    s = simulate(unit, Load(200, 10, 4, concurrency=4, burst=True), Limits(64, 250, 10**6, 1, "trtllm"))
+    s = simulate(unit, Load(200, 10, 4, concurrency=4, burst=True), Limits(64, 250, 10**6, 1, TrtllmPolicy))
     assert s.ttft_s == pytest.approx(2.5)
 
 
 # --- laws every policy keeps --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", ["sglang", "trtllm"])
+@pytest.mark.parametrize("policy", [SglangPolicy, TrtllmPolicy])
 def test_littles_law_in_steady_state(policy):
     for c in (1, 8, 64):
         s = simulate(linear, Load(prompt=500, new=200, requests=12 * c, concurrency=c), BIG._replace(policy=policy))
         assert s.requests_per_s * s.total_s == pytest.approx(c, rel=0.03)
 
 
-@pytest.mark.parametrize("policy", ["sglang", "trtllm"])
+@pytest.mark.parametrize("policy", [SglangPolicy, TrtllmPolicy])
 def test_concurrency_one_is_one_request_alone(policy):
     # One prefill step of 1,000 tokens, then 99 decode steps from context 1,001.
     s = simulate(linear, Load(prompt=1000, new=100, requests=5, concurrency=1), BIG._replace(policy=policy))
@@ -115,7 +116,7 @@ def test_concurrency_one_is_one_request_alone(policy):
     assert s.tpot_s == pytest.approx(run_seconds(linear, 1, 1001, 99) / 99, rel=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["sglang", "trtllm"])
+@pytest.mark.parametrize("policy", [SglangPolicy, TrtllmPolicy])
 @pytest.mark.parametrize("pool", [20_000, 10**6])
 def test_trace_times_every_request_as_simulate_does(policy, pool):
     # The schedule does not depend on step times: the trace's steps, timed afterwards, give simulate's TTFTs.
@@ -130,7 +131,7 @@ def test_trace_times_every_request_as_simulate_does(policy, pool):
     assert simulate(linear, load, limits).ttft_s == pytest.approx(ttft, rel=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["sglang", "trtllm"])
+@pytest.mark.parametrize("policy", [SglangPolicy, TrtllmPolicy])
 def test_open_loop_queues_when_arrivals_outpace_service(policy):
     limits = BIG._replace(policy=policy)
     light = simulate(linear, Load(prompt=500, new=200, requests=200, rate=1.0), limits)

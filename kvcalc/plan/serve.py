@@ -13,7 +13,8 @@ Closed loop: `concurrency` clients, each sending its next request when the last 
 Open loop: Poisson arrivals at `rate` requests/s (seeded). Runs of decode-only steps whose batch
 does not change are jumped over: the step time is evaluated at the run's ends and its midpoint, and
 summed as an arithmetic series where it is linear in the context (split where it is not), so the
-work grows with the number of events (arrivals, prefills, finishes), not with tokens."""
+work grows with the number of events (arrivals, prefills, finishes), not with tokens. Limits.policy
+swaps in SGLang's or TensorRT-LLM's scheduler (plan/serve_policies.py)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,6 @@ import random
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
-
-from kvcalc.plan.serve_policies import ENGINES
 
 # A step's time from its composition: (decoding sequences, their contexts summed, prefill tokens,
 # the tokens those prefill sequences already held (summed), prefill sequences) -> seconds.
@@ -52,7 +51,7 @@ class Limits(NamedTuple):
     max_num_batched_tokens: int
     kv_blocks: int
     block_size: int = 16
-    policy: str = "vllm"  # whose scheduler: vllm (here), sglang, trtllm (plan/serve_policies.py)
+    policy: type | None = None  # the scheduler: None, vLLM V1's; plan/serve_policies.py: SGLang's, TRT-LLM's
 
 
 class ServeStats(NamedTuple):
@@ -177,7 +176,7 @@ def trace(load: Load, limits: Limits) -> Trace:
     steps' times (cost/fitting.py fits the step model through it)."""
     if load.concurrency is None:
         raise ValueError("an open loop's schedule depends on step times; only a closed loop has a trace")
-    eng = ENGINES.get(limits.policy, _Engine)(load, limits)
+    eng = (limits.policy or _Engine)(load, limits)
     eng.trace = out = Trace([], [])
     eng.run(lambda *a: 1.0)  # one second a step: `now` is the step clock
     out.requests.extend((round(r.arrival), round(r.first), round(r.finish), r.new) for r in eng.finished)
@@ -192,7 +191,7 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     start and the drain at the end, when fewer clients are busy, are left out); requests/s is
     those completions over that window. Open loop: over every request, from the first arrival
     to the last finish."""
-    return ENGINES.get(limits.policy, _Engine)(load, limits).run(timer)
+    return (limits.policy or _Engine)(load, limits).run(timer)
 
 
 class _Engine:
@@ -307,9 +306,10 @@ class _Engine:
 
     def run(self, timer: StepTimer) -> ServeStats:
         load, prompt, new = self.load, self.prompt, self.new
+        closed = load.concurrency is not None
         arrivals = _arrivals(load)
         now, steps, area = 0.0, 0, 0.0
-        if load.concurrency is not None:
+        if closed:
             c = min(load.concurrency or 0, load.requests)
             for i in range(c):
                 # NOTE: the clients' first requests are cut to 1/C, 2/C, .., C/C of `new` tokens, so

@@ -26,18 +26,19 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer, Trace, _Req
-
-
-def _serve():  # noqa: ANN202
-    # NOTE: plan/serve.py dispatches to the policies at import, so they reach its shared parts lazily.
-    from kvcalc.plan import serve
-
-    return serve
-
+from kvcalc.plan.serve import (
+    Limits,
+    Load,
+    ServeStats,
+    StepTimer,
+    Trace,
+    _arrivals,
+    _Req,
+    _stats,
+    _steps_before,
+    run_seconds,
+)
 
 SGLANG_MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
@@ -92,7 +93,7 @@ class _Policy:
 
     def _send(self, t: float, new: int | None = None) -> None:
         self.reqs += 1
-        self.waiting.append(_serve()._Req(t, new or self.load.new))
+        self.waiting.append(_Req(t, new or self.load.new))
 
     def _retire(self, r: _Req, now: float) -> None:
         r.finish = now
@@ -138,7 +139,7 @@ class _Policy:
         k = max(1, self.heap[0][0] - self.dclock if self.heap else 1)
         k = max(1, min(k, self._page_bound(n)))
         if until is not None:
-            k = _serve()._steps_before(timer, n, self.dec_computed + n, k, until)
+            k = _steps_before(timer, n, self.dec_computed + n, k, until)
         return k
 
     def _page_bound(self, n: int) -> int:
@@ -146,7 +147,7 @@ class _Policy:
 
     def run(self, timer: StepTimer) -> ServeStats:
         load = self.load
-        arrivals = _serve()._arrivals(load)
+        arrivals = _arrivals(load)
         now, steps, area = 0.0, 0, 0.0
         if load.concurrency is not None:
             c = min(load.concurrency, load.requests)
@@ -172,7 +173,7 @@ class _Policy:
             self._finish_decoders(now)
             for r, take in done:
                 self._prompt_done(r, take, now)
-        return _serve()._stats(self.finished, load, steps, self.preemptions, area, now)
+        return _stats(self.finished, load, steps, self.preemptions, area, now)
 
     def _idle(self) -> bool:
         return not self.running and not self.waiting
@@ -324,7 +325,7 @@ class SglangPolicy(_Policy):
             k = self._run_length(timer, None if self.full or self.waiting else until)
             self.ratio = max(self.ratio - SGLANG_NEW_TOKEN_RATIO_DECAY * k, SGLANG_MIN_NEW_TOKEN_RATIO)
         contexts = self.dec_computed + n
-        seconds = _serve().run_seconds(timer, n, contexts, k)
+        seconds = run_seconds(timer, n, contexts, k)
         self.free -= self._opening(k)
         self._decode(k)
         return n, contexts, 0, 0, 0, k, seconds, []
@@ -364,7 +365,7 @@ class TrtllmPolicy(_Policy):
             # NOTE: nothing is admitted until a request finishes (its promised blocks return) or,
             # with an empty queue, one arrives: the decode batch stays the same until then.
             k = self._run_length(timer, until if not self.waiting else None)
-            seconds = _serve().run_seconds(timer, n, contexts, k)
+            seconds = run_seconds(timer, n, contexts, k)
         self._decode(k)
         return n, contexts, pre, 0, len(work), k, seconds, work
 
@@ -372,4 +373,4 @@ class TrtllmPolicy(_Policy):
         return 1 << 62  # the blocks were promised at admission
 
 
-ENGINES = {"sglang": SglangPolicy, "trtllm": TrtllmPolicy}
+POLICIES = {"sglang": SglangPolicy, "trtllm": TrtllmPolicy}  # engine name -> Limits.policy

@@ -128,12 +128,17 @@ def kv_pool(
     if engine == "sglang":
         from kvcalc.engines.sglang.pool import SglangSettings
         from kvcalc.engines.sglang.pool import predict as sglang_predict
+        from kvcalc.plan.serve_policies import SglangPolicy
 
         p = sglang_predict(spec, gpu, SglangSettings(tp=dep.tp, pp=dep.pp, kv_dtype=kv_dtype), seq=context, dtype=dtype)
         if p.refusal:
             raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
         limits = Limits(
-            p.max_running_requests, p.chunked_prefill_size, p.kv_capacity_tokens // p.page_size, p.page_size, "sglang"
+            p.max_running_requests,
+            p.chunked_prefill_size,
+            p.kv_capacity_tokens // p.page_size,
+            p.page_size,
+            SglangPolicy,
         )
         return limits, (
             f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
@@ -142,11 +147,16 @@ def kv_pool(
     from kvcalc.engines.vllm.memory import default_limits
 
     seqs, tokens = default_limits(gpu)
-    bs, policy, named = 16, "vllm", f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)"
+    bs, policy, named = 16, None, f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)"
     if engine == "trtllm":
-        from kvcalc.plan.serve_policies import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, TRTLLM_TOKENS_PER_BLOCK
+        from kvcalc.plan.serve_policies import (
+            TRTLLM_MAX_BATCH_SIZE,
+            TRTLLM_MAX_NUM_TOKENS,
+            TRTLLM_TOKENS_PER_BLOCK,
+            TrtllmPolicy,
+        )
 
-        seqs, tokens, bs, policy = TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, TRTLLM_TOKENS_PER_BLOCK, "trtllm"
+        seqs, tokens, bs, policy = TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, TRTLLM_TOKENS_PER_BLOCK, TrtllmPolicy
         named = f"max_batch_size {seqs}, max_num_tokens {tokens}, GUARANTEED_NO_EVICT (trtllm-serve's defaults)"
     budget = int(gpu.capacity_bytes * dep.gpu_util) - dep.reserve_bytes
     blocks = min(
@@ -177,7 +187,7 @@ def serving_limits(
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool."""
     limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
-    if limits.policy == "trtllm" and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
+    if engine == "trtllm" and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
         # NOTE: TRT-LLM schedules a prompt whole (context chunking is off by default) beside the running
         # decodes, so a deployment serving longer prompts raises max_num_tokens; taken as the prompt
         # plus a token for every seat, so a prompt never waits for the batch to drain.
