@@ -9,7 +9,9 @@ the steady state (generate --concurrency's figures: clients spread over a reques
 and drain left out) and a benchmark's whole run (every client's first request sent at once, 10 x C
 requests, figures over all of them, as `vllm bench serve --max-concurrency` reports them; identical
 requests started together then stay in lockstep, which over-states the ceiling's TTFT).
-Writes benchmarks/serve_accuracy.md.
+Each engine is scheduled as its own scheduler runs (plan/serve_policies.py for sglang and trtllm); the
+errors are also given by engine, and the points that beat a ceiling are listed. The figures are the bare
+simulation (no API-server time, no ceiling bound: serve_report adds those). Writes benchmarks/serve_accuracy.md.
 
 Run: python benchmarks/serve_accuracy.py [--configs 60]   (about a minute on one core)
 NOTE: the constants were fitted with the amortized formula, not with this simulation.

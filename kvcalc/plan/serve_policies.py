@@ -357,7 +357,7 @@ class TrtllmPolicy(_Policy):
             work.append((r, self.prompt))
             pre += self.prompt
         if not work and not n:
-            raise ValueError("a single request does not fit the KV pool")
+            raise ValueError("a single request does not fit the KV pool (or its prompt max_num_tokens)")
         contexts = self.dec_computed + n
         if work:
             seconds, k = timer(n, contexts, pre, 0, len(work)), 1
