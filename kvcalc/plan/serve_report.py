@@ -102,10 +102,11 @@ def step_timers(
 def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int
 ) -> tuple[Limits, str]:
-    """The scheduler limits and KV blocks: vLLM 0.19's own pool and OpenAI-server defaults with
+    """The scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
-    defaults) with sglang; otherwise capacity x gpu_util less weights and --reserve, in vLLM-sized
-    blocks under vLLM's limits."""
+    defaults) and its scheduler with sglang; otherwise capacity x gpu_util less weights and --reserve,
+    in blocks of 32 under trtllm-serve's limits and scheduler with trtllm, else in vLLM-sized blocks
+    under vLLM's limits and scheduler."""
     if engine == "vllm":
         from kvcalc.engines.vllm.figures import vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
@@ -127,12 +128,17 @@ def kv_pool(
     if engine == "sglang":
         from kvcalc.engines.sglang.pool import SglangSettings
         from kvcalc.engines.sglang.pool import predict as sglang_predict
+        from kvcalc.plan.serve_policies import SglangPolicy
 
         p = sglang_predict(spec, gpu, SglangSettings(tp=dep.tp, pp=dep.pp, kv_dtype=kv_dtype), seq=context, dtype=dtype)
         if p.refusal:
             raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
         limits = Limits(
-            p.max_running_requests, p.chunked_prefill_size, p.kv_capacity_tokens // p.page_size, p.page_size
+            p.max_running_requests,
+            p.chunked_prefill_size,
+            p.kv_capacity_tokens // p.page_size,
+            p.page_size,
+            SglangPolicy,
         )
         return limits, (
             f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
@@ -141,14 +147,24 @@ def kv_pool(
     from kvcalc.engines.vllm.memory import default_limits
 
     seqs, tokens = default_limits(gpu)
+    bs, policy, named = 16, None, f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)"
+    if engine == "trtllm":
+        from kvcalc.plan.serve_policies import (
+            TRTLLM_MAX_BATCH_SIZE,
+            TRTLLM_MAX_NUM_TOKENS,
+            TRTLLM_TOKENS_PER_BLOCK,
+            TrtllmPolicy,
+        )
+
+        seqs, tokens, bs, policy = TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, TRTLLM_TOKENS_PER_BLOCK, TrtllmPolicy
+        named = f"max_batch_size {seqs}, max_num_tokens {tokens}, GUARANTEED_NO_EVICT (trtllm-serve's defaults)"
     budget = int(gpu.capacity_bytes * dep.gpu_util) - dep.reserve_bytes
     blocks = min(
-        (budget - st.resident_bytes) // max(held_kv_bytes(st, 16, kv_dtype), 1) for st in stages(spec, dep, dtype)
+        (budget - st.resident_bytes) // max(held_kv_bytes(st, bs, kv_dtype), 1) for st in stages(spec, dep, dtype)
     )
     return (
-        Limits(seqs, tokens, max(blocks, 0), 16),
-        f"capacity x gpu_util - weights - reserve ({blocks * 16:,} tokens; no {engine} pool model), "
-        f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)",
+        Limits(seqs, tokens, max(blocks, 0), bs, policy),
+        f"capacity x gpu_util - weights - reserve ({blocks * bs:,} tokens; no {engine} pool model), {named}",
     )
 
 
@@ -171,6 +187,12 @@ def serving_limits(
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool."""
     limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
+    if engine == "trtllm" and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
+        # NOTE: TRT-LLM schedules a prompt whole (context chunking is off by default) beside the running
+        # decodes, so a deployment serving longer prompts raises max_num_tokens; taken as the prompt
+        # plus a token for every seat, so a prompt never waits for the batch to drain.
+        limits = limits._replace(max_num_batched_tokens=prompt + limits.max_num_seqs)
+        pool += f"; max_num_tokens raised to {limits.max_num_batched_tokens:,} for {prompt:,}-token prompts"
     if limits.kv_blocks * limits.block_size < prompt + new:
         raise UsageError(
             f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
