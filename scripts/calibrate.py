@@ -92,6 +92,10 @@ def names_for(points) -> list[str]:
     # and Infinity Fabric keep nccl-tests' and RCCL's figures (calibration.STARTING, speed_facts §2.4).
     links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces} & {"nvlink"})
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
+    # NOTE: llama.cpp runs its own kernels (MMVQ/MMQ on quantized blocks, not cuBLAS/CUTLASS GEMMs):
+    # its bandwidth and FLOP efficiency are its own per family (mfu.ada.llamacpp), others share theirs.
+    llama = sorted({p.sf.decode.family for p in points if p.engine == "llamacpp"})
+    names += [f"{n}.{f}.llamacpp" for n in ("bw_eff", "mfu") for f in llama]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
     names += [f"server_s.{e}" for e in sorted({p.engine for p in points if p.sf.run is not None})]
@@ -108,7 +112,7 @@ def shared_means(points, c: dict[str, float], names: list[str]) -> None:
     groups: dict[str, list[tuple[float, float]]] = {}
     for name in names:
         base, _, key = name.partition(".")
-        if not key:
+        if not key or "." in key:  # family x engine constants have no shared value of their own
             continue
         w = sum(p.weight for p in points if key in (p.sf.decode.family, p.engine, p.sf.decode.link))
         groups.setdefault(base, []).append((c[name], w))
