@@ -107,8 +107,8 @@ def main() -> int:
                 "e2e_latency_s": fig.total_s,
             }[metric]
             value = float(r["value"])
-            errors[(way, metric)].append(abs(pred / value - 1))
-            errors[(way, metric + (" (DP attention)" if dp else " (ep, attention TP)"))].append(abs(pred / value - 1))
+            errors[(way, metric)].append(pred / value - 1)
+            errors[(way, metric + (" (DP attention)" if dp else " (ep, attention TP)"))].append(pred / value - 1)
             if way == WAYS[2]:
                 bound = ceiling(sf, metric)
                 faster = value > bound if metric == "output_tok_s_total" else value < bound
@@ -120,7 +120,8 @@ def main() -> int:
         "",
         f"`python benchmarks/ep_accuracy.py{' --closed-form' if args.closed_form else ''}`: {len(rows)} points of "
         f"benchmarks/calibration/points.csv with ep > 1 or DP attention; constants: {basis} "
-        "(no refit: the a2a_* constants are calibration.STARTING's). Median |predicted / measured - 1|:",
+        "(no refit: the a2a_* constants are calibration.STARTING's). Median |predicted / measured - 1| "
+        "(median signed error, points):",
         "",
         "| prediction | " + " | ".join(f"{m} (n)" for m in metrics) + " |",
         "|---|" + "---|" * len(metrics),
@@ -129,7 +130,8 @@ def main() -> int:
         cells = []
         for m in metrics:
             e = errors.get((way, m), [])
-            cells.append(f"{100 * statistics.median(e):.1f}% ({len(e)})" if e else "-")
+            mid = statistics.median(abs(x) for x in e) if e else 0.0
+            cells.append(f"{100 * mid:.1f}% ({100 * statistics.median(e):+.0f}%, {len(e)})" if e else "-")
         lines.append(f"| {way} | " + " | ".join(cells) + " |")
     lines += ["", f"Measured points faster than the layout's ceiling: {len(beats)}. Setups kvcalc refused: {skipped}."]
     lines += [f"- {b}" for b in beats]

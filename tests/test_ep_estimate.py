@@ -163,3 +163,19 @@ def test_calibration_points_carry_their_layout():
     assert math.isclose(float(ix["value"]), 14.8229)
     blog = {r["id"]: r for r in rows}["trtllm-dsr1blog-h200-maxthr-thr"]  # "enable_attention_dp: true"
     assert (blog["tp"], blog["ep"], blog["dp_attention"], blog["concurrency"]) == ("8", "8", "1", "1024")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
+    # Each of the 8 DP-attention ranks runs its own scheduler over its own KV pool: the replica's limits
+    # are 8 times one rank's (the pool as the engine model prices one rank)
+    from kvcalc.plan.serve_report import kv_pool, serving_limits
+
+    spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
+    dp = _dep("h200", 8, 8, True)
+    one, _ = kv_pool(spec, gpu, dp, engine=engine, dtype="fp8", kv_dtype="fp8", context=2048)
+    limits, pool = serving_limits(spec, gpu, dp, engine=engine, dtype="fp8", kv_dtype="fp8", prompt=1024, new=1024)
+    assert limits.max_num_seqs == 8 * one.max_num_seqs
+    assert limits.max_num_batched_tokens == 8 * one.max_num_batched_tokens
+    assert limits.kv_blocks == 8 * one.kv_blocks and limits.block_size == one.block_size
+    assert pool.endswith("x 8 DP-attention ranks")

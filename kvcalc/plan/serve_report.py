@@ -171,6 +171,15 @@ def serving_limits(
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool."""
     limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
+    if dep.dp_attention:
+        # NOTE: each of the tp DP-attention ranks schedules its own requests into its own KV pool (SGLang
+        # --enable-dp-attention, TensorRT-LLM enable_attention_dp, vLLM --data-parallel-size): the
+        # replica's limits are tp times one rank's, the pool as the engine model prices one rank.
+        r = dep.kv_ranks
+        limits = Limits(
+            limits.max_num_seqs * r, limits.max_num_batched_tokens * r, limits.kv_blocks * r, limits.block_size
+        )
+        pool += f"; x {r} DP-attention ranks"
     if limits.kv_blocks * limits.block_size < prompt + new:
         raise UsageError(
             f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
