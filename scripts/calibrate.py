@@ -53,12 +53,13 @@ def load_points(path: Path = POINTS, simulate: bool = True):
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
         simulated = setup.concurrency is not None and simulate
-        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["dtype"], r["kv_dtype"], setup, chunk)
+        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["ep"], r["dp_attention"], r["dtype"], r["kv_dtype"], setup, chunk)
         key += (r["engine"],) if simulated else ()
         if key not in cache:
             spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
             tp, pp = int(r["tp"]), int(r["pp"])
-            dep = Deployment(tp=tp, pp=pp, link=link_for(gpu))
+            ep, dp = int(r["ep"] or 1), r["dp_attention"] == "1"
+            dep = Deployment(tp=tp, pp=pp, link=link_for(gpu), ep=ep, dp_attention=dp)
             dtype, kv = r["dtype"] or None, r["kv_dtype"]
             try:
                 if simulated:
@@ -104,6 +105,8 @@ def names_for(points) -> list[str]:
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
+    a2a = sorted({p.sf.decode.link for p in points if p.sf.decode.a2a[0]})  # expert parallelism's all-to-all
+    names += [f"a2a_alpha_s.{k}" for k in a2a] + [f"a2a_bw_eff.{k}" for k in a2a]
     return names
 
 
