@@ -53,7 +53,18 @@ def load_points(path: Path = POINTS, simulate: bool = True):
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
         simulated = setup.concurrency is not None and simulate
-        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["ep"], r["dp_attention"], r["dtype"], r["kv_dtype"], setup, chunk)
+        key = (
+            r["model"],
+            r["gpu"],
+            r["tp"],
+            r["pp"],
+            r["ep"],
+            r["dp_attention"],
+            r["dtype"],
+            r["kv_dtype"],
+            setup,
+            chunk,
+        )
         key += (r["engine"],) if simulated else ()
         if key not in cache:
             spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])

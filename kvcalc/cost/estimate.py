@@ -21,11 +21,11 @@ term grows with the tokens and the context, so the estimate is monotone in batch
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
 from kvcalc.cost.kvcache import tokens_held
-from kvcalc.cost.shard import allreduce_wire_bytes, allreduces_per_step
+from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
     Deployment,
     Stage,
@@ -220,13 +220,6 @@ def features(
         ideal.append(max((w + kv + state) / bw, flops / peak))
     ceiling = pipelined(ideal, m, bool(prefill_tokens), bound=True) + comm_seconds(spec, dep, tokens, dtype)
     link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
-    act = activation_bytes(spec, dtype)
-    comm = None
-    if dep.link and (dep.ep > 1 or dep.dp_attention or dep.gpus_per_node) and dep.gpus > 1:
-        from kvcalc.cost.ep_comm import layout_comm
-
-        comm = layout_comm(spec, dep, tokens, act)
-    allreduces = allreduces_per_step(spec) if dep.tp > 1 else 0
     return StepFeatures(
         family=gpu_family(gpu),
         bandwidth=float(bw),
@@ -234,17 +227,46 @@ def features(
         tp=dep.tp,
         pp=dep.pp,
         link=link_kind(dep),
-        link_bandwidth=comm.bandwidth if comm else link.group_bandwidth(dep.tp) if link and dep.tp > 1 else 0.0,
         send_bandwidth=link.group_bandwidth(2) if link and dep.pp > 1 else 0.0,
         stage_bytes=tuple(rows),
+        prefill=bool(prefill_tokens),
+        ceiling_s=ceiling,
+        microbatches=m,
+        **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
+    )
+
+
+class LayoutFields(TypedDict):
+    link_bandwidth: float
+    allreduces: int
+    message_bytes: int
+    tokens: int
+    seqs: int
+    sub_allreduce: tuple[int, int, int, float]
+    a2a: tuple[int, float, float, float]
+
+
+def layout_fields(
+    spec: ModelSpec, dep: Deployment, link: Link | None, tokens: int, batch: int, pseqs: int, dtype: str | None
+) -> LayoutFields:
+    """The features that follow a step's tokens through the layout: its collectives (all-reduces,
+    expert parallelism's all-to-all, attention-DP's partial reductions) and the sequences the engine
+    schedules per rank. Shared with the serving simulation's fast step timer (plan/serve_steps.py)."""
+    act = activation_bytes(spec, dtype)
+    comm = None
+    if dep.link and (dep.ep > 1 or dep.dp_attention or dep.gpus_per_node) and dep.gpus > 1:
+        from kvcalc.cost.ep_comm import layout_comm
+
+        comm = layout_comm(spec, dep, tokens, act)
+    allreduces = allreduces_per_step(spec) if dep.tp > 1 else 0
+    group = link.group_bandwidth(dep.tp) if link is not None and dep.tp > 1 else 0.0
+    return LayoutFields(
+        link_bandwidth=comm.bandwidth if comm else group,
         allreduces=comm.allreduces if comm and dep.tp > 1 else allreduces,
         message_bytes=tokens * spec.hidden_size * act,
         tokens=tokens,
         # NOTE: under DP attention each rank's engine schedules and samples its own requests.
         seqs=-(-batch // dep.kv_ranks) + pseqs,
-        prefill=bool(prefill_tokens),
-        ceiling_s=ceiling,
-        microbatches=m,
         sub_allreduce=comm.sub_allreduce if comm else (0, 0, 0, 0.0),
         a2a=comm.a2a if comm else (0, 0.0, 0.0, 0.0),
     )
