@@ -13,7 +13,18 @@ from kvcalc.present.sheet import Sheet, to_rich
 # brackets (literal to Rich: "[80% interval]"), and the odd cells Rich would change (a markup tag, an
 # emoji code, a tab): those must go to Rich.
 WORDS = ["", "1", "8,192", "13.04", "GiB", "yes", "NO", "≤", "Qwen/Qwen3", "模型", "café", "a b", "x  y", " lead"]
-WORDS += ["[80% interval]", "[", "]", "ratio 1:2", "12:30:00", "\\[x]", "[bold]x[/bold]", ":thumbs_up:", "a\tb", "two\nlines"]
+WORDS += [
+    "[80% interval]",
+    "[",
+    "]",
+    "ratio 1:2",
+    "12:30:00",
+    "\\[x]",
+    "[bold]x[/bold]",
+    ":thumbs_up:",
+    "a\tb",
+    "two\nlines",
+]
 cell = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)
 head = st.lists(st.sampled_from([w for w in WORDS if "\n" not in w]), min_size=1, max_size=3).map("\n".join)
 
