@@ -45,9 +45,13 @@ COMMANDS = {
     "cache llama-3-8b": [sys.executable, "-m", "kvcalc", "cache", "llama-3-8b"],
     "cache meta-llama/Meta-Llama-3-8B (alias)": [sys.executable, "-m", "kvcalc", "cache", "meta-llama/Meta-Llama-3-8B"],
     "roofline 7b --gpu a100": [sys.executable, "-m", "kvcalc", "roofline", "7b", "--gpu", "a100"],
-    # The same command with CPython's cyclic collector left on (kvcalc/__main__.py turns it off): what
-    # kvcalc's own code costs, apart from the collector's passes over everything imported.
+    "generate 7b --gpu a100": [sys.executable, "-m", "kvcalc", "generate", "7b", "--gpu", "a100"],
+    # The same commands with CPython's cyclic collector left on and nothing frozen at exit (kvcalc/__main__.py
+    # turns it off and freezes): what kvcalc's own code costs, apart from the collector's passes over
+    # everything imported, during the run and at exit.
     "cache llama-3-8b, collector on": [*WITH_COLLECTOR, "cache", "llama-3-8b"],
+    "roofline 7b --gpu a100, collector on": [*WITH_COLLECTOR, "roofline", "7b", "--gpu", "a100"],
+    "generate 7b --gpu a100, collector on": [*WITH_COLLECTOR, "generate", "7b", "--gpu", "a100"],
 }
 # The largest requests the CLI accepts quickly, for peak memory with the collector on and off (--memory).
 HEAVY = [
