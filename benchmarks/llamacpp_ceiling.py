@@ -3,8 +3,8 @@
 Reads the llama-bench `tg 512` points of ../shared/reference/speed_calibration.json (Llama-3-8B and
 -70B, Q4_K_M and F16, consumer NVIDIA and Apple; XiongjieDai/GPU-Benchmarks-on-LLM-Inference) and
 prints measured / ceiling for each point whose GPU has a preset. The weights are a Llama-3 tensor
-table in llama.cpp's Q4_K_M recipe as llama-quant.cpp applies it (q4_K, with attn_v and ffn_down in
-q6_K on half the layers, output q6_K) or F16: close to the published files, not read from them.
+table in llama.cpp's Q4_K_M recipe as llama-quant.cpp applies it (kvcalc/model/gguf/mix.py: q4_K, with
+attn_v and ffn_down in q6_K on the use_more_bits layers, output q6_K) or F16.
 
     python benchmarks/llamacpp_ceiling.py
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kvcalc.engines.llamacpp.buffers import TensorRow
 from kvcalc.engines.llamacpp.eras import era
+from kvcalc.model.gguf.mix import tensor_table
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.quants import quant_row
 
@@ -30,22 +31,8 @@ GPUS = {  # the source's names -> presets
 
 
 def table(model: str, recipe: str) -> list[TensorRow]:
-    spec = get_model(model)
-    h, kv, ff, v = spec.hidden_size, spec.kv_heads * spec.head_dim_effective, spec.intermediate_size, spec.vocab_size
-
-    def t(name: str, ne0: int, rows: int, typ: str) -> TensorRow:
-        block, size = {"f16": (1, 2), "q4_K": (256, 144), "q6_K": (256, 210)}[typ]
-        return TensorRow(name, ne0, typ, rows * ne0 // block * size)
-
-    q, big = ("f16", "f16") if recipe == "F16" else ("q4_K", "q6_K")
-    out = [t("token_embd.weight", h, v, q), t("output.weight", h, v, big)]
-    for il in range(spec.num_layers):
-        more = big if il % 2 == 0 else q  # use_more_bits: about half the layers
-        out += [t(f"blk.{il}.attn_q.weight", h, h, q), t(f"blk.{il}.attn_k.weight", h, kv, q)]
-        out += [t(f"blk.{il}.attn_v.weight", h, kv, more), t(f"blk.{il}.attn_output.weight", h, h, q)]
-        out += [t(f"blk.{il}.ffn_gate.weight", h, ff, q), t(f"blk.{il}.ffn_up.weight", h, ff, q)]
-        out += [t(f"blk.{il}.ffn_down.weight", ff, h, more)]
-    return out
+    """The tensor table llama-quantize writes for the recipe (model/gguf/mix.py's per-tensor rules)."""
+    return [TensorRow(*t) for t in tensor_table(get_model(model), "f16" if recipe == "F16" else "q4_k_m")]
 
 
 def main() -> None:

@@ -27,14 +27,16 @@ OUT = ROOT / "kvcalc" / "cost" / "calibration.json"
 sys.path.insert(0, str(ROOT))
 
 
-def load_points(path: Path = POINTS):
+def load_points(path: Path = POINTS, simulate: bool = True):
     """Points (with their step features) from the calibration CSV; setups shared by several
-    metrics are built once."""
+    metrics are built once. `simulate`: closed-loop points as the serving simulation runs them
+    (plan/serve_fit.py); False: cost/fitting.py's closed form (what the planner's estimate uses)."""
     from kvcalc.cost.estimate import gpu_family
     from kvcalc.cost.fitting import Point, Setup, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
+    from kvcalc.plan.serve_fit import run_features
 
     rows = list(csv.DictReader(open(path, newline="")))
     per_source = Counter(r["source"] for r in rows)
@@ -48,13 +50,21 @@ def load_points(path: Path = POINTS):
             new=int(r["new"]),
         )
         chunk = 512 if r["engine"] == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
+        # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
+        # engine's limits and pool), the others through the static-batch steps.
+        simulated = setup.concurrency is not None and simulate
         key = (r["model"], r["gpu"], r["tp"], r["pp"], r["dtype"], r["kv_dtype"], setup, chunk)
+        key += (r["engine"],) if simulated else ()
         if key not in cache:
             spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
             tp, pp = int(r["tp"]), int(r["pp"])
             dep = Deployment(tp=tp, pp=pp, link=link_for(gpu))
+            dtype, kv = r["dtype"] or None, r["kv_dtype"]
             try:
-                cache[key] = setup_features(spec, gpu, dep, setup, r["dtype"] or None, r["kv_dtype"], chunk)
+                if simulated:
+                    cache[key] = run_features(spec, gpu, dep, setup, engine=r["engine"], dtype=dtype, kv_dtype=kv)
+                else:
+                    cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk)
             except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted
                 cache[key] = e
             families[key] = gpu_family(gpu)
@@ -83,9 +93,9 @@ def names_for(points) -> list[str]:
     links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces} & {"nvlink"})
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
-    names += [
-        f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s", "ttft_queue") for e in engines
-    ]
+    names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
+    if any(p.sf.prompts_per_step and p.sf.run is None for p in points):  # the closed form's queueing
+        names += [f"ttft_queue.{e}" for e in engines]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
@@ -118,6 +128,18 @@ def calibrate(points, sweeps: int) -> dict[str, float]:
     return c
 
 
+def fit_closed_form_queue(c: dict[str, float], sweeps: int) -> None:
+    """Refit `ttft_queue.<engine>` (the queueing term of cost/fitting.py's closed form, which the
+    planner uses where a simulation per option would be slow) so that the closed form tracks the
+    measured closed-loop TTFTs with the step constants `c` fitted through the simulation."""
+    from kvcalc.cost.fitting import fit
+
+    points = [p for p in load_points(simulate=False) if p.metric == "ttft_ms" and p.sf.prompts_per_step]
+    names = [f"ttft_queue.{e}" for e in sorted({p.engine for p in points})]
+    c.update({n: v for n, v in fit(points, c, names, sweeps=sweeps).items() if n in names})
+    shared_means(points, c, names)
+
+
 def held_out_interval() -> dict[str, float]:
     """The 80% interval from the leave-one-source-out residuals benchmarks/speed_accuracy.py wrote
     (weighted 10th and 90th percentiles of measured / predicted, per phase); {} when absent."""
@@ -144,6 +166,7 @@ def main() -> int:
 
     points = load_points()
     c = calibrate(points, args.sweeps)
+    fit_closed_form_queue(c, args.sweeps)
     c.update(held_out_interval())  # the shipped interval: from held-out residuals where they exist
     sources = sorted({p.source for p in points})
     OUT.write_text(

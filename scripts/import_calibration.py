@@ -49,6 +49,13 @@ def dtype_of(text: str | None) -> str | None:
         return "nvfp4"
     if t.startswith("mxfp4"):
         return None  # the preset's native checkpoint
+    if "gguf" in t:
+        # a GGUF's llama.cpp quant (q4_k_m, q4_0, ...): priced by its per-tensor mix (model/gguf/mix.py)
+        from kvcalc.model.gguf.mix import FTYPES
+
+        named = [f for f in FTYPES if f in t]
+        if named:
+            return named[0]
     if "q4" in t or "int4" in t:
         return "int4"
     if t.startswith(("f16", "fp16")):

@@ -234,8 +234,9 @@ def test_concurrency_search_finds_the_edge(llama):
     assert found.ceiling_concurrency >= found.concurrency  # the ceiling only proves a miss
     limits, _ = serving_limits(spec, gpu, SINGLE, engine="vllm", dtype=None, kv_dtype="bf16", prompt=512, new=256)
     estimate = step_timers(spec, gpu, SINGLE, engine="vllm", dtype=None, kv_dtype="bf16")[1]
-    at = simulate(estimate, Load(512, 256, 4 * found.concurrency, concurrency=found.concurrency), limits)
-    past = simulate(estimate, Load(512, 256, 4 * (found.concurrency + 1), concurrency=found.concurrency + 1), limits)
+    c = found.concurrency
+    at = simulate(estimate, Load(512, 256, 4 * c, concurrency=c, burst=True), limits)
+    past = simulate(estimate, Load(512, 256, 4 * (c + 1), concurrency=c + 1, burst=True), limits)
     assert at.tpot_s * 1e3 <= 12.0 < past.tpot_s * 1e3
     assert f"up to concurrency {found.concurrency}" in found.message and "(estimate)" in found.message
 

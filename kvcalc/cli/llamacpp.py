@@ -160,6 +160,7 @@ def run_fit(
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.memory import rows_of
     from kvcalc.model.gguf.source import HUB_REF, hub_listing, is_gguf_ref, open_hub
+    from kvcalc.plan.calibration import constants_for
     from kvcalc.plan.quants import QuantFit, quant_row
 
     if cpu_gb_s <= 0:
@@ -176,6 +177,8 @@ def run_fit(
         gpu_bw=gpu_spec.bandwidth_bytes_per_s,
         cpu_bw=int(cpu_gb_s * 1e9),
         unified=unified,
+        gpu=gpu_spec,
+        calibration=constants_for(gpu_spec, "llamacpp"),
     )
     settings_ = dict(opts, backend=_backend(gpu_spec), weights_exact=True)
     m = re.match(HUB_REF, model)

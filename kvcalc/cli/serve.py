@@ -24,7 +24,15 @@ RequestsOpt = Annotated[
     Optional[int],
     typer.Option(
         "--requests",
-        help="Requests to simulate with --concurrency/--rate (default: 8 x concurrency, at least 16; 200 with --rate).",
+        help="Requests to simulate with --concurrency/--rate (default: 10 x concurrency, at least 16; 200 with --rate).",
+    ),
+]
+SteadyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--steady-state",
+        help="With --concurrency: clients spread over a request's life and figures over the steady state only "
+        "(default: a benchmark's run, every client starting at once, figures over all requests).",
     ),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the --rate arrivals (default 0).")]
@@ -52,6 +60,7 @@ def serve_generate(
     fmt,  # noqa: ANN001
     plot: str | None,
     plot_size: str | None,
+    steady: bool = False,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -71,7 +80,7 @@ def serve_generate(
         raise UsageError("--plot with serving draws a sweep", hint="give --concurrency a range, e.g. 1..256")
     args = dict(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, engine=engine or "vllm", dtype=dtype,
-        kv_dtype=kv_dtype, estimate=not ceiling,
+        kv_dtype=kv_dtype, estimate=not ceiling, steady=steady,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

@@ -259,9 +259,9 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     """The estimated seconds of a step from its features and the constants `c` (flat names such as
     `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name)."""
     fam = f.family
-    bw_eff = min(1.0, _get(c, "bw_eff", fam))
+    bw_eff = min(1.0, _get(c, "bw_eff", fam, engine))
     kv_eff = min(1.0, _get(c, "kv_eff", fam))
-    mfu = min(1.0, _get(c, "mfu", fam))
+    mfu = min(1.0, _get(c, "mfu", fam, engine))
     gemv = _get(c, "gemv_layer_bytes", fam)
     fill = _get(c, "mfu_tokens", fam)
     phase = "prefill" if f.prefill else "decode"

@@ -37,11 +37,24 @@ class Setup(NamedTuple):
     new: int
 
 
+class WeightedRun(NamedTuple):
+    """A closed-loop run as the serving simulation schedules it (plan/serve_fit.py): each figure is a
+    weighted sum of step times, e.g. mean TTFT = sum(ttft[i] x time(steps[i]))."""
+
+    steps: tuple[StepFeatures, ...]
+    ttft: tuple[float, ...]  # mean TTFT
+    tpot: tuple[float, ...]  # mean over requests of (finish - first token) / (new - 1)
+    total: tuple[float, ...]  # mean request latency
+    duration: tuple[float, ...]  # the whole run (steps alike in each group)
+    tokens: int  # output tokens of every request
+
+
 class SetupFeatures(NamedTuple):
     setup: Setup
     decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1)
     first: StepFeatures  # the prompt pass that yields a request's first token
     prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
+    run: WeightedRun | None = None  # closed loop through the simulation: figures are its weighted sums
 
 
 def setup_features(
@@ -91,6 +104,14 @@ class Figures(NamedTuple):
 def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping[str, float], engine: str) -> Figures:
     """The setup's figures with each step timed by `time` (time_of with constants, or the ceiling)."""
     s = sf.setup
+    if sf.run is not None:
+        r = sf.run
+        t = [time(f) for f in r.steps]
+
+        def dot(w: Sequence[float]) -> float:
+            return sum(a * b for a, b in zip(w, t))
+
+        return Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
     n = max(1, s.new)
     step = time(sf.decode)
     ttft = time(sf.first)

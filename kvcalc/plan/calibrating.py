@@ -44,6 +44,7 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.calibration import shipped
     from kvcalc.plan.inputs import resolve
+    from kvcalc.plan.serve_fit import run_features
 
     g = get_gpu(gpu)
     fam = gpu_family(g)
@@ -52,7 +53,12 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
         spec = resolve(r.model).spec
         setup = Setup(r.batch, r.concurrency, r.prompt, r.new)
         chunk = 512 if engine == "llamacpp" else 8192
-        sf = setup_features(spec, g, Deployment(tp=r.tp, pp=r.pp, link=link_for(g)), setup, None, "bf16", chunk)
+        dep = Deployment(tp=r.tp, pp=r.pp, link=link_for(g))
+        if r.concurrency is not None:
+            # NOTE: a closed-loop run is fitted through the serving simulation generate --concurrency prints
+            sf = run_features(spec, g, dep, setup, engine=engine, dtype=None, kv_dtype="bf16")
+        else:
+            sf = setup_features(spec, g, dep, setup, None, "bf16", chunk)
         for metric, value in (("ttft_ms", r.ttft_ms), ("tpot_ms", r.tpot_ms)):
             if value:
                 points.append(Point(sf, engine, metric, value, 1.0, r.file))
@@ -62,8 +68,6 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
     names = [f"bw_eff.{fam}", f"step_s.{engine}", f"seq_s.{engine}", f"decode_layer_s.{engine}"]
     if any(p.metric == "ttft_ms" for p in points):
         names += [f"mfu.{fam}", f"prefill_layer_s.{engine}"]
-    if any(p.sf.prompts_per_step and p.metric == "ttft_ms" for p in points):
-        names.append(f"ttft_queue.{engine}")
     fitted = fit(points, base, names)
     mine = {n: fitted[n] for n in names}
     if len(points) >= 10:  # NOTE: fewer points say little about the spread; keep the shipped interval then

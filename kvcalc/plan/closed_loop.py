@@ -35,13 +35,21 @@ def closed_loop_estimate(
     """U users each sending prompt + new tokens and their next request when the last one ends. The
     interval's ends scale the prefill and decode steps by the calibration's factors and never pass
     the ceiling (a run cannot beat it)."""
-    from kvcalc.cost.estimate import time_of
-    from kvcalc.cost.fitting import Setup, figures, setup_features
+    from kvcalc.cost.fitting import Setup, setup_features
     from kvcalc.plan.calibration import constants_for
 
-    c, basis = constants_for(gpu, engine)
     chunk = 512 if engine == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
     sf = setup_features(spec, gpu, dep, Setup(None, users, prompt, new), dtype, kv_dtype, chunk)
+    return estimate_of(sf, constants_for(gpu, engine), engine)
+
+
+def estimate_of(sf, calibration, engine: str) -> PlanEstimate:  # noqa: ANN001
+    """The closed-loop estimate of a setup's steps (cost/fitting.SetupFeatures) with (constants, basis)."""
+    from kvcalc.cost.estimate import time_of
+    from kvcalc.cost.fitting import figures
+
+    c, basis = calibration
+    users, new = sf.setup.concurrency or 1, sf.setup.new
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")
     plo, phi = c.get("interval.prefill.lo", 0.8), c.get("interval.prefill.hi", 1.25)

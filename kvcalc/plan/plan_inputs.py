@@ -65,6 +65,11 @@ def plan_from_inputs(
         prices = parse_prices([f"{k}={v}" for k, v in price.items()])
     else:
         prices = parse_prices([price] if isinstance(price, str) else price)
+    if engine == "llamacpp" and isinstance(model, str):
+        from kvcalc.model.gguf.source import is_gguf_ref
+
+        if is_gguf_ref(model):  # each quant file an option, judged by llama.cpp's own buffers
+            return _gguf_plan(model, length, users, p, n, tpot_ms, ttft_ms, gpu, max_gpus, prices, dtypes, kvs)
     spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
     trained = spec.max_position_embeddings
     if trained and length > trained and engine != "llamacpp":
@@ -84,4 +89,26 @@ def plan_from_inputs(
         spec, gpus, seq=length, users=users, prompt=p, new=n, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus,
         dtypes=dtypes or None, kv_dtypes_given=kvs or None, engine=engine, prices=prices,
         gpu_util=parse_fraction(gpu_util, "--gpu-util"),
+    )  # fmt: skip
+
+
+def _gguf_plan(model, seq, users, prompt, new, tpot_ms, ttft_ms, gpu, max_gpus, prices, dtypes, kvs):  # noqa: ANN001, ANN202
+    """plan over the quant files of a GGUF (plan/gguf_plan.py)."""
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.plan.gguf_plan import gguf_models, plan_quants
+    from kvcalc.plan.planner import DEFAULT_GPUS
+
+    if dtypes or kvs:
+        raise UsageError(
+            "--dtype and --kv-dtype do not apply to a GGUF plan: its quants are the repo's files",
+            hint="one quant: REPO:Q4_K_M; llama.cpp's cache types: kvcalc fit REPO --engine llamacpp --kv-dtype q8_0",
+        )
+    items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
+    gpus = []
+    for item in items:
+        gpus += [get_gpu(g) for g in _names(item, "--gpu")] if isinstance(item, str) else [item]
+    name, models = gguf_models(model)
+    return plan_quants(
+        models, gpus or [get_gpu(g) for g in DEFAULT_GPUS], repo=name, seq=seq, users=users, prompt=prompt,
+        new=new, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus, prices=prices,
     )  # fmt: skip

@@ -1,17 +1,24 @@
 """Which GGUF quant fits: for each quant file of a repo, llama.cpp's buffers on a GPU at a context,
-the most layers that fit (llama.cpp's -ngl) and a decode-speed ceiling."""
+the most layers that fit (llama.cpp's -ngl), and its decode and prompt speed: the calibrated estimate
+with its 80% interval (plan/llamacpp_speed.py) beside the decode ceiling."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kvcalc.cost.calibration import Calibration
 from kvcalc.engines.llamacpp.buffers import TensorRow
 from kvcalc.engines.llamacpp.eras import Era
 from kvcalc.engines.llamacpp.memory import LlamaCppResult, llamacpp_memory
+from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.results import Result
 
 SPEED_LABEL = "ceiling: weights and KV read once per token at memory bandwidth (not calibrated)"
+ESTIMATE_LABEL = (
+    "estimate: llama.cpp's calibrated speed with an 80% interval; decode of one sequence holding its whole -c,"
+    " prompt processing as llama-bench's pp512"
+)
 
 
 class QuantRow(Result):
@@ -25,6 +32,15 @@ class QuantRow(Result):
     gpu_layers: int  # -ngl that fits: layers offloaded, the output layer counting as one
     total_layers: int
     decode_tokens_per_s_ceiling: float
+    # The calibrated estimate (plan/llamacpp_speed.py), None where no GPU spec was given: tokens/s of one
+    # sequence at `decode_context` tokens, and of a 512-token prompt (pp512), each with its 80% interval.
+    decode_tokens_per_s: float | None = None
+    decode_interval: tuple[float, float] | None = None
+    decode_context: int | None = None
+    prompt_tokens_per_s: float | None = None
+    prompt_interval: tuple[float, float] | None = None
+    prompt_tokens_per_s_ceiling: float | None = None
+    speed_basis: str | None = None
     refusal: str | None = None
     llamacpp: LlamaCppResult
 
@@ -36,6 +52,7 @@ class QuantFit(Result):
     headroom_bytes: int  # kept free for the CUDA context and driver (--reserve, default 1 GiB)
     n_ctx: int
     speed_label: str = SPEED_LABEL
+    estimate_label: str = ESTIMATE_LABEL
     cpu_bandwidth_bytes_per_s: int
     rows: list[QuantRow]
 
@@ -109,9 +126,12 @@ def quant_row(
     cpu_bw: int,
     unified: bool,
     ngl: int | None = None,
+    gpu: GpuSpec | None = None,
+    calibration: Calibration | None = None,
     **settings: Any,
 ) -> QuantRow:
-    """One quant's row: at the largest -ngl that fits, or at the -ngl given."""
+    """One quant's row: at the largest -ngl that fits, or at the -ngl given. With `gpu` and `calibration`
+    ((constants, basis) for llamacpp on it), the calibrated decode and prompt speeds too."""
     if ngl is None:
         r = largest_fit(spec, tensors, n_ctx, era, capacity, unified, **settings)
     else:
@@ -120,6 +140,34 @@ def quant_row(
         )
     gpus = [d for d in r.devices if d.name != "CPU"]
     total = sum(d.total_bytes for d in r.devices) if unified else sum(d.total_bytes for d in gpus)
+    speed: dict[str, Any] = {
+        "decode_tokens_per_s_ceiling": float(f"{decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified):.4g}")
+    }
+    if gpu is not None and calibration is not None:
+        from kvcalc.plan.llamacpp_speed import llamacpp_speed
+
+        n_gpus = settings.get("n_gpus", 1)
+        context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
+        dec, pp = llamacpp_speed(
+            spec, tensors, r, gpu, cpu_bw, calibration, n_gpus=n_gpus, unified=unified, context=context
+        )
+        basis = calibration[1] + (
+            f"; the {r.total_layers - r.gpu_layers} layers on the CPU at the system memory's bandwidth (not calibrated)"
+            if r.gpu_layers < r.total_layers and not unified
+            else ""
+        )
+        if pp is None:
+            basis += f"; no prompt speed: {gpu.name} has no sourced FLOP/s (decode from its bandwidth)"
+        speed = dict(
+            decode_tokens_per_s_ceiling=dec.ceiling,
+            decode_tokens_per_s=dec.tokens_per_s,
+            decode_interval=(dec.lo, dec.hi),
+            decode_context=context,
+            prompt_tokens_per_s=pp.tokens_per_s if pp else None,
+            prompt_interval=(pp.lo, pp.hi) if pp else None,
+            prompt_tokens_per_s_ceiling=pp.ceiling if pp else None,
+            speed_basis=basis,
+        )
     return QuantRow(
         quant=label,
         file_bytes=file_bytes,
@@ -130,7 +178,7 @@ def quant_row(
         fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers,
         gpu_layers=r.gpu_layers,
         total_layers=r.total_layers,
-        decode_tokens_per_s_ceiling=float(f"{decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified):.4g}"),
+        **speed,
         refusal=r.refusal,
         llamacpp=r,
     )

@@ -160,6 +160,28 @@ def _arrivals(load: Load) -> list[float]:
     return times
 
 
+class Trace(NamedTuple):
+    """A closed-loop run in engine steps (its schedule does not depend on step times). `steps`: a
+    StepTimer's five arguments, k steps alike (a decode run) and the step clock it starts at;
+    `requests`: (arrival, first token, finish) step clocks and new tokens of every request."""
+
+    steps: list[tuple[int, int, int, int, int, int, int]]
+    requests: list[tuple[int, int, int, int]]
+
+
+def trace(load: Load, limits: Limits) -> Trace:
+    """The schedule of a closed-loop `load`: every figure of simulate() is a weighted sum of its
+    steps' times (cost/fitting.py fits the step model through it)."""
+    if load.concurrency is None:
+        raise ValueError("an open loop's schedule depends on step times; only a closed loop has a trace")
+    out = Trace([], [])
+    eng = _Engine(load, limits)
+    eng.trace = out
+    eng.run(lambda *a: 1.0)  # one second a step: `now` is the step clock
+    out.requests.extend((round(r.arrival), round(r.first), round(r.finish), r.new) for r in eng.finished)
+    return out
+
+
 def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     """Run `load` through the scheduler, timing each step with `timer`.
 
@@ -193,6 +215,7 @@ class _Engine:
         self.pushes = 0  # NOTE: the tie-break: a counter, not id(r), so equal finish steps pop in one order every run
         self.finished: list[_Req] = []
         self.preemptions = 0
+        self.trace: Trace | None = None
 
     # --- decoders as aggregates -----------------------------------------------------------
 
@@ -234,11 +257,19 @@ class _Engine:
         decoders are all scheduled, as aggregates, unless the step went the slow way, which lists
         every running request with its tokens (0: left out by the budget)."""
         budget = self.limits.max_num_batched_tokens
-        work = [(r, self._need(r)) for r in self.prefilling]
-        want = self._opening(1) + sum(self._blocks(r.computed, t) for r, t in work)
-        if self.dec + sum(t for _, t in work) <= budget and want <= self.free:
-            self.free -= want
-            return work, False, budget - self.dec - sum(t for _, t in work), False
+        if self.dec <= budget:
+            # NOTE: the unfinished prompts are the newest running requests (one is admitted only if
+            # every request before it was scheduled whole), so the decoders take a token each and
+            # the prompts the budget left, in admission order: vLLM's loop, without walking it.
+            left, work = budget - self.dec, []
+            for r in self.prefilling:
+                take = min(self._need(r), left)
+                work.append((r, take))
+                left -= take
+            want = self._opening(1) + sum(self._blocks(r.computed, t) for r, t in work)
+            if want <= self.free:
+                self.free -= want
+                return work, False, left, False
         # The slow way: vLLM's loop over the running requests in order, preempting the newest.
         for r in list(self.running):
             if r not in self.prefilling:
@@ -334,6 +365,8 @@ class _Engine:
                 seconds = timer(n, contexts, pre, held, seqs)
             area += seconds * (len(self.running) + len(self.waiting))
             now += seconds
+            if self.trace is not None:
+                self.trace.steps.append((n, contexts, pre, held, seqs, k, self.clock))
             steps += k
             self.clock += k
             self.dec_computed += self.dec * k
@@ -351,7 +384,9 @@ class _Engine:
                         r.first = now
                 if r.generated >= r.new:
                     self._retire(r, now)
-                elif r.computed == prompt + r.generated - 1:
+                elif r.generated and r.computed == prompt + r.generated - 1:
+                    # NOTE: a prompt chunk that stops one token short (generated 0) is still a prompt:
+                    # its last token samples the first output token in a later step, as vLLM does.
                     self.prefilling.pop(r, None)
                     self._add_decoder(r)
         return _stats(self.finished, load, steps, self.preemptions, area, now)

@@ -47,7 +47,8 @@ class ServeResult(ServeFigures):
     rate: float | None = None
     requests: int
     seed: int | None = None
-    measured_requests: int  # the steady-state requests the figures are over
+    measured_requests: int  # the requests the figures are over
+    steady_state: bool = False  # closed loop: figures over the steady state, not the benchmark's whole run
     steps: int
     kv_capacity_tokens: int
     kv_pool: str  # where the capacity comes from
@@ -152,8 +153,9 @@ def kv_pool(
 
 
 def default_requests(concurrency: int | None) -> int:
-    """8 x concurrency (at least 16) in a closed loop, so most requests run in the steady state; 200 open."""
-    return max(8 * concurrency, 16) if concurrency else 200
+    """10 x concurrency in a closed loop (as InferenceX and most `vllm bench serve --max-concurrency`
+    runs send), at least 16; 200 open."""
+    return max(10 * concurrency, 16) if concurrency else 200
 
 
 def serving_limits(
@@ -200,9 +202,14 @@ def serve_report(
     dtype: str | None = None,
     kv_dtype: str = "bf16",
     estimate: bool = True,
+    steady: bool = False,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
-    Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside."""
+    Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
+
+    A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
+    InferenceX): every client sends its first request at once, figures over all requests. `steady`:
+    the clients spread over a request's life instead, figures over the steady state only."""
     if (concurrency is None) == (rate is None):
         raise UsageError("give one of --concurrency (closed loop) or --rate (open loop)")
     if concurrency is not None and concurrency < 1:
@@ -215,16 +222,17 @@ def serve_report(
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
     limits, pool = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
-    load = Load(prompt, new, n, concurrency, rate, seed)
+    load = Load(prompt, new, n, concurrency, rate, seed, burst=concurrency is not None and not steady)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     top = simulate(ceiling, load, limits)
     warnings = []
-    if concurrency is not None and n <= 2 * concurrency:
+    if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
     result = ServeResult(
         **_figures(top, f"ceiling ({engine} scheduling)"),
         model=spec.name, gpu=gpu.name, engine=engine, prompt=prompt, new=new, tp=dep.tp, pp=dep.pp,
         concurrency=concurrency, rate=rate, requests=n, seed=seed if rate is not None else None,
+        steady_state=bool(steady and concurrency is not None),
         measured_requests=top.measured, steps=top.steps, kv_capacity_tokens=limits.kv_blocks * limits.block_size,
         kv_pool=pool, max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,
         warnings=warnings,

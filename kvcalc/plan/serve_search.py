@@ -48,9 +48,10 @@ def largest_concurrency(
     top = min(limits.max_num_seqs, SEARCH_LIMIT)
 
     def run(timer, c: int):  # noqa: ANN001, ANN202
-        # NOTE: 4 x c requests (2 x c in the steady state) per probe, half of generate's default: the
-        # search runs about 14 probes per basis.
-        return simulate(timer, Load(prompt, new, max(4 * c, 16), concurrency=c), limits)
+        # NOTE: read as generate --concurrency reads a run (every client starting at once, figures over
+        # all), with 4 x c requests per probe (waves of identical requests repeat, so fewer change
+        # little): the search runs about 14 probes per basis.
+        return simulate(timer, Load(prompt, new, max(4 * c, 16), concurrency=c, burst=True), limits)
 
     def meets(stats) -> bool:  # noqa: ANN001
         ok_tpot = tpot_ms is None or stats.tpot_s * 1e3 <= tpot_ms

@@ -91,12 +91,17 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
         "The ceiling is every step at its physics bound: no real server beats it."
         + (f" The estimate: {r.estimate.basis}." if r.estimate else ""),
     ]
-    if sweep:
-        notes.append("Steady state: each row leaves out its start-up burst and drain (8 x concurrency requests a row).")
-    elif r.concurrency is not None:
+    if r.concurrency is not None and r.steady_state:
         notes.append(
             f"Steady state: figures over {r.measured_requests:,} of {r.requests:,} requests (the start-up burst and "
             "the drain left out)."
+        )
+    elif r.concurrency is not None:
+        many = "10 x concurrency requests a row" if sweep else f"{r.requests:,} requests"
+        notes.append(
+            f"A benchmark's run ({many}): every client sends its first request at once and the figures are over "
+            "all requests, as `vllm bench serve --max-concurrency` and AIPerf report them (--steady-state: the "
+            "steady state alone)."
         )
     notes += [f"Warning: {w}" for w in r.warnings]
     return notes

@@ -1,0 +1,254 @@
+"""llama.cpp's speed for one GGUF as placed: decode tokens/s at a context and prompt processing tokens/s
+(llama-bench's pp512), each as the calibrated estimate with its 80% interval beside the physics ceiling.
+
+The step's features (cost/estimate.StepFeatures) are filled from the GGUF's tensor table and llama.cpp's
+placement rather than from a dtype: each tensor's bytes as its ggml type stores it (Q4_K_M's q4_K / q6_K
+mix, exactly), on the device -ngl and the layer split put it, routed experts by top-k / experts (decode)
+or the experts a prompt's tokens reach; KV from llama.cpp's own cache parts (its cache types, SWA window,
+streams). Each GPU holding layers is one pipeline stage (llama.cpp's layer split). The estimate's
+constants are plan/calibration.constants_for(gpu, "llamacpp"), fitted on the llama-bench points of
+benchmarks/calibration/points.csv.
+
+Layers left on the CPU (partial offload) are not in the calibration: decode reads their weights and KV at
+the system-memory bandwidth given; a prompt's matmuls of CPU-held weights run on the GPU after the weights
+cross PCIe (llama.cpp's op offload for batches of 32+ tokens), at HOST_LINK. Both add the same seconds
+to the ceiling and to the estimate and its interval, and the basis says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import NamedTuple
+
+from kvcalc.cost.calibration import Calibration
+from kvcalc.engines.llamacpp.buffers import TensorRow, layer_devices
+from kvcalc.engines.llamacpp.memory import LlamaCppResult
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.gguf.types import BY_NAME
+from kvcalc.model.spec import LayerKind, ModelSpec
+
+# NOTE: PCIe 4.0 x16 as host-to-device copies achieve it (about 25 of 32 GB/s): what a prompt's op
+# offload of CPU-held weights pays per ubatch. Stated, not calibrated.
+HOST_LINK = 25e9
+PROMPT_TOKENS = 512  # llama-bench's pp512: one ubatch of 512 tokens from an empty cache
+_BLK = re.compile(r"^blk\.(\d+)\.")
+
+
+class Speed(NamedTuple):
+    """One figure: the estimate, its 80% interval and the ceiling, all in tokens/s."""
+
+    tokens_per_s: float
+    lo: float
+    hi: float
+    ceiling: float
+
+
+def _elements(t: TensorRow) -> int:
+    _, block, size = BY_NAME[t.type]
+    return t.nbytes // size * block
+
+
+def _device_of(t: TensorRow, n_layer: int, devs: list[int | None], tied: bool) -> int | None:
+    m = _BLK.match(t.name)
+    if m:
+        il = int(m.group(1))
+        return devs[il] if il < n_layer else None
+    if t.name.startswith("output") or (tied and t.name.startswith("token_embd.")):
+        return devs[n_layer]
+    if t.name.startswith(("token_embd.", "token_types", "position_embd")):
+        return None
+    return devs[0]
+
+
+def _reads(
+    spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int, logits: int = 1
+) -> dict[int | None, tuple[float, float]]:
+    """(weight bytes read, matmul FLOPs) per device (None: the CPU) for a step over `tokens` tokens
+    that computes `logits` rows of the output (each decoded sequence's, a prompt's last token's)."""
+    from kvcalc.cost.shard import reached_experts
+
+    n = spec.num_layers
+    tied = not any(t.name.startswith("output.weight") for t in tensors)
+    out: dict[int | None, tuple[float, float]] = {}
+    reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens)) if spec.experts else 0.0
+    for t in tensors:
+        dev = _device_of(t, n, devs, tied)
+        elems = _elements(t)
+        output = t.name.startswith("output.") or (tied and t.name.startswith("token_embd."))
+        if t.name.startswith("token_embd.") and not tied:
+            read, flops = 0.0, 0.0  # a row per token
+        elif "_exps." in t.name and spec.experts:
+            read = t.nbytes * reached / spec.experts
+            flops = 2.0 * tokens * elems * spec.experts_per_token / spec.experts
+        elif output:
+            read, flops = float(t.nbytes), 2.0 * elems * logits
+        else:
+            read, flops = float(t.nbytes), 2.0 * tokens * elems
+        w, f = out.get(dev, (0.0, 0.0))
+        out[dev] = (w + read, f + flops)
+    return out
+
+
+def _kv(r: LlamaCppResult, devs: list[int | None], cells: int, prompt: bool) -> dict[int | None, float]:
+    """KV bytes read per device: `cells` cells of each attention layer's stream (its window at most);
+    a recurrent layer's whole state is read and written back."""
+    out: dict[int | None, float] = {}
+    for p in r.kv_parts:
+        if not p.layers or not p.cells:
+            continue
+        per_cell = p.bytes / (p.layers * p.cells * p.streams)
+        for il in p.layer_ids:
+            dev = devs[il] if il < len(devs) - 1 else None
+            if p.cache == "recurrent":
+                moved = 0.0 if prompt else 2.0 * p.bytes / (p.layers * p.streams)
+            else:
+                moved = per_cell * min(cells, p.cells)
+            out[dev] = out.get(dev, 0.0) + moved
+    return out
+
+
+def _attention_flops(spec: ModelSpec, context: int, tokens: int, prefill: bool) -> float:
+    """Attention FLOPs of the whole model: one token over `context` keys (decode), or a prompt of
+    `tokens` tokens from an empty cache."""
+    from kvcalc.cost.flops import decode_keys, layer_pairs
+    from kvcalc.cost.step import SINGLE, stages
+
+    (st,) = stages(spec, SINGLE, None)
+    if prefill:
+        return float(sum(t.layers * t.prefill_flops * layer_pairs(t.run, tokens) for t in st.terms))
+    return float(sum(t.layers * t.decode_flops * decode_keys(t.run, context) for t in st.terms))
+
+
+def matmul_peak(gpu: GpuSpec, spec: ModelSpec) -> float:
+    """FLOP/s of llama.cpp's 16-bit matmuls on `gpu`; infinite where the preset has no sourced peak
+    (Apple's): compute is then not charged, so only memory-bound (decode) figures are given."""
+    from kvcalc.errors import SpecError
+    from kvcalc.model.formats import matmul_dtype
+
+    try:
+        return gpu.peak_flop_per_s(gpu.compute_dtype(matmul_dtype(spec, "fp16")))
+    except SpecError:
+        return math.inf
+
+
+def step_features(
+    spec: ModelSpec,
+    tensors: list[TensorRow],
+    r: LlamaCppResult,
+    gpu: GpuSpec,
+    n_gpus: int,
+    unified: bool,
+    *,
+    context: int = 0,
+    prompt_tokens: int = 0,
+    batch: int = 1,
+):  # noqa: ANN201 (StepFeatures, CPU-side bytes, CPU-held weight bytes a prompt copies)
+    """The GPU side of one llama.cpp step as cost/estimate.StepFeatures (one stage per GPU holding
+    layers), and the bytes left to the CPU: (features, cpu_bytes_read, cpu_weight_bytes). A decode step
+    of `batch` sequences each holding `context` tokens (llama-server's -np slots), or a prompt of
+    `prompt_tokens` tokens from an empty cache."""
+    from kvcalc.cost.estimate import StepFeatures, gpu_family, link_kind, pipelined
+    from kvcalc.cost.shard import link_for
+    from kvcalc.cost.step import Deployment
+
+    n = spec.num_layers
+    devs = layer_devices(n, r.ngl, 0 if r.ngl <= 0 else n_gpus)
+    if unified:
+        devs = [0] * (n + 1)  # one memory: Metal maps the file, every layer runs on the GPU
+    prefill = prompt_tokens > 0
+    seqs = 1 if prefill else max(1, batch)
+    tokens = prompt_tokens if prefill else seqs
+    reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs)
+    kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill).items()}
+    runs = spec.expanded_layers()
+    attends = [run.kind != LayerKind.STATELESS for run in runs]
+    moe = [spec.is_moe and run.intermediate_size is None and i >= spec.dense_layers for i, run in enumerate(runs)]
+    attn_total = _attention_flops(spec, context, tokens, prefill) * (1 if prefill else seqs)
+    n_attn = max(1, sum(attends))
+    bw = float(gpu.bandwidth_bytes_per_s)
+    peak = matmul_peak(gpu, spec)
+    gpus = sorted(d for d in set(devs) if d is not None)
+    cpu_layers = [i for i in range(n) if devs[i] is None]
+    rows, ideal = [], []
+
+    def row(layer_ids: list[int], w: float, kv_b: float, mm: float) -> None:
+        a = sum(attends[i] for i in layer_ids)
+        flops = mm + attn_total * a / n_attn
+        rows.append((int(w), int(kv_b), 0, int(flops), len(layer_ids), a, sum(moe[i] for i in layer_ids)))
+        ideal.append(max((w + kv_b) / bw, flops / peak))
+
+    for g in gpus:
+        ids = [i for i in range(n) if devs[i] == g]
+        w, mm = reads.get(g, (0.0, 0.0))
+        row(ids, w, kv.get(g, 0.0), mm)
+    cpu_w, cpu_mm = reads.get(None, (0.0, 0.0))
+    cpu_kv = kv.get(None, 0.0)
+    cpu_bytes = cpu_w + cpu_kv
+    if prefill and (cpu_layers or cpu_mm):
+        # NOTE: op offload: the GPU multiplies the CPU-held weights (copied over PCIe, charged by the caller)
+        row(cpu_layers, 0.0, cpu_kv, cpu_mm)
+        cpu_bytes = 0.0
+    link = link_for(gpu) if len(rows) > 1 else None
+    # NOTE: llama.cpp hands f32 activations from one GPU's layers to the next (ggml's graph split copies)
+    message = tokens * spec.hidden_size * 4
+    # a preset without a sourced link (most GeForce cards): the copies cross PCIe at HOST_LINK
+    send = (link.group_bandwidth(2) if link else HOST_LINK) if len(rows) > 1 else 0.0
+    ceiling = pipelined(ideal, 1, prefill) + (len(rows) - 1) * (message / send if send else 0.0)
+    f = StepFeatures(
+        family=gpu_family(gpu),
+        bandwidth=bw,
+        peak=peak,
+        tp=1,
+        pp=max(1, len(rows)),
+        link=link_kind(Deployment(pp=max(1, len(rows)), link=link)),
+        link_bandwidth=0.0,
+        send_bandwidth=send,
+        stage_bytes=tuple(rows),
+        allreduces=0,
+        message_bytes=message,
+        tokens=tokens,
+        seqs=seqs,
+        prefill=prefill,
+        ceiling_s=ceiling,
+    )
+    return f, cpu_bytes, cpu_w if prefill else 0.0
+
+
+def _speed(tokens: int, est: float, lo: float, hi: float, ceiling: float) -> Speed:
+    def rate(s: float) -> float:
+        return float(f"{tokens / s:.4g}") if s > 0 else 0.0
+
+    return Speed(rate(est), rate(hi), rate(lo), rate(ceiling))
+
+
+def llamacpp_speed(
+    spec: ModelSpec,
+    tensors: list[TensorRow],
+    r: LlamaCppResult,
+    gpu: GpuSpec,
+    cpu_bandwidth: float,
+    calibration: Calibration,
+    *,
+    n_gpus: int = 1,
+    unified: bool = False,
+    context: int | None = None,
+) -> tuple[Speed, Speed | None]:
+    """(decode, prompt) of one GGUF as `r` places it: decode one token of one sequence holding
+    `context` tokens (default: its whole share of -c), and a pp512 prompt from an empty cache (None
+    where the GPU preset has no sourced FLOP/s, as Apple's have none)."""
+    from kvcalc.cost.estimate import timed
+
+    if context is None:
+        context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
+    f, cpu_bytes, _ = step_features(spec, tensors, r, gpu, n_gpus, unified, context=context)
+    st = timed(f, calibration, "llamacpp")
+    extra = cpu_bytes / cpu_bandwidth
+    decode = _speed(1, st.estimate_s + extra, st.lo_s + extra, st.hi_s + extra, st.ceiling_s + extra)
+    if math.isinf(f.peak):
+        return decode, None  # a prompt is compute-bound: no figure without the GPU's FLOP/s
+    f, _, copied = step_features(spec, tensors, r, gpu, n_gpus, unified, prompt_tokens=PROMPT_TOKENS)
+    st = timed(f, calibration, "llamacpp")
+    extra = copied / HOST_LINK
+    prompt = _speed(PROMPT_TOKENS, st.estimate_s + extra, st.lo_s + extra, st.hi_s + extra, st.ceiling_s + extra)
+    return decode, prompt

@@ -1,0 +1,116 @@
+"""A closed-loop run as weighted steps, so the calibration fits the step model through the serving
+simulation that `generate --concurrency` prints rather than through a closed form.
+
+A closed loop's schedule does not depend on step times (clients send when a request finishes; the
+scheduler counts tokens and blocks), so one trace (plan/serve.trace) fixes which steps run and when
+each request arrives, gets its first token and finishes. Every figure is then a weighted sum of the
+step times: a request's TTFT is the steps between its arrival and its first token, and so on. The
+steps are grouped by their shape (decoding sequences, prompt tokens, prompt sequences, each within
+about 10%) and each group is timed at its mean composition: step times are near-linear within a
+group, so the sums agree with the simulation to well under a percent (tests/test_serve_fit.py)."""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.cost.fitting import Setup, SetupFeatures, WeightedRun
+from kvcalc.cost.step import Deployment, stages
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+
+
+def _bucket(x: float) -> int:
+    """Exact up to 16, then about 10% wide."""
+    return int(x) if x <= 16 else 16 + round(math.log(x / 16) / math.log(1.1))
+
+
+def run_features(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    setup: Setup,
+    *,
+    engine: str,
+    dtype: str | None,
+    kv_dtype: str,
+    requests: int | None = None,
+) -> SetupFeatures:
+    """The closed-loop `setup` (concurrency C, prompt, new) as generate --concurrency C runs it by
+    default: the engine's limits and KV pool (plan/serve_report.serving_limits), C clients starting
+    together, `requests` requests (default_requests), figures over all of them."""
+    from kvcalc.cost.estimate import features
+    from kvcalc.plan.serve import Load, trace
+    from kvcalc.plan.serve_report import default_requests, serving_limits
+
+    c = setup.concurrency or 1
+    p, n = max(1, setup.prompt), max(1, setup.new)
+    limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n)
+    total = requests if requests is not None else default_requests(c)
+    tr = trace(Load(p, n, total, concurrency=c, burst=True), limits)
+    end = max(step[6] + step[5] for step in tr.steps)
+    # Per-step weights of each figure from difference arrays over the step clock.
+    d_ttft, d_tpot, d_total = [0.0] * (end + 1), [0.0] * (end + 1), [0.0] * (end + 1)
+    reqs = len(tr.requests)
+    tokens = 0
+    for a, f, e, new in tr.requests:
+        tokens += new
+        d_ttft[a] += 1 / reqs
+        d_ttft[f] -= 1 / reqs
+        d_total[a] += 1 / reqs
+        d_total[e] -= 1 / reqs
+        if new > 1:
+            d_tpot[f] += 1 / (reqs * (new - 1))
+            d_tpot[e] -= 1 / (reqs * (new - 1))
+    level = [0.0, 0.0, 0.0]
+    at: dict[int, tuple[float, float, float]] = {}
+    starts = sorted({step[6] for step in tr.steps})
+    i = 0
+    for clock in range(end + 1):
+        level = [level[0] + d_ttft[clock], level[1] + d_tpot[clock], level[2] + d_total[clock]]
+        if i < len(starts) and starts[i] == clock:
+            at[clock] = (level[0], level[1], level[2])
+            i += 1
+    groups: dict[tuple[int, int, int], list[float]] = {}
+    for dec, ctx, pre, held, seqs, k, start in tr.steps:
+        key = (_bucket(dec), _bucket(pre), _bucket(seqs))
+        g = groups.setdefault(key, [0.0] * 9)
+        w = at[start]
+        mid_ctx = ctx + dec * (k - 1) / 2  # a decode run's contexts grow by one a step
+        for j, v in enumerate((dec * k, mid_ctx * k, pre * k, held * k, seqs * k)):
+            g[j] += v
+        g[5] += w[0] * k
+        g[6] += w[1] * k
+        g[7] += w[2] * k
+        g[8] += k
+    staged = stages(spec, dep, dtype)
+    steps, weights = [], []
+    for g in groups.values():
+        k = g[8]
+        dec, ctx, pre, held, seqs = (v / k for v in g[:5])
+        b = round(dec)
+        pseqs = max(1, round(seqs)) if pre >= 0.5 else 0
+        steps.append(
+            features(
+                spec,
+                gpu,
+                dep,
+                dtype=dtype,
+                kv_dtype=kv_dtype,
+                staged=staged,
+                decode_batch=b,
+                decode_context=round(ctx / dec) if dec else 0,
+                prefill_tokens=round(pre),
+                prefill_context=round(held / seqs) if pseqs else 0,
+                prefill_seqs=max(pseqs, 1),
+            )  # fmt: skip
+        )
+        weights.append((g[5], g[6], g[7], k))
+    run = WeightedRun(
+        steps=tuple(steps),
+        ttft=tuple(w[0] for w in weights),
+        tpot=tuple(w[1] for w in weights),
+        total=tuple(w[2] for w in weights),
+        duration=tuple(w[3] for w in weights),
+        tokens=tokens,
+    )
+    return SetupFeatures(setup, steps[0], steps[0], 0.0, run)

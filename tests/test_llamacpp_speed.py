@@ -1,0 +1,166 @@
+"""llama.cpp's speed in the quant listing: the step built from the GGUF's tensor table (each tensor's
+ggml type, exactly), its placement and KV, timed by the calibrated estimate; and the llama-quantize
+per-tensor mix that prices a GGUF ftype (q4_k_m, q4_0, ...) in the cost layer."""
+
+import json
+from collections import Counter
+
+import ggufhub
+from conftest import run
+from gguf_writer import gguf_bytes, llama_like
+from test_gguf import gguf_repo, kvcalc_cli  # noqa: F401 (the loopback hub fixture)
+
+from kvcalc.cost.calibration import STARTING, UNCALIBRATED
+from kvcalc.cost.estimate import features, timed
+from kvcalc.cost.params import weight_bytes_read
+from kvcalc.cost.shard import link_for
+from kvcalc.cost.step import Deployment
+from kvcalc.engines.llamacpp.buffers import TensorRow
+from kvcalc.engines.llamacpp.eras import era
+from kvcalc.engines.llamacpp.memory import llamacpp_memory, rows_of
+from kvcalc.model.gguf.mix import mix_shard, tensor_table
+from kvcalc.model.gguf.source import open_gguf
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.calibration import constants_for
+from kvcalc.plan.llamacpp_speed import llamacpp_speed, step_features
+
+GiB = 1 << 30
+
+
+def table(model: str, ftype: str) -> list[TensorRow]:
+    return [TensorRow(*t) for t in tensor_table(get_model(model), ftype)]
+
+
+def test_q4_k_m_mix_of_llama_3_8b_is_the_published_files():
+    # llama.cpp's log of Llama-3(.1)-8B Q4_K_M: "type q4_K: 193 tensors, type q6_K: 33 tensors" (mozilla-ai/
+    # llamafile#516), "model size = 4.58 GiB (4.89 BPW)". By hand: all-q4_K layer 122,683,392 B (q, o 9,437,184;
+    # k, v 2,359,296; gate, up, down 33,030,144); attn_v and ffn_down in q6_K on the 16 use_more_bits layers
+    # (0-3, 6, 9, ..., 27, 28-31) add 1,081,344 + 15,138,816 each; token_embd q4_K 295,501,824; output q6_K
+    # 430,940,160.
+    rows = table("llama-3-8b", "q4_k_m")
+    assert Counter(t.type for t in rows) == {"q4_K": 193, "q6_K": 33}
+    more = sorted(int(t.name.split(".")[1]) for t in rows if t.name.endswith("attn_v.weight") and t.type == "q6_K")
+    assert more == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    total = sum(t.nbytes for t in rows)
+    assert total == 32 * 122_683_392 + 16 * (1_081_344 + 15_138_816) + 295_501_824 + 430_940_160 == 4_911_833_088
+    norms = 65 * 4096 * 4  # f32, not in the table
+    assert round((total + norms) / GiB, 2) == 4.58 and round((total + norms) * 8 / 8_030_261_248, 2) == 4.89
+
+
+def test_70b_attn_v_takes_q5_k_and_q4_0_keeps_a_q6_k_output():
+    # LLM_TYPE_70B (80 layers, grouped KV): a q4_K attn_v becomes q5_K; Llama-3-70B Q4_K_M logs
+    # "q4_K: 441, q5_K: 40, q6_K: 81". Llama-2-7B Q4_0: "q4_0: 225, q6_K: 1", 3.56 GiB (4.54 BPW) with norms.
+    assert Counter(t.type for t in table("llama-3-70b", "q4_k_m")) == {"q4_K": 441, "q5_K": 40, "q6_K": 81}
+    rows = table("llama-2-7b", "q4_0")
+    assert Counter(t.type for t in rows) == {"q4_0": 225, "q6_K": 1}
+    assert round((sum(t.nbytes for t in rows) + 65 * 4096 * 4) / GiB, 2) == 3.56
+
+
+def test_cost_layer_prices_an_ftype_as_its_tensor_table():
+    # --dtype q4_k_m in the cost layer (what scripts/calibrate.py reads from points.csv) reads what the
+    # file's matrices hold: a decode step reads every matrix but token_embd (one row)
+    for model, ftype in (("llama-3-8b", "q4_k_m"), ("llama-3-70b", "q4_k_m"), ("llama-2-7b", "q4_0")):
+        spec = get_model(model)
+        rows = table(model, ftype)
+        file_read = sum(t.nbytes for t in rows if t.name != "token_embd.weight")
+        assert abs(weight_bytes_read(spec, 1, ftype) / file_read - 1) < 1e-3
+    # Q4_K_M is not 4 bits: 4.84 bits per MLP weight, 6.5625 for the output on Llama 3 8B
+    m = mix_shard(get_model("llama-3-8b"), "q4_k_m")
+    assert m.ends * 8 == 6.5625 and 4.8 < float(m.dense) * 8 < 4.9
+
+
+def tiny(tmp_path):
+    md, tensors = llama_like(layers=4, hidden=256, heads=8, kv_heads=2, ff=512, vocab=1000)
+    data, _ = gguf_bytes(md, tensors)
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    path.write_bytes(data)
+    g = open_gguf(str(path))
+    return g.spec, rows_of(g.tensors)
+
+
+def test_step_reads_the_tensor_tables_bytes_and_llamacpps_kv(tmp_path):
+    spec, rows = tiny(tmp_path)
+    r = llamacpp_memory(spec, rows, 4096, era(None), weights_exact=True)
+    f, cpu, _ = step_features(spec, rows, r, get_gpu("rtx-4090"), 1, False, context=1000)
+    # by hand, per layer: q, o 256 rows x 144 B; k 64 x 144; v 64 x 210 (q6_K); gate, up 512 x 144; down
+    # 256 rows of 512 in q6_K (2 x 210); two f32 norms of 256: 353,408 B. Output norm 1,024, output q6_K
+    # 1000 x 210. token_embd stays on the CPU and is not read (one row a token).
+    (w, kv, _, flops, layers, attn, moe) = f.stage_bytes[0]
+    assert w == 4 * 353_408 + 1_024 + 210_000 and cpu == 0
+    # f16 K and V: 2 x 2 heads x 32 x 2 B per layer per cell, 4 layers, 1000 cells
+    assert kv == 1000 * 4 * 256 and (layers, attn, moe) == (4, 4, 0)
+    assert f.ceiling_s == max((w + kv) / f.bandwidth, flops / f.peak)
+
+
+def test_estimate_never_faster_than_the_ceiling_and_inside_its_interval(tmp_path):
+    spec, rows = tiny(tmp_path)
+    big = table("llama-3-8b", "q4_k_m")
+    for gpu in ("rtx-4090", "rtx-3090", "h100", "m3-max"):
+        g = get_gpu(gpu)
+        cal = constants_for(g, "llamacpp")
+        for s, rs in ((spec, rows), (get_model("llama-3-8b"), big)):
+            last = None
+            for ctx in (256, 4096, 32768):
+                r = llamacpp_memory(s, rs, ctx, era(None), weights_exact=True, unified_memory=g.unified_memory)
+                dec, pp = llamacpp_speed(s, rs, r, g, 64e9, cal, unified=g.unified_memory)
+                assert dec.lo <= dec.tokens_per_s <= dec.hi <= dec.ceiling
+                if pp is not None:
+                    assert pp.lo <= pp.tokens_per_s <= pp.hi <= pp.ceiling
+                assert last is None or dec.tokens_per_s <= last  # slower as the context grows
+                last = dec.tokens_per_s
+            assert (pp is None) == (gpu == "m3-max")  # Apple presets have no sourced FLOP/s
+
+
+def test_table_step_is_the_calibrations_step():
+    # the listing's step (tensor table, llama.cpp placement) and the step scripts/calibrate.py fits on
+    # (cost features at dtype q4_k_m) are the same step: one set of constants serves both
+    spec, gpu = get_model("llama-3-8b"), get_gpu("rtx-4090")
+    rows = table("llama-3-8b", "q4_k_m")
+    r = llamacpp_memory(spec, rows, 8192, era(None), weights_exact=True)
+    mine, _, _ = step_features(spec, rows, r, gpu, 1, False, context=4096)
+    theirs = features(spec, gpu, Deployment(link=link_for(gpu)), dtype="q4_k_m", decode_batch=1, decode_context=4096)
+    assert abs(mine.stage_bytes[0][0] / theirs.stage_bytes[0][0] - 1) < 2e-3
+    assert abs(mine.stage_bytes[0][1] / theirs.stage_bytes[0][1] - 1) < 1e-9  # f16 KV = bf16 KV bytes
+    cal = (dict(STARTING), UNCALIBRATED)
+    assert abs(timed(mine, cal, "llamacpp").estimate_s / timed(theirs, cal, "llamacpp").estimate_s - 1) < 5e-3
+
+
+def test_partial_offload_runs_the_cpu_layers_at_system_memory_speed():
+    args = ("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "-f", "json")
+    slow = json.loads(run(*args).stdout)["rows"][0]
+    fast = json.loads(run(*args, "--cpu-bandwidth", "128").stdout)["rows"][0]
+    assert slow["gpu_layers"] == fast["gpu_layers"] < slow["total_layers"]
+    assert "on the CPU at the system memory's bandwidth" in slow["speed_basis"]
+    # decode is CPU-bound: about 2x with twice the bandwidth (the GPU's few layers add a little)
+    assert 1.8 < fast["decode_tokens_per_s"] / slow["decode_tokens_per_s"] < 2.0
+    assert slow["decode_tokens_per_s"] <= slow["decode_tokens_per_s_ceiling"]
+    # a prompt's matmuls of CPU-held weights run on the GPU after crossing PCIe: not the CPU's bandwidth
+    assert fast["prompt_tokens_per_s"] == slow["prompt_tokens_per_s"] > 20 * slow["decode_tokens_per_s"]
+
+
+def test_listing_shows_estimates_with_units(tmp_path):
+    r = run("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k")
+    assert r.exit_code == 0
+    assert "Decode tok/s (80%)" in r.stdout and "Prompt tok/s (80%)" in r.stdout and "ceiling" in r.stdout
+    assert "llama-bench pp512" in r.stdout and "estimate (kvcalc calibration" in r.stdout
+
+
+def test_hub_listing_carries_speeds_and_reads_only_headers(gguf_repo):  # noqa: F811
+    env, sizes = gguf_repo
+    done = kvcalc_cli(
+        env, "fit", "acme/Tiny-GGUF", "--gpu", "rtx-4090", "--engine", "llamacpp", "--seq", "4k", "-f", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    q4, q8 = rows
+    # the smaller file reads fewer bytes a token: faster, each under its ceiling
+    assert q4["decode_tokens_per_s"] > q8["decode_tokens_per_s"]
+    for row in rows:
+        lo, hi = row["decode_interval"]
+        assert lo <= row["decode_tokens_per_s"] <= hi <= row["decode_tokens_per_s_ceiling"]
+        assert row["prompt_interval"][0] <= row["prompt_tokens_per_s"] <= row["prompt_tokens_per_s_ceiling"]
+        assert row["decode_context"] == 4096 and row["speed_basis"].startswith("estimate")
+    from kvcalc.model.gguf.hub import FIRST_CHUNK
+
+    for name in sizes:
+        assert sum(e - s for p, s, e in ggufhub.GgufHub.served if p == name) <= FIRST_CHUNK

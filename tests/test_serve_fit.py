@@ -1,0 +1,83 @@
+"""Closed-loop runs as weighted steps (plan/serve_fit.py, plan/serve.trace): the calibration fits the
+step model through the same simulation `generate --concurrency` prints, so the weighted sums must be
+that simulation's figures, and a fit on synthetic runs must recover the constants that made them."""
+
+import pytest
+
+from kvcalc.cost.estimate import time_of
+from kvcalc.cost.fitting import Point, Setup, figures, fit, predict
+from kvcalc.cost.shard import link_for
+from kvcalc.cost.step import Deployment
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.calibration import constants_for
+from kvcalc.plan.serve import Limits, Load, simulate, trace
+from kvcalc.plan.serve_fit import run_features
+from kvcalc.plan.serve_report import default_requests, serve_report, serving_limits, step_timers
+
+BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=100, kv_blocks=10**6)
+
+
+def test_a_prompt_chunk_one_token_short_is_still_a_prompt():
+    # Budget 100, prompts of 100, two clients sent together. Step 0 computes client 1's prompt and
+    # samples its first token. Step 1 decodes client 1 (one token of the budget) and computes 99 of
+    # client 2's 100 prompt tokens: one short, so no token is sampled for client 2 yet. Step 2
+    # computes its last prompt token and samples its first token: first token at step clock 3.
+    tr = trace(Load(prompt=100, new=10, requests=2, concurrency=2, burst=True), BIG)
+    assert tr.requests == [(0, 1, 10, 10), (0, 3, 12, 10)]
+    assert tr.steps[:3] == [(0, 0, 100, 0, 1, 1, 0), (1, 101, 99, 0, 1, 1, 1), (1, 102, 1, 99, 1, 1, 2)]
+
+
+def test_an_open_loop_has_no_trace():
+    with pytest.raises(ValueError, match="closed loop"):
+        trace(Load(prompt=10, new=5, requests=3, rate=1.0), BIG)
+
+
+@pytest.mark.parametrize(
+    "model, gpu, tp, engine, c, prompt, new",
+    [
+        ("llama-3.1-70b", "h200", 4, "vllm", 64, 1024, 1024),
+        ("llama-3.1-8b", "h100", 1, "sglang", 96, 8192, 256),
+        ("qwen3-32b", "b200", 2, "trtllm", 16, 1024, 2048),
+        ("llama-3.1-8b", "h100", 1, "vllm", 1, 1000, 100),
+    ],
+)
+def test_weighted_steps_are_the_simulations_figures(model, gpu, tp, engine, c, prompt, new):
+    spec, g = get_model(model), get_gpu(gpu)
+    dep = Deployment(tp=tp, link=link_for(g))
+    sf = run_features(spec, g, dep, Setup(None, c, prompt, new), engine=engine, dtype=None, kv_dtype="bf16")
+    consts, _ = constants_for(g, engine)
+    fig = figures(sf, lambda f: time_of(f, consts, engine), consts, engine)
+    limits, _ = serving_limits(spec, g, dep, engine=engine, dtype=None, kv_dtype="bf16", prompt=prompt, new=new)
+    _, est, _, _, _ = step_timers(spec, g, dep, engine=engine, dtype=None, kv_dtype="bf16")
+    s = simulate(est, Load(prompt, new, default_requests(c), concurrency=c, burst=True), limits)
+    # Steps grouped by shape and timed at each group's mean: within half a percent of step by step.
+    assert fig.ttft_s == pytest.approx(s.ttft_s, rel=5e-3)
+    assert fig.tpot_s == pytest.approx(s.tpot_s, rel=5e-3)
+    assert fig.total_s == pytest.approx(s.total_s, rel=5e-3)
+    assert fig.tokens_per_s == pytest.approx(s.tokens_per_s, rel=5e-3)
+    # ... and generate --concurrency prints that simulation by default
+    r = serve_report(spec, g, dep, prompt=prompt, new=new, concurrency=c, engine=engine)
+    assert r.estimate.ttft_s == pytest.approx(s.ttft_s, rel=1e-9)
+    assert r.estimate.tpot_s == pytest.approx(s.tpot_s, rel=1e-9)
+
+
+def test_fit_through_the_simulation_recovers_synthetic_constants():
+    g = get_gpu("h100")
+    truth, _ = constants_for(g, "vllm")
+    truth = dict(truth)
+    made = {"step_s.vllm": 700e-6, "prefill_layer_s.vllm": 60e-6, "bw_eff.hopper": 0.7}
+    truth.update(made)
+    points = []
+    for model in ("llama-3.1-8b", "qwen3-32b"):
+        spec = get_model(model)
+        for c in (1, 8, 64):
+            for prompt in (256, 4096):
+                sf = run_features(spec, g, Deployment(), Setup(None, c, prompt, 64), engine="vllm", dtype=None,
+                                  kv_dtype="bf16")  # fmt: skip
+                for metric in ("tpot_ms", "ttft_ms"):
+                    points.append(Point(sf, "vllm", metric, predict(sf, metric, truth, "vllm")))
+    start = dict(truth)
+    start.update({"step_s.vllm": 300e-6, "prefill_layer_s.vllm": 20e-6, "bw_eff.hopper": 0.5})
+    got = fit(points, start, list(made), sweeps=40)
+    for name, value in made.items():
+        assert got[name] == pytest.approx(value, rel=0.05), name
