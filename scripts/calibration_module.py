@@ -44,6 +44,12 @@ def module_text(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write() -> Path:
+    """Write the module from the json (scripts/calibrate.py calls this after each refit); its path."""
+    MODULE.write_text(module_text(json.loads(JSON.read_text())))
+    return MODULE
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the module is not the json's, write nothing")
@@ -54,8 +60,7 @@ def main() -> None:
         if current != text:
             sys.exit(f"{MODULE.relative_to(ROOT)} is stale: run python scripts/calibration_module.py")
         return
-    MODULE.write_text(text)
-    print(f"{JSON.relative_to(ROOT)} -> {MODULE.relative_to(ROOT)}")
+    print(f"{JSON.relative_to(ROOT)} -> {write().relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
