@@ -21,6 +21,7 @@ NEVER = [
     "kvcalc.plan.fit",
     "kvcalc.plan.variants",
     "kvcalc.engines.vllm.figures",
+    "kvcalc.model.gguf.mix",  # llama.cpp's quant mixes: only for a --dtype that names one
 ]
 ONLY_GENERATE = ["kvcalc.plan.generate", "kvcalc.cost.fitting"]
 
