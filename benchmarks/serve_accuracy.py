@@ -9,7 +9,9 @@ the steady state (generate --concurrency's figures: clients spread over a reques
 and drain left out) and a benchmark's whole run (every client's first request sent at once, 10 x C
 requests, figures over all of them, as `vllm bench serve --max-concurrency` reports them; identical
 requests started together then stay in lockstep, which over-states the ceiling's TTFT).
-Writes benchmarks/serve_accuracy.md.
+Each engine is scheduled as its own scheduler runs (plan/serve_policies.py for sglang and trtllm); the
+errors are also given by engine, and the points that beat a ceiling are listed. The figures are the bare
+simulation (no API-server time, no ceiling bound: serve_report adds those). Writes benchmarks/serve_accuracy.md.
 
 Run: python benchmarks/serve_accuracy.py [--configs 60]   (about a minute on one core)
 NOTE: the constants were fitted with the amortized formula, not with this simulation.
@@ -81,9 +83,15 @@ def main() -> int:
             for mode, est, top in (("steady state", sim, bound), ("burst, all requests", sim_b, bound_b)):
                 got = getattr(est, attr) * 1e3
                 errors[f"{metric} simulation, {mode}"].append(abs(got / m - 1))
+                errors[f"{metric} simulation, {mode}, {engine}"].append(abs(got / m - 1))
                 signed[f"{metric} {mode}"].append(got / m - 1)
+                signed[f"{metric} {mode}, {engine}"].append(got / m - 1)
                 if getattr(top, attr) * 1e3 > m * 1.0001:
                     beaten[mode] += 1
+                    lines.append(
+                        f"beats the {mode} ceiling: {model} {gpu_name} tp{tp} {engine} c{c} {prompt}/{new} {metric} "
+                        f"measured {m:.4g}, ceiling {getattr(top, attr) * 1e3:.4g} ({source})"
+                    )
     out = [
         "# Serving simulation vs public closed-loop measurements",
         "",

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from calibrate import calibrate, load_points  # noqa: E402
 
-from kvcalc.cost.fitting import ceiling, predict  # noqa: E402
+from kvcalc.cost.fitting import ceiling, interval_phase, predict  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "speed_accuracy.md"
 HELD_OUT = ROOT / "benchmarks" / "calibration" / "held_out_residuals.json"
@@ -47,7 +47,7 @@ def kind(p) -> str | None:
 
 
 def interval_holds(p, c, pred: float) -> bool:
-    phase = "prefill" if p.metric == "ttft_ms" else "decode"
+    phase = interval_phase(p)
     lo, hi = c.get(f"interval.{phase}.lo", 0.8), c.get(f"interval.{phase}.hi", 1.25)
     if p.metric == "output_tok_s_total":  # a rate: the time interval inverted
         return pred / hi <= p.value <= pred / lo
@@ -67,7 +67,7 @@ def nested_coverage(residuals: list[dict]) -> tuple[float, int]:
 
     inside = n = 0
     for src in sorted({r["source"] for r in residuals}):
-        for phase in ("decode", "prefill"):
+        for phase in ("decode", "prefill", "served"):
             rest = [r for r in residuals if r["source"] != src and r["phase"] == phase]
             mine = [r for r in residuals if r["source"] == src and r["phase"] == phase]
             if not rest or not mine:
@@ -100,7 +100,7 @@ def _held_out(src: str, sweeps: int) -> list[tuple]:
         pred = predict(p.sf, p.metric, c, p.engine)
         # measured / predicted as a time (a rate inverted), for the shipped interval
         ratio = pred / p.value if p.metric == "output_tok_s_total" else p.value / pred
-        phase = "prefill" if p.metric == "ttft_ms" else "decode"
+        phase = interval_phase(p)
         out.append((k, abs(pred / p.value - 1), interval_holds(p, c, pred), phase, math.log(ratio), p.weight))
     return out
 

@@ -94,6 +94,7 @@ def names_for(points) -> list[str]:
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
+    names += [f"server_s.{e}" for e in sorted({p.engine for p in points if p.sf.run is not None})]
     if any(p.sf.prompts_per_step and p.sf.run is None for p in points):  # the closed form's queueing
         names += [f"ttft_queue.{e}" for e in engines]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
@@ -150,8 +151,10 @@ def held_out_interval() -> dict[str, float]:
         return {}
     rs = json.loads(path.read_text())["residuals"]
     out = {}
-    for phase in ("decode", "prefill"):
+    for phase in ("decode", "prefill", "served"):
         sel = [r for r in rs if r["phase"] == phase]
+        if not sel:
+            continue
         vals, ws = [r["log_ratio"] for r in sel], [r["weight"] for r in sel]
         out[f"interval.{phase}.lo"] = min(1.0, math.exp(weighted_quantile(vals, ws, 0.1)))
         out[f"interval.{phase}.hi"] = max(1.0, math.exp(weighted_quantile(vals, ws, 0.9)))

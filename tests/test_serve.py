@@ -136,8 +136,16 @@ def test_concurrency_one_equals_batch_one(llama):
     staged = stages(spec, SINGLE, None)
     prefill = step_time(spec, gpu, SINGLE, prefill_tokens=1024, staged=staged)
     decodes = [step_time(spec, gpu, SINGLE, decode_contexts=[c], staged=staged).estimate_s for c in range(1025, 1280)]
-    assert r.estimate.ttft_s == pytest.approx(prefill.estimate_s, rel=1e-9)
+    from kvcalc.cost.fitting import server_seconds
+    from kvcalc.plan.calibration import constants_for
+
+    srv = server_seconds(constants_for(gpu, "vllm")[0], "vllm")  # the API server's time, once per request
+    assert r.estimate.ttft_s == pytest.approx(prefill.estimate_s + srv, rel=1e-9)
     assert r.estimate.tpot_s == pytest.approx(sum(decodes) / 255, rel=1e-6)
+    est = generate_report(
+        spec, gpu, batch=1, prompt=1024, new=256, dtype=None, kv_dtype="bf16", compute_dtype="bf16", engine="vllm"
+    ).estimate
+    assert r.estimate.ttft_s == pytest.approx(est.ttft_s, rel=1e-9)
 
 
 def test_more_concurrency_never_helps_a_user(llama):

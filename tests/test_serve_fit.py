@@ -5,7 +5,7 @@ that simulation's figures, and a fit on synthetic runs must recover the constant
 import pytest
 
 from kvcalc.cost.estimate import time_of
-from kvcalc.cost.fitting import Point, Setup, figures, fit, predict
+from kvcalc.cost.fitting import Point, Setup, figures, fit, predict, server_seconds
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
@@ -50,15 +50,18 @@ def test_weighted_steps_are_the_simulations_figures(model, gpu, tp, engine, c, p
     limits, _ = serving_limits(spec, g, dep, engine=engine, dtype=None, kv_dtype="bf16", prompt=prompt, new=new)
     _, est, _, _, _ = step_timers(spec, g, dep, engine=engine, dtype=None, kv_dtype="bf16")
     s = simulate(est, Load(prompt, new, default_requests(c), concurrency=c, burst=True), limits)
-    # Steps grouped by shape and timed at each group's mean: within half a percent of step by step.
-    assert fig.ttft_s == pytest.approx(s.ttft_s, rel=5e-3)
-    assert fig.tpot_s == pytest.approx(s.tpot_s, rel=5e-3)
-    assert fig.total_s == pytest.approx(s.total_s, rel=5e-3)
-    assert fig.tokens_per_s == pytest.approx(s.tokens_per_s, rel=5e-3)
-    # ... and generate --concurrency prints that simulation by default
+    srv = server_seconds(consts, engine)  # the API server's time, on every served request's TTFT
+    assert 0 < srv < 0.5
+    # generate --concurrency prints that simulation, with the server's time on each request
     r = serve_report(spec, g, dep, prompt=prompt, new=new, concurrency=c, engine=engine)
-    assert r.estimate.ttft_s == pytest.approx(s.ttft_s, rel=1e-9)
+    assert r.estimate.ttft_s == pytest.approx(s.ttft_s + srv, rel=1e-9)
     assert r.estimate.tpot_s == pytest.approx(s.tpot_s, rel=1e-9)
+    assert r.estimate.tokens_per_s == pytest.approx(s.tokens_per_s * s.total_s / (s.total_s + srv), rel=1e-9)
+    # Steps grouped by shape and timed at each group's mean: within half a percent of step by step.
+    assert fig.ttft_s == pytest.approx(r.estimate.ttft_s, rel=5e-3)
+    assert fig.tpot_s == pytest.approx(r.estimate.tpot_s, rel=5e-3)
+    assert fig.total_s == pytest.approx(r.estimate.total_s, rel=5e-3)
+    assert fig.tokens_per_s == pytest.approx(r.estimate.tokens_per_s, rel=5e-3)
 
 
 def test_fit_through_the_simulation_recovers_synthetic_constants():

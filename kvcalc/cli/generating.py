@@ -110,7 +110,9 @@ def generate(
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util.
 
     With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
-    batching as vLLM schedules them: TTFT mean/p50/p99 with queueing, TPOT, ITL, tokens/s per user and in
+    batching as --engine schedules them (vllm: prompt chunks mixed with decodes; sglang: a step either
+    prefills, pausing the decodes, or decodes; trtllm: whole prompts beside the decodes, admitted only if
+    prompt + new fit, no preemption): TTFT mean/p50/p99 with queueing, TPOT, ITL, tokens/s per user and in
     all, requests/s; the ceiling beside the estimate and its 80% interval. --concurrency 1..256 --plot
     draws tokens/s per user against tokens/s in all."""
     from kvcalc.plan.generate import generate_report

@@ -111,7 +111,17 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         def dot(w: Sequence[float]) -> float:
             return sum(a * b for a, b in zip(w, t))
 
-        return Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
+        ttft, tpot, total, rate = dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration)
+        if not c:
+            # NOTE: the bound cannot assume the clients stay in lockstep (real runs drift apart): a
+            # prompt's TTFT is at least its own prompt pass alone, whatever queues in the simulation.
+            alone = time(sf.first)
+            bound = alone + (max(1, s.new) - 1) * tpot
+            return Figures(min(ttft, alone), tpot, min(total, bound), max(rate, (s.concurrency or 1) * s.new / bound))
+        srv = server_seconds(c, engine)
+        # NOTE: a client sends its next request only after the server's time too: the run stretches by
+        # (latency + srv) / latency.
+        return Figures(ttft + srv, tpot, total + srv, rate * total / (total + srv))
     n = max(1, s.new)
     step = time(sf.decode)
     ttft = time(sf.first)
@@ -124,8 +134,15 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         # fitted per-engine `ttft_queue` (AIC itself multiplies prefill by 1 + log2(C)/8 for vLLM).
         queue = c.get(f"ttft_queue.{engine}", c.get("ttft_queue", 0.0)) * math.sqrt(sf.prompts_per_step)
         ttft += 0.5 * step + queue * ttft
+    ttft += server_seconds(c, engine)
     total = ttft + (n - 1) * tpot
     return Figures(ttft, tpot, total, users * n / total)
+
+
+def server_seconds(c: Mapping[str, float], engine: str) -> float:
+    """A served request's time outside the engine's steps (the API server's HTTP, tokenizing and
+    detokenizing; a request's hop to the scheduler), added to its TTFT and latency; 0 for the bound."""
+    return c.get(f"server_s.{engine}", c.get("server_s", 0.0)) if c else 0.0
 
 
 def predict(sf: SetupFeatures, metric: str, c: Mapping[str, float], engine: str) -> float:
@@ -239,12 +256,20 @@ def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: floa
     return pairs[-1][0]
 
 
+def interval_phase(p: Point) -> str:
+    """Which interval a figure takes: `decode` (TPOT, throughput, a batch's total), `prefill` (a static
+    batch's TTFT) or `served` (a TTFT under closed-loop load, queueing included: a wider spread)."""
+    if p.metric != "ttft_ms":
+        return "decode"
+    return "served" if (p.sf.setup.concurrency or 1) > 1 else "prefill"
+
+
 def interval(points: Sequence[Point], c: Mapping[str, float]) -> dict[str, float]:
     """The 80% interval as factors on the estimate, from the weighted 10th and 90th percentiles of
-    measured / estimated, for decode-step figures (TPOT, throughput) and first-token figures (TTFT)."""
+    measured / estimated, per interval_phase."""
     out = {}
-    for phase, metrics in (("decode", ("tpot_ms", "output_tok_s_total", "e2e_latency_s")), ("prefill", ("ttft_ms",))):
-        sel = [p for p in points if p.metric in metrics]
+    for phase in ("decode", "prefill", "served"):
+        sel = [p for p in points if interval_phase(p) == phase]
         if not sel:
             continue
         # measured / estimated as a time: throughput inverts

@@ -68,6 +68,8 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
     names = [f"bw_eff.{fam}", f"step_s.{engine}", f"seq_s.{engine}", f"decode_layer_s.{engine}"]
     if any(p.metric == "ttft_ms" for p in points):
         names += [f"mfu.{fam}", f"prefill_layer_s.{engine}"]
+    if any(p.sf.run is not None and p.metric == "ttft_ms" for p in points):
+        names.append(f"server_s.{engine}")  # a served run's TTFT holds the API server's time
     fitted = fit(points, base, names)
     mine = {n: fitted[n] for n in names}
     if len(points) >= 10:  # NOTE: fewer points say little about the spread; keep the shipped interval then

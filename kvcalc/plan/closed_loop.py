@@ -52,7 +52,8 @@ def estimate_of(sf, calibration, engine: str) -> PlanEstimate:  # noqa: ANN001
     users, new = sf.setup.concurrency or 1, sf.setup.new
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")
-    plo, phi = c.get("interval.prefill.lo", 0.8), c.get("interval.prefill.hi", 1.25)
+    phase = "served" if users > 1 and "interval.served.lo" in c else "prefill"  # queueing's wider spread
+    plo, phi = c.get(f"interval.{phase}.lo", 0.8), c.get(f"interval.{phase}.hi", 1.25)
     dlo, dhi = c.get("interval.decode.lo", 0.8), c.get("interval.decode.hi", 1.25)
     ttft = [min(est.ttft_s, max(ceil.ttft_s, est.ttft_s * plo)), max(est.ttft_s, est.ttft_s * phi)]
     tpot = [min(est.tpot_s, max(ceil.tpot_s, est.tpot_s * dlo)), max(est.tpot_s, est.tpot_s * dhi)]

@@ -13,7 +13,8 @@ Closed loop: `concurrency` clients, each sending its next request when the last 
 Open loop: Poisson arrivals at `rate` requests/s (seeded). Runs of decode-only steps whose batch
 does not change are jumped over: the step time is evaluated at the run's ends and its midpoint, and
 summed as an arithmetic series where it is linear in the context (split where it is not), so the
-work grows with the number of events (arrivals, prefills, finishes), not with tokens."""
+work grows with the number of events (arrivals, prefills, finishes), not with tokens. Limits.policy
+swaps in SGLang's or TensorRT-LLM's scheduler (plan/serve_policies.py)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class Limits(NamedTuple):
     max_num_batched_tokens: int
     kv_blocks: int
     block_size: int = 16
+    policy: type | None = None  # the scheduler: None, vLLM V1's; plan/serve_policies.py: SGLang's, TRT-LLM's
 
 
 class ServeStats(NamedTuple):
@@ -174,9 +176,8 @@ def trace(load: Load, limits: Limits) -> Trace:
     steps' times (cost/fitting.py fits the step model through it)."""
     if load.concurrency is None:
         raise ValueError("an open loop's schedule depends on step times; only a closed loop has a trace")
-    out = Trace([], [])
-    eng = _Engine(load, limits)
-    eng.trace = out
+    eng = (limits.policy or _Engine)(load, limits)
+    eng.trace = out = Trace([], [])
     eng.run(lambda *a: 1.0)  # one second a step: `now` is the step clock
     out.requests.extend((round(r.arrival), round(r.first), round(r.finish), r.new) for r in eng.finished)
     return out
@@ -190,7 +191,7 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     start and the drain at the end, when fewer clients are busy, are left out); requests/s is
     those completions over that window. Open loop: over every request, from the first arrival
     to the last finish."""
-    return _Engine(load, limits).run(timer)
+    return (limits.policy or _Engine)(load, limits).run(timer)
 
 
 class _Engine:
@@ -431,7 +432,6 @@ def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area:
     decode_gaps = [(r.finish - r.first) for r in measured]
     tpots = [g / (r.new - 1) if r.new > 1 else 0.0 for g, r in zip(decode_gaps, measured)]
     tpot = sum(tpots) / len(tpots)
-    rps = len(measured) / window
     return ServeStats(
         ttft_s=sum(ttfts) / len(ttfts),
         ttft_p50_s=percentile(ttfts, 50),
@@ -441,7 +441,7 @@ def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area:
         total_s=sum(r.finish - r.arrival for r in measured) / len(measured),
         tokens_per_s=sum(r.new for r in measured) / window,
         per_user_tokens_per_s=1 / tpot if tpot > 0 else 0.0,
-        requests_per_s=rps,
+        requests_per_s=len(measured) / window,
         mean_in_flight=area / end if end > 0 else 0.0,
         preemptions=preemptions,
         steps=steps,

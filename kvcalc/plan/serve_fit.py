@@ -113,4 +113,5 @@ def run_features(
         duration=tuple(w[3] for w in weights),
         tokens=tokens,
     )
-    return SetupFeatures(setup, steps[0], steps[0], 0.0, run)
+    alone = features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, prefill_tokens=p)
+    return SetupFeatures(setup, steps[0], alone, 0.0, run)

@@ -102,10 +102,11 @@ def step_timers(
 def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int
 ) -> tuple[Limits, str]:
-    """The scheduler limits and KV blocks: vLLM 0.19's own pool and OpenAI-server defaults with
+    """The scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
-    defaults) with sglang; otherwise capacity x gpu_util less weights and --reserve, in vLLM-sized
-    blocks under vLLM's limits."""
+    defaults) and its scheduler with sglang; otherwise capacity x gpu_util less weights and --reserve,
+    in blocks of 32 under trtllm-serve's limits and scheduler with trtllm, else in vLLM-sized blocks
+    under vLLM's limits and scheduler."""
     if engine == "vllm":
         from kvcalc.engines.vllm.figures import vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
@@ -127,12 +128,17 @@ def kv_pool(
     if engine == "sglang":
         from kvcalc.engines.sglang.pool import SglangSettings
         from kvcalc.engines.sglang.pool import predict as sglang_predict
+        from kvcalc.plan.serve_policies import SglangPolicy
 
         p = sglang_predict(spec, gpu, SglangSettings(tp=dep.tp, pp=dep.pp, kv_dtype=kv_dtype), seq=context, dtype=dtype)
         if p.refusal:
             raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
         limits = Limits(
-            p.max_running_requests, p.chunked_prefill_size, p.kv_capacity_tokens // p.page_size, p.page_size
+            p.max_running_requests,
+            p.chunked_prefill_size,
+            p.kv_capacity_tokens // p.page_size,
+            p.page_size,
+            SglangPolicy,
         )
         return limits, (
             f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
@@ -141,14 +147,24 @@ def kv_pool(
     from kvcalc.engines.vllm.memory import default_limits
 
     seqs, tokens = default_limits(gpu)
+    bs, policy, named = 16, None, f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)"
+    if engine == "trtllm":
+        from kvcalc.plan.serve_policies import (
+            TRTLLM_MAX_BATCH_SIZE,
+            TRTLLM_MAX_NUM_TOKENS,
+            TRTLLM_TOKENS_PER_BLOCK,
+            TrtllmPolicy,
+        )
+
+        seqs, tokens, bs, policy = TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, TRTLLM_TOKENS_PER_BLOCK, TrtllmPolicy
+        named = f"max_batch_size {seqs}, max_num_tokens {tokens}, GUARANTEED_NO_EVICT (trtllm-serve's defaults)"
     budget = int(gpu.capacity_bytes * dep.gpu_util) - dep.reserve_bytes
     blocks = min(
-        (budget - st.resident_bytes) // max(held_kv_bytes(st, 16, kv_dtype), 1) for st in stages(spec, dep, dtype)
+        (budget - st.resident_bytes) // max(held_kv_bytes(st, bs, kv_dtype), 1) for st in stages(spec, dep, dtype)
     )
     return (
-        Limits(seqs, tokens, max(blocks, 0), 16),
-        f"capacity x gpu_util - weights - reserve ({blocks * 16:,} tokens; no {engine} pool model), "
-        f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)",
+        Limits(seqs, tokens, max(blocks, 0), bs, policy),
+        f"capacity x gpu_util - weights - reserve ({blocks * bs:,} tokens; no {engine} pool model), {named}",
     )
 
 
@@ -171,12 +187,42 @@ def serving_limits(
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool."""
     limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
+    if engine == "trtllm" and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
+        # NOTE: TRT-LLM schedules a prompt whole (context chunking is off by default) beside the running
+        # decodes, so a deployment serving longer prompts raises max_num_tokens; taken as the prompt
+        # plus a token for every seat, so a prompt never waits for the batch to drain.
+        limits = limits._replace(max_num_batched_tokens=prompt + limits.max_num_seqs)
+        pool += f"; max_num_tokens raised to {limits.max_num_batched_tokens:,} for {prompt:,}-token prompts"
     if limits.kv_blocks * limits.block_size < prompt + new:
         raise UsageError(
             f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
             hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
         )
     return limits, pool
+
+
+def _bound(s: ServeStats, alone: float, load: Load) -> ServeStats:
+    """The ceiling's figures as a bound: no TTFT below the prompt's own pass alone, whatever queueing
+    the simulation's arrival pattern gives (a real run's clients drift out of lockstep), and a
+    closed loop's latency and tokens/s bounded with it."""
+    total = min(s.total_s, alone + (load.new - 1) * s.tpot_s)
+    rate = s.tokens_per_s
+    if load.concurrency is not None:
+        rate = max(rate, load.concurrency * load.new / total)
+    return s._replace(
+        ttft_s=min(s.ttft_s, alone), ttft_p50_s=min(s.ttft_p50_s, alone), ttft_p99_s=min(s.ttft_p99_s, alone),
+        total_s=total, tokens_per_s=rate, requests_per_s=rate / load.new,
+    )  # fmt: skip
+
+
+def _served(s: ServeStats, srv: float) -> ServeStats:
+    """The figures a client sees: each request's TTFT and latency plus the API server's time (the
+    calibrated `server_s`; the ceiling has none)."""
+    slower = s.total_s / (s.total_s + srv)  # each client waits the server's time before its next request
+    return s._replace(
+        ttft_s=s.ttft_s + srv, ttft_p50_s=s.ttft_p50_s + srv, ttft_p99_s=s.ttft_p99_s + srv, total_s=s.total_s + srv,
+        tokens_per_s=s.tokens_per_s * slower, requests_per_s=s.requests_per_s * slower,
+    )  # fmt: skip
 
 
 def _figures(s: ServeStats, basis: str) -> dict:
@@ -224,7 +270,7 @@ def serve_report(
     limits, pool = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
     load = Load(prompt, new, n, concurrency, rate, seed, burst=concurrency is not None and not steady)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
-    top = simulate(ceiling, load, limits)
+    top = _bound(simulate(ceiling, load, limits), ceiling(0, 0, prompt, 0, 1), load)
     warnings = []
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
@@ -239,12 +285,25 @@ def serve_report(
     )  # fmt: skip
     if not estimate:
         return result
-    mid = simulate(est, load, limits)
+    from kvcalc.cost.fitting import server_seconds
+    from kvcalc.plan.calibration import constants_for
+
+    c = constants_for(gpu, engine)[0]
+    srv = server_seconds(c, engine)
+    mid = _served(simulate(est, load, limits), srv)
     # NOTE: every step at its low end is the fast end: latencies take their low from it and
     # throughputs their high, and the other way round for the slow end.
-    fast, slow = _figures(simulate(lo, load, limits), basis), _figures(simulate(hi, load, limits), basis)
+    fast = _figures(_served(simulate(lo, load, limits), srv), basis)
+    slow = _figures(_served(simulate(hi, load, limits), srv), basis)
     interval = {k: sorted([fast[k], slow[k]]) for k in INTERVAL_NAMES}
     for k in INTERVAL_NAMES:  # the interval holds the estimate (a queue can turn a step's band non-monotone)
         v = _figures(mid, basis)[k]
         interval[k] = [min(interval[k][0], v), max(interval[k][1], v)]
+    if (concurrency or 0) > 1 and "interval.served.lo" in c:
+        # NOTE: a TTFT under load holds queueing, whose spread on held-out runs is wider than a step's
+        # (scripts/calibrate.py fits it apart: the `served` interval); never below the ceiling's TTFT.
+        lo_f, hi_f = c["interval.served.lo"], c["interval.served.hi"]
+        for k in ("ttft_s", "ttft_p50_s", "ttft_p99_s"):
+            v = getattr(mid, k)
+            interval[k] = [min(v, max(getattr(top, k), v * lo_f)), max(v, v * hi_f)]
     return result.model_copy(update={"estimate": ServeEstimate(**_figures(mid, basis), interval=interval)})

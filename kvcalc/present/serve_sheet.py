@@ -84,10 +84,19 @@ def sweep_sheet(results: list) -> Sheet:
 
 
 def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
-    sched = "" if r.engine == "vllm" else f" (no {r.engine} scheduler model)"
+    sched = {
+        "sglang": "SGLang's scheduler does it: each step either a prefill batch (the running decodes paused) or a "
+        "decode batch; admission reserves the running requests' expected tokens; retraction when the pool is full",
+        "trtllm": "TensorRT-LLM's scheduler does it: whole prompts beside the decodes in one step; admitted only "
+        "if prompt + max new tokens fit (GUARANTEED_NO_EVICT), queued otherwise; no preemption",
+    }.get(
+        r.engine,
+        "vLLM's V1 scheduler does it"
+        + ("" if r.engine == "vllm" else f" (no {r.engine} scheduler model)")
+        + ": chunked prefill mixed with decodes; preemption by recompute when the pool is full",
+    )
     notes = [
-        f"Continuous batching scheduled as vLLM's V1 scheduler does it{sched}: KV pool {r.kv_pool}; chunked "
-        "prefill; preemption by recompute when the pool is full.",
+        f"Continuous batching scheduled as {sched}. KV pool: {r.kv_pool}.",
         "The ceiling is every step at its physics bound: no real server beats it."
         + (f" The estimate: {r.estimate.basis}." if r.estimate else ""),
     ]
