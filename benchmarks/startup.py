@@ -75,7 +75,8 @@ compare by instructions):
 --instructions: cache 770.0 M, alias 774.1 M, roofline 828.7 M, generate 841.8 M; reference 766.5 M
   (1.00x, 1.01x, 1.08x, 1.10x). Collector on, nothing frozen: cache 853.1 M, roofline 914.6 M, generate
   925.5 M (1.11x, 1.19x, 1.21x). Before: cache 850.0 M, roofline 954.8 M, generate 931.6 M (1.11x, 1.25x,
-  1.21x); wall 1.05x, 1.17x and 1.16x.
+  1.21x); wall 1.05x, 1.17x and 1.16x. After merging main at 18:00 (load 3.0): the same instructions; wall
+  cache 0.89x, roofline 0.97x, generate 0.97x (0.99x); collector on 1.11x, 1.14-1.20x, 1.17x.
 Where it came from (instructions, on roofline unless said):
 - Rich's Table laid out the roofline table in 58 M (14 columns x 7 rows; the reference's 2 x 1 table
   costs it 14 M). present/sheet.py lays out any table at its natural widths directly, byte for byte as
