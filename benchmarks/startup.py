@@ -45,9 +45,13 @@ COMMANDS = {
     "cache llama-3-8b": [sys.executable, "-m", "kvcalc", "cache", "llama-3-8b"],
     "cache meta-llama/Meta-Llama-3-8B (alias)": [sys.executable, "-m", "kvcalc", "cache", "meta-llama/Meta-Llama-3-8B"],
     "roofline 7b --gpu a100": [sys.executable, "-m", "kvcalc", "roofline", "7b", "--gpu", "a100"],
-    # The same command with CPython's cyclic collector left on (kvcalc/__main__.py turns it off): what
-    # kvcalc's own code costs, apart from the collector's passes over everything imported.
+    "generate 7b --gpu a100": [sys.executable, "-m", "kvcalc", "generate", "7b", "--gpu", "a100"],
+    # The same commands with CPython's cyclic collector left on and nothing frozen at exit (kvcalc/__main__.py
+    # turns it off and freezes): what kvcalc's own code costs, apart from the collector's passes over
+    # everything imported, during the run and at exit.
     "cache llama-3-8b, collector on": [*WITH_COLLECTOR, "cache", "llama-3-8b"],
+    "roofline 7b --gpu a100, collector on": [*WITH_COLLECTOR, "roofline", "7b", "--gpu", "a100"],
+    "generate 7b --gpu a100, collector on": [*WITH_COLLECTOR, "generate", "7b", "--gpu", "a100"],
 }
 # The largest requests the CLI accepts quickly, for peak memory with the collector on and off (--memory).
 HEAVY = [
@@ -60,6 +64,37 @@ HEAVY = [
     ["lab"],
 ]
 RESULTS = """
+2026-12-01 17:50 UTC, start-up of roofline and generate (issues 18/19), 2-core dev machine (load 2.6-3.3),
+Python 3.11.7, typer 0.29.2, rich 15.0.0, pydantic 2.14.4, --runs 21 (wall moves by +-10 ms at this load;
+compare by instructions):
+  kvcalc cache llama-3-8b                   125.2 ms   reference 160.8 ms   0.78x (median of pairs 0.88x)
+  kvcalc cache meta-llama/Meta-Llama-3-8B   136.1 ms   reference 162.1 ms   0.84x (0.88x)
+  kvcalc roofline 7b --gpu a100             127.1 ms   reference 137.1 ms   0.93x (0.96x)
+  kvcalc generate 7b --gpu a100             132.5 ms   reference 139.1 ms   0.95x (0.96x)
+  collector on, nothing frozen: cache 1.11x (1.10x), roofline 1.16x (1.16x), generate 1.16x (1.16x)
+--instructions: cache 770.0 M, alias 774.1 M, roofline 828.7 M, generate 841.8 M; reference 766.5 M
+  (1.00x, 1.01x, 1.08x, 1.10x). Collector on, nothing frozen: cache 853.1 M, roofline 914.6 M, generate
+  925.5 M (1.11x, 1.19x, 1.21x). Before: cache 850.0 M, roofline 954.8 M, generate 931.6 M (1.11x, 1.25x,
+  1.21x); wall 1.05x, 1.17x and 1.16x. After merging main at 18:00 (load 3.0): the same instructions; wall
+  cache 0.89x, roofline 0.97x, generate 0.97x (0.99x); collector on 1.11x, 1.14-1.20x, 1.17x.
+Where it came from (instructions, on roofline unless said):
+- Rich's Table laid out the roofline table in 58 M (14 columns x 7 rows; the reference's 2 x 1 table
+  costs it 14 M). present/sheet.py lays out any table at its natural widths directly, byte for byte as
+  Rich did (property test against Rich, pipe and terminal, tests/test_sheet_layout.py; 738 table outputs
+  of 62 commands at 7 widths byte-identical before and after): -63 M roofline, -26 M generate, -32 M
+  cache. Rich's table rendered each str cell through markup and emoji codes, and the emoji table alone
+  took 2 ms to import; the direct layout checks the two patterns instead.
+- The shipped fit is a module, kvcalc/cost/calibration_data.py (scripts/calibration_module.py writes it
+  from calibration.json; a test keeps them equal): no json import on roofline or generate (-5 M); json
+  comes in only when a user's calibration file exists.
+- kvcalc/__main__.py freezes the objects at exit: CPython's exit-time collection runs with the
+  collector off too, and scanned everything the imports made (-48 M, about -15 ms on every command).
+  The "collector on" rows run without this and without gc.disable: kvcalc's own code.
+- params.shard_formats imports llama.cpp's quant tables only for a --dtype (-3 M, since main's GGUF work).
+What remains beyond the reference (roofline, collector off): the cost modules and their result models
+(about 26 M beyond cache's), ModelSpec's validator and the preset read (21 M, as cache), the GPU preset
+and GpuSpec (6 M), the rows and their estimates (12 M), the notes' Rich wrapping (3 M).
+
 2026-12-01 17:00 UTC, after issues 18-23 (subpackages; sglang, llama.cpp, estimate, serving, plan commands), --runs 21:
   kvcalc cache llama-3-8b                  131.7 ms   reference 125.2 ms   1.05x (median of pairs 1.05x)
   kvcalc cache meta-llama/Meta-Llama-3-8B  138.9 ms   reference 129.7 ms   1.07x (1.08x)

@@ -1,6 +1,7 @@
 """The estimate's constants before any fit (the starting point of scripts/calibrate.py), and the shape in which
 the cost layer takes a fit: (constants, basis). The shipped fit is the data file calibration.json beside this
-module; plan/calibration.py reads it and a user's own, so nothing here reads a file."""
+module, and the same numbers as the module calibration_data.py (scripts/calibration_module.py writes it from
+the json); plan/calibration.py loads that and reads a user's own, so nothing here reads a file."""
 
 from __future__ import annotations
 

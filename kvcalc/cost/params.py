@@ -181,10 +181,12 @@ def shard_formats(spec: ModelSpec, dtype: str | None) -> Shard:
     VocabParallelEmbedding / ParallelLMHead, unless the checkpoint says so); attention stays 16-bit
     when the checkpoint's ignore list keeps it so. A float dtype applies to every weight."""
     from kvcalc.model.formats import quantization_of
-    from kvcalc.model.gguf.mix import is_ftype, mix_shard
 
-    if is_ftype(dtype):
-        return Shard(*mix_shard(spec, str(dtype).lower()))  # a llama.cpp quant: its per-tensor mix
+    if dtype is not None:  # NOTE: the GGUF tables only for a --dtype (start-up time: roofline, generate)
+        from kvcalc.model.gguf.mix import is_ftype, mix_shard
+
+        if is_ftype(dtype):
+            return Shard(*mix_shard(spec, str(dtype).lower()))  # a llama.cpp quant: its per-tensor mix
     floats = ("fp32", "bf16", "fp16")
     dense_dtype, expert_dtype = weight_dtypes(spec, dtype)
     q = quantization_of(spec, dtype)

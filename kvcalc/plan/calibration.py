@@ -1,29 +1,31 @@
-"""The estimate's constants as files hold them: the shipped fit (kvcalc/cost/calibration.json, written by
-scripts/calibrate.py from benchmarks/calibration/), read on first use, and a user's own fit for one GPU +
-engine (`kvcalc calibrate`, saved under $KVCALC_PRESETS/calibration/) laid over it. The cost layer takes
-the constants as an argument and reads no file."""
+"""The estimate's constants as the package and the user hold them: the shipped fit (kvcalc/cost/calibration.json,
+written by scripts/calibrate.py from benchmarks/calibration/, and the same numbers as the module
+cost/calibration_data.py that scripts/calibration_module.py writes from it), and a user's own fit for one
+GPU + engine (`kvcalc calibrate`, saved under $KVCALC_PRESETS/calibration/) laid over it. The cost layer
+takes the constants as an argument and reads no file."""
 
 from __future__ import annotations
 
-import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
 from kvcalc.cost.calibration import STARTING, Calibration
 from kvcalc.hardware.gpu import GpuSpec
 
-SHIPPED = Path(__file__).resolve().parent.parent / "cost" / "calibration.json"
-
 
 @lru_cache(maxsize=1)
 def shipped() -> Calibration:
     """The package's fitted constants and their one-line provenance."""
-    if not SHIPPED.exists():
+    # NOTE: the module, not the json: every roofline and generate run loads the fit, and the module comes
+    # from its bytecode without importing json (start-up time, benchmarks/startup.py).
+    try:
+        from kvcalc.cost import calibration_data as data
+    except ImportError:  # pragma: no cover  (a checkout without the generated module)
         return dict(STARTING), "estimate (uncalibrated starting constants)"
-    data = json.loads(SHIPPED.read_text())
     consts = dict(STARTING)
-    consts.update(data["constants"])
-    return consts, f"estimate (kvcalc calibration: {data['points']} public points, {data['sources']} sources)"
+    consts.update(data.CONSTANTS)
+    return consts, f"estimate (kvcalc calibration: {data.POINTS} public points, {data.SOURCES} sources)"
 
 
 def user_file(gpu: str, engine: str) -> Path:
@@ -37,7 +39,9 @@ def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:
     consts, basis = shipped()
     name = gpu if isinstance(gpu, str) else gpu.name
     path = user_file(name, engine)
-    if path.exists():
+    if os.path.exists(path):  # NOTE: json is imported only when a user's file is there (start-up time)
+        import json
+
         try:
             data = json.loads(path.read_text())
             mine = {k: float(v) for k, v in data["constants"].items()}

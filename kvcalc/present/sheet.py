@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 
-from rich import box
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 
@@ -87,8 +86,15 @@ def to_rich(sheet: Sheet, width: int | None = None) -> Group:
     if width is not None and sum(mins.values()) + GAP * (len(keep) - 1) + EDGES > width:
         return _stacked(sheet, width)
     widths = _widths(sheet, keep, mins, width)
-    if len(sheet.rows) > PLAIN_ROWS and all(widths.get(i, 10**9) >= _natural(sheet, i) for i in keep):
+    # NOTE: a table at its natural widths is laid out directly, as Rich would lay it out (the same
+    # bytes, bold headers included: tests/test_sheet_layout.py): Rich's table took 58 M of the
+    # 955 M instructions `kvcalc roofline 7b --gpu a100` ran (benchmarks/startup.py).
+    natural = all(widths.get(i, 10**9) >= _natural(sheet, i) > 0 for i in keep)  # Rich widens an empty column
+    if natural and (len(sheet.rows) > PLAIN_ROWS or _shown_as_written(sheet, keep)):
         return _plain(sheet, keep, widths, dropped, width)
+    from rich import box
+    from rich.table import Table
+
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for i in keep:
         text = i in sheet.text_columns
@@ -107,6 +113,27 @@ def to_rich(sheet: Sheet, width: int | None = None) -> Group:
         names = ", ".join(sheet.columns[i].replace("\n", " ") for i in sorted(dropped))
         notes.append(Text(f"Left out at this width: {names} (a wider terminal, or --format csv/json, shows them)."))
     return Group(Text(sheet.title, style="bold"), table, *notes)
+
+
+def _shown_as_written(sheet: Sheet, keep: list[int]) -> bool:
+    """Whether Rich would show every cell as written, unstyled and on one line (a header may hold
+    line breaks): no markup tag, emoji code, tab or control character. Then the direct layout is Rich's."""
+    cells = [line for i in keep for line in sheet.columns[i].split("\n")]
+    cells += [row[i] for row in sheet.rows for i in keep]
+    return all(_plain_cell(cell) for cell in cells)
+
+
+def _plain_cell(cell: str) -> bool:
+    if not cell.isprintable() or cell != cell.strip():  # a line break in a row, a tab, an escape; Rich trims
+        return False
+    if "[" in cell:
+        from rich.markup import RE_TAGS
+
+        if RE_TAGS.search(cell):  # a markup tag (or an escaped one): Rich would style or rewrite it
+            return False
+    # NOTE: an emoji code (:name:) is the other thing Rich rewrites in a str cell; checked by its pattern,
+    # not by rendering: Rich's emoji table costs 2 ms to import
+    return ":" not in cell or re.search(r":\S*?:", cell) is None  # rich/_emoji_replace.py's pattern, in short
 
 
 def _notes(sheet: Sheet, width: int | None) -> list:
@@ -150,17 +177,14 @@ def _plain(sheet: Sheet, keep: list[int], widths: dict[int, int], dropped: list[
     size = {i: widths.get(i) or _natural(sheet, i) for i in keep}
 
     def line(cells: list[str]) -> str:
-        parts = [
-            cell.ljust(size[i]) if i in sheet.text_columns else cell.rjust(size[i]) for i, cell in zip(keep, cells)
-        ]
-        return " " + "  ".join(parts) + " "
+        return " " + "  ".join(_justify(sheet, i, cell, size[i]) for i, cell in zip(keep, cells)) + " "
 
     heads = [sheet.columns[i].split("\n") for i in keep]
     depth = max(len(h) for h in heads)
-    heads = [[""] * (depth - len(h)) + h for h in heads]
+    heads = [[None] * (depth - len(h)) + h for h in heads]  # headers sit on the rule: None above
     total = sum(size.values()) + GAP * (len(keep) - 1)
-    out = [" " * (total + EDGES)]
-    out += [line([h[d] for h in heads]) for d in range(depth)]
+    out: list = [" " * (total + EDGES)]
+    out += [_head_line(sheet, keep, size, [h[d] for h in heads]) for d in range(depth)]
     out.append(" " + "─" * total + " ")
     out += [line([row[i] for i in keep]) for row in sheet.rows]
     out.append(" " * (total + EDGES))
@@ -171,18 +195,47 @@ def _plain(sheet: Sheet, keep: list[int], widths: dict[int, int], dropped: list[
     return Group(Text(sheet.title, style="bold"), _Lines(out), *notes)
 
 
-class _Lines:
-    """Ready-made lines handed to Rich as segments: a Text of 40,000 lines took Rich 5 s to lay out."""
+def _justify(sheet: Sheet, i: int, cell: str, width: int) -> str:
+    """A cell padded to `width` terminal cells: prose to the left, figures to the right."""
+    if cell.isascii():
+        return cell.ljust(width) if i in sheet.text_columns else cell.rjust(width)
+    room = " " * (width - _cell_len(cell))
+    return cell + room if i in sheet.text_columns else room + cell
 
-    def __init__(self, lines: list[str]) -> None:
+
+def _head_line(sheet: Sheet, keep: list[int], size: dict[int, int], cells: list[str | None]) -> list:
+    """One line of the header as Rich's table gives it, in (text, bold) pieces: each cell bold with
+    its padding (one piece where the header has no line here), the gaps between cells plain."""
+    pieces: list[tuple[str, bool]] = [(" ", False)]
+    for n, (i, cell) in enumerate(zip(keep, cells)):
+        pad = 0 if n == len(keep) - 1 else 1
+        if cell is None:
+            pieces.append((" " * (size[i] + pad), True))
+        else:
+            pieces.append((_justify(sheet, i, cell, size[i]), True))
+            if pad:
+                pieces.append((" ", True))
+        pieces.append((" ", False))
+    return pieces
+
+
+class _Lines:
+    """Ready-made lines handed to Rich as segments: a Text of 40,000 lines took Rich 5 s to lay out.
+    A line is a str, or (text, bold) pieces (a table's header)."""
+
+    def __init__(self, lines: list) -> None:
         self.lines = lines
 
     def __rich_console__(self, console, options):  # noqa: ANN001, ANN204
         from rich.segment import Segment
+        from rich.style import Style
 
-        newline = Segment.line()
+        newline, bold = Segment.line(), Style(bold=True)
         for line in self.lines:
-            yield Segment(line)
+            if isinstance(line, str):
+                yield Segment(line)
+            else:
+                yield from (Segment(text, bold if strong else None) for text, strong in line)
             yield newline
 
 
