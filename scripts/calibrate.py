@@ -203,6 +203,7 @@ def main() -> int:
         )
         + "\n"
     )
+    __import__("calibration_module").write()  # kvcalc/cost/calibration_data.py: the same numbers as a module
     print(f"{len(points)} points from {len(sources)} sources -> {OUT.relative_to(ROOT)}")
     for m in ("tpot_ms", "output_tok_s_total", "ttft_ms", "e2e_latency_s"):
         sel = [p for p in points if p.metric == m]
