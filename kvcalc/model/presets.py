@@ -324,7 +324,12 @@ def _missing(kind: str, name: str) -> NotFoundError:
 def get_model(name: str) -> ModelSpec:
     spec = find(MODEL_DIR, name)
     if not isinstance(spec, ModelSpec):  # None: not found (the model kind only holds ModelSpecs)
-        raise _missing(MODEL_DIR, name)
+        from kvcalc.model.named import by_name
+
+        named = by_name(name)  # a quantized re-publication of a preset (named.py), under the base's name
+        if named is None:
+            raise _missing(MODEL_DIR, name)
+        return named.spec
     return spec
 
 
