@@ -13,8 +13,8 @@ from conftest import HANG_GUARD_S
 from kvcalc.cost.params import weight_bytes_resident
 from kvcalc.errors import NotFoundError
 from kvcalc.model import hub as hubmod
-from kvcalc.model.named import by_name, split
-from kvcalc.model.presets import get_model
+from kvcalc.model.named import split
+from kvcalc.model.presets import by_name, get_model
 from kvcalc.model.resolve import resolve_model
 
 

@@ -1,11 +1,12 @@
 """Quantized re-publications of a known model, read from their name when their config.json cannot be.
 
-`Qwen/Qwen3-235B-A22B-FP8`, `nvidia/DeepSeek-R1-NVFP4`, `RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic`,
+`nvidia/Qwen3-235B-A22B-NVFP4`, `nvidia/DeepSeek-R1-NVFP4`, `RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic`,
 `Qwen/Qwen3-32B-AWQ`: the base model's preset (the name without its format suffix, matched exactly,
-case-insensitively, against a preset's name or the NAME part of one of its hub aliases, any org) with
+case-insensitively, against a built-in preset's name or the NAME part of one of its hub aliases, any org) with
 every decoder linear layer in the format the suffix names, as `--dtype` models it. Used only where
 the checkpoint's own config.json (with its quantization_config) is out of reach: offline, not in the
-Hugging Face cache, or a preset lookup that never asks the hub.
+Hugging Face cache, or a preset lookup that never asks the hub (presets.get_model). The lookup
+itself is presets.by_name: this module holds the rules and imports no preset store.
 """
 
 from __future__ import annotations
@@ -56,39 +57,25 @@ def split(text: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _base_stem(org: str, base: str) -> str | None:
-    """The one preset whose name, or the NAME of one of whose hub aliases, is `base` exactly
-    (case-insensitively); the same org's alias first. None when no preset or more than one matches."""
-    from kvcalc.model.presets import MODEL_DIR, _alias_index, preset_names
-
+def base_stem(org: str, base: str, aliases: dict[str, str], stems: list[str]) -> str | None:
+    """The one preset whose name, or the NAME of one of whose hub aliases (alias -> stem), is `base`
+    exactly (case-insensitively); the same org's alias first. None when none or more than one matches:
+    a size is never guessed."""
     key = base.lower()
-    index = _alias_index(MODEL_DIR)
-    same_org = index.get(f"{org.lower()}/{key}") if org else None
+    same_org = aliases.get(f"{org.lower()}/{key}") if org else None
     if same_org is not None:
         return same_org
-    stems = {stem for alias, stem in index.items() if alias.rpartition("/")[2] == key}
-    if key in preset_names(MODEL_DIR):
-        stems.add(key)
-    return stems.pop() if len(stems) == 1 else None
+    found = {stem for alias, stem in aliases.items() if alias.rpartition("/")[2] == key}
+    if key in stems:
+        found.add(key)
+    return found.pop() if len(found) == 1 else None
 
 
-def by_name(text: str) -> Named | None:
-    """The base preset in the named format, or None when the name is not a known model plus a suffix."""
-    parts = split(text.partition("@")[0])
-    if parts is None:
-        return None
-    org, base, dtype = parts
-    stem = _base_stem(org, base)
-    if stem is None:
-        return None
-    from kvcalc.model.presets import MODEL_DIR, locate
+def quantized(spec: ModelSpec, location: str, dtype: str, where: str) -> Named:
+    """The base preset's spec with every decoder linear layer in `dtype` (as `--dtype` models it),
+    named as the base; `where` is the name it was read from."""
     from kvcalc.model.quant import Checkpoint, Quantization, named
 
-    found = locate(MODEL_DIR, stem)
-    if found is None or not isinstance(found.spec, ModelSpec):
-        return None
-    spec = found.spec
-    where = text.partition("@")[0].strip()
     source = f"base preset {spec.name} with {dtype} weights, from the name {where}; its config.json was not read"
     fmt = named(dtype)
     if fmt is not None and where.lower().endswith("-awq"):
@@ -96,5 +83,5 @@ def by_name(text: str) -> Named | None:
         fmt = fmt.model_copy(update={"zero_points": True})
     quant = Quantization(method=f"named {dtype} (the name's suffix; config.json not read)", linear=fmt)
     checkpoint = (spec.checkpoint or Checkpoint()).model_copy(update={"quantization": quant})
-    spec = spec.with_changes(dtype=dtype, expert_dtype=None, checkpoint=checkpoint, description=source)
-    return Named(spec, stem, dtype, source, found.location)
+    changed = spec.with_changes(dtype=dtype, expert_dtype=None, checkpoint=checkpoint, description=source)
+    return Named(changed, spec.name, dtype, source, location)

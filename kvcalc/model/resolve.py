@@ -196,7 +196,7 @@ def _preset_at(found: Any, repo: str, revision: str, overrides: dict[str, Any]) 
 
 
 def _by_name(text: str, overrides: dict[str, Any] | None = None) -> Resolved | None:
-    from kvcalc.model.named import by_name
+    from kvcalc.model.presets import by_name
 
     found = by_name(text)
     if found is None:
