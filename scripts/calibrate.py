@@ -53,12 +53,24 @@ def load_points(path: Path = POINTS, simulate: bool = True):
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
         simulated = setup.concurrency is not None and simulate
-        key = (r["model"], r["gpu"], r["tp"], r["pp"], r["dtype"], r["kv_dtype"], setup, chunk)
+        key = (
+            r["model"],
+            r["gpu"],
+            r["tp"],
+            r["pp"],
+            r["ep"],
+            r["dp_attention"],
+            r["dtype"],
+            r["kv_dtype"],
+            setup,
+            chunk,
+        )
         key += (r["engine"],) if simulated else ()
         if key not in cache:
             spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
             tp, pp = int(r["tp"]), int(r["pp"])
-            dep = Deployment(tp=tp, pp=pp, link=link_for(gpu))
+            ep, dp = int(r["ep"] or 1), r["dp_attention"] == "1"
+            dep = Deployment(tp=tp, pp=pp, link=link_for(gpu), ep=ep, dp_attention=dp)
             dtype, kv = r["dtype"] or None, r["kv_dtype"]
             try:
                 if simulated:
@@ -92,6 +104,10 @@ def names_for(points) -> list[str]:
     # and Infinity Fabric keep nccl-tests' and RCCL's figures (calibration.STARTING, speed_facts §2.4).
     links = sorted({p.sf.decode.link for p in points if p.sf.decode.allreduces} & {"nvlink"})
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
+    # NOTE: llama.cpp runs its own kernels (MMVQ/MMQ on quantized blocks, not cuBLAS/CUTLASS GEMMs):
+    # its bandwidth and FLOP efficiency are its own per family (mfu.ada.llamacpp), others share theirs.
+    llama = sorted({p.sf.decode.family for p in points if p.engine == "llamacpp"})
+    names += [f"{n}.{f}.llamacpp" for n in ("bw_eff", "mfu") for f in llama]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
     names += [f"server_s.{e}" for e in sorted({p.engine for p in points if p.sf.run is not None})]
@@ -100,6 +116,8 @@ def names_for(points) -> list[str]:
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
+    a2a = sorted({p.sf.decode.link for p in points if p.sf.decode.a2a[0]})  # expert parallelism's all-to-all
+    names += [f"a2a_alpha_s.{k}" for k in a2a] + [f"a2a_bw_eff.{k}" for k in a2a]
     return names
 
 
@@ -108,7 +126,7 @@ def shared_means(points, c: dict[str, float], names: list[str]) -> None:
     groups: dict[str, list[tuple[float, float]]] = {}
     for name in names:
         base, _, key = name.partition(".")
-        if not key:
+        if not key or "." in key:  # family x engine constants have no shared value of their own
             continue
         w = sum(p.weight for p in points if key in (p.sf.decode.family, p.engine, p.sf.decode.link))
         groups.setdefault(base, []).append((c[name], w))

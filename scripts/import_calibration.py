@@ -4,8 +4,8 @@ Reads ../shared/reference/speed_calibration.json (670 public points, each with i
 verbatim quote) and aic_silicon_sample.csv (NVIDIA aiconfigurator's measured serving runs, Apache-2.0)
 and writes benchmarks/calibration/points.csv: one row per measured figure, mapped to kvcalc presets.
 
-Nothing is hand-picked: a point is kept when kvcalc can model its setup (a model and GPU preset, no
-expert or attention-data parallelism, no speculative decoding, a known batch or concurrency) and its
+Nothing is hand-picked: a point is kept when kvcalc can model its setup (a model and GPU preset, a
+tensor / pipeline / expert / attention-DP layout kvcalc's Deployment expresses, no speculative decoding, a known batch or concurrency) and its
 regime is a static batch, batch 1 or closed-loop concurrency; every other point is skipped with the
 reason counted in benchmarks/calibration/README.md. Run: python scripts/import_calibration.py
 """
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "reference"
 OUT = ROOT / "benchmarks" / "calibration" / "points.csv"
 FIELDS = [
-    "id", "source", "model", "gpu", "tp", "pp", "engine", "dtype", "kv_dtype", "regime", "batch",
+    "id", "source", "model", "gpu", "tp", "pp", "ep", "dp_attention", "engine", "dtype", "kv_dtype", "regime", "batch",
     "concurrency", "prompt", "new", "metric", "value", "source_url", "quote",
 ]  # fmt: skip
 
@@ -72,10 +72,13 @@ def resolve_model(*names: str | None) -> str | None:
         if not name:
             continue
         name = re.sub(r"\s*\(.*$", "", name).strip()
-        try:
-            return get_model(name).name
-        except Exception:
-            continue
+        # NOTE: a quantized checkpoint (Qwen/Qwen3-235B-A22B-FP8, nvidia/...-NVFP4) is its base model's
+        # preset; the point's dtype column says how it was quantized.
+        for candidate in (name, re.sub(r"[-_](fp8|nvfp4|fp4)$", "", name, flags=re.I)):
+            try:
+                return get_model(candidate).name
+            except Exception:
+                continue
     return None
 
 
@@ -107,8 +110,16 @@ def from_points(skipped: Counter) -> list[dict]:
             skipped["no engine, model or GPU preset"] += 1
             continue
         tp, pp, ep, n = (p.get(k) or 1 for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel", "num_gpus"))
-        if ep > 1 or n not in (tp * pp, tp) and not (engine == "llamacpp" and tp == 1):
-            skipped["expert / data parallel layout"] += 1
+        if n not in (tp * pp, tp) and not (engine == "llamacpp" and tp == 1):
+            skipped["data-parallel replicas (GPUs > tp x pp)"] += 1
+            continue
+        # NOTE: TensorRT-LLM's --tp N --ep M runs attention over the N ranks unless the config enables
+        # attention DP; the sources say so in their quote (enable_attention_dp) or row (decode_dp_attention).
+        text = (p["quote"] + " " + (p.get("notes") or "")).replace(" ", "").lower()
+        dp_attention = "enable_attention_dp:true" in text or '"decode_dp_attention":true' in text
+        why = unexpressed(model, tp, ep, dp_attention) if model else None
+        if why:
+            skipped[why] += 1
             continue
         if engine == "llamacpp" and n > 1 and tp == 1:
             pp = n  # llama.cpp's default layer split
@@ -149,7 +160,7 @@ def from_points(skipped: Counter) -> list[dict]:
             else p["source_url"].split("/")[2]
         )
         rows.append(
-            dict(id=p["id"], source=source, model=model, gpu=gpu, tp=tp, pp=pp, engine=engine,
+            dict(id=p["id"], source=source, model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=int(dp_attention), engine=engine,
                  dtype=dtype_of(p.get("weight_dtype")) or "", kv_dtype=kv, regime=regime, batch=batch or "",
                  concurrency=conc or "", prompt=p.get("input_len") or 0, new=p.get("output_len") or 128,
                  metric=metric, value=value, source_url=p["source_url"], quote=p["quote"])
@@ -164,27 +175,81 @@ def from_aic(skipped: Counter) -> list[dict]:
             if r["mode"] != "agg":
                 skipped["aiconfigurator: disaggregated"] += 1
                 continue
-            if r["attention_dp_size"] not in ("", "1") or r["moe_ep_size"] not in ("", "1") or r["pp_size"] != "1":
-                skipped["aiconfigurator: expert / attention-DP / pipeline layout"] += 1
-                continue
             model = resolve_model(r["model_path"])
             gpu = AIC_GPU.get(r["system"])
             if not (model and gpu):
                 skipped["aiconfigurator: no model or GPU preset"] += 1
                 continue
-            conc = int(re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]).group(1))
+            layout = aic_layout(r, model)
+            if isinstance(layout, str):
+                skipped[f"aiconfigurator: {layout}"] += 1
+                continue
+            tp, ep, dp_attention = layout
+            found = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"])
+            if not found:
+                skipped["aiconfigurator: no concurrency in the row"] += 1
+                continue
+            conc = int(found.group(1))
             prec = r["precision"]
             dtype = {"fp8": "fp8", "int4": "int4", "bf16": "bf16"}.get(prec, "nvfp4" if prec == "fp4" else "")
             if model.startswith("gpt-oss") and prec == "fp4":
                 dtype = ""  # its native mxfp4 experts
-            base = dict(source="github.com/ai-dynamo/aiconfigurator", model=model, gpu=gpu, tp=int(r["tp_size"]),
-                        pp=1, engine=r["backend"], dtype=dtype, kv_dtype="fp8" if prec in ("fp8", "fp4") else "bf16",
+            base = dict(source="github.com/ai-dynamo/aiconfigurator", model=model, gpu=gpu, tp=tp,
+                        pp=1, ep=ep, dp_attention=int(dp_attention), engine=r["backend"], dtype=dtype, kv_dtype="fp8" if prec in ("fp8", "fp4") else "bf16",
                         regime="closed_loop_concurrency", batch="", concurrency=conc, prompt=int(r["isl"]),
                         new=int(r["osl"]), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
             rows.append(dict(base, id=r["id"] + ":ttft", metric="ttft_ms", value=float(r["silicon_ttft_ms"])))
             rows.append(dict(base, id=r["id"] + ":tpot", metric="tpot_ms", value=float(r["silicon_tpot_ms"])))
     return rows
+
+
+def unexpressed(model: str, tp: int, ep: int, dp_attention: bool) -> str | None:
+    """Why kvcalc cannot run (tp, ep, dp_attention) for `model` (cost/fabric.check_layout), or None."""
+    from kvcalc.cost.fabric import check_layout
+    from kvcalc.model.presets import get_model
+
+    try:
+        check_layout(get_model(model), tp, ep, dp_attention)
+    except Exception:
+        return "expert layout kvcalc refuses (ep must divide tp and the expert count)"
+    return None
+
+
+def aic_layout(r: dict, model: str) -> tuple[int, int, bool] | str:
+    """An aiconfigurator row's layout as kvcalc's (tp = GPUs, ep, dp_attention), or why it has none.
+
+    aiconfigurator writes attention as tp_size x attention_dp_size and MoE as moe_tp_size x moe_ep_size
+    over the same GPUs (0 or empty: 1). kvcalc's tp is those GPUs; its DP attention is attention DP over
+    all of them (attention tp 1); its ep divides tp, each expert split over tp / ep ranks (moe_tp)."""
+    from kvcalc.model.presets import get_model
+
+    def n(key: str) -> int:
+        return int(r[key]) if r[key] not in ("", "0") else 1
+
+    tp, dp, mtp, mep = n("tp_size"), n("attention_dp_size"), n("moe_tp_size"), n("moe_ep_size")
+    if n("pp_size") != 1:
+        return "pipeline layout"
+    moe = get_model(model).is_moe
+    if dp == 1 and mep == 1:
+        if moe and mtp > tp:  # e.g. tp 1 with moe_tp 2: a data-parallel attention the row does not state
+            return "MoE tensor parallelism over more GPUs than attention's, attention DP not stated"
+        return tp, 1, False  # tensor parallel alone (a dense model's MoE columns mean nothing)
+    if mtp == mep:
+        # NOTE: every such row has tp x dp = moe_tp x moe_ep = N^2 GPUs, while ids such as
+        # ..._tp2_ep2_927 (tp_size 4) name N: a dump artefact; which N x N layout ran is ambiguous.
+        return "moe_tp = moe_ep with tp x dp their product (ambiguous: the id names half the GPUs)"
+    gpus = tp * dp
+    if mtp * mep != gpus:
+        return "attention and MoE layouts over different GPU counts"
+    if dp > 1 and tp > 1:
+        return "attention DP with attention TP > 1 (kvcalc's DP attention is attention TP 1)"
+    if gpus > 8 and not r["system"].startswith("gb"):
+        return "more GPUs than one 8-GPU node"
+    if not moe:
+        return "expert parallelism on a dense model"
+    why = unexpressed(model, gpus, mep, dp > 1)
+    return why if why else (gpus, mep, dp > 1)
 
 
 def main() -> int:

@@ -207,15 +207,22 @@ def test_cli_sweep_and_bad_input():
 
 
 @pytest.mark.parametrize(
-    ("model", "tp", "pp"), [("llama-3-8b", 1, 1), ("gemma-2-9b", 1, 1), ("qwen3-30b-a3b", 2, 1), ("llama-3-70b", 2, 2)]
+    ("model", "tp", "pp", "ep", "dp"),
+    [
+        ("llama-3-8b", 1, 1, 1, False),
+        ("gemma-2-9b", 1, 1, 1, False),
+        ("qwen3-30b-a3b", 2, 1, 1, False),
+        ("llama-3-70b", 2, 2, 1, False),
+        ("deepseek-v3", 8, 1, 8, True),  # the all-to-all and DP-attention's per-rank sequences follow the step
+    ],
 )
-def test_uniform_steps_are_step_time(model, tp, pp):
+def test_uniform_steps_are_step_time(model, tp, pp, ep, dp):
     # The fast path must give estimate.step_time's figures for the same contexts, exactly.
     from kvcalc.plan.deploy import deployment
     from kvcalc.plan.serve_steps import uniform_step_time
 
-    spec, gpu = get_model(model), get_gpu("h100")
-    dep = deployment(spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=0.9, reserve="2GiB")
+    spec, gpu = get_model(model), get_gpu("h200" if ep > 1 else "h100")
+    dep = deployment(spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=0.9, reserve="2GiB", ep=ep, dp_attention=dp)
     staged = stages(spec, dep, None)
     for n, total, pre, held, seqs in [(0, 0, 1024, 0, 1), (1, 1025, 0, 0, 0), (37, 37 * 5000 + 11, 700, 300, 3)]:
         c, r = divmod(total, n) if n else (0, 0)

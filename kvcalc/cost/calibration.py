@@ -23,6 +23,12 @@ STARTING: dict[str, float] = {
     "ar_alpha_tp.pcie": 0.8,
     "ar_bw_eff": 0.75,
     "ar_bw_eff.pcie": 0.5,
+    # MoE dispatch / combine under expert parallelism (cost/ep_comm.py). Bandwidth: DeepEP's intranode
+    # normal kernels reach 153 GB/s (dispatch) and 158 GB/s (combine) of H800's 200 GB/s NVLink each way
+    # at EP 8 (github.com/deepseek-ai/DeepEP README): 0.77. Latency: no sourced small-message NVLink
+    # figure; 3x the 4.5-5.2 us custom all-reduce (speed_facts 2.4) for the count-then-payload exchange.
+    "a2a_alpha_s": 15e-6,
+    "a2a_bw_eff": 0.75,
     "step_s": 300e-6,
     "seq_s": 5e-6,
     "ttft_queue": 30.0,

@@ -21,11 +21,11 @@ term grows with the tokens and the context, so the estimate is monotone in batch
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
 from kvcalc.cost.kvcache import tokens_held
-from kvcalc.cost.shard import allreduce_wire_bytes, allreduces_per_step
+from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
     Deployment,
     Stage,
@@ -112,6 +112,10 @@ class StepFeatures(NamedTuple):
     prefill: bool  # the step carries prompt tokens (eager launches, not a captured graph)
     ceiling_s: float
     microbatches: int = 1  # pp > 1: micro-batches in flight (decode) or prompt chunks (prefill)
+    # Expert / DP-attention layouts (cost/ep_comm.py): ep < tp's partial-sum reduces (count, message,
+    # ranks, bytes/s) and the MoE all-to-alls (layers, bytes one rank sends per dispatch, bytes/s, ideal alpha)
+    sub_allreduce: tuple[int, int, int, float] = (0, 0, 0, 0.0)
+    a2a: tuple[int, float, float, float] = (0, 0.0, 0.0, 0.0)
 
 
 class StepTime(NamedTuple):
@@ -125,11 +129,13 @@ class StepTime(NamedTuple):
 
 
 def _kv_read(stage: Stage, contexts: Sequence[tuple[int, int]], kv_dtype: str) -> int:
-    """KV bytes read for (context, sequences) pairs."""
+    """KV bytes read for (context, sequences) pairs; under DP attention the busiest rank's
+    ceil(sequences / ranks) of each pair (step.kv_bytes' count)."""
     elements = 0
+    r = stage.kv_ranks
     for t in stage.terms:
         if t.read_elements:
-            elements += t.layers * t.read_elements * sum(n * tokens_held(t.run, c) for c, n in contexts)
+            elements += t.layers * t.read_elements * sum(-(-n // r) * tokens_held(t.run, c) for c, n in contexts)
     return elements_to_bytes(elements, kv_dtype)
 
 
@@ -221,16 +227,48 @@ def features(
         tp=dep.tp,
         pp=dep.pp,
         link=link_kind(dep),
-        link_bandwidth=link.group_bandwidth(dep.tp) if link and dep.tp > 1 else 0.0,
         send_bandwidth=link.group_bandwidth(2) if link and dep.pp > 1 else 0.0,
         stage_bytes=tuple(rows),
-        allreduces=allreduces_per_step(spec) if dep.tp > 1 else 0,
-        message_bytes=tokens * spec.hidden_size * activation_bytes(spec, dtype),
-        tokens=tokens,
-        seqs=batch + pseqs,
         prefill=bool(prefill_tokens),
         ceiling_s=ceiling,
         microbatches=m,
+        **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
+    )
+
+
+class LayoutFields(TypedDict):
+    link_bandwidth: float
+    allreduces: int
+    message_bytes: int
+    tokens: int
+    seqs: int
+    sub_allreduce: tuple[int, int, int, float]
+    a2a: tuple[int, float, float, float]
+
+
+def layout_fields(
+    spec: ModelSpec, dep: Deployment, link: Link | None, tokens: int, batch: int, pseqs: int, dtype: str | None
+) -> LayoutFields:
+    """The features that follow a step's tokens through the layout: its collectives (all-reduces,
+    expert parallelism's all-to-all, attention-DP's partial reductions) and the sequences the engine
+    schedules per rank. Shared with the serving simulation's fast step timer (plan/serve_steps.py)."""
+    act = activation_bytes(spec, dtype)
+    comm = None
+    if dep.link and (dep.ep > 1 or dep.dp_attention or dep.gpus_per_node) and dep.gpus > 1:
+        from kvcalc.cost.ep_comm import layout_comm
+
+        comm = layout_comm(spec, dep, tokens, act)
+    allreduces = allreduces_per_step(spec) if dep.tp > 1 else 0
+    group = link.group_bandwidth(dep.tp) if link is not None and dep.tp > 1 else 0.0
+    return LayoutFields(
+        link_bandwidth=comm.bandwidth if comm else group,
+        allreduces=comm.allreduces if comm and dep.tp > 1 else allreduces,
+        message_bytes=tokens * spec.hidden_size * act,
+        tokens=tokens,
+        # NOTE: under DP attention each rank's engine schedules and samples its own requests.
+        seqs=-(-batch // dep.kv_ranks) + pseqs,
+        sub_allreduce=comm.sub_allreduce if comm else (0, 0, 0, 0.0),
+        a2a=comm.a2a if comm else (0, 0.0, 0.0, 0.0),
     )
 
 
@@ -282,6 +320,18 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
         alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (f.tp - 2))
         busbw = f.link_bandwidth * min(1.0, _get(c, "ar_bw_eff", f.link))
         total += f.allreduces * (alpha + float(allreduce_wire_bytes(f.message_bytes, f.tp)) / busbw)
+    n, message, ranks, bw = f.sub_allreduce
+    if n:
+        alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (ranks - 2))
+        total += n * (
+            alpha + float(allreduce_wire_bytes(message, ranks)) / (bw * min(1.0, _get(c, "ar_bw_eff", f.link)))
+        )
+    moe_layers, sent, bw, ideal_alpha = f.a2a
+    if moe_layers:
+        # NOTE: dispatch and combine each move the same rows (combine returns every expert output a rank
+        # sent for); never below the link's own latency, so the term stays >= the ceiling's.
+        alpha = max(_get(c, "a2a_alpha_s", f.link, phase), ideal_alpha)
+        total += 2 * moe_layers * (alpha + sent / (bw * min(1.0, _get(c, "a2a_bw_eff", f.link))))
     if f.pp > 1:
         total += (f.pp - 1) * (_get(c, "ar_alpha_s", f.link, phase) + f.message_bytes / max(f.send_bandwidth, 1.0))
     total += _get(c, "step_s", engine) + f.seqs * _get(c, "seq_s", engine)

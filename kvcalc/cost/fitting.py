@@ -199,7 +199,7 @@ def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
 
 
 # NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
-_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff")
+_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")
 
 
 def fit(

@@ -193,6 +193,17 @@ def serving_limits(
         # plus a token for every seat, so a prompt never waits for the batch to drain.
         limits = limits._replace(max_num_batched_tokens=prompt + limits.max_num_seqs)
         pool += f"; max_num_tokens raised to {limits.max_num_batched_tokens:,} for {prompt:,}-token prompts"
+    if dep.dp_attention:
+        # NOTE: each of the tp DP-attention ranks schedules its own requests into its own KV pool (SGLang
+        # --enable-dp-attention, TensorRT-LLM enable_attention_dp, vLLM --data-parallel-size): the
+        # replica's limits are tp times one rank's, the pool as the engine model prices one rank.
+        r = dep.kv_ranks
+        limits = limits._replace(
+            max_num_seqs=limits.max_num_seqs * r,
+            max_num_batched_tokens=limits.max_num_batched_tokens * r,
+            kv_blocks=limits.kv_blocks * r,
+        )
+        pool += f"; x {r} DP-attention ranks"
     if limits.kv_blocks * limits.block_size < prompt + new:
         raise UsageError(
             f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, pipelined, timed
+from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, pipelined, timed
 from kvcalc.cost.kvcache import tokens_held
+from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import (
     Deployment,
     Stage,
-    activation_bytes,
     comm_seconds,
     decode_state_bytes,
     stage_decode_flops,
@@ -61,20 +61,26 @@ def uniform_step_time(
         w = weight_bytes_read(spec, st, tokens)
         if n:
             elements = sum(
-                t.layers * t.read_elements * ((n - r) * tokens_held(t.run, c) + r * tokens_held(t.run, c + 1))
+                t.layers
+                * t.read_elements
+                * (
+                    -(-(n - r) // st.kv_ranks) * tokens_held(t.run, c)
+                    + -(-r // st.kv_ranks) * tokens_held(t.run, c + 1)
+                )
                 for t in st.terms
                 if t.read_elements
             )
             kv += elements_to_bytes(elements, kv_dtype)
             state += decode_state_bytes(st, n)
-            flops += (n - r) * stage_decode_flops(st, 1, c) + (r * stage_decode_flops(st, 1, c + 1) if r else 0)
+            # NOTE: per context, as features() pairs them: expert parallelism's imbalance is not linear in the batch
+            flops += (stage_decode_flops(st, n - r, c) if n - r else 0) + (stage_decode_flops(st, r, c + 1) if r else 0)
         rows.append((w, kv, state, flops, layers, attn, moe))
         ideal.append(max((w + kv + state) / base.bandwidth, flops / base.peak))
+    link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
+    pseqs = max(1, prefill_seqs) if prefill_tokens else 0
     f = base._replace(
         stage_bytes=tuple(rows),
-        message_bytes=tokens * spec.hidden_size * activation_bytes(spec, dtype),
-        tokens=tokens,
-        seqs=n + (max(1, prefill_seqs) if prefill_tokens else 0),
+        **layout_fields(spec, dep, link, tokens, n, pseqs, dtype),
         ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True)
         + (comm(tokens) if comm else comm_seconds(spec, dep, tokens, dtype)),
     )

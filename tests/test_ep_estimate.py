@@ -1,0 +1,181 @@
+"""Expert parallelism and DP attention in the estimate (cost/ep_comm.py, cost/estimate.py): the MoE
+all-to-all by hand for DeepSeek-V3, its terms priced as the ceiling prices them, the estimate's laws on
+ep / DP layouts, and the calibration import's layout mapping (scripts/import_calibration.py)."""
+
+import csv
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+from kvcalc.cost.calibration import STARTING
+from kvcalc.cost.ep_comm import layout_comm
+from kvcalc.cost.estimate import ENGINES, features, step_time, time_of
+from kvcalc.cost.fabric import alltoall_seconds, layout_comm_seconds
+from kvcalc.cost.shard import allreduce_seconds, link_for
+from kvcalc.cost.step import Deployment, kv_bytes, stages
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.calibration import constants_for
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _dep(gpu, tp, ep=1, dp=False):
+    return Deployment(tp=tp, link=link_for(get_gpu(gpu)), ep=ep, dp_attention=dp)
+
+
+def test_deepseek_v3_all_to_all_by_hand():
+    # DeepSeek-V3 (hidden 7168, 256 experts, top-8, 3 dense layers of 61) on 8 x H200, DP attention, ep 8,
+    # a decode step of 64 sequences: each rank holds 8 of them. A token goes once to each other rank
+    # holding one of its 8 experts: 7 x (1 - (7/8)^8) = 4.5947 ranks on average (uniform routing), so one
+    # dispatch sends 8 x 4.595 x 7168 x 2 B (bf16) = 526,961 B; the combine returns as many. At most
+    # tokens x hidden x top-k x (ep - 1) / ep = 8 x 7168 x 8 x 2 x 7/8 = 802,816 B without de-duplication.
+    spec = get_model("deepseek-v3")
+    comm = layout_comm(spec, _dep("h200", 8, 8, True), 64, 2)
+    layers, sent, bw, alpha = comm.a2a
+    assert layers == 58
+    assert sent == pytest.approx(8 * 7 * (1 - (7 / 8) ** 8) * 7168 * 2)
+    assert round(sent) == 526961
+    assert sent < 8 * 7168 * 8 * 2 * 7 / 8 == 802816
+    assert (bw, alpha) == (450e9, 3.7e-6)  # NVLink 4 behind NVSwitch, one direction
+    # attention is each rank's own: the 3 dense MLPs all-reduce every token, nothing else does
+    assert (comm.allreduces, comm.message_bytes, comm.sub_allreduce[0]) == (3, 64 * 7168 * 2, 0)
+    # ep 4 of tp 8: each expert is split over 2 ranks, whose partial sums are reduced per MoE layer
+    half = layout_comm(spec, _dep("h200", 8, 4, True), 64, 2)
+    assert half.sub_allreduce == (58, 64 * 7168 * 2 // 4, 2, 450e9)
+    # without DP attention every rank sees every token: tensor parallelism's 2 all-reduces per layer
+    assert layout_comm(spec, _dep("h200", 8, 8), 64, 2)[:2] == (122, 64 * 7168 * 2)
+
+
+@pytest.mark.parametrize(
+    "model,gpu,tp,ep,dp",
+    [
+        ("deepseek-v3", "h200", 8, 8, True),
+        ("deepseek-v3", "h200", 8, 4, True),
+        ("deepseek-v3", "b200", 8, 8, False),
+        ("deepseek-v3", "h200", 8, 1, True),
+        ("qwen3-30b-a3b", "h100", 4, 2, True),
+        ("gpt-oss-120b", "h100", 4, 4, True),
+    ],
+)
+def test_layout_terms_at_line_rate_are_the_ceilings_communication(model, gpu, tp, ep, dp):
+    spec = get_model(model)
+    dep = _dep(gpu, tp, ep, dp)
+    for tokens in (1, 7, 64, 4096):
+        comm = layout_comm(spec, dep, tokens, 2)
+        n, message, ranks, bw = comm.sub_allreduce
+        layers, sent, _, _ = comm.a2a
+        ideal = comm.allreduces * allreduce_seconds(comm.message_bytes, tp, dep.link)
+        ideal += n * allreduce_seconds(message, ranks, dep.link) if n else 0.0
+        mine = -(-tokens // tp)
+        ideal += layers * alltoall_seconds(mine, spec.hidden_size, 2, spec.experts_per_token, ep, dep.link)
+        assert ideal == pytest.approx(layout_comm_seconds(spec, dep, tokens, 2))
+        if layers:
+            assert sent > 0
+
+
+def test_all_to_all_term_is_at_least_the_ceilings():
+    # A fitted latency below the link's own cannot take the term under the ceiling's 2 x (alpha + bytes / bw)
+    spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
+    dep = _dep("h200", 8, 8, True)
+    f = features(spec, gpu, dep, decode_batch=64, decode_context=2048)
+    c = dict(STARTING, a2a_alpha_s=1e-9, a2a_bw_eff=1.0, step_s=1.0)  # step_s keeps the sum above the ceiling
+    term = time_of(f, c, "sglang") - time_of(f._replace(a2a=(0, 0.0, 0.0, 0.0)), c, "sglang")
+    ceiling = 58 * alltoall_seconds(8, 7168, 2, 8, 8, dep.link)
+    assert term == pytest.approx(ceiling)
+    # the starting constants (DeepEP's 0.75 of NVLink, 15 us) charge more than line rate
+    c = dict(STARTING, step_s=1.0)
+    term = time_of(f, c, "sglang") - time_of(f._replace(a2a=(0, 0.0, 0.0, 0.0)), c, "sglang")
+    assert term == pytest.approx(2 * 58 * (15e-6 + f.a2a[1] / (450e9 * 0.75)))
+    assert term > ceiling
+
+
+def test_dp_attention_reads_only_a_ranks_own_sequences():
+    spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
+    dep = _dep("h200", 8, 8, True)
+    st = stages(spec, dep, None)[0]
+    f = features(spec, gpu, dep, decode_batch=60, decode_context=4096)
+    assert f.stage_bytes[0][1] == kv_bytes(st, 60, 4096, "bf16")  # ceil(60 / 8) = 8 sequences' KV
+    assert f.stage_bytes[0][1] == 8 * kv_bytes(st, 1, 4096, "bf16")
+    assert f.seqs == 8  # each rank's engine schedules and samples its own
+
+
+@pytest.mark.parametrize(
+    "model,gpu,tp,ep,dp",
+    [("deepseek-v3", "h200", 8, 8, True), ("deepseek-v3", "b200", 8, 4, True), ("gpt-oss-120b", "h100", 4, 4, False)],
+)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ep_estimate_never_beats_the_ceiling_and_grows_with_batch_and_context(model, gpu, tp, ep, dp, engine):
+    spec, g = get_model(model), get_gpu(gpu)
+    dep = _dep(gpu, tp, ep, dp)
+    cal = constants_for(g, engine)
+    last = 0.0
+    for batch in (1, 2, 8, 33, 128, 512):
+        times = [
+            step_time(spec, g, dep, engine=engine, decode_batch=batch, decode_context=ctx, calibration=cal)
+            for ctx in (128, 1024, 8192, 32768)
+        ]
+        for t in times:
+            assert t.estimate_s >= t.ceiling_s > 0
+            assert t.lo_s <= t.estimate_s <= t.hi_s
+        assert [t.estimate_s for t in times] == sorted(t.estimate_s for t in times)  # context
+        assert times[0].estimate_s >= last  # batch
+        last = times[0].estimate_s
+    pre = [step_time(spec, g, dep, engine=engine, prefill_tokens=n, calibration=cal) for n in (16, 512, 4096, 16384)]
+    assert all(p.estimate_s >= p.ceiling_s for p in pre)
+    assert [p.estimate_s for p in pre] == sorted(p.estimate_s for p in pre)
+
+
+def _importer():
+    spec = importlib.util.spec_from_file_location("import_calibration", REPO / "scripts" / "import_calibration.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _row(tp, dp, mtp, mep, system="h200_sxm"):
+    return dict(tp_size=tp, attention_dp_size=dp, moe_tp_size=mtp, moe_ep_size=mep, pp_size="1", system=system)
+
+
+def test_aiconfigurator_layouts_map_to_deployments():
+    layout = _importer().aic_layout
+    v3 = "deepseek-v3"
+    assert layout(_row("8", "1", "1", "8"), v3) == (8, 8, False)  # attention TP 8, MoE EP 8
+    assert layout(_row("1", "8", "1", "8"), v3) == (8, 8, True)  # DEP8: attention DP, MoE EP
+    assert layout(_row("1", "4", "4", "1"), "gpt-oss-120b") == (4, 1, True)  # attention DP, MoE TP
+    assert layout(_row("2", "", "0", "0"), "qwen3-32b") == (2, 1, False)  # dense: MoE columns unused
+    # what kvcalc cannot express, or the row does not say, is a reason
+    assert "ambiguous" in layout(_row("64", "1", "8", "8"), v3)
+    assert "attention TP > 1" in layout(_row("4", "4", "1", "16"), "minimax-m2.5")
+    assert "attention DP not stated" in layout(_row("1", "", "2", "1"), "qwen3-235b-a22b")
+
+
+def test_calibration_points_carry_their_layout():
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    layouts = {(r["ep"], r["dp_attention"]) for r in rows}
+    assert {("1", "0"), ("8", "0"), ("8", "1"), ("4", "0")} <= layouts
+    for r in rows:
+        tp, ep = int(r["tp"]), int(r["ep"])
+        assert tp % ep == 0 and (r["dp_attention"] == "0" or tp >= 2)
+    ix = {r["id"]: r for r in rows}["ix-dsr1-h200-trt-fp8-tp8ep8-1024-1024-c8-tpot"]
+    assert (ix["tp"], ix["ep"], ix["dp_attention"]) == ("8", "8", "0")  # InferenceX: decode_dp_attention false
+    assert math.isclose(float(ix["value"]), 14.8229)
+    blog = {r["id"]: r for r in rows}["trtllm-dsr1blog-h200-maxthr-thr"]  # "enable_attention_dp: true"
+    assert (blog["tp"], blog["ep"], blog["dp_attention"], blog["concurrency"]) == ("8", "8", "1", "1024")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
+    # Each of the 8 DP-attention ranks runs its own scheduler over its own KV pool: the replica's limits
+    # are 8 times one rank's (the pool as the engine model prices one rank)
+    from kvcalc.plan.serve_report import kv_pool, serving_limits
+
+    spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
+    dp = _dep("h200", 8, 8, True)
+    one, _ = kv_pool(spec, gpu, dp, engine=engine, dtype="fp8", kv_dtype="fp8", context=2048)
+    limits, pool = serving_limits(spec, gpu, dp, engine=engine, dtype="fp8", kv_dtype="fp8", prompt=1024, new=1024)
+    assert limits.max_num_seqs == 8 * one.max_num_seqs
+    assert limits.max_num_batched_tokens == 8 * one.max_num_batched_tokens
+    assert limits.kv_blocks == 8 * one.kv_blocks and limits.block_size == one.block_size
+    assert pool.endswith("x 8 DP-attention ranks")
