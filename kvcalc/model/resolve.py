@@ -16,7 +16,7 @@ HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
 
 class Resolved(NamedTuple):
     spec: ModelSpec
-    source: str  # preset | user preset | preset file | file | hub | cache | gguf
+    source: str  # preset | user preset | preset file | file | hub | cache | gguf | a named base's line (named.py)
     location: str
 
 
