@@ -19,6 +19,10 @@ PROBE_SECONDS = 1.5
 _TRANSIENT = (408, 429, 500, 502, 503, 504)  # the statuses huggingface_hub itself retries
 
 
+class HubUnreachable(HubError):
+    """Offline or no answer, and config.json is not in the local cache (the name is all there is)."""
+
+
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -133,7 +137,7 @@ def fetch_config(repo_id: str, revision: str | None) -> tuple[str, str]:
     # NOTE: LocalEntryNotFoundError subclasses EntryNotFoundError: catch it first.
     except (LocalEntryNotFoundError, OfflineModeIsEnabled):
         why = "offline mode is on (HF_HUB_OFFLINE)" if offline else "the hub could not be reached"
-        raise HubError(
+        raise HubUnreachable(
             f"{at}: {why} and config.json is not in the local Hugging Face cache",
             hint="use a preset (`kvcalc models`), a local config.json or folder, or go online once to cache it"
             + ("" if offline else "; HF_HUB_OFFLINE=1 skips the network"),

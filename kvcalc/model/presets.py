@@ -21,6 +21,7 @@ from kvcalc.model.spec import ModelSpec, build
 
 if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvcalc cache MODEL`
     from kvcalc.hardware.gpu import GpuSpec
+    from kvcalc.model.named import Named
 
 MODEL_DIR, GPU_DIR = "model_presets", "gpu_presets"
 USER_SUBDIRS = {MODEL_DIR: "models", GPU_DIR: "gpus"}
@@ -321,10 +322,29 @@ def _missing(kind: str, name: str) -> NotFoundError:
     return NotFoundError(f"unknown {what} '{name}'", hint=hint)
 
 
+def by_name(text: str) -> Named | None:
+    """A built-in preset plus a weight-format suffix (nvidia/Qwen3-32B-NVFP4): the base preset in that
+    format (kvcalc/model/named.py), or None when the name is not one."""
+    from kvcalc.model import named
+
+    where = text.partition("@")[0].strip()
+    parts = named.split(where)
+    if parts is None:
+        return None
+    stem = named.base_stem(parts[0], parts[1], _alias_index(MODEL_DIR), preset_names(MODEL_DIR))
+    if stem is None:
+        return None
+    spec = _load(MODEL_DIR, stem)
+    return named.quantized(spec, f"{MODEL_DIR}/{stem}.yaml", parts[2], where) if isinstance(spec, ModelSpec) else None
+
+
 def get_model(name: str) -> ModelSpec:
     spec = find(MODEL_DIR, name)
     if not isinstance(spec, ModelSpec):  # None: not found (the model kind only holds ModelSpecs)
-        raise _missing(MODEL_DIR, name)
+        named = by_name(name)  # a quantized re-publication of a preset (named.py), under the base's name
+        if named is None:
+            raise _missing(MODEL_DIR, name)
+        return named.spec
     return spec
 
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvcalc.errors import NotFoundError, SpecError, UsageError
+from kvcalc.errors import HubError, NotFoundError, SpecError, UsageError
 from kvcalc.model.presets import MODEL_DIR, locate, suggestions
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 
@@ -16,7 +16,7 @@ HUB_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$"
 
 class Resolved(NamedTuple):
     spec: ModelSpec
-    source: str  # preset | user preset | preset file | file | hub | cache | gguf
+    source: str  # preset | user preset | preset file | file | hub | cache | gguf | a named base's line (named.py)
     location: str
 
 
@@ -181,7 +181,6 @@ def _preset_at(found: Any, repo: str, revision: str, overrides: dict[str, Any]) 
     source = {"built-in": "preset", "user": "user preset", "file": "preset file"}[found.origin]
     if revision == "main":
         return Resolved(override(found.spec, overrides), source, f"{found.location} (as {repo}@main)")
-    from kvcalc.errors import HubError
     from kvcalc.model.hub import fetch_config
 
     try:
@@ -194,6 +193,17 @@ def _preset_at(found: Any, repo: str, revision: str, overrides: dict[str, Any]) 
         ) from None
     resolved = _read_config(Path(file), repo, where, overrides)
     return Resolved(resolved.spec, where, f"{repo}@{revision} ({file})")
+
+
+def _by_name(text: str, overrides: dict[str, Any] | None = None) -> Resolved | None:
+    from kvcalc.model.presets import by_name
+
+    found = by_name(text)
+    if found is None:
+        return None
+    return Resolved(
+        override(found.spec.with_changes(name=text.partition("@")[0]), overrides or {}), found.source, found.location
+    )
 
 
 def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
@@ -238,12 +248,21 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     if _looks_like_path(text):
         raise _missing_path(text)
     if re.match(HUB_ID, text):
-        from kvcalc.model.hub import fetch_config
+        from kvcalc.model.hub import HubUnreachable, fetch_config
 
         repo, _, revision = text.partition("@")
-        file, source = fetch_config(repo, revision or None)
+        try:
+            file, source = fetch_config(repo, revision or None)
+        except HubError as exc:  # unreachable: a quantized re-publication of a preset, by its name
+            named = _by_name(text, overrides) if isinstance(exc, HubUnreachable) and revision in ("", "main") else None
+            if named is None:
+                raise
+            return named
         resolved = _read_config(Path(file), repo, source, overrides)
         return Resolved(resolved.spec, source, f"{text} ({file})")
+    named = _by_name(text, overrides)  # a preset's name plus a format suffix (Qwen3-32B-AWQ), no org
+    if named is not None:
+        return named
     close = suggestions(MODEL_DIR, text)
     hint = (
         f"did you mean: {', '.join(close)}?"

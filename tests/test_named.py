@@ -1,0 +1,197 @@
+"""Quantized re-publications resolved from their name when their config.json is out of reach
+(kvcalc/model/named.py): the base preset, in the format the suffix names, said so in the source line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import hubserver
+import pytest
+from conftest import HANG_GUARD_S
+
+from kvcalc.cost.params import weight_bytes_resident
+from kvcalc.errors import NotFoundError
+from kvcalc.model import hub as hubmod
+from kvcalc.model.named import split
+from kvcalc.model.presets import by_name, get_model
+from kvcalc.model.resolve import resolve_model
+
+
+@pytest.fixture
+def unreachable(monkeypatch):
+    """The hub is out of reach and the cache holds nothing: what fetch_config raises then."""
+
+    def fetch(repo, revision):
+        raise hubmod.HubUnreachable(f"{repo}: the hub could not be reached and config.json is not in the cache")
+
+    monkeypatch.setattr(hubmod, "fetch_config", fetch)
+
+
+@pytest.mark.parametrize(
+    ("name", "base", "dtype"),
+    [
+        ("nvidia/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b", "fp8"),  # org differs: nvidia re-publishes Meta's
+        ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "llama-3.1-8b", "fp8"),
+        ("nvidia/DeepSeek-R1-NVFP4", "deepseek-v3", "nvfp4"),
+        ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-v3", "nvfp4"),  # NVIDIA's own spelling of NVFP4
+        ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-v3", "nvfp4"),
+        ("nvidia/Qwen3-32B-NVFP4", "qwen3-32b", "nvfp4"),
+        ("Qwen/Qwen3-32B-AWQ", "qwen3-32b", "int4"),
+        ("Qwen/Qwen3-8B-GPTQ-Int4", "qwen3-8b", "int4"),
+        ("RedHatAI/Qwen3-8B-quantized.w4a16", "qwen3-8b", "int4"),
+        ("nvidia/Qwen3-235B-A22B-NVFP4", "qwen3-235b-a22b", "nvfp4"),
+    ],
+)
+def test_each_naming_pattern_resolves_to_its_base_offline(unreachable, name, base, dtype):
+    resolved = resolve_model(name)
+    spec = resolved.spec
+    assert resolved.source == (
+        f"base preset {base} with {dtype} weights, from the name {name}; its config.json was not read"
+    )
+    assert resolved.location == f"model_presets/{base}.yaml"
+    assert spec.name == name and spec.dtype == dtype
+    assert spec.checkpoint.quantization.linear.name == dtype
+    # the weights are the base's with every linear layer in the named format, as `--dtype` models it
+    base_spec = get_model(base)
+    if not name.endswith("-AWQ"):
+        assert weight_bytes_resident(spec) == weight_bytes_resident(base_spec, dtype)
+
+
+def test_awq_keeps_a_zero_point_per_group(unreachable):
+    """AWQ is asymmetric: 4-bit zero points beside the 16-bit scales of each 128-wide group, so per
+    [out, in] linear it holds out*in/2 + out*(in/128)*2 + out*(in/128)/2 bytes; GPTQ-Int4 (symmetric)
+    lacks the last term. Qwen3-32B's q_proj (8192 x 5120) alone: 40 groups, 655,360 bytes of zeros."""
+    awq = resolve_model("Qwen/Qwen3-32B-AWQ").spec
+    gptq = resolve_model("Qwen/Qwen3-32B-GPTQ-Int4").spec
+    fmt = awq.checkpoint.quantization.linear
+    assert fmt.zero_points and not gptq.checkpoint.quantization.linear.zero_points
+    assert fmt.tensor_bytes(8192, 5120) == [8192 * 5120 // 2, 8192 * 40 * 2, 8192 * 40 // 2]
+    assert weight_bytes_resident(awq) > weight_bytes_resident(gptq)
+
+
+def test_native_fp8_base_takes_the_named_format():
+    """DeepSeek-R1's preset is native fp8 (128x128 blocks); NVIDIA's NVFP4 copy is nvfp4, not fp8 blocks.
+    The calibration import looks models up with get_model, which answers with the base's name."""
+    spec = get_model("nvidia/DeepSeek-R1-NVFP4")
+    assert spec.name == "deepseek-v3" and spec.dtype == "nvfp4"
+    linear = spec.checkpoint.quantization.linear
+    assert (linear.name, linear.weight_bits, linear.group_size, linear.compute) == ("nvfp4", 4, 16, "fp4")
+    assert get_model("deepseek-ai/DeepSeek-R1").checkpoint.quantization.linear.scale == "block"
+
+
+def test_real_fp8_preset_wins_over_the_name():
+    """Qwen/Qwen3-235B-A22B-FP8 has a preset from its own config.json: 128x128 fp8 blocks, 94 layers x
+    4 KV heads x 128 x K and V x 2 bytes = 192,512 bytes of bf16 cache per token."""
+    from kvcalc.cost.kvcache import bytes_per_token
+
+    resolved = resolve_model("Qwen/Qwen3-235B-A22B-FP8")
+    assert resolved.source == "preset" and resolved.spec.name == "qwen3-235b-a22b-fp8"
+    assert resolved.spec.checkpoint.quantization.linear.scale == "block"
+    assert bytes_per_token(resolved.spec, "bf16") == 94 * 4 * 128 * 2 * 2 == 192_512
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Qwen/Qwen3-33B-FP8",  # no such size: never the 32B
+        "acme/DeepSeek-R1-FP4",  # "-FP4" is NVIDIA's spelling only; elsewhere it may be MXFP4
+        "nvidia/DeepSeek-R1",  # no format suffix
+        "nvidia/FP8",  # a suffix and nothing before it
+        "Qwen/Qwen3-32B-Instruct-Reasoning-FP8",  # the base must match exactly
+    ],
+)
+def test_non_matches_are_not_resolved_by_name(name):
+    assert by_name(name) is None
+
+
+def test_split_reads_the_longest_suffix():
+    assert split("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic") == (
+        "RedHatAI",
+        "Meta-Llama-3.1-8B-Instruct",
+        "fp8",
+    )
+    assert split("Qwen3-32B-AWQ") == ("", "Qwen3-32B", "int4")
+
+
+def test_unknown_name_without_org_stays_unknown_with_close_names():
+    with pytest.raises(NotFoundError) as err:
+        resolve_model("Qwen3-33B-FP8")
+    assert err.value.message == "unknown model 'Qwen3-33B-FP8'"
+    assert "qwen3-32b" in err.value.hint
+
+
+def test_a_name_without_org_resolves_by_name():
+    resolved = resolve_model("Qwen3-32B-FP8")
+    assert resolved.source.startswith("base preset qwen3-32b with fp8 weights") and resolved.spec.dtype == "fp8"
+
+
+def test_other_revisions_are_not_guessed(unreachable):
+    """The base preset is the base at main: another revision of the copy is not answered by name."""
+    with pytest.raises(hubmod.HubUnreachable):
+        resolve_model("Qwen/Qwen3-32B-AWQ@v2")
+    assert resolve_model("Qwen/Qwen3-32B-AWQ@main").spec.dtype == "int4"
+
+
+def test_what_ifs_apply_to_the_named_spec(unreachable):
+    spec = resolve_model("nvidia/Qwen3-32B-NVFP4", {"layers": 8}).spec
+    assert spec.num_layers == 8 and spec.dtype == "nvfp4"
+
+
+# --- through the CLI: the offline path for real, and the hub winning when it answers -------------
+
+
+def _env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1", **extra)
+    return env
+
+
+def kvcalc(env, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+
+
+def test_offline_cli_says_the_config_was_not_read(tmp_path):
+    out = kvcalc(_env(tmp_path, HF_HUB_OFFLINE="1"), "show", "nvidia/Qwen3-32B-NVFP4", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["source"] == (
+        "base preset qwen3-32b with nvfp4 weights, from the name nvidia/Qwen3-32B-NVFP4; its config.json was not read"
+    )
+    assert data["spec"]["dtype"] == "nvfp4"
+
+
+def test_offline_cli_non_match_is_one_line(tmp_path):
+    out = kvcalc(_env(tmp_path, HF_HUB_OFFLINE="1"), "cache", "Qwen/Qwen3-33B-FP8")
+    assert out.returncode != 0 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "config.json is not in the local Hugging Face cache" in out.stderr
+
+
+def test_reachable_hub_config_wins(tmp_path):
+    """When the hub answers, its config.json is read (here the loopback hub's 4-layer model), not the name."""
+    server, url = hubserver.start()
+    try:
+        out = kvcalc(
+            _env(tmp_path, HF_ENDPOINT=url, HF_HUB_ETAG_TIMEOUT="5"), "show", "Qwen/Qwen3-32B-AWQ", "-f", "json"
+        )
+    finally:
+        server.shutdown()
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["source"] == "hub" and data["spec"]["num_layers"] == 4
+    assert any("/Qwen/Qwen3-32B-AWQ/resolve/main/config.json" in p for _, p, _ in hubserver.HubHandler.requests)
+
+
+def test_glm5_config_is_stored_but_refused_until_its_indexer_is_modelled():
+    """GLM-5's real config.json is kept (PROVENANCE.yaml: pending) for when DeepSeek's sparse-attention
+    indexer is modelled; until then the reader refuses it rather than leave its second cache out."""
+    from pathlib import Path
+
+    from kvcalc.errors import SpecError
+
+    path = Path(__file__).parent / "fixtures" / "real_configs" / "glm-5.json"
+    with pytest.raises(SpecError, match="lightning indexer"):
+        resolve_model(str(path))
