@@ -182,9 +182,22 @@ def held_out_interval() -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=6, help="coordinate-descent sweeps (default 6)")
+    ap.add_argument(
+        "--intervals-only",
+        action="store_true",
+        help="keep the fitted constants and take only the 80%% interval anew from the held-out residuals "
+        "benchmarks/speed_accuracy.py wrote",
+    )
     args = ap.parse_args()
     from kvcalc.cost.fitting import median_abs_error
 
+    if args.intervals_only:
+        data = json.loads(OUT.read_text())
+        data["constants"].update({k: float(f"{v:.6g}") for k, v in held_out_interval().items()})
+        OUT.write_text(json.dumps(data, indent=1) + "\n")
+        __import__("calibration_module").write()
+        print(f"interval from held-out residuals -> {OUT.relative_to(ROOT)}")
+        return 0
     points = load_points()
     c = calibrate(points, args.sweeps)
     fit_closed_form_queue(c, args.sweeps)

@@ -145,7 +145,10 @@ def test_concurrency_one_equals_batch_one(llama):
     est = generate_report(
         spec, gpu, batch=1, prompt=1024, new=256, dtype=None, kv_dtype="bf16", compute_dtype="bf16", engine="vllm"
     ).estimate
-    assert r.estimate.ttft_s == pytest.approx(est.ttft_s, rel=1e-9)
+    # one served client is the static batch of one plus the API server's time on its first token
+    assert r.estimate.server_s == srv
+    assert r.estimate.ttft_s == pytest.approx(est.ttft_s + srv, rel=1e-9)
+    assert r.estimate.tpot_s == pytest.approx(est.tpot_s, rel=2e-3)  # step by step vs at the mean context
 
 
 def test_more_concurrency_never_helps_a_user(llama):

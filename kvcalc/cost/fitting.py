@@ -134,14 +134,16 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         # fitted per-engine `ttft_queue` (AIC itself multiplies prefill by 1 + log2(C)/8 for vLLM).
         queue = c.get(f"ttft_queue.{engine}", c.get("ttft_queue", 0.0)) * math.sqrt(sf.prompts_per_step)
         ttft += 0.5 * step + queue * ttft
-    ttft += server_seconds(c, engine)
+    if s.concurrency is not None:  # a served request; a static batch (an offline benchmark) has no server
+        ttft += server_seconds(c, engine)
     total = ttft + (n - 1) * tpot
     return Figures(ttft, tpot, total, users * n / total)
 
 
 def server_seconds(c: Mapping[str, float], engine: str) -> float:
     """A served request's time outside the engine's steps (the API server's HTTP, tokenizing and
-    detokenizing; a request's hop to the scheduler), added to its TTFT and latency; 0 for the bound."""
+    detokenizing; a request's hop to the scheduler), added to its TTFT and latency; 0 for the bound.
+    Static batches (offline benchmarks: benchmark_latency, gptSessionBenchmark) have none."""
     return c.get(f"server_s.{engine}", c.get("server_s", 0.0)) if c else 0.0
 
 

@@ -31,6 +31,7 @@ class ServeFigures(Result):
 
 class ServeEstimate(ServeFigures):
     interval: dict[str, list[float]]  # name -> [lo, hi]: the simulation with every step at its interval's ends
+    server_s: float = 0.0  # the API server's calibrated time, included in each TTFT and latency above
 
 
 class ServeResult(ServeFigures):
@@ -317,4 +318,5 @@ def serve_report(
         for k in ("ttft_s", "ttft_p50_s", "ttft_p99_s"):
             v = getattr(mid, k)
             interval[k] = [min(v, max(getattr(top, k), v * lo_f)), max(v, v * hi_f)]
-    return result.model_copy(update={"estimate": ServeEstimate(**_figures(mid, basis), interval=interval)})
+    est_model = ServeEstimate(**_figures(mid, basis), interval=interval, server_s=srv)
+    return result.model_copy(update={"estimate": est_model})
