@@ -1,20 +1,19 @@
 """The serving simulation against public closed-loop measurements: a deterministic sample of the
 closed_loop_concurrency points in benchmarks/calibration/points.csv (every k-th configuration, in file
-order; none picked by hand), each run through plan/serve.simulate with the shipped constants, beside
-the calibration's own closed-loop formula (cost/fitting.predict, prompts amortized over decode steps).
+order; none picked by hand), each run as `generate --concurrency C` prints it (plan/serve_report: the
+engine's own scheduler, its pool, the API server's time, the ceiling as a bound) with the shipped
+constants, beside the planner's closed form (cost/fitting.predict, prompts amortized over decode steps).
 
-Reports the median |predicted / measured - 1| of TPOT and of TTFT (mean, queueing included) for both,
-and the measured points that beat the simulation's ceiling, for two readings of a closed-loop run:
-the steady state (generate --concurrency's figures: clients spread over a request's life, start-up
-and drain left out) and a benchmark's whole run (every client's first request sent at once, 10 x C
-requests, figures over all of them, as `vllm bench serve --max-concurrency` reports them; identical
-requests started together then stay in lockstep, which over-states the ceiling's TTFT).
-Each engine is scheduled as its own scheduler runs (plan/serve_policies.py for sglang and trtllm); the
-errors are also given by engine, and the points that beat a ceiling are listed. The figures are the bare
-simulation (no API-server time, no ceiling bound: serve_report adds those). Writes benchmarks/serve_accuracy.md.
+Reports the median |predicted / measured - 1| of TPOT and of TTFT (mean, queueing included), by engine,
+and the measured points that beat the printed ceiling, for two readings of a closed-loop run: a
+benchmark's whole run (generate's default: every client's first request sent at once, 10 x C requests,
+figures over all of them, as `vllm bench serve --max-concurrency` reports them) and the steady state
+(`--steady-state`: clients spread over a request's life, start-up and drain left out).
+The constants are fitted through the benchmark reading (scripts/calibrate.py, plan/serve_fit.py), so
+this is an in-sample check of the sample; benchmarks/speed_accuracy.md has the held-out errors.
+Writes benchmarks/serve_accuracy.md.
 
-Run: python benchmarks/serve_accuracy.py [--configs 60]   (about a minute on one core)
-NOTE: the constants were fitted with the amortized formula, not with this simulation.
+Run: python benchmarks/serve_accuracy.py [--configs 60]   (a few minutes on one core)
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ def main() -> int:
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
     from kvcalc.plan.calibration import constants_for
-    from kvcalc.plan.serve import Load, simulate
-    from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_report import serve_report
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--configs", type=int, default=60)
@@ -46,7 +44,17 @@ def main() -> int:
     groups: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in csv.DictReader(open(POINTS, newline="")):
         if r["regime"] == "closed_loop_concurrency" and r["metric"] in ("tpot_ms", "ttft_ms") and int(r["prompt"]) > 0:
-            key = (r["model"], r["gpu"], r["tp"], r["pp"], r["engine"], r["dtype"], r["kv_dtype"])
+            key = (
+                r["model"],
+                r["gpu"],
+                r["tp"],
+                r["pp"],
+                r["ep"],
+                r["dp_attention"],
+                r["engine"],
+                r["dtype"],
+                r["kv_dtype"],
+            )
             groups[key + (int(r["concurrency"]), int(r["prompt"]), int(r["new"]), r["source"])][r["metric"]] = float(
                 r["value"]
             )
@@ -56,17 +64,17 @@ def main() -> int:
     beaten: dict[str, int] = defaultdict(int)
     skipped, lines = 0, []
     signed: dict[str, list[float]] = defaultdict(list)
-    for (model, gpu_name, tp, pp, engine, dtype, kv, c, prompt, new, source), measured in configs[::stride][:want]:
+    for (model, gpu_name, tp, pp, ep, dp, engine, dtype, kv, c, prompt, new, source), measured in configs[::stride][
+        :want
+    ]:
         spec, gpu = get_model(model), get_gpu(gpu_name)
-        dep = Deployment(tp=int(tp), pp=int(pp), link=link_for(gpu))
+        dep = Deployment(tp=int(tp), pp=int(pp), link=link_for(gpu), ep=int(ep or 1), dp_attention=dp == "1")
         d = dtype or None
         try:
-            limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=d, kv_dtype=kv, prompt=prompt, new=new)
-            ceiling, estimate, _, _, _ = step_timers(spec, gpu, dep, engine=engine, dtype=d, kv_dtype=kv)
-            load = Load(prompt, new, max(4 * c, 16), concurrency=c)
-            sim, bound = simulate(estimate, load, limits), simulate(ceiling, load, limits)
-            burst = Load(prompt, new, max(10 * c, 16), concurrency=c, burst=True)
-            sim_b, bound_b = simulate(estimate, burst, limits), simulate(ceiling, burst, limits)
+            # what generate --concurrency prints (the benchmark's run) and with --steady-state
+            args = dict(prompt=prompt, new=new, concurrency=c, engine=engine, dtype=d, kv_dtype=kv)
+            bound, bound_b = serve_report(spec, gpu, dep, steady=True, **args), serve_report(spec, gpu, dep, **args)
+            sim, sim_b = bound.estimate, bound_b.estimate
             sf = setup_features(spec, gpu, dep, Setup(None, c, prompt, new), d, kv)
         except Exception as e:  # a layout kvcalc refuses, or a request larger than the pool
             skipped += 1
