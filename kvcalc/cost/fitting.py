@@ -5,8 +5,10 @@ concurrency, from the step estimate (cost/estimate.py).
 Used by scripts/calibrate.py (the shipped fit), benchmarks/speed_accuracy.py (leave-one-source-out
 errors) and `kvcalc calibrate` (a user's own points). No file is read here.
 
-Closed-loop concurrency C (each client sends its next request when the last ends) uses a
-steady-state closed form, not a simulation: a token of each request takes a decode step of the C
+Closed-loop concurrency C (each client sends its next request when the last ends) is fitted as
+`generate --concurrency` prints it: the serving simulation's schedule as weighted steps (a
+WeightedRun, built by plan/serve_fit.py), each figure a weighted sum of step times. The planner, which
+weighs too many options to simulate each, uses a steady-state closed form instead (setup_features): a token of each request takes a decode step of the C
 sequences plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
 is its own prompt pass, plus half a step of waiting, plus queueing behind the other arriving prompts:
 `ttft_queue` x sqrt(C / new) prompt passes (an empirical form, fitted per engine).
