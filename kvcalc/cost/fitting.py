@@ -113,17 +113,10 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         def dot(w: Sequence[float]) -> float:
             return sum(a * b for a, b in zip(w, t))
 
-        ttft, tpot, total, rate = dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration)
+        fig = Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
         if not c:
-            # NOTE: the bound cannot assume the clients stay in lockstep (real runs drift apart): a
-            # prompt's TTFT is at least its own prompt pass alone, whatever queues in the simulation.
-            alone = time(sf.first)
-            bound = alone + (max(1, s.new) - 1) * tpot
-            return Figures(min(ttft, alone), tpot, min(total, bound), max(rate, (s.concurrency or 1) * s.new / bound))
-        srv = server_seconds(c, engine)
-        # NOTE: a client sends its next request only after the server's time too: the run stretches by
-        # (latency + srv) / latency.
-        return Figures(ttft + srv, tpot, total + srv, rate * total / (total + srv))
+            return bounded(fig, time(sf.first), s.new, s.concurrency)
+        return served(fig, server_seconds(c, engine))
     n = max(1, s.new)
     step = time(sf.decode)
     ttft = time(sf.first)
@@ -140,6 +133,23 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         ttft += server_seconds(c, engine)
     total = ttft + (n - 1) * tpot
     return Figures(ttft, tpot, total, users * n / total)
+
+
+def bounded(fig: Figures, alone: float, new: int, clients: int | None) -> Figures:
+    """A simulated closed loop's ceiling figures as a bound: the simulation's identical requests stay
+    in lockstep, real clients drift apart, so a bound cannot count their queueing. No TTFT above the
+    prompt's own pass `alone`; latency and (with `clients`) tokens/s bounded with it."""
+    total = min(fig.total_s, alone + (max(1, new) - 1) * fig.tpot_s)
+    rate = max(fig.tokens_per_s, clients * new / total) if clients is not None else fig.tokens_per_s
+    return Figures(min(fig.ttft_s, alone), fig.tpot_s, total, rate)
+
+
+def served(fig: Figures, srv: float) -> Figures:
+    """The figures a client of the API server sees: `srv` more on each TTFT and latency, and, as a
+    client sends its next request only after it, the run stretched by (latency + srv) / latency."""
+    return Figures(
+        fig.ttft_s + srv, fig.tpot_s, fig.total_s + srv, fig.tokens_per_s * fig.total_s / (fig.total_s + srv)
+    )
 
 
 def server_seconds(c: Mapping[str, float], engine: str) -> float:

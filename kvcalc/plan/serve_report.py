@@ -214,26 +214,24 @@ def serving_limits(
 
 
 def _bound(s: ServeStats, alone: float, load: Load) -> ServeStats:
-    """The ceiling's figures as a bound: no TTFT below the prompt's own pass alone, whatever queueing
-    the simulation's arrival pattern gives (a real run's clients drift out of lockstep), and a
-    closed loop's latency and tokens/s bounded with it."""
-    total = min(s.total_s, alone + (load.new - 1) * s.tpot_s)
-    rate = s.tokens_per_s
-    if load.concurrency is not None:
-        rate = max(rate, load.concurrency * load.new / total)
+    """The ceiling's figures as a bound (cost/fitting.bounded), p50 and p99 TTFT with the mean."""
+    from kvcalc.cost.fitting import Figures, bounded
+
+    f = bounded(Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s), alone, load.new, load.concurrency)
     return s._replace(
-        ttft_s=min(s.ttft_s, alone), ttft_p50_s=min(s.ttft_p50_s, alone), ttft_p99_s=min(s.ttft_p99_s, alone),
-        total_s=total, tokens_per_s=rate, requests_per_s=rate / load.new,
+        ttft_s=f.ttft_s, ttft_p50_s=min(s.ttft_p50_s, alone), ttft_p99_s=min(s.ttft_p99_s, alone),
+        total_s=f.total_s, tokens_per_s=f.tokens_per_s, requests_per_s=f.tokens_per_s / load.new,
     )  # fmt: skip
 
 
 def _served(s: ServeStats, srv: float) -> ServeStats:
-    """The figures a client sees: each request's TTFT and latency plus the API server's time (the
-    calibrated `server_s`; the ceiling has none)."""
-    slower = s.total_s / (s.total_s + srv)  # each client waits the server's time before its next request
+    """What a client sees (cost/fitting.served), p50 and p99 TTFT with the mean."""
+    from kvcalc.cost.fitting import Figures, served
+
+    f = served(Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s), srv)
     return s._replace(
-        ttft_s=s.ttft_s + srv, ttft_p50_s=s.ttft_p50_s + srv, ttft_p99_s=s.ttft_p99_s + srv, total_s=s.total_s + srv,
-        tokens_per_s=s.tokens_per_s * slower, requests_per_s=s.requests_per_s * slower,
+        ttft_s=f.ttft_s, ttft_p50_s=s.ttft_p50_s + srv, ttft_p99_s=s.ttft_p99_s + srv, total_s=f.total_s,
+        tokens_per_s=f.tokens_per_s, requests_per_s=s.requests_per_s * f.tokens_per_s / max(s.tokens_per_s, 1e-300),
     )  # fmt: skip
 
 
