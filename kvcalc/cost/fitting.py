@@ -159,8 +159,20 @@ def server_seconds(c: Mapping[str, float], engine: str) -> float:
     return c.get(f"server_s.{engine}", c.get("server_s", 0.0)) if c else 0.0
 
 
+def served_view(c: Mapping[str, float], engine: str) -> Mapping[str, float]:
+    """The constants a served request's steps take: `name.<engine>.served` in place of `name.<engine>`
+    where the fit has one. NOTE: an engine's server (trtllm-serve's PyTorch executor, vLLM's and SGLang's
+    schedulers) is not the offline benchmark its static figures come from (TRT-LLM's doc figures are
+    gptSessionBenchmark on compiled engines): a prompt step may cost it more."""
+    suffix = f".{engine}.served"
+    over = {k[: -len(".served")]: v for k, v in c.items() if k.endswith(suffix)}
+    return {**c, **over} if over else c
+
+
 def predict(sf: SetupFeatures, metric: str, c: Mapping[str, float], engine: str) -> float:
     """A setup's predicted figure in the metric's unit (ms, tokens/s or s)."""
+    if sf.setup.concurrency is not None:
+        c = served_view(c, engine)
     fig = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     return _in_unit(fig, metric)
 
@@ -202,12 +214,16 @@ def _timed(f: StepFeatures, c: Mapping[str, float], engine: str) -> float:
 def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
     """Weighted sum of |log error|; a setup measured in several metrics is timed once."""
     memo: dict[tuple[int, str], Figures] = {}
+    views: dict[str, Mapping[str, float]] = {}
     total = 0.0
     for p in points:
         key = (id(p.sf), p.engine)
         fig = memo.get(key)
         if fig is None:
-            fig = memo[key] = figures(p.sf, partial(_timed, c=c, engine=p.engine), c, p.engine)
+            cv = c
+            if p.sf.setup.concurrency is not None:
+                cv = views.get(p.engine) or views.setdefault(p.engine, served_view(c, p.engine))
+            fig = memo[key] = figures(p.sf, partial(_timed, c=cv, engine=p.engine), cv, p.engine)
         total += p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value))
     return total
 

@@ -46,9 +46,10 @@ def closed_loop_estimate(
 def estimate_of(sf, calibration, engine: str) -> PlanEstimate:  # noqa: ANN001
     """The closed-loop estimate of a setup's steps (cost/fitting.SetupFeatures) with (constants, basis)."""
     from kvcalc.cost.estimate import time_of
-    from kvcalc.cost.fitting import figures
+    from kvcalc.cost.fitting import figures, served_view
 
     c, basis = calibration
+    c = served_view(c, engine)  # served users: the engine's server's step costs where fitted apart
     users, new = sf.setup.concurrency or 1, sf.setup.new
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")

@@ -67,11 +67,13 @@ def step_timers(
 ) -> tuple[StepTimer, StepTimer, StepTimer, StepTimer, str]:
     """(ceiling, estimate, low end, high end) step timers and the estimate's basis: one memoized
     step_time per distinct step, the decoding contexts spread evenly (each c or c + 1)."""
+    from kvcalc.cost.fitting import served_view
     from kvcalc.plan.calibration import constants_for
     from kvcalc.plan.serve_steps import prompt_features, uniform_step_time
 
     staged = stages(spec, dep, dtype)
-    constants = constants_for(gpu, engine)
+    consts, basis_line = constants_for(gpu, engine)
+    constants = (dict(served_view(consts, engine)), basis_line)  # a served request's steps
 
     @lru_cache(maxsize=1 << 12)
     def base(pre: int, context: int, seqs: int):  # noqa: ANN202
