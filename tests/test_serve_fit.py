@@ -5,7 +5,7 @@ that simulation's figures, and a fit on synthetic runs must recover the constant
 import pytest
 
 from kvcalc.cost.estimate import time_of
-from kvcalc.cost.fitting import Point, Setup, figures, fit, predict, server_seconds
+from kvcalc.cost.fitting import Point, Setup, figures, fit, predict, server_seconds, setup_features
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
@@ -84,3 +84,18 @@ def test_fit_through_the_simulation_recovers_synthetic_constants():
     got = fit(points, start, list(made), sweeps=40)
     for name, value in made.items():
         assert got[name] == pytest.approx(value, rel=0.05), name
+
+
+def test_served_steps_take_the_servers_constants_and_static_batches_do_not():
+    # prefill_layer_s.<engine>.served prices a served request's prompt steps; an offline static
+    # batch keeps prefill_layer_s.<engine>. 80 layers x 1 ms more on each prompt step of Llama-3.1-70B.
+    g, spec = get_gpu("h100"), get_model("llama-3.1-70b")
+    base, _ = constants_for(g, "trtllm")
+    slow = {**base, "prefill_layer_s.trtllm.served": base.get("prefill_layer_s.trtllm", 0.0) + 1e-3}
+    dep = Deployment(tp=4, link=link_for(g))
+    static = setup_features(spec, g, dep, Setup(1, None, 2048, 64), None, "bf16")
+    assert predict(static, "ttft_ms", slow, "trtllm") == predict(static, "ttft_ms", base, "trtllm")
+    one = run_features(spec, g, dep, Setup(None, 1, 2048, 64), engine="trtllm", dtype=None, kv_dtype="bf16")
+    # concurrency 1: one prompt step, alone
+    assert predict(one, "ttft_ms", slow, "trtllm") - predict(one, "ttft_ms", base, "trtllm") == pytest.approx(80.0)
+    assert predict(one, "tpot_ms", slow, "trtllm") == pytest.approx(predict(one, "tpot_ms", base, "trtllm"))
