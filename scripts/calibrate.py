@@ -112,11 +112,11 @@ def names_for(points) -> list[str]:
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
     served = sorted({p.engine for p in points if p.sf.run is not None})
     names += [f"server_s.{e}" for e in served]
-    # NOTE: where an engine has offline static figures too, its served prompt steps get their own
-    # per-layer cost (fitting.served_view): TRT-LLM's doc figures are compiled engines under
-    # gptSessionBenchmark, its served ones trtllm-serve's PyTorch executor.
+    # NOTE: TRT-LLM's served prompt steps get their own per-layer cost (fitting.served_view): its static
+    # figures are compiled engines under gptSessionBenchmark, its served ones trtllm-serve's PyTorch
+    # executor. vLLM's static figures come from the engine it serves with (benchmark_latency): no split.
     static = {p.engine for p in points if p.sf.setup.concurrency is None}
-    names += [f"prefill_layer_s.{e}.served" for e in served if e in static]
+    names += [f"prefill_layer_s.{e}.served" for e in served if e in static and e == "trtllm"]
     if any(p.sf.prompts_per_step and p.sf.run is None for p in points):  # the closed form's queueing
         names += [f"ttft_queue.{e}" for e in engines]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):

@@ -33,7 +33,7 @@ STARTING: dict[str, float] = {
     "step_s": 300e-6,
     "seq_s": 5e-6,
     "ttft_queue": 30.0,
-    "server_s": 5e-3,  # a served request's API-server time (HTTP, tokenize, detokenize), on its TTFT
+    "server_s": 30e-3,  # a served request's API-server time (HTTP, tokenize, detokenize), on its TTFT
     "interval.decode.lo": 0.8,
     "interval.decode.hi": 1.25,
     "interval.prefill.lo": 0.75,
