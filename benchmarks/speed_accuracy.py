@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from calibrate import calibrate, load_points  # noqa: E402
+from calibrate import INTERVAL_TAIL, calibrate, load_points  # noqa: E402
 
 from kvcalc.cost.fitting import ceiling, interval_phase, predict  # noqa: E402
 
@@ -73,7 +73,7 @@ def nested_coverage(residuals: list[dict]) -> tuple[float, int]:
             if not rest or not mine:
                 continue
             vals, ws = [r["log_ratio"] for r in rest], [r["weight"] for r in rest]
-            lo, hi = weighted_quantile(vals, ws, 0.1), weighted_quantile(vals, ws, 0.9)
+            lo, hi = weighted_quantile(vals, ws, INTERVAL_TAIL), weighted_quantile(vals, ws, 1 - INTERVAL_TAIL)
             inside += sum(lo <= r["log_ratio"] <= hi for r in mine)
             n += len(mine)
     return inside / max(n, 1), n
@@ -149,7 +149,7 @@ def main() -> int:
     lines += [
         "",
         "80% interval, held-out points inside it:",
-        f"- the shipped interval's rule (weighted 10th-90th percentile of the held-out log(measured / predicted)"
+        f"- the shipped interval's rule (weighted {INTERVAL_TAIL:.0%}-{1 - INTERVAL_TAIL:.0%} quantiles of the held-out log(measured / predicted)"
         f" per phase), each source scored with the interval from the OTHER sources' held-out residuals:"
         f" **{nested:.1%}** of {nested_n} (target >= 75%);",
         f"- each fold's in-sample interval (its own fit's residuals): {held / max(total, 1):.1%} of {total}"

@@ -5,7 +5,7 @@ that simulation's figures, and a fit on synthetic runs must recover the constant
 import pytest
 
 from kvcalc.cost.estimate import time_of
-from kvcalc.cost.fitting import Point, Setup, figures, fit, predict, server_seconds, setup_features
+from kvcalc.cost.fitting import Point, Setup, figures, fit, predict, served_view, server_seconds, setup_features
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
@@ -46,7 +46,8 @@ def test_weighted_steps_are_the_simulations_figures(model, gpu, tp, engine, c, p
     dep = Deployment(tp=tp, link=link_for(g))
     sf = run_features(spec, g, dep, Setup(None, c, prompt, new), engine=engine, dtype=None, kv_dtype="bf16")
     consts, _ = constants_for(g, engine)
-    fig = figures(sf, lambda f: time_of(f, consts, engine), consts, engine)
+    served = served_view(consts, engine)  # a served request's steps, as generate --concurrency times them
+    fig = figures(sf, lambda f: time_of(f, served, engine), served, engine)
     limits, _ = serving_limits(spec, g, dep, engine=engine, dtype=None, kv_dtype="bf16", prompt=prompt, new=new)
     _, est, _, _, _ = step_timers(spec, g, dep, engine=engine, dtype=None, kv_dtype="bf16")
     s = simulate(est, Load(prompt, new, default_requests(c), concurrency=c, burst=True), limits)
@@ -91,7 +92,8 @@ def test_served_steps_take_the_servers_constants_and_static_batches_do_not():
     # batch keeps prefill_layer_s.<engine>. 80 layers x 1 ms more on each prompt step of Llama-3.1-70B.
     g, spec = get_gpu("h100"), get_model("llama-3.1-70b")
     base, _ = constants_for(g, "trtllm")
-    slow = {**base, "prefill_layer_s.trtllm.served": base.get("prefill_layer_s.trtllm", 0.0) + 1e-3}
+    now = served_view(base, "trtllm")["prefill_layer_s.trtllm"]
+    slow = {**base, "prefill_layer_s.trtllm.served": now + 1e-3}
     dep = Deployment(tp=4, link=link_for(g))
     static = setup_features(spec, g, dep, Setup(1, None, 2048, 64), None, "bf16")
     assert predict(static, "ttft_ms", slow, "trtllm") == predict(static, "ttft_ms", base, "trtllm")
