@@ -12,6 +12,7 @@ group, so the sums agree with the simulation to well under a percent (tests/test
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 
 from kvcalc.cost.fitting import Setup, SetupFeatures, WeightedRun
 from kvcalc.cost.step import Deployment, stages
@@ -61,15 +62,9 @@ def run_features(
         if new > 1:
             d_tpot[f] += 1 / (reqs * (new - 1))
             d_tpot[e] -= 1 / (reqs * (new - 1))
-    level = [0.0, 0.0, 0.0]
-    at: dict[int, tuple[float, float, float]] = {}
-    starts = sorted({step[6] for step in tr.steps})
-    i = 0
-    for clock in range(end + 1):
-        level = [level[0] + d_ttft[clock], level[1] + d_tpot[clock], level[2] + d_total[clock]]
-        if i < len(starts) and starts[i] == clock:
-            at[clock] = (level[0], level[1], level[2])
-            i += 1
+    # a step's weight in each figure: how many requests wait for their first token / decode / are in flight
+    ttft, tpot, inflight = (list(accumulate(d)) for d in (d_ttft, d_tpot, d_total))
+    at = {clock: (ttft[clock], tpot[clock], inflight[clock]) for clock in {step[6] for step in tr.steps}}
     groups: dict[tuple[int, int, int], list[float]] = {}
     for dec, ctx, pre, held, seqs, k, start in tr.steps:
         key = (_bucket(dec), _bucket(pre), _bucket(seqs))
@@ -114,4 +109,5 @@ def run_features(
         tokens=tokens,
     )
     alone = features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, prefill_tokens=p)
+    # NOTE: `decode` is any step of the run: the calibration reads only its layout (family, link, collectives)
     return SetupFeatures(setup, steps[0], alone, 0.0, run)
