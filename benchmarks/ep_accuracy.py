@@ -55,6 +55,7 @@ def main() -> int:
             concurrency=int(r["concurrency"]) if r["concurrency"] else None,
             prompt=int(r["prompt"]),
             new=int(r["new"]),
+            range_ratio=float(r.get("range_ratio") or 1.0),
         )
         spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
         tp, pp, ep, dp = int(r["tp"]), int(r["pp"]), int(r["ep"]), r["dp_attention"] == "1"

@@ -24,9 +24,12 @@ SHARED = ROOT.parent / "shared" / "reference"
 OUT = ROOT / "benchmarks" / "calibration" / "points.csv"
 FIELDS = [
     "id", "source", "model", "gpu", "tp", "pp", "ep", "dp_attention", "engine", "dtype", "kv_dtype", "regime", "batch",
-    "concurrency", "prompt", "new", "metric", "value", "source_url", "quote",
+    "concurrency", "prompt", "new", "range_ratio", "metric", "value", "source_url", "quote",
 ]  # fmt: skip
 
+# InferenceX's bench_serving client: --random-range-ratio 0.8 (SemiAnalysisAI/InferenceX,
+# .github/workflows/benchmark-tmpl.yml), lengths uniform in [int(0.8 L), L] (utils/bench_serving).
+INFERENCEX_RANGE_RATIO = 0.8
 GPU = {"h200-sxm": "h200", "h100-sxm": "h100", "a100-80gb-sxm": "a100", "gh200-144gb": "gh200"}
 AIC_GPU = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200"}
 
@@ -163,9 +166,17 @@ def from_points(skipped: Counter) -> list[dict]:
             dict(id=p["id"], source=source, model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=int(dp_attention), engine=engine,
                  dtype=dtype_of(p.get("weight_dtype")) or "", kv_dtype=kv, regime=regime, batch=batch or "",
                  concurrency=conc or "", prompt=p.get("input_len") or 0, new=p.get("output_len") or 128,
+                 range_ratio=INFERENCEX_RANGE_RATIO if "InferenceX" in p["source_url"] and conc else "",
                  metric=metric, value=value, source_url=p["source_url"], quote=p["quote"])
         )  # fmt: skip
     return rows
+
+
+def aic_range_ratio(data_source: str) -> float | str:
+    """InferenceX's runs (the DB dump's rows and the dated CSVs: its 1k/1k, 1k/8k, 8k/1k grid, the
+    same TPOTs as its published rows) draw each request's lengths from [0.8 L, L]; the
+    gap-analysis CSVs say nothing, so their lengths are taken as fixed ("")."""
+    return "" if "gap-analysis" in data_source else INFERENCEX_RANGE_RATIO
 
 
 def from_aic(skipped: Counter) -> list[dict]:
@@ -197,7 +208,7 @@ def from_aic(skipped: Counter) -> list[dict]:
             base = dict(source="github.com/ai-dynamo/aiconfigurator", model=model, gpu=gpu, tp=tp,
                         pp=1, ep=ep, dp_attention=int(dp_attention), engine=r["backend"], dtype=dtype, kv_dtype="fp8" if prec in ("fp8", "fp4") else "bf16",
                         regime="closed_loop_concurrency", batch="", concurrency=conc, prompt=int(r["isl"]),
-                        new=int(r["osl"]), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
+                        new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
             rows.append(dict(base, id=r["id"] + ":ttft", metric="ttft_ms", value=float(r["silicon_ttft_ms"])))
             rows.append(dict(base, id=r["id"] + ":tpot", metric="tpot_ms", value=float(r["silicon_tpot_ms"])))

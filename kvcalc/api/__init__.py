@@ -308,12 +308,13 @@ def generate(
     requests: int | None = None,
     seed: int = 0,
     steady_state: bool = False,
+    range_ratio: float = 1.0,
 ) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for
     `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`).
     With `concurrency` (closed loop) or `rate` (Poisson arrivals), requests are served as the engine
     schedules them (`generate --concurrency/--rate`): a ServeResult, read as a benchmark's whole run unless
-    `steady_state`."""
+    `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -326,7 +327,7 @@ def generate(
     dep = as_deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
     if concurrency is not None or rate is not None:
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
-                      batch, (prompt, new, concurrency, rate, requests, seed), steady_state)  # fmt: skip
+                      batch, (prompt, new, concurrency, rate, requests, seed), steady_state, range_ratio)  # fmt: skip
     return generate_report(
         spec,
         gpu_spec,
@@ -343,7 +344,9 @@ def generate(
     )
 
 
-def _serve(spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, load, steady=False) -> ServeResult:  # noqa: ANN001
+def _serve(
+    spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, load, steady=False, range_ratio=1.0
+) -> ServeResult:  # noqa: ANN001
     """generate's serving path, checked as `generate --concurrency/--rate` checks its options."""
     from kvcalc.plan.serve_report import serve_report
 
@@ -371,6 +374,7 @@ def _serve(spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, loa
         kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
         estimate=not ceiling,
         steady=steady,
+        range_ratio=float(range_ratio),
     )
 
 

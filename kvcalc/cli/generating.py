@@ -41,7 +41,7 @@ from kvcalc.cli.deploy import (
     TpOpt,
 )
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
-from kvcalc.cli.serve import ConcurrencyOpt, RateOpt, RequestsOpt, SeedOpt, SteadyOpt
+from kvcalc.cli.serve import ConcurrencyOpt, RangeRatioOpt, RateOpt, RequestsOpt, SeedOpt, SteadyOpt
 from kvcalc.cli.sglang import (
     DpAttentionOpt,
 )
@@ -100,6 +100,7 @@ def generate(
     requests: RequestsOpt = None,
     seed: SeedOpt = 0,
     steady_state: SteadyOpt = False,
+    range_ratio: RangeRatioOpt = 1.0,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
     the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
@@ -149,7 +150,7 @@ def generate(
         from kvcalc.cli.serve import serve_generate
 
         return serve_generate(
-            spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed,
+            spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio,
             prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
             ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
             steady=steady_state,

@@ -35,7 +35,20 @@ SteadyOpt = Annotated[
         "(default: a benchmark's run, every client starting at once, figures over all requests).",
     ),
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the --rate arrivals (default 0).")]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of the --rate arrivals and --range-ratio lengths (default 0).")
+]
+RangeRatioOpt = Annotated[
+    float,
+    typer.Option(
+        "--range-ratio",
+        min=0.0,
+        max=1.0,
+        help="With --concurrency/--rate: each request's prompt and new tokens drawn uniformly from "
+        "[ratio x --prompt, --prompt] and [ratio x --new, --new], as the random dataset of SGLang's and "
+        "InferenceX's bench_serving draws it (their random_range_ratio; InferenceX runs 0.8). Default 1: every request alike.",
+    ),
+]
 
 SWEEP_LIMIT = 32  # concurrencies in one sweep
 
@@ -49,6 +62,7 @@ def serve_generate(
     rate: float | None,
     requests: int | None,
     seed: int,
+    range_ratio: float = 1.0,
     prompt: int,
     new: int,
     batch_given: bool,
@@ -79,7 +93,7 @@ def serve_generate(
     if plot is not None and len(levels) < 2:
         raise UsageError("--plot with serving draws a sweep", hint="give --concurrency a range, e.g. 1..256")
     args = dict(
-        prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, engine=engine or "vllm", dtype=dtype,
+        prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio, engine=engine or "vllm", dtype=dtype,
         kv_dtype=kv_dtype, estimate=not ceiling, steady=steady,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]

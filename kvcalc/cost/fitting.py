@@ -37,6 +37,7 @@ class Setup(NamedTuple):
     concurrency: int | None
     prompt: int
     new: int
+    range_ratio: float = 1.0  # closed loop: request lengths uniform in [int(ratio x L), L] (plan/serve_load.lengths)
 
 
 class WeightedRun(NamedTuple):

@@ -20,28 +20,18 @@ from __future__ import annotations
 
 import heapq
 import math
-import random
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
+
+from kvcalc.plan.serve_load import Load, lengths
+from kvcalc.plan.serve_load import arrivals as load_arrivals
 
 # A step's time from its composition: (decoding sequences, their contexts summed, prefill tokens,
 # the tokens those prefill sequences already held (summed), prefill sequences) -> seconds.
 StepTimer = Callable[[int, int, int, int, int], float]
 
 LINEAR_TOLERANCE = 1e-9  # relative: a run whose midpoint lies on its chord is summed as a series
-
-
-class Load(NamedTuple):
-    """What the clients send: `requests` requests of `prompt` tokens, each wanting `new` tokens."""
-
-    prompt: int
-    new: int
-    requests: int
-    concurrency: int | None = None  # closed loop: clients each with one request in flight
-    rate: float | None = None  # open loop: Poisson arrivals, requests/s
-    seed: int = 0
-    burst: bool = False  # closed loop: every client's first request whole, sent at once; figures over all
 
 
 class Limits(NamedTuple):
@@ -76,10 +66,10 @@ class ServeStats(NamedTuple):
 class _Req:
     # A decoding request's computed and generated counts are as of engine step `sync`; both grow
     # by one a step after it (the engine materializes them when it needs them one by one).
-    __slots__ = ("arrival", "new", "first", "finish", "computed", "generated", "sync", "key", "version")
+    __slots__ = ("arrival", "prompt", "new", "first", "finish", "computed", "generated", "sync", "key", "version")
 
-    def __init__(self, arrival: float, new: int) -> None:
-        self.arrival, self.new = arrival, new
+    def __init__(self, arrival: float, prompt: int, new: int) -> None:
+        self.arrival, self.prompt, self.new = arrival, prompt, new
         self.first = self.finish = -1.0
         self.computed = self.generated = self.sync = self.key = self.version = 0
 
@@ -151,15 +141,10 @@ def _steps_before(timer: StepTimer, n: int, context_sum: int, k_max: int, budget
     return lo
 
 
-def _arrivals(load: Load) -> list[float]:
-    if load.rate is None:
-        return []
-    rng = random.Random(load.seed)
-    t, times = 0.0, []
-    for _ in range(load.requests):
-        times.append(t)
-        t += rng.expovariate(load.rate)
-    return times
+def new_request(lengths: list[tuple[int, int]], i: int, t: float, spread: tuple[int, int] | None = None) -> _Req:
+    """The i-th request, sent at t; `spread` (j, c) cuts its new tokens to ceil(new x j / c)."""
+    prompt, new = lengths[i]
+    return _Req(t, prompt, -(-new * spread[0] // spread[1]) if spread else new)
 
 
 class Trace(NamedTuple):
@@ -202,8 +187,8 @@ class _Engine:
 
     def __init__(self, load: Load, limits: Limits) -> None:
         self.load, self.limits = load, limits
-        self.prompt, self.new, self.bs = load.prompt, load.new, limits.block_size
-        self.reqs = 0
+        self.bs = limits.block_size
+        self.lengths, self.reqs = lengths(load), 0
         self.waiting: deque[_Req] = deque()
         self.running: dict[_Req, None] = {}  # admission order; the last is preempted first
         self.prefilling: dict[_Req, None] = {}  # running requests with prompt tokens still to compute
@@ -251,7 +236,7 @@ class _Engine:
         return -(-(computed + take) // self.bs) - -(-computed // self.bs)
 
     def _need(self, r: _Req) -> int:
-        return self.prompt + r.generated - r.computed
+        return r.prompt + r.generated - r.computed
 
     def _schedule(self) -> tuple[list[tuple[_Req, int]], bool, int, bool]:
         """(prompt work scheduled, whether anyone was preempted, token budget left, the slow way): the
@@ -305,9 +290,9 @@ class _Engine:
         return scheduled, preempted, budget, True
 
     def run(self, timer: StepTimer) -> ServeStats:
-        load, prompt, new = self.load, self.prompt, self.new
+        load = self.load
         closed = load.concurrency is not None
-        arrivals = _arrivals(load)
+        arrivals = load_arrivals(load)
         now, steps, area = 0.0, 0, 0.0
         if closed:
             c = min(load.concurrency or 0, load.requests)
@@ -316,7 +301,7 @@ class _Engine:
                 # that the clients are spread evenly over a request's life, as they are in a long run
                 # (identical requests started together would otherwise stay in lockstep for ever, every
                 # prompt in one step). They end before the steady state the figures are taken over.
-                self._send(0.0, new if load.burst else -(-new * (i + 1) // c))
+                self._send(0.0, None if load.burst else (i + 1, c))
         nxt = 0
         while len(self.finished) < load.requests:
             while nxt < len(arrivals) and arrivals[nxt] <= now:
@@ -379,13 +364,13 @@ class _Engine:
                 if not take:
                     continue
                 r.computed += take
-                if r.computed == prompt + r.generated:
+                if r.computed == r.prompt + r.generated:
                     r.generated += 1  # the step that computes a prompt's last token samples the next
                     if r.first < 0:
                         r.first = now
                 if r.generated >= r.new:
                     self._retire(r, now)
-                elif r.generated and r.computed == prompt + r.generated - 1:
+                elif r.generated and r.computed == r.prompt + r.generated - 1:
                     # NOTE: a prompt chunk that stops one token short (generated 0) is still a prompt:
                     # its last token samples the first output token in a later step, as vLLM does.
                     self.prefilling.pop(r, None)
@@ -409,9 +394,9 @@ class _Engine:
         if self.load.concurrency is not None and self.reqs < self.load.requests:
             self._send(now)
 
-    def _send(self, t: float, new: int | None = None) -> None:
+    def _send(self, t: float, spread: tuple[int, int] | None = None) -> None:
+        self.waiting.append(new_request(self.lengths, self.reqs, t, spread))
         self.reqs += 1
-        self.waiting.append(_Req(t, new or self.new))
 
 
 def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:

@@ -47,7 +47,7 @@ def run_features(
     p, n = max(1, setup.prompt), max(1, setup.new)
     limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n)
     total = requests if requests is not None else default_requests(c)
-    tr = trace(Load(p, n, total, concurrency=c, burst=True), limits)
+    tr = trace(Load(p, n, total, concurrency=c, burst=True, range_ratio=setup.range_ratio), limits)
     end = max(step[6] + step[5] for step in tr.steps)
     # Per-step weights of each figure from difference arrays over the step clock.
     d_ttft, d_tpot, d_total = [0.0] * (end + 1), [0.0] * (end + 1), [0.0] * (end + 1)

@@ -33,12 +33,14 @@ from kvcalc.plan.serve import (
     ServeStats,
     StepTimer,
     Trace,
-    _arrivals,
     _Req,
     _stats,
     _steps_before,
+    lengths,
+    new_request,
     run_seconds,
 )
+from kvcalc.plan.serve_load import arrivals as load_arrivals
 
 SGLANG_MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
@@ -58,8 +60,8 @@ class _Policy:
 
     def __init__(self, load: Load, limits: Limits) -> None:
         self.load, self.limits = load, limits
-        self.prompt, self.bs = load.prompt, limits.block_size
-        self.reqs = 0
+        self.bs = limits.block_size
+        self.lengths, self.reqs = lengths(load), 0
         self.waiting: deque[_Req] = deque()
         self.running: dict[_Req, None] = {}  # decoding requests, admission order
         self.free = limits.kv_blocks
@@ -91,9 +93,9 @@ class _Policy:
         del self.running[r]
         self.dec_computed -= r.computed
 
-    def _send(self, t: float, new: int | None = None) -> None:
+    def _send(self, t: float, spread: tuple[int, int] | None = None) -> None:
+        self.waiting.append(new_request(self.lengths, self.reqs, t, spread))
         self.reqs += 1
-        self.waiting.append(_Req(t, new or self.load.new))
 
     def _retire(self, r: _Req, now: float) -> None:
         r.finish = now
@@ -121,7 +123,7 @@ class _Policy:
     def _prompt_done(self, r: _Req, take: int, now: float) -> bool:
         """A prompt chunk of `take` tokens computed: True when the prompt is whole (its first token sampled)."""
         r.computed += take
-        if r.computed < self.prompt + r.generated:
+        if r.computed < r.prompt + r.generated:
             return False
         r.generated += 1
         if r.first < 0:
@@ -147,12 +149,12 @@ class _Policy:
 
     def run(self, timer: StepTimer) -> ServeStats:
         load = self.load
-        arrivals = _arrivals(load)
+        arrivals = load_arrivals(load)
         now, steps, area = 0.0, 0, 0.0
         if load.concurrency is not None:
             c = min(load.concurrency, load.requests)
             for i in range(c):  # spread as plan/serve.py spreads them (see its NOTE)
-                self._send(0.0, load.new if load.burst else -(-load.new * (i + 1) // c))
+                self._send(0.0, None if load.burst else (i + 1, c))
         nxt = 0
         while len(self.finished) < load.requests:
             while nxt < len(arrivals) and arrivals[nxt] <= now:
@@ -246,7 +248,7 @@ class SglangPolicy(_Policy):
 
         if self.chunked is not None:
             r, self.chunked = self.chunked, None
-            need = self.prompt + r.generated - r.computed
+            need = r.prompt + r.generated - r.computed
             t = min(need, rem_chunk, max(int(free - offset), self.bs))
             take(r, t, min(r.new, SGLANG_CLIP_MAX_NEW_TOKENS) if t == need else 0)
         while self.waiting:
@@ -254,7 +256,7 @@ class SglangPolicy(_Policy):
                 self.full = True
                 break
             r = self.waiting[0]
-            need = self.prompt + r.generated - r.computed
+            need = r.prompt + r.generated - r.computed
             if need + min(max(r.new - r.generated, 0), SGLANG_CLIP_MAX_NEW_TOKENS) >= free - offset:
                 self.full = True  # NO_TOKEN
                 break
@@ -309,7 +311,7 @@ class SglangPolicy(_Policy):
             # NOTE: a prefill iteration runs the prompts alone: the running decodes wait it out.
             pre, held = sum(t for _, t in work), sum(r.computed for r, _ in work)
             for r, t in work:
-                if r.computed + t < self.prompt + r.generated:
+                if r.computed + t < r.prompt + r.generated:
                     self.chunked = r
             return 0, 0, pre, held, len(work), 1, timer(0, 0, pre, held, len(work)), work
         if not self.running:
@@ -339,7 +341,7 @@ class TrtllmPolicy(_Policy):
         self.free = limits.kv_blocks  # here: blocks not promised to a running request's whole length
 
     def _whole(self, r: _Req) -> int:
-        return self._pages(self.prompt + r.new)
+        return self._pages(r.prompt + r.new)
 
     def _released(self, r: _Req) -> int:
         return self._whole(r)
@@ -350,12 +352,12 @@ class TrtllmPolicy(_Policy):
         pre = 0
         while self.waiting and n + len(work) < self.limits.max_num_seqs:
             r = self.waiting[0]
-            if self._whole(r) > self.free or n + pre + self.prompt > budget:
+            if self._whole(r) > self.free or n + pre + r.prompt > budget:
                 break  # the first request that does not fit stops admission
             self.waiting.popleft()
             self.free -= self._whole(r)
-            work.append((r, self.prompt))
-            pre += self.prompt
+            work.append((r, r.prompt))
+            pre += r.prompt
         if not work and not n:
             raise ValueError("a single request does not fit the KV pool (or its prompt max_num_tokens)")
         contexts = self.dec_computed + n

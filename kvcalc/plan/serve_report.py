@@ -48,6 +48,7 @@ class ServeResult(ServeFigures):
     rate: float | None = None
     requests: int
     seed: int | None = None
+    range_ratio: float = 1.0  # request lengths uniform in [int(ratio x L), L]; 1: every request alike
     measured_requests: int  # the requests the figures are over
     steady_state: bool = False  # closed loop: figures over the steady state, not the benchmark's whole run
     steps: int
@@ -261,13 +262,15 @@ def serve_report(
     kv_dtype: str = "bf16",
     estimate: bool = True,
     steady: bool = False,
+    range_ratio: float = 1.0,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
     Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
 
     A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
     InferenceX): every client sends its first request at once, figures over all requests. `steady`:
-    the clients spread over a request's life instead, figures over the steady state only."""
+    the clients spread over a request's life instead, figures over the steady state only. `range_ratio`
+    < 1: each request's prompt and new tokens uniform in [int(ratio x L), L] (plan/serve_load.lengths)."""
     if (concurrency is None) == (rate is None):
         raise UsageError("give one of --concurrency (closed loop) or --rate (open loop)")
     if concurrency is not None and concurrency < 1:
@@ -276,11 +279,14 @@ def serve_report(
         raise UsageError(f"--rate must be a positive number of requests per second, got {rate}")
     if new < 1 or prompt < 1:
         raise UsageError("--prompt and --new must be at least 1 token for serving")
+    if not 0 < range_ratio <= 1:
+        raise UsageError(f"--range-ratio must be above 0 and at most 1, got {range_ratio}")
     n = requests if requests is not None else default_requests(concurrency)
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
     limits, pool = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
-    load = Load(prompt, new, n, concurrency, rate, seed, burst=concurrency is not None and not steady)
+    burst = concurrency is not None and not steady
+    load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     top = _bound(simulate(ceiling, load, limits), ceiling(0, 0, prompt, 0, 1), load)
     warnings = []
@@ -289,7 +295,8 @@ def serve_report(
     result = ServeResult(
         **_figures(top, f"ceiling ({engine} scheduling)"),
         model=spec.name, gpu=gpu.name, engine=engine, prompt=prompt, new=new, tp=dep.tp, pp=dep.pp,
-        concurrency=concurrency, rate=rate, requests=n, seed=seed if rate is not None else None,
+        concurrency=concurrency, rate=rate, requests=n, seed=seed if rate is not None or range_ratio < 1 else None,
+        range_ratio=range_ratio,
         steady_state=bool(steady and concurrency is not None),
         measured_requests=top.measured, steps=top.steps, kv_capacity_tokens=limits.kv_blocks * limits.block_size,
         kv_pool=pool, max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,

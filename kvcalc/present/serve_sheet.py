@@ -112,5 +112,10 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
             "all requests, as `vllm bench serve --max-concurrency` and AIPerf report them (--steady-state: the "
             "steady state alone)."
         )
+    if r.range_ratio < 1:
+        notes.append(
+            f"Request lengths drawn uniformly (seed {r.seed}): prompts {int(r.prompt * r.range_ratio):,}-{r.prompt:,} "
+            f"tokens, {int(r.new * r.range_ratio):,}-{r.new:,} new (bench_serving's --random-range-ratio {r.range_ratio:g})."
+        )
     notes += [f"Warning: {w}" for w in r.warnings]
     return notes
