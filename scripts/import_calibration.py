@@ -215,6 +215,41 @@ def from_aic(skipped: Counter) -> list[dict]:
     return rows
 
 
+def from_inferencex(skipped: Counter) -> list[dict]:
+    """InferenceX's DeepSeek-R1 rows on B200, B300, MI300X, MI325X and MI355X (benchmarks/calibration/
+    inferencex_rows.json, copied from the InferenceX-app fixture the shared H200 points come from): mean
+    TTFT and TPOT. Their per-GPU throughput is left out: the rows' GPU count reads tp x ep on EP runs."""
+    data = json.loads((ROOT / "benchmarks" / "calibration" / "inferencex_rows.json").read_text())
+    rows = []
+    for x in data["rows"]:
+        hw, engine = x["hardware"], {"trt": "trtllm"}.get(x["framework"], x["framework"])
+        if hw.startswith("mi") and x["precision"] == "fp4":
+            # NOTE: AMD's MXFP4 DeepSeek runs its GEMMs in fp4 on CDNA4; kvcalc multiplies mxfp4 in 16-bit
+            skipped["InferenceX: MXFP4 (w4a4) on MI355X, not modelled"] += 1
+            continue
+        model = resolve_model("deepseek-ai/DeepSeek-R1-0528")
+        tp, ep, dp = x["decode_tp"], x["decode_ep"], bool(x["decode_dp_attention"])
+        why = unexpressed(model, tp, ep, dp) if model else "no model preset"
+        if why:
+            skipped[f"InferenceX: {why}"] += 1
+            continue
+        dtype = "fp8" if x["precision"] == "fp8" else "nvfp4"
+        # the shared InferenceX points' rule: TensorRT-LLM's quantized checkpoints quantize the KV cache
+        kv = "fp8" if engine == "trtllm" else "bf16"
+        layout = f"tp{tp}ep{ep}" + ("dp" if dp else "")
+        name = f"ix-{hw}-{x['framework']}-{x['precision']}-{layout}-{x['isl']}-{x['osl']}-c{x['conc']}"
+        base = dict(source="github.com/vngcloud/InferenceX-app", model=model, gpu=hw, tp=tp, pp=1, ep=ep,
+                    dp_attention=int(dp), engine=engine, dtype=dtype, kv_dtype=kv, regime="closed_loop_concurrency",
+                    batch="", concurrency=x["conc"], prompt=x["isl"], new=x["osl"], range_ratio=INFERENCEX_RANGE_RATIO,
+                    source_url=data["source_url"])  # fmt: skip
+        m = x["metrics"]
+        for metric, key in (("ttft_ms", "mean_ttft"), ("tpot_ms", "mean_tpot")):
+            quote = f"{hw} {x['framework']} dsr1 {x['precision']} {layout} isl {x['isl']} osl {x['osl']} conc {x['conc']}"
+            quote += f" ({x['image']}, {x['date']}, {x['run_url']}): {key} {m[key]}"
+            rows.append(dict(base, id=f"{name}-{metric[:4]}", metric=metric, value=1000 * m[key], quote=quote))
+    return rows
+
+
 def unexpressed(model: str, tp: int, ep: int, dp_attention: bool) -> str | None:
     """Why kvcalc cannot run (tp, ep, dp_attention) for `model` (cost/fabric.check_layout), or None."""
     from kvcalc.cost.fabric import check_layout
@@ -269,7 +304,7 @@ def main() -> int:
         return 1
     sys.path.insert(0, str(ROOT))
     skipped: Counter = Counter()
-    rows = from_points(skipped) + from_aic(skipped)
+    rows = from_points(skipped) + from_aic(skipped) + from_inferencex(skipped)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     with open(OUT, "w", newline="") as fh:
         w = csv.DictWriter(fh, FIELDS)

@@ -101,3 +101,19 @@ def test_served_steps_take_the_servers_constants_and_static_batches_do_not():
     # concurrency 1: one prompt step, alone
     assert predict(one, "ttft_ms", slow, "trtllm") - predict(one, "ttft_ms", base, "trtllm") == pytest.approx(80.0)
     assert predict(one, "tpot_ms", slow, "trtllm") == pytest.approx(predict(one, "tpot_ms", base, "trtllm"))
+
+
+def test_the_shipped_fit_keeps_efficiencies_and_latencies_physical():
+    # Efficiencies are fractions of a rated figure (at most 1); an all-reduce's latency is no lower than
+    # the fastest small all-reduce measured (cost/fitting.FLOORS). Fitted constants that crossed these
+    # would be knobs, not the mechanism they name.
+    from kvcalc.cost.calibration_data import CONSTANTS
+    from kvcalc.cost.fitting import _CAPPED, FLOORS
+
+    assert FLOORS["ar_alpha_s"] == 3.7e-6
+    for name, value in CONSTANTS.items():
+        base = name.split(".")[0]
+        if base in _CAPPED:
+            assert 0 < value <= 1.0, name
+        if base in FLOORS:
+            assert value >= FLOORS[base], name

@@ -104,3 +104,34 @@ def test_cli_range_ratio_out_of_range_is_one_line(bad):
     r = run("generate", "llama-3-8b", "--gpu", "h100", "--concurrency", "4", "--range-ratio", bad)
     assert r.exit_code != 0 and r.exception is None or isinstance(r.exception, SystemExit)
     assert "Traceback" not in r.stderr and "range-ratio" in r.stderr
+
+
+def test_inferencex_rows_are_in_the_points_with_their_client():
+    # benchmarks/calibration/inferencex_rows.json (InferenceX's DeepSeek-R1 runs on B200/B300/MI300X/
+    # MI325X/MI355X) becomes points.csv rows: TTFT and TPOT in ms, the layout, the client's 0.8 range.
+    import csv
+    import json
+    from pathlib import Path
+
+    cal = Path(__file__).resolve().parent.parent / "benchmarks" / "calibration"
+    data = json.loads((cal / "inferencex_rows.json").read_text())
+    points = {r["id"]: r for r in csv.DictReader(open(cal / "points.csv", newline=""))}
+    row = next(x for x in data["rows"] if x["hardware"] == "mi300x" and x["conc"] == 4 and x["isl"] == 1024 == x["osl"])
+    ttft, tpot = (
+        points["ix-mi300x-sglang-fp8-tp8ep1-1024-1024-c4-ttft"],
+        points["ix-mi300x-sglang-fp8-tp8ep1-1024-1024-c4-tpot"],
+    )
+    assert float(ttft["value"]) == pytest.approx(1000 * row["metrics"]["mean_ttft"])
+    assert float(tpot["value"]) == pytest.approx(1000 * row["metrics"]["mean_tpot"])
+    assert (tpot["model"], tpot["gpu"], tpot["engine"], tpot["tp"], tpot["ep"]) == (
+        "deepseek-v3",
+        "mi300x",
+        "sglang",
+        "8",
+        "1",
+    )
+    assert tpot["range_ratio"] == "0.8" and tpot["concurrency"] == "4" and tpot["dtype"] == "fp8"
+    imported = [r for r in points.values() if r["id"].startswith("ix-") and r["gpu"] != "h200"]
+    # every row but MI355X's MXFP4 ones (kvcalc multiplies mxfp4 in 16-bit; AMD's run it in fp4)
+    skipped = sum(1 for x in data["rows"] if x["hardware"] == "mi355x" and x["precision"] == "fp4")
+    assert len(imported) == 2 * (len(data["rows"]) - skipped)

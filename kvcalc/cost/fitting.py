@@ -231,6 +231,10 @@ def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
 
 # NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
 _CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")
+# NOTE: a small all-reduce is no faster than the fastest one measured: 3.7 us, a one-shot custom
+# all-reduce of 512 B on 2 x H100 (sgl-project/sglang PR #2904; the presets' link_latency_s). Unfloored,
+# the fit traded it against the per-layer step costs (both scale with layers at tp > 1) down to 0.35 us.
+FLOORS = {"ar_alpha_s": 3.7e-6}
 
 
 def fit(
@@ -257,6 +261,7 @@ def fit(
                 trial = here * math.exp(k * step[name])
                 if name.split(".")[0] in _CAPPED:
                     trial = min(trial, 1.0)
+                trial = max(trial, FLOORS.get(name.split(".")[0], 0.0))
                 c[name] = trial
                 v = loss(points, c)
                 if v < best - 1e-12:
