@@ -114,8 +114,8 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
         )
     if r.range_ratio < 1:
         notes.append(
-            f"Request lengths drawn uniformly (seed {r.seed}): prompts {int(r.prompt * r.range_ratio):,}-{r.prompt:,} "
-            f"tokens, {int(r.new * r.range_ratio):,}-{r.new:,} new (bench_serving's --random-range-ratio {r.range_ratio:g})."
+            f"Request lengths drawn uniformly (seed {r.seed}): prompts {max(1, int(r.prompt * r.range_ratio)):,}-{r.prompt:,} "
+            f"tokens, {max(1, int(r.new * r.range_ratio)):,}-{r.new:,} new (bench_serving's --random-range-ratio {r.range_ratio:g})."
         )
     notes += [f"Warning: {w}" for w in r.warnings]
     return notes
