@@ -27,6 +27,19 @@ OUT = ROOT / "kvcalc" / "cost" / "calibration.json"
 sys.path.insert(0, str(ROOT))
 
 
+def setup_of(r: dict, source_lengths: bool = False):
+    """A points.csv row's measured configuration (`source_lengths`: see load_points)."""
+    from kvcalc.cost.fitting import Setup
+
+    return Setup(
+        batch=int(r["batch"]) if r["batch"] else None,
+        concurrency=int(r["concurrency"]) if r["concurrency"] else None,
+        prompt=int(r["prompt"]),
+        new=int(r["new"]),
+        range_ratio=float(r.get("range_ratio") or 1.0) if source_lengths else 1.0,
+    )
+
+
 def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool = False):
     """Points (with their step features) from the calibration CSV; setups shared by several
     metrics are built once. `simulate`: closed-loop points as the serving simulation runs them
@@ -40,7 +53,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     simulation's identical requests stay in lockstep more than real fixed-length runs do, so the
     two kinds of run cannot both be read literally until client drift is modelled."""
     from kvcalc.cost.estimate import gpu_family
-    from kvcalc.cost.fitting import Point, Setup, setup_features
+    from kvcalc.cost.fitting import Point, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
@@ -51,13 +64,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     cache: dict[tuple, object] = {}
     points, families = [], {}
     for r in rows:
-        setup = Setup(
-            batch=int(r["batch"]) if r["batch"] else None,
-            concurrency=int(r["concurrency"]) if r["concurrency"] else None,
-            prompt=int(r["prompt"]),
-            new=int(r["new"]),
-            range_ratio=float(r.get("range_ratio") or 1.0) if source_lengths else 1.0,
-        )
+        setup = setup_of(r, source_lengths)
         chunk = 512 if r["engine"] == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.

@@ -244,7 +244,9 @@ def from_inferencex(skipped: Counter) -> list[dict]:
                     source_url=data["source_url"])  # fmt: skip
         m = x["metrics"]
         for metric, key in (("ttft_ms", "mean_ttft"), ("tpot_ms", "mean_tpot")):
-            quote = f"{hw} {x['framework']} dsr1 {x['precision']} {layout} isl {x['isl']} osl {x['osl']} conc {x['conc']}"
+            quote = (
+                f"{hw} {x['framework']} dsr1 {x['precision']} {layout} isl {x['isl']} osl {x['osl']} conc {x['conc']}"
+            )
             quote += f" ({x['image']}, {x['date']}, {x['run_url']}): {key} {m[key]}"
             rows.append(dict(base, id=f"{name}-{metric[:4]}", metric=metric, value=1000 * m[key], quote=quote))
     return rows
