@@ -137,6 +137,7 @@ def names_for(points) -> list[str]:
         names += [f"ttft_queue.{e}" for e in engines]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
+        names += [f"moe_prefill_expert_s.{e}" for e in engines]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
     a2a = sorted({p.sf.decode.link for p in points if p.sf.decode.a2a[0]})  # expert parallelism's all-to-all
     names += [f"a2a_alpha_s.{k}" for k in a2a] + [f"a2a_bw_eff.{k}" for k in a2a]
@@ -164,6 +165,10 @@ def calibrate(points, sweeps: int) -> dict[str, float]:
 
     names = names_for(points)
     c = fit(points, STARTING, names, sweeps=sweeps)
+    # NOTE: a restart with fresh step sizes: a constant whose step had shrunk while the others were far
+    # from their fit stays frozen where it was (bw_eff.ada.llamacpp at 0.40 left the 4090's llama.cpp
+    # TPOT 2.3x high after 5 sweeps); two more sweeps from the fit let it move again.
+    c = fit(points, c, names, sweeps=2)
     shared_means(points, c, names)
     c.update(interval(points, c))
     return c

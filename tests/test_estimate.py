@@ -231,3 +231,41 @@ def test_fit_latency_goal_decides_on_the_estimate_and_names_the_ceiling():
         <= 30
         < step_time(spec, g, _dep(g, 4, 1), decode_batch=slo["batch"] + 1, decode_context=8192).estimate_s * 1e3
     )
+
+
+def test_a_moe_prompts_expert_gemms_get_its_tokens_times_top_k_over_experts_rows():
+    """Hand-derived for DeepSeek-V3 (58 MoE layers of 256 experts, top 8, each a gated MLP of
+    7168 x 2048): a 1,024-token prompt at tp 8 gives each expert 32 rows, reaches every expert, and
+    its routed GEMMs are 2 x 1,024 x 58 x 8 x 3 x 7168 x 2048 / 8 FLOPs on one GPU."""
+    from kvcalc.cost.estimate import expert_gemms
+
+    spec = get_model("deepseek-v3")
+    flops, rows, reached = expert_gemms(spec, Deployment(tp=8), 1024)
+    assert flops == 2 * 1024 * 58 * 8 * 3 * 7168 * 2048 / 8
+    assert rows == 32 and reached == pytest.approx(256, abs=1e-6)
+    # a decode step of 4 sequences reaches 256 (1 - (1 - 8/256)^4) experts; expert parallelism runs 1/ep of them
+    _, rows4, reached4 = expert_gemms(spec, Deployment(tp=8, ep=8), 4)
+    assert rows4 == 4 * 8 / 256 and reached4 == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4) / 8)
+    assert expert_gemms(get_model("llama-3-8b"), Deployment(), 1024) == (0.0, 0.0, 0.0)
+
+
+def test_a_moe_prompt_pays_for_thin_expert_gemms_and_per_expert_launches():
+    """The same step priced as if its expert GEMMs were as full as a dense one's is faster; the per-expert
+    cost adds exactly MoE layers x experts reached x moe_prefill_expert_s."""
+    from kvcalc.cost.estimate import features
+
+    spec, g = get_model("qwen3-235b-a22b-fp8"), get_gpu("h100")
+    dep = Deployment(tp=4, link=link_for(g))
+    c, _ = constants_for(g, "trtllm")
+    f = features(spec, g, dep, prefill_tokens=4096, dtype="fp8")  # compute-bound: the GEMMs' fill shows
+    flops, rows, reached = f.experts
+    assert rows == 4096 * 8 / 128 and reached == pytest.approx(128, abs=1e-6)
+    moe_layers = f.stage_bytes[0][6]
+    per_expert = c.get("moe_prefill_expert_s.trtllm", c["moe_prefill_expert_s"])
+    no_launch = f._replace(experts=(flops, rows, 0.0))
+    assert time_of(f, c, "trtllm") - time_of(no_launch, c, "trtllm") == pytest.approx(moe_layers * reached * per_expert)
+    as_dense = no_launch._replace(experts=(0.0, 0.0, 0.0))
+    assert time_of(as_dense, c, "trtllm") < time_of(no_launch, c, "trtllm")
+    # decode steps keep their CUDA graphs and GEMV-like kernels: neither term applies there
+    d = features(spec, g, dep, decode_contexts=[2048] * 64, dtype="fp8")
+    assert time_of(d, c, "trtllm") == time_of(d._replace(experts=(0.0, 0.0, 0.0)), c, "trtllm")

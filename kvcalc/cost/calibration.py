@@ -17,6 +17,7 @@ STARTING: dict[str, float] = {
     "prefill_layer_s": 60e-6,
     "attn_layer_s": 8e-6,
     "moe_layer_s": 40e-6,
+    "moe_prefill_expert_s": 2e-6,  # a prompt step's MoE layer, per expert one GPU runs (eager, one GEMM problem each)
     "ar_alpha_s": 6e-6,
     "ar_alpha_s.pcie": 7.5e-6,  # NCCL, 16 KB, 2 x L40S; x (1 + 0.8 (tp - 2)): 42 us at 8 (AIC nccl_perf)
     "ar_alpha_s.if": 12e-6,

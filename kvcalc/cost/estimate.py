@@ -8,9 +8,11 @@ measurements by scripts/calibrate.py; plan/calibration.py reads them and callers
 - memory: weight bytes / (bandwidth x bw_eff[family]) plus a per-layer GEMV start-up worth
   `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
   kv_eff[family]) plus a per-attention-layer floor;
-- compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` tokens;
+- compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` rows
+  (a routed expert's rows are its share of the tokens, tokens x top-k / experts);
 - a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
-  decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost;
+  decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost, and in a prompt step a cost per
+  expert a GPU runs;
 - communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink,
   NCCL on PCIe, RCCL on Infinity Fabric) and the ring's bytes at the link's achieved bus bandwidth;
 - the engine's CPU: a per-step cost (scheduling, sampling, output processing) growing per sequence.
@@ -20,6 +22,7 @@ term grows with the tokens and the context, so the estimate is monotone in batch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TypedDict
 
@@ -116,6 +119,9 @@ class StepFeatures(NamedTuple):
     # ranks, bytes/s) and the MoE all-to-alls (layers, bytes one rank sends per dispatch, bytes/s, ideal alpha)
     sub_allreduce: tuple[int, int, int, float] = (0, 0, 0, 0.0)
     a2a: tuple[int, float, float, float] = (0, 0.0, 0.0, 0.0)
+    # MoE: (routed-expert FLOPs of the step on one GPU, mean of the stages; rows each expert's GEMM
+    # gets; experts one GPU runs per MoE layer, those the step's tokens reach)
+    experts: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 class StepTime(NamedTuple):
@@ -244,6 +250,7 @@ class LayoutFields(TypedDict):
     seqs: int
     sub_allreduce: tuple[int, int, int, float]
     a2a: tuple[int, float, float, float]
+    experts: tuple[float, float, float]
 
 
 def layout_fields(
@@ -269,7 +276,25 @@ def layout_fields(
         seqs=-(-batch // dep.kv_ranks) + pseqs,
         sub_allreduce=comm.sub_allreduce if comm else (0, 0, 0, 0.0),
         a2a=comm.a2a if comm else (0, 0.0, 0.0, 0.0),
+        experts=expert_gemms(spec, dep, tokens),
     )
+
+
+def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, float, float]:
+    """A MoE step's routed-expert GEMMs: their FLOPs on one GPU (the mean rank and stage), the rows
+    each expert's GEMM gets, tokens x top-k / experts (a prompt of 1,024 tokens gives each of
+    DeepSeek-V3's 256 experts 32 rows, where a dense layer's GEMM gets all 1,024), and the experts one
+    GPU runs per MoE layer: those the tokens reach, a 1 / ep share of them under expert parallelism."""
+    if not spec.is_moe or not tokens:
+        return (0.0, 0.0, 0.0)
+    from kvcalc.cost.params import _mlp
+
+    moe_layers = max(0, spec.num_layers - spec.dense_layers)
+    one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+    flops = 2.0 * tokens * moe_layers * spec.experts_per_token * one / (dep.tp * dep.pp)
+    # the expected distinct experts of shard.reached_experts, in floats: a time feature, not a byte count
+    reached = -spec.experts * math.expm1(tokens * math.log1p(-spec.experts_per_token / spec.experts)) / max(1, dep.ep)
+    return (flops, tokens * spec.experts_per_token / spec.experts, reached)
 
 
 def pipelined(stage_s: Sequence[float], m: int, prefill: bool, bound: bool = False) -> float:
@@ -306,13 +331,25 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     layer_s = _get(c, f"{phase}_layer_s", engine)
     attn_s = _get(c, "attn_layer_s", fam)
     moe_s = _get(c, "moe_layer_s", engine)
+    if f.prefill:
+        # NOTE: a prompt step's MoE layer runs every expert its tokens reach as its own GEMM problem,
+        # eagerly (no CUDA graph): a cost per expert a GPU runs, beyond the bytes and FLOPs.
+        moe_s += f.experts[2] * _get(c, "moe_prefill_expert_s", engine)
+    pad = 1.0
+    if f.prefill:
+        # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
+        # rows + mfu_tokens. A dense GEMM's rows are the step's tokens; a routed expert's only the
+        # tokens sent to it (tokens x top-k / experts), so a MoE prompt fills its expert tiles far
+        # less. Decode GEMMs of a few rows run as bandwidth-bound GEMV-like kernels instead, so the
+        # padding is not charged there (it made batch 1 compute-bound on a 4090).
+        pad = (f.tokens + fill) / max(f.tokens, 1)
+        expert_flops, rows, _ = f.experts
+        if expert_flops and rows:
+            share = min(1.0, expert_flops / max(1.0, sum(float(r[3]) for r in f.stage_bytes) / len(f.stage_bytes)))
+            pad = (1 - share) * pad + share * (rows + fill) / rows
     per_stage = []
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
-        # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
-        # tokens + mfu_tokens. Decode GEMMs of a few rows run as bandwidth-bound GEMV-like kernels
-        # instead, so the padding is not charged there (it made batch 1 compute-bound on a 4090).
-        pad = (f.tokens + fill) / max(f.tokens, 1) if f.prefill else 1.0
         compute = flops * pad / (f.peak * mfu)
         per_stage.append(max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)

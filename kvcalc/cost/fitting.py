@@ -231,6 +231,10 @@ def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
 
 # NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
 _CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")
+# NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78,
+# B200 0.69: speed_facts 2.2), so a whole prompt pass does not reach more. Uncapped, CDNA3's and CDNA4's
+# prompt efficiencies ran to 1.0 on under-load TTFTs that the schedule, not the GEMMs, sets.
+CAPS = {"mfu": 0.91}
 # NOTE: a small all-reduce is no faster than the fastest one measured: 3.7 us, a one-shot custom
 # all-reduce of 512 B on 2 x H100 (sgl-project/sglang PR #2904; the presets' link_latency_s). Unfloored,
 # the fit traded it against the per-layer step costs (both scale with layers at tp > 1) down to 0.35 us.
@@ -260,7 +264,7 @@ def fit(
             for k in (1.0, -1.0):
                 trial = here * math.exp(k * step[name])
                 if name.split(".")[0] in _CAPPED:
-                    trial = min(trial, 1.0)
+                    trial = min(trial, CAPS.get(name.split(".")[0], 1.0))
                 trial = max(trial, FLOORS.get(name.split(".")[0], 0.0))
                 c[name] = trial
                 v = loss(points, c)
