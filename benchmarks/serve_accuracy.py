@@ -31,9 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 POINTS = ROOT / "benchmarks" / "calibration" / "points.csv"
 OUT = ROOT / "benchmarks" / "serve_accuracy.md"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def main() -> int:
+    from calibrate import layout_of
+
     from kvcalc.cost.fitting import Setup, predict, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
@@ -47,17 +51,7 @@ def main() -> int:
     groups: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in csv.DictReader(open(POINTS, newline="")):
         if r["regime"] == "closed_loop_concurrency" and r["metric"] in ("tpot_ms", "ttft_ms") and int(r["prompt"]) > 0:
-            key = (
-                r["model"],
-                r["gpu"],
-                r["tp"],
-                r["pp"],
-                r["ep"],
-                r["dp_attention"],
-                r["engine"],
-                r["dtype"],
-                r["kv_dtype"],
-            )
+            key = layout_of(r) + (r["engine"],)
             run = (int(r["concurrency"]), int(r["prompt"]), int(r["new"]), float(r["range_ratio"] or 1), r["source"])
             groups[key + run][r["metric"]] = float(r["value"])
     configs = list(groups.items())
@@ -66,7 +60,7 @@ def main() -> int:
     beaten: dict[str, int] = defaultdict(int)
     skipped, lines = 0, []
     signed: dict[str, list[float]] = defaultdict(list)
-    for (model, gpu_name, tp, pp, ep, dp, engine, dtype, kv, c, prompt, new, ratio, source), measured in configs[
+    for (model, gpu_name, tp, pp, ep, dp, dtype, kv, engine, c, prompt, new, ratio, source), measured in configs[
         ::stride
     ][:want]:
         spec, gpu = get_model(model), get_gpu(gpu_name)

@@ -40,6 +40,14 @@ def setup_of(r: dict, source_lengths: bool = False):
     )
 
 
+# A points.csv row's model, GPU, layout and formats: what its step features depend on besides the setup.
+LAYOUT = ("model", "gpu", "tp", "pp", "ep", "dp_attention", "dtype", "kv_dtype")
+
+
+def layout_of(r: dict) -> tuple[str, ...]:
+    return tuple(r[f] for f in LAYOUT)
+
+
 def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool = False):
     """Points (with their step features) from the calibration CSV; setups shared by several
     metrics are built once. `simulate`: closed-loop points as the serving simulation runs them
@@ -69,18 +77,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
         simulated = setup.concurrency is not None and simulate
-        key = (
-            r["model"],
-            r["gpu"],
-            r["tp"],
-            r["pp"],
-            r["ep"],
-            r["dp_attention"],
-            r["dtype"],
-            r["kv_dtype"],
-            setup,
-            chunk,
-        )
+        key = layout_of(r) + (setup, chunk)
         key += (r["engine"],) if simulated else ()
         if key not in cache:
             spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])

@@ -331,19 +331,18 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     layer_s = _get(c, f"{phase}_layer_s", engine)
     attn_s = _get(c, "attn_layer_s", fam)
     moe_s = _get(c, "moe_layer_s", engine)
-    if f.prefill:
-        # NOTE: a prompt step's MoE layer runs every expert its tokens reach as its own GEMM problem,
-        # eagerly (no CUDA graph): a cost per expert a GPU runs, beyond the bytes and FLOPs.
-        moe_s += f.experts[2] * _get(c, "moe_prefill_expert_s", engine)
     pad = 1.0
     if f.prefill:
+        expert_flops, rows, reached = f.experts
+        # NOTE: a prompt step's MoE layer runs every expert its tokens reach as its own GEMM problem,
+        # eagerly (no CUDA graph): a cost per expert a GPU runs, beyond the bytes and FLOPs.
+        moe_s += reached * _get(c, "moe_prefill_expert_s", engine)
         # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
         # rows + mfu_tokens. A dense GEMM's rows are the step's tokens; a routed expert's only the
         # tokens sent to it (tokens x top-k / experts), so a MoE prompt fills its expert tiles far
         # less. Decode GEMMs of a few rows run as bandwidth-bound GEMV-like kernels instead, so the
         # padding is not charged there (it made batch 1 compute-bound on a 4090).
         pad = (f.tokens + fill) / max(f.tokens, 1)
-        expert_flops, rows, _ = f.experts
         if expert_flops and rows:
             share = min(1.0, expert_flops / max(1.0, sum(float(r[3]) for r in f.stage_bytes) / len(f.stage_bytes)))
             pad = (1 - share) * pad + share * (rows + fill) / rows
