@@ -57,9 +57,9 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     drew them (column range_ratio: InferenceX's 0.8). Off by default, so every run is read as
     `generate --concurrency` reads it with no --range-ratio, requests alike. NOTE: with it on, the
     fit got worse in-sample (TTFT 36.1% against 32.8%; on the fixed-length gap-analysis runs 45%
-    against 31%, and read with requests alike its constants miss InferenceX's TTFT by 54%): the
-    simulation's identical requests stay in lockstep more than real fixed-length runs do, so the
-    two kinds of run cannot both be read literally until client drift is modelled."""
+    against 31%, and read with requests alike its constants miss InferenceX's TTFT by 54%). Those
+    figures predate the clients' turnaround (plan/serve.turnaround_steps), when the simulation's
+    identical requests stayed in lockstep for ever; not tried again since."""
     from kvcalc.cost.estimate import gpu_family
     from kvcalc.cost.fitting import Point, setup_features
     from kvcalc.cost.shard import link_for

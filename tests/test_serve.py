@@ -9,7 +9,8 @@ from conftest import run, run_json
 
 from kvcalc.cost.step import SINGLE, stages
 from kvcalc.model.presets import get_gpu, get_model
-from kvcalc.plan.serve import Limits, Load, percentile, run_seconds, simulate
+from kvcalc.plan.serve import Limits, Load, percentile, run_seconds, simulate, trace, turnaround_steps
+from kvcalc.plan.serve_policies import SglangPolicy, TrtllmPolicy
 from kvcalc.plan.serve_report import serve_report
 
 
@@ -39,7 +40,7 @@ def linear(n, context_sum, pre, held, seqs):  # a step: 1 ms + 1 us a context to
 def test_one_second_steps_closed_loop():
     # Budget enough for every prompt: step 1 prefills all C prompts and samples their first tokens,
     # then new - 1 decode steps: TTFT 1 s, TPOT 1 s, a request new seconds, C / new requests/s.
-    s = simulate(unit, Load(prompt=100, new=10, requests=40, concurrency=4), BIG)
+    s = simulate(unit, Load(prompt=100, new=10, requests=40, concurrency=4, turnaround=False), BIG)
     assert (s.ttft_s, s.ttft_p99_s, s.tpot_s, s.total_s) == (1.0, 1.0, 1.0, 10.0)
     assert s.requests_per_s == pytest.approx(4 / 10)
     assert s.tokens_per_s == pytest.approx(4.0) and s.per_user_tokens_per_s == 1.0
@@ -57,7 +58,7 @@ def test_max_num_seqs_queues_the_rest():
     # life). The first two start at step 1 and end at steps 2 and 3; the others take their seats at
     # steps 3 and 4: TTFTs 1, 1, 3, 4.
     limits = BIG._replace(max_num_seqs=2)
-    s = simulate(unit, Load(prompt=10, new=5, requests=4, concurrency=4), limits)
+    s = simulate(unit, Load(prompt=10, new=5, requests=4, concurrency=4, turnaround=False), limits)
     assert (s.ttft_s, s.ttft_p50_s) == (2.25, 2.0)
     assert percentile([1, 1, 6, 6], 50) == 3.5
 
@@ -280,11 +281,45 @@ def test_the_sweep_chart_draws_ceiling_band_and_estimate(llama):
 
 def test_a_burst_start_is_the_benchmarks_whole_run():
     # Every client's first request whole and sent at once, figures over all requests: with one-second
-    # steps and room for every prompt, each wave of 4 runs 10 steps in lockstep.
-    s = simulate(unit, Load(prompt=100, new=10, requests=12, concurrency=4, burst=True), BIG)
+    # steps and room for every prompt, each wave of 4 runs 10 steps in lockstep (no client turnaround).
+    s = simulate(unit, Load(prompt=100, new=10, requests=12, concurrency=4, burst=True, turnaround=False), BIG)
     assert s.measured == 12 and (s.ttft_s, s.total_s, s.duration_s) == (1.0, 10.0, 30.0)
     steady = simulate(unit, Load(prompt=100, new=10, requests=12, concurrency=4), BIG)
     assert steady.measured < 12
+
+
+def test_turnaround_steps_are_a_fair_coin():
+    # The golden-ratio sequence: requests 0..7 miss 0, 1, 0, 1, 0, 0, 1, 0 steps; half of many miss one.
+    assert [turnaround_steps(i) for i in range(8)] == [0, 1, 0, 1, 0, 0, 1, 0]
+    assert sum(turnaround_steps(i) for i in range(10_000)) == pytest.approx(5_000, abs=10)
+
+
+@pytest.mark.parametrize("policy", [None, SglangPolicy, TrtllmPolicy])
+def test_a_request_that_misses_a_step_waits_for_it(policy):
+    # 2 clients at once, prompts of 10, one new token (a request ends on its prompt's step), one-second
+    # steps. Request 0 reaches the queue at once and runs in step 1; request 1 misses a step (turnaround
+    # 1) and runs in step 2 with request 2, which request 0's client sent as step 1 ended; request 3
+    # misses a step, but the engine has nothing else to do and takes it at once: step 3. TTFTs 1, 2, 1,
+    # 1: mean 1.25 s. Without the turnaround both pairs run together: every TTFT 1 s.
+    limits = BIG._replace(policy=policy)
+    s = simulate(unit, Load(prompt=10, new=1, requests=4, concurrency=2, burst=True), limits)
+    assert (s.ttft_s, s.ttft_p50_s, s.steps) == (1.25, 1.0, 3)
+    s = simulate(unit, Load(prompt=10, new=1, requests=4, concurrency=2, burst=True, turnaround=False), limits)
+    assert (s.ttft_s, s.steps) == (1.0, 2)
+
+
+def test_identical_requests_drift_apart():
+    # 8 clients of identical requests sent at once: with no turnaround every prompt step holds all 8
+    # prompts for the whole run; with it, requests that miss a step split the waves, and the prompt
+    # steps a request meets hold fewer prompts (a real fixed-length run does not stay in lockstep).
+    limits = Limits(1024, 8192, 12_000, 16)
+
+    def prompts_met(load):  # the mean, over requests, of the prompts in the step that holds theirs
+        steps = [st[4] for st in trace(load, limits).steps if st[2]]
+        return sum(n * n for n in steps) / sum(steps)
+
+    assert prompts_met(Load(1024, 1024, 80, concurrency=8, burst=True, turnaround=False)) == 8
+    assert prompts_met(Load(1024, 1024, 80, concurrency=8, burst=True)) < 4
 
 
 def test_the_pool_is_sglangs_with_engine_sglang(llama):

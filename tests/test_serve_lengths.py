@@ -61,8 +61,9 @@ def test_shorter_requests_decode_faster_and_spread_the_prompts(policy):
     drawn = simulate(linear, Load(2000, 500, 320, concurrency=32, burst=True, range_ratio=0.8), limits)
     # contexts about 10% shorter: each decode step reads less
     assert drawn.tpot_s < alike.tpot_s
-    # Requests alike finish together and their clients' next prompts arrive together, every wave:
-    # the lengths drawn apart break that lockstep, so fewer prompts queue behind one another.
+    # Requests alike finish together and their clients' next prompts arrive within a step of each other
+    # (the turnaround splits a wave only a step at a time): the lengths drawn apart spread them far
+    # more, so fewer prompts queue behind one another.
     assert drawn.ttft_s < alike.ttft_s
 
 

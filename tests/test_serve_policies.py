@@ -28,7 +28,7 @@ def test_sglang_pauses_the_decodes_for_every_prefill():
     # 4 clients spread over a request's life, prompts of 100, 10 new tokens, one-second steps. A request
     # takes its prefill step (TTFT 1 s), then 9 decode steps; the 3 other clients' prefills fall inside
     # those and pause it: 12 steps for 9 tokens, TPOT 4/3 s, a request 13 s, 4 requests per 13 s.
-    load = Load(prompt=100, new=10, requests=40, concurrency=4)
+    load = Load(prompt=100, new=10, requests=40, concurrency=4, turnaround=False)
     s = simulate(unit, load, BIG._replace(policy=SglangPolicy))
     assert s.ttft_s == s.ttft_p99_s == 1.0
     assert s.tpot_s == pytest.approx(12 / 9) and s.total_s == pytest.approx(13.0)
@@ -40,9 +40,10 @@ def test_sglang_pauses_the_decodes_for_every_prefill():
 
 def test_sglang_ttft_is_one_prefill_step_alone_when_a_seat_is_free():
     # A closed loop sends at a finish; the next step prefills that prompt alone: 1 ms + 500 x 10 us.
-    s = simulate(linear, Load(prompt=500, new=200, requests=96, concurrency=8), BIG._replace(policy=SglangPolicy))
+    load = Load(prompt=500, new=200, requests=96, concurrency=8, turnaround=False)
+    s = simulate(linear, load, BIG._replace(policy=SglangPolicy))
     assert s.ttft_p50_s == pytest.approx(6e-3, rel=1e-9) and s.ttft_p99_s == pytest.approx(6e-3, rel=1e-9)
-    v = simulate(linear, Load(prompt=500, new=200, requests=96, concurrency=8), BIG)
+    v = simulate(linear, load, BIG)
     assert v.ttft_s > 6e-3  # vLLM's prompt shares its step with 7 decodes
 
 
@@ -87,7 +88,8 @@ def test_trtllm_queues_what_would_not_fit_to_the_end_and_never_preempts():
 
 def test_trtllm_runs_prompts_and_decodes_in_one_step():
     # As vLLM with a budget that holds every prompt: a prompt is one step beside the decodes, no pause.
-    s = simulate(unit, Load(prompt=100, new=10, requests=40, concurrency=4), BIG._replace(policy=TrtllmPolicy))
+    load = Load(prompt=100, new=10, requests=40, concurrency=4, turnaround=False)
+    s = simulate(unit, load, BIG._replace(policy=TrtllmPolicy))
     assert (s.ttft_s, s.tpot_s, s.total_s) == (1.0, 1.0, 10.0)
 
 
@@ -154,10 +156,11 @@ def test_serve_report_schedules_each_engine_its_own_way():
     t = runs["trtllm"]
     assert (t.max_num_seqs, t.max_num_batched_tokens, t.preemptions) == (2048, 8192, 0)
     assert "GUARANTEED_NO_EVICT" in t.kv_pool
-    # In the steady state (clients spread), SGLang pauses the decodes for each prefill and runs the
-    # prompt alone: at the ceiling its TPOT is longer than vLLM's and its TTFT shorter.
+    # In the steady state (clients spread), SGLang pauses the decodes for each prefill: at the ceiling
+    # its TPOT is longer than vLLM's. (Its shorter TTFT, the prompt alone, is pinned on the simulation
+    # above: the ceiling's TTFT is bounded by the prompt's own pass for both.)
     s, v = runs["sglang"], runs["vllm"]
-    assert s.tpot_s > v.tpot_s and s.ttft_s < v.ttft_s
+    assert s.tpot_s > v.tpot_s and s.ttft_s <= v.ttft_s
 
 
 def test_trtllm_raises_max_num_tokens_for_long_prompts():

@@ -137,9 +137,9 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
 
 
 def bounded(fig: Figures, alone: float, new: int, clients: int | None) -> Figures:
-    """A simulated closed loop's ceiling figures as a bound: the simulation's identical requests stay
-    in lockstep, real clients drift apart, so a bound cannot count their queueing. No TTFT above the
-    prompt's own pass `alone`; latency and (with `clients`) tokens/s bounded with it."""
+    """A simulated closed loop's ceiling figures as a bound: how far real clients drift apart is
+    modelled (plan/serve.turnaround_steps), not known, so a bound cannot count their queueing. No TTFT
+    above the prompt's own pass `alone`; latency and (with `clients`) tokens/s bounded with it."""
     total = min(fig.total_s, alone + (max(1, new) - 1) * fig.tpot_s)
     rate = max(fig.tokens_per_s, clients * new / total) if clients is not None else fig.tokens_per_s
     return Figures(min(fig.ttft_s, alone), fig.tpot_s, total, rate)

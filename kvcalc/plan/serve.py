@@ -9,7 +9,9 @@ from a pool of `kv_blocks`: when a running request cannot get its next block, th
 admitted one is preempted (its blocks freed, recomputed from scratch later, vLLM's RECOMPUTE mode)
 and goes back to the front of the queue.
 
-Closed loop: `concurrency` clients, each sending its next request when the last one finishes.
+Closed loop: `concurrency` clients, each sending its next request when the last one finishes; a
+request reaches the queue at the next step or the one after (turnaround_steps), so identical requests
+drift apart as real clients' do.
 Open loop: Poisson arrivals at `rate` requests/s (seeded). Runs of decode-only steps whose batch
 does not change are jumped over: the step time is evaluated at the run's ends and its midpoint, and
 summed as an arithmetic series where it is linear in the context (split where it is not), so the
@@ -21,17 +23,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
 from typing import NamedTuple
 
 from kvcalc.plan.serve_load import Load, lengths
 from kvcalc.plan.serve_load import arrivals as load_arrivals
-
-# A step's time from its composition: (decoding sequences, their contexts summed, prefill tokens,
-# the tokens those prefill sequences already held (summed), prefill sequences) -> seconds.
-StepTimer = Callable[[int, int, int, int, int], float]
-
-LINEAR_TOLERANCE = 1e-9  # relative: a run whose midpoint lies on its chord is summed as a series
+from kvcalc.plan.serve_runs import StepTimer, run_seconds, steps_before
 
 
 class Limits(NamedTuple):
@@ -85,62 +81,6 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def run_seconds(timer: StepTimer, n: int, context_sum: int, k: int) -> float:
-    """Seconds of k decode-only steps of n sequences whose contexts sum to context_sum at the first
-    step and each grow by one a step. NOTE: step times are convex piecewise-linear in the context
-    (a max of memory and compute lines plus constants), so a run whose midpoint lies on the chord
-    is linear throughout and sums as an arithmetic series; otherwise it is split in two."""
-    if k <= 0:
-        return 0.0
-    a = timer(n, context_sum, 0, 0, 0)
-    if k == 1:
-        return a
-    b = timer(n, context_sum + n * (k - 1), 0, 0, 0)
-    if k == 2:
-        return a + b
-    m = (k - 1) // 2
-    mid = timer(n, context_sum + n * m, 0, 0, 0)
-    chord = a + (b - a) * m / (k - 1)
-    if abs(mid - chord) <= LINEAR_TOLERANCE * max(abs(b), abs(a)):
-        return k * (a + b) / 2
-    return run_seconds(timer, n, context_sum, m + 1) + run_seconds(timer, n, context_sum + n * (m + 1), k - m - 1)
-
-
-def _steps_before(timer: StepTimer, n: int, context_sum: int, k_max: int, budget: float) -> int:
-    """The most steps (<= k_max, at least one) of a decode run that end no later than `budget`
-    seconds from now: a new arrival is seen at the first step boundary after it."""
-    if run_seconds(timer, n, context_sum, k_max) <= budget:
-        return k_max
-    a, b = timer(n, context_sum, 0, 0, 0), timer(n, context_sum + n * (k_max - 1), 0, 0, 0)
-    if a >= budget:
-        return 1
-    lo, hi = 1, k_max - 1
-    m = (k_max - 1) // 2
-    if k_max > 2 and abs(timer(n, context_sum + n * m, 0, 0, 0) - (a + (b - a) * m / (k_max - 1))) <= (
-        LINEAR_TOLERANCE * max(a, b)
-    ):
-        # Linear steps a + d j: j steps take j a + d j (j - 1) / 2, solved for j (no more step times).
-        d = (b - a) / (k_max - 1)
-
-        def total(j: int) -> float:
-            return j * a + d * j * (j - 1) / 2
-
-        j = budget / a if d == 0 else ((d / 2 - a) + math.sqrt((a - d / 2) ** 2 + 2 * d * budget)) / d
-        j = max(1, min(int(j), k_max - 1))
-        while j > 1 and total(j) > budget:
-            j -= 1
-        while j < k_max - 1 and total(j + 1) <= budget:
-            j += 1
-        return j
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if run_seconds(timer, n, context_sum, mid) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def new_request(lengths: list[tuple[int, int]], i: int, t: float, spread: tuple[int, int] | None = None) -> _Req:
     """The i-th request, sent at t; `spread` (j, c) cuts its new tokens to ceil(new x j / c)."""
     prompt, new = lengths[i]
@@ -179,29 +119,100 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     return (limits.policy or _Engine)(load, limits).run(timer)
 
 
-class _Engine:
-    """The scheduler's state. Decoding requests are held as aggregates (their count, context sum,
-    how many start a new block at each step, a heap of finish steps), so a step costs O(prefilling
-    requests) unless the token budget or the pool binds; then every request is brought up to date
-    and the step scheduled one request at a time, in vLLM's order."""
+def turnaround_steps(i: int) -> int:
+    """Engine steps a closed-loop client's i-th request misses after it is sent: 0 or 1, drawn by
+    the golden-ratio sequence (deterministic, evenly mixed). NOTE: the client's turnaround (the
+    stream's end, a new HTTP request, tokenizing, the hand-off to the engine) is comparable to a
+    decode step, so a request sent as a step ends makes the next step or misses it about as often;
+    without it, identical requests that finish together would prefill together for ever (every
+    prompt in one step), which real fixed-length runs do not."""
+    return int((i * GOLDEN) % 1.0 >= 0.5)
+
+
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+class _Clients:
+    """What every scheduler shares: the clients and the queue they send to, the running requests,
+    the pool's free blocks, the finish heap and the record of a run. A closed-loop request reaches
+    the queue turnaround_steps after it is sent (`pending` until then); an engine with nothing to do
+    takes the next pending request at once (a client's turnaround is far shorter than a step)."""
 
     def __init__(self, load: Load, limits: Limits) -> None:
         self.load, self.limits = load, limits
         self.bs = limits.block_size
         self.lengths, self.reqs = lengths(load), 0
         self.waiting: deque[_Req] = deque()
-        self.running: dict[_Req, None] = {}  # admission order; the last is preempted first
-        self.prefilling: dict[_Req, None] = {}  # running requests with prompt tokens still to compute
+        self.pending: list[tuple[int, int, _Req]] = []  # (engine step it reaches the queue at, tie, request)
+        self.running: dict[_Req, None] = {}  # admission order
         self.free = limits.kv_blocks
         self.clock = 0  # engine steps done
-        self.dec = 0  # decoding requests
-        self.dec_computed = 0  # their computed tokens, summed, as of `clock`
-        self.starts = [0] * self.bs  # decoders by (computed - clock) mod block: who opens a block when
         self.heap: list[tuple[int, int, int, _Req]] = []  # (step it finishes at, tie, version, request)
         self.pushes = 0  # NOTE: the tie-break: a counter, not id(r), so equal finish steps pop in one order every run
         self.finished: list[_Req] = []
         self.preemptions = 0
         self.trace: Trace | None = None
+
+    def _send(self, t: float, spread: tuple[int, int] | None = None, client: bool = False) -> None:
+        """The next request, sent at t (`client`: by a closed-loop client, after its turnaround)."""
+        r = new_request(self.lengths, self.reqs, t, spread)
+        if client:
+            # NOTE: through `pending` even when it misses no step, so that the queue keeps the order
+            # in which requests reached it: one that missed the last step goes before one sent as it ended.
+            d = turnaround_steps(self.reqs) if self.load.turnaround else 0
+            heapq.heappush(self.pending, (self.clock + d, self.reqs, r))
+        else:
+            self.waiting.append(r)
+        self.reqs += 1
+
+    def _start(self) -> None:
+        """The closed loop's clients send their first requests at once (see run's NOTE on spread)."""
+        load = self.load
+        if load.concurrency is None:
+            return
+        c = min(load.concurrency, load.requests)
+        for i in range(c):
+            # NOTE: unless the run is a benchmark's burst, the clients' first requests are cut to 1/C,
+            # 2/C, .., C/C of `new` tokens, so that the clients are spread evenly over a request's life,
+            # as they are in a long run. They end before the steady state the figures are taken over.
+            self._send(0.0, None if load.burst else (i + 1, c), client=True)
+
+    def _deliver(self, idle: bool) -> None:
+        """Pending requests whose step has come join the queue; `idle`: the engine has nothing else,
+        so the next of them comes now (the others keep their distance behind it)."""
+        if idle and self.pending and self.pending[0][0] > self.clock:
+            shift = self.pending[0][0] - self.clock
+            self.pending = [(s - shift, i, r) for s, i, r in self.pending]  # still a heap
+        while self.pending and self.pending[0][0] <= self.clock:
+            self.waiting.append(heapq.heappop(self.pending)[2])
+
+    def _pending_cap(self, k: int) -> int:
+        """A run of k decode steps cut at the step that sees the next pending request."""
+        return max(1, min(k, self.pending[0][0] - self.clock)) if self.pending else k
+
+    def _retire(self, r: _Req, now: float) -> None:
+        r.finish = now
+        self.free += self._released(r)
+        self.finished.append(r)
+        if self.load.concurrency is not None and self.reqs < self.load.requests:
+            self._send(now, client=True)
+
+    def _released(self, r: _Req) -> int:
+        return -(-r.computed // self.bs)
+
+
+class _Engine(_Clients):
+    """vLLM V1's scheduler state. Decoding requests are held as aggregates (their count, context sum,
+    how many start a new block at each step, a heap of finish steps), so a step costs O(prefilling
+    requests) unless the token budget or the pool binds; then every request is brought up to date
+    and the step scheduled one request at a time, in vLLM's order (the last running is preempted first)."""
+
+    def __init__(self, load: Load, limits: Limits) -> None:
+        super().__init__(load, limits)
+        self.prefilling: dict[_Req, None] = {}  # running requests with prompt tokens still to compute
+        self.dec = 0  # decoding requests
+        self.dec_computed = 0  # their computed tokens, summed, as of `clock`
+        self.starts = [0] * self.bs  # decoders by (computed - clock) mod block: who opens a block when
 
     # --- decoders as aggregates -----------------------------------------------------------
 
@@ -291,22 +302,15 @@ class _Engine:
 
     def run(self, timer: StepTimer) -> ServeStats:
         load = self.load
-        closed = load.concurrency is not None
         arrivals = load_arrivals(load)
         now, steps, area = 0.0, 0, 0.0
-        if closed:
-            c = min(load.concurrency or 0, load.requests)
-            for i in range(c):
-                # NOTE: the clients' first requests are cut to 1/C, 2/C, .., C/C of `new` tokens, so
-                # that the clients are spread evenly over a request's life, as they are in a long run
-                # (identical requests started together would otherwise stay in lockstep for ever, every
-                # prompt in one step). They end before the steady state the figures are taken over.
-                self._send(0.0, None if load.burst else (i + 1, c))
+        self._start()
         nxt = 0
         while len(self.finished) < load.requests:
             while nxt < len(arrivals) and arrivals[nxt] <= now:
                 self._send(arrivals[nxt])
                 nxt += 1
+            self._deliver(not self.running and not self.waiting)
             if not self.running and not self.waiting:
                 now = arrivals[nxt]  # idle until the next arrival (open loop only)
                 continue
@@ -342,14 +346,16 @@ class _Engine:
                 # first finish, a block shortage or, with an empty queue, an arrival.
                 k = self.heap[0][0] - self.clock if self.heap else 1
                 k = max(1, min(k, self.bs * (self.free // max(self.dec, 1))))
+                if not self.waiting:
+                    k = self._pending_cap(k)
                 if nxt < len(arrivals) and not self.waiting:
-                    k = _steps_before(timer, n, contexts, k, arrivals[nxt] - now)
+                    k = steps_before(timer, n, contexts, k, arrivals[nxt] - now)
                 seconds = run_seconds(timer, n, contexts, k)
                 if k > 1:
                     self.free -= self._opening(k) - self._opening(1)  # the first step's blocks are taken
             else:
                 seconds = timer(n, contexts, pre, held, seqs)
-            area += seconds * (len(self.running) + len(self.waiting))
+            area += seconds * (len(self.running) + len(self.waiting) + len(self.pending))
             now += seconds
             if self.trace is not None:
                 self.trace.steps.append((n, contexts, pre, held, seqs, k, self.clock))
@@ -386,17 +392,9 @@ class _Engine:
             self._retire(r, now)
 
     def _retire(self, r: _Req, now: float) -> None:
-        r.finish = now
-        self.free += -(-r.computed // self.bs)
         del self.running[r]
         self.prefilling.pop(r, None)
-        self.finished.append(r)
-        if self.load.concurrency is not None and self.reqs < self.load.requests:
-            self._send(now)
-
-    def _send(self, t: float, spread: tuple[int, int] | None = None) -> None:
-        self.waiting.append(new_request(self.lengths, self.reqs, t, spread))
-        self.reqs += 1
+        super()._retire(r, now)
 
 
 def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:

@@ -18,6 +18,7 @@ class Load(NamedTuple):
     seed: int = 0
     burst: bool = False  # closed loop: every client's first request whole, sent at once; figures over all
     range_ratio: float = 1.0  # < 1: each request's prompt and new tokens uniform in [int(ratio x L), L]
+    turnaround: bool = True  # closed loop: a client's request may miss the next step (plan/serve.turnaround_steps)
 
 
 def arrivals(load: Load) -> list[float]:

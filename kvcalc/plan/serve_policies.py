@@ -25,22 +25,17 @@ max_batch_size (2,048) requests. A prompt samples its first token in the step th
 from __future__ import annotations
 
 import heapq
-from collections import deque
 
 from kvcalc.plan.serve import (
     Limits,
     Load,
     ServeStats,
-    StepTimer,
-    Trace,
+    _Clients,
     _Req,
     _stats,
-    _steps_before,
-    lengths,
-    new_request,
-    run_seconds,
 )
 from kvcalc.plan.serve_load import arrivals as load_arrivals
+from kvcalc.plan.serve_runs import StepTimer, run_seconds, steps_before
 
 SGLANG_MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
@@ -53,25 +48,15 @@ TRTLLM_MAX_NUM_TOKENS = 8192  # trtllm-serve --max_num_tokens
 TRTLLM_TOKENS_PER_BLOCK = 32  # KvCacheConfig.tokens_per_block
 
 
-class _Policy:
-    """What both schedulers share: the queue, decoding requests as aggregates over a decode-step clock
-    (`dclock`; a step that decodes nobody leaves them where they are), finishes on a heap, the loop,
-    and the Trace record of every step or run of alike decode steps."""
+class _Policy(_Clients):
+    """What both schedulers share beyond plan/serve._Clients: decoding requests as aggregates over a
+    decode-step clock (`dclock`; a step that decodes nobody leaves them where they are), finishes on
+    the heap, the loop, and the Trace record of every step or run of alike decode steps."""
 
     def __init__(self, load: Load, limits: Limits) -> None:
-        self.load, self.limits = load, limits
-        self.bs = limits.block_size
-        self.lengths, self.reqs = lengths(load), 0
-        self.waiting: deque[_Req] = deque()
-        self.running: dict[_Req, None] = {}  # decoding requests, admission order
-        self.free = limits.kv_blocks
-        self.clock = self.dclock = 0  # engine steps, decode steps
+        super().__init__(load, limits)
+        self.dclock = 0  # decode steps
         self.dec_computed = 0  # the decoders' computed tokens summed, as of dclock
-        self.heap: list[tuple[int, int, int, _Req]] = []  # (decode step it finishes at, tie, version, request)
-        self.pushes = 0
-        self.finished: list[_Req] = []
-        self.preemptions = 0
-        self.trace: Trace | None = None
 
     def _pages(self, tokens: int) -> int:
         return -(-tokens // self.bs)
@@ -92,20 +77,6 @@ class _Policy:
         r.version += 1  # its heap entry is stale now
         del self.running[r]
         self.dec_computed -= r.computed
-
-    def _send(self, t: float, spread: tuple[int, int] | None = None) -> None:
-        self.waiting.append(new_request(self.lengths, self.reqs, t, spread))
-        self.reqs += 1
-
-    def _retire(self, r: _Req, now: float) -> None:
-        r.finish = now
-        self.free += self._released(r)
-        self.finished.append(r)
-        if self.load.concurrency is not None and self.reqs < self.load.requests:
-            self._send(now)
-
-    def _released(self, r: _Req) -> int:
-        return self._pages(r.computed)
 
     def _decode(self, k: int) -> None:
         """k decode steps of every running request; those that reach their new tokens finish."""
@@ -134,14 +105,17 @@ class _Policy:
             self._add_decoder(r)
         return True
 
-    def _run_length(self, timer: StepTimer, until: float | None) -> int:
-        """Decode steps alike from now: to the first finish, within the pool, and (`until`: seconds
-        to an arrival that would be admitted) no later than the step that sees the arrival."""
+    def _run_length(self, timer: StepTimer, until: float | None, admits: bool) -> int:
+        """Decode steps alike from now: to the first finish, within the pool, and (`admits`: a request
+        that reached the queue would be admitted) no later than the step that sees the next pending
+        request or (`until`: seconds to it) arrival."""
         n = len(self.running)
         k = max(1, self.heap[0][0] - self.dclock if self.heap else 1)
         k = max(1, min(k, self._page_bound(n)))
-        if until is not None:
-            k = _steps_before(timer, n, self.dec_computed + n, k, until)
+        if admits:
+            k = self._pending_cap(k)
+            if until is not None:
+                k = steps_before(timer, n, self.dec_computed + n, k, until)
         return k
 
     def _page_bound(self, n: int) -> int:
@@ -151,15 +125,13 @@ class _Policy:
         load = self.load
         arrivals = load_arrivals(load)
         now, steps, area = 0.0, 0, 0.0
-        if load.concurrency is not None:
-            c = min(load.concurrency, load.requests)
-            for i in range(c):  # spread as plan/serve.py spreads them (see its NOTE)
-                self._send(0.0, None if load.burst else (i + 1, c))
+        self._start()
         nxt = 0
         while len(self.finished) < load.requests:
             while nxt < len(arrivals) and arrivals[nxt] <= now:
                 self._send(arrivals[nxt])
                 nxt += 1
+            self._deliver(self._idle())
             if self._idle():
                 now = arrivals[nxt]  # open loop only
                 continue
@@ -181,7 +153,7 @@ class _Policy:
         return not self.running and not self.waiting
 
     def _in_system(self) -> int:
-        return len(self.running) + len(self.waiting)
+        return len(self.running) + len(self.waiting) + len(self.pending)
 
     def _step(self, timer: StepTimer, until: float | None) -> tuple:
         raise NotImplementedError
@@ -324,7 +296,7 @@ class SglangPolicy(_Policy):
                 raise ValueError("a single request does not fit the KV pool")
         else:
             # Unless the batch is full, an arrival is admitted at the next iteration.
-            k = self._run_length(timer, None if self.full or self.waiting else until)
+            k = self._run_length(timer, until, admits=not (self.full or self.waiting))
             self.ratio = max(self.ratio - SGLANG_NEW_TOKEN_RATIO_DECAY * k, SGLANG_MIN_NEW_TOKEN_RATIO)
         contexts = self.dec_computed + n
         seconds = run_seconds(timer, n, contexts, k)
@@ -366,7 +338,7 @@ class TrtllmPolicy(_Policy):
         else:
             # NOTE: nothing is admitted until a request finishes (its promised blocks return) or,
             # with an empty queue, one arrives: the decode batch stays the same until then.
-            k = self._run_length(timer, until if not self.waiting else None)
+            k = self._run_length(timer, until, admits=not self.waiting)
             seconds = run_seconds(timer, n, contexts, k)
         self._decode(k)
         return n, contexts, pre, 0, len(work), k, seconds, work
