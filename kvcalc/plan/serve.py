@@ -197,8 +197,18 @@ class _Clients:
         if self.load.concurrency is not None and self.reqs < self.load.requests:
             self._send(now, client=True)
 
+    def _pages(self, tokens: int) -> int:
+        return -(-tokens // self.bs)
+
     def _released(self, r: _Req) -> int:
-        return -(-r.computed // self.bs)
+        return self._pages(r.computed)
+
+    def _idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    def _in_system(self) -> int:
+        """Requests sent and not finished: queued, running or on their way to the queue."""
+        return len(self.running) + len(self.waiting) + len(self.pending)
 
 
 class _Engine(_Clients):
@@ -244,7 +254,7 @@ class _Engine(_Clients):
     # --- one step ---------------------------------------------------------------------------
 
     def _blocks(self, computed: int, take: int) -> int:
-        return -(-(computed + take) // self.bs) - -(-computed // self.bs)
+        return self._pages(computed + take) - self._pages(computed)
 
     def _need(self, r: _Req) -> int:
         return r.prompt + r.generated - r.computed
@@ -283,7 +293,7 @@ class _Engine(_Clients):
                 victim = queue.pop()
                 del self.running[victim]
                 self.prefilling.pop(victim, None)
-                self.free += -(-victim.computed // self.bs)
+                self.free += self._pages(victim.computed)
                 victim.computed = 0
                 self.waiting.appendleft(victim)
                 self.preemptions += 1
@@ -310,8 +320,8 @@ class _Engine(_Clients):
             while nxt < len(arrivals) and arrivals[nxt] <= now:
                 self._send(arrivals[nxt])
                 nxt += 1
-            self._deliver(not self.running and not self.waiting)
-            if not self.running and not self.waiting:
+            self._deliver(self._idle())
+            if self._idle():
                 now = arrivals[nxt]  # idle until the next arrival (open loop only)
                 continue
             work, preempted, budget, slow = self._schedule()
@@ -355,7 +365,7 @@ class _Engine(_Clients):
                     self.free -= self._opening(k) - self._opening(1)  # the first step's blocks are taken
             else:
                 seconds = timer(n, contexts, pre, held, seqs)
-            area += seconds * (len(self.running) + len(self.waiting) + len(self.pending))
+            area += seconds * self._in_system()
             now += seconds
             if self.trace is not None:
                 self.trace.steps.append((n, contexts, pre, held, seqs, k, self.clock))

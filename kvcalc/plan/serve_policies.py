@@ -58,9 +58,6 @@ class _Policy(_Clients):
         self.dclock = 0  # decode steps
         self.dec_computed = 0  # the decoders' computed tokens summed, as of dclock
 
-    def _pages(self, tokens: int) -> int:
-        return -(-tokens // self.bs)
-
     def _sync(self, r: _Req) -> None:
         gone = self.dclock - r.sync
         r.computed, r.generated, r.sync = r.computed + gone, r.generated + gone, self.dclock
@@ -148,12 +145,6 @@ class _Policy(_Clients):
             for r, take in done:
                 self._prompt_done(r, take, now)
         return _stats(self.finished, load, steps, self.preemptions, area, now)
-
-    def _idle(self) -> bool:
-        return not self.running and not self.waiting
-
-    def _in_system(self) -> int:
-        return len(self.running) + len(self.waiting) + len(self.pending)
 
     def _step(self, timer: StepTimer, until: float | None) -> tuple:
         raise NotImplementedError
