@@ -119,6 +119,9 @@ def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
     return (limits.policy or _Engine)(load, limits).run(timer)
 
 
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
 def turnaround_steps(i: int) -> int:
     """Engine steps a closed-loop client's i-th request misses after it is sent: 0 or 1, drawn by
     the golden-ratio sequence (deterministic, evenly mixed). NOTE: the client's turnaround (the
@@ -127,9 +130,6 @@ def turnaround_steps(i: int) -> int:
     without it, identical requests that finish together would prefill together for ever (every
     prompt in one step), which real fixed-length runs do not."""
     return int((i * GOLDEN) % 1.0 >= 0.5)
-
-
-GOLDEN = (math.sqrt(5) - 1) / 2
 
 
 class _Clients:
@@ -166,7 +166,7 @@ class _Clients:
         self.reqs += 1
 
     def _start(self) -> None:
-        """The closed loop's clients send their first requests at once (see run's NOTE on spread)."""
+        """The closed loop's clients send their first requests at once."""
         load = self.load
         if load.concurrency is None:
             return
@@ -356,10 +356,10 @@ class _Engine(_Clients):
                 # first finish, a block shortage or, with an empty queue, an arrival.
                 k = self.heap[0][0] - self.clock if self.heap else 1
                 k = max(1, min(k, self.bs * (self.free // max(self.dec, 1))))
-                if not self.waiting:
+                if not self.waiting:  # a request reaching the queue would be admitted
                     k = self._pending_cap(k)
-                if nxt < len(arrivals) and not self.waiting:
-                    k = steps_before(timer, n, contexts, k, arrivals[nxt] - now)
+                    if nxt < len(arrivals):
+                        k = steps_before(timer, n, contexts, k, arrivals[nxt] - now)
                 seconds = run_seconds(timer, n, contexts, k)
                 if k > 1:
                     self.free -= self._opening(k) - self._opening(1)  # the first step's blocks are taken
