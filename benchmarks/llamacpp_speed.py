@@ -34,6 +34,7 @@ from kvcalc.cost.estimate import gpu_family  # noqa: E402
 from kvcalc.cost.fitting import Point, Setup, fit, predict, setup_features  # noqa: E402
 from kvcalc.cost.shard import link_for  # noqa: E402
 from kvcalc.cost.step import Deployment  # noqa: E402
+from kvcalc.engines.kernels import gpu_as_run_by  # noqa: E402
 from kvcalc.engines.llamacpp.buffers import TensorRow  # noqa: E402
 from kvcalc.engines.llamacpp.eras import era  # noqa: E402
 from kvcalc.engines.llamacpp.memory import llamacpp_memory  # noqa: E402
@@ -65,7 +66,7 @@ def table_figure(r: dict[str, str], c: dict[str, float]) -> float:
 
 
 def path_figure(r: dict[str, str], c: dict[str, float], dtype: str) -> float:
-    spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
+    spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), "llamacpp")
     dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
     setup = Setup(batch=1, concurrency=None, prompt=int(r["prompt"]), new=int(r["new"]))
     sf = setup_features(spec, gpu, dep, setup, dtype, r["kv_dtype"], 512)
@@ -83,7 +84,7 @@ def refit(rows: list[dict[str, str]], c: dict[str, float]) -> None:
         pts = []
         for r in rows:
             dtype = r["dtype"] if how == "ftype" or r["dtype"] == "fp16" else "int4"
-            spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
+            spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), "llamacpp")
             dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
             sf = setup_features(spec, gpu, dep, Setup(1, None, int(r["prompt"]), int(r["new"])), dtype, "bf16", 512)
             pts.append((r["gpu"], Point(sf, "llamacpp", r["metric"], float(r["value"]))))

@@ -64,6 +64,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     from kvcalc.cost.fitting import Point, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
     from kvcalc.model.presets import get_gpu, get_model
     from kvcalc.plan.serve_fit import run_features
 
@@ -73,14 +74,14 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     points, families = [], {}
     for r in rows:
         setup = setup_of(r, source_lengths)
-        chunk = 512 if r["engine"] == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
+        chunk = prompt_chunk(r["engine"])
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
         simulated = setup.concurrency is not None and simulate
         key = layout_of(r) + (setup, chunk)
         key += (r["engine"],) if simulated else ()
         if key not in cache:
-            spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
+            spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), r["engine"])
             tp, pp = int(r["tp"]), int(r["pp"])
             ep, dp = int(r["ep"] or 1), r["dp_attention"] == "1"
             dep = Deployment(tp=tp, pp=pp, link=link_for(gpu), ep=ep, dp_attention=dp)

@@ -201,6 +201,9 @@ def from_aic(skipped: Counter) -> list[dict]:
                 skipped["aiconfigurator: no concurrency in the row"] += 1
                 continue
             conc = int(found.group(1))
+            if unstated_schedulers(r, conc, tp, dp_attention):
+                skipped["aiconfigurator: concurrency over more schedulers than the layout states"] += 1
+                continue
             prec = r["precision"]
             dtype = {"fp8": "fp8", "int4": "int4", "bf16": "bf16"}.get(prec, "nvfp4" if prec == "fp4" else "")
             if model.startswith("gpt-oss") and prec == "fp4":
@@ -262,6 +265,15 @@ def unexpressed(model: str, tp: int, ep: int, dp_attention: bool) -> str | None:
     except Exception:
         return "expert layout kvcalc refuses (ep must divide tp and the expert count)"
     return None
+
+
+def unstated_schedulers(r: dict, concurrency: int, tp: int, dp_attention: bool) -> bool:
+    """Whether an aiconfigurator row's clients were spread over schedulers its layout does not state.
+    NOTE: batch_size is one scheduler's share of the clients, so concurrency / batch_size is the number
+    of schedulers: the attention-DP ranks (tp of them with DP attention) or 1. Otherwise the row is one
+    of several replicas or an unstated DP layout: Qwen3-32B NVFP4 on tp 2 at 416 clients has a batch_size
+    of 13 (32 schedulers); read as one engine, its 13.7 ms TPOT beat the ceiling 1.6 times."""
+    return bool(r["batch_size"]) and concurrency != int(r["batch_size"]) * (tp if dp_attention else 1)
 
 
 def aic_layout(r: dict, model: str) -> tuple[int, int, bool] | str:

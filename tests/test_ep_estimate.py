@@ -151,6 +151,16 @@ def test_aiconfigurator_layouts_map_to_deployments():
     assert "attention DP not stated" in layout(_row("1", "", "2", "1"), "qwen3-235b-a22b")
 
 
+def test_aiconfigurator_clients_spread_over_unstated_schedulers_are_left_out():
+    unstated = _importer().unstated_schedulers
+    # silicon_sample.csv: Qwen3-32B NVFP4 on B200, tp 2, 416 clients, batch_size 13 (32 schedulers)
+    assert unstated({"batch_size": "13"}, 416, 2, False)
+    assert not unstated({"batch_size": "416"}, 416, 2, False)  # one engine's scheduler holds them all
+    assert not unstated({"batch_size": "128"}, 512, 4, True)  # MiniMax-M2.5 DEP4: a quarter per DP rank
+    assert unstated({"batch_size": "56"}, 448, 8, False)  # DeepSeek-V3.1 at tp 8: DP attention not stated
+    assert not unstated({"batch_size": ""}, 64, 1, False)
+
+
 def test_calibration_points_carry_their_layout():
     rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
     layouts = {(r["ep"], r["dp_attention"]) for r in rows}

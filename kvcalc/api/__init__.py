@@ -123,7 +123,9 @@ def roofline(
     from kvcalc.plan.deploy import utilization
 
     batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
-    gpus = as_some_gpus(gpu)
+    from kvcalc.engines.kernels import gpu_as_run_by
+
+    gpus = [gpu_as_run_by(g, engine) for g in as_some_gpus(gpu)]
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = as_overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
@@ -320,7 +322,9 @@ def generate(
     from kvcalc.plan.generate import generate_report
 
     util = (what_if := utilization(efficiency, mbu, mfu)) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu
-    gpu_spec = as_one_gpu(gpu, "generate")
+    from kvcalc.engines.kernels import gpu_as_run_by
+
+    gpu_spec = gpu_as_run_by(as_one_gpu(gpu, "generate"), engine)
     overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = as_model(model, overrides)
     layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)

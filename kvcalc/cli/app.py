@@ -240,7 +240,9 @@ def roofline(
     est_engine = engine_for_estimate(engine, ceiling)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
-    gpu_specs = [_gpu(name) for name in gpu_names]
+    from kvcalc.engines.kernels import gpu_as_run_by
+
+    gpu_specs = [gpu_as_run_by(_gpu(name), engine) for name in gpu_names]
     deps = [
         deployment(
             spec,

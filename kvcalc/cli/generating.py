@@ -132,7 +132,9 @@ def generate(
         kv_dtype=kv,
     )
     spec = resolve(model, overrides).spec
-    gpu_spec = _gpu(gpu)
+    from kvcalc.engines.kernels import gpu_as_run_by
+
+    gpu_spec = gpu_as_run_by(_gpu(gpu), engine)
     dep = deployment(
         spec,
         gpu_spec,

@@ -54,10 +54,14 @@ class WeightedRun(NamedTuple):
 
 class SetupFeatures(NamedTuple):
     setup: Setup
-    decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1)
+    decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1);
+    # a simulated run's: its decode steps alone at their token-weighted mean batch and context (the TPOT bound)
     first: StepFeatures  # the prompt pass that yields a request's first token
     prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
     run: WeightedRun | None = None  # closed loop through the simulation: figures are its weighted sums
+    # a simulated run's decode steps in its TPOT, per decode step a request makes: 1, more where a preempted
+    # request waits out the others' steps (the TPOT bound is `decode` times it)
+    decode_weight: float = 1.0
 
 
 def setup_features(
@@ -116,7 +120,7 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
 
         fig = Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
         if not c:
-            return bounded(fig, time(sf.first), s.new, s.concurrency)
+            return bounded(fig, time(sf.first), s.new, s.concurrency, time(sf.decode) * sf.decode_weight)
         return served(fig, server_seconds(c, engine))
     n = max(1, s.new)
     step = time(sf.decode)
@@ -136,13 +140,22 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
     return Figures(ttft, tpot, total, users * n / total)
 
 
-def bounded(fig: Figures, alone: float, new: int, clients: int | None) -> Figures:
+def bounded(fig: Figures, alone: float, new: int, clients: int | None, decoding: float = math.inf) -> Figures:
     """A simulated closed loop's ceiling figures as a bound: how far real clients drift apart is
     modelled (plan/serve.turnaround_steps), not known, so a bound cannot count their queueing. No TTFT
-    above the prompt's own pass `alone`; latency and (with `clients`) tokens/s bounded with it."""
-    total = min(fig.total_s, alone + (max(1, new) - 1) * fig.tpot_s)
-    rate = max(fig.tokens_per_s, clients * new / total) if clients is not None else fig.tokens_per_s
-    return Figures(min(fig.ttft_s, alone), fig.tpot_s, total, rate)
+    above the prompt's own pass `alone`. No TPOT above `decoding`, the same schedule's decode steps
+    with the prompts in them left out: how much of the other requests' prompts lands between a
+    request's tokens is the scheduler's choice (chunked prefill mixes them in, a prefill-first engine
+    runs them apart, a measured run may reuse a cached prefix), so a bound cannot count it either.
+    Latency bounded with them; tokens/s (with `clients`) with the TTFT alone, as the prompts' work
+    stays to be done: C clients' requests at the prompt-free TPOT would outrun the GPU's peak."""
+    steps = max(1, new) - 1
+    tpot = min(fig.tpot_s, decoding)
+    total = min(fig.total_s, alone + steps * tpot)
+    rate = fig.tokens_per_s
+    if clients is not None:
+        rate = max(rate, clients * new / min(fig.total_s, alone + steps * fig.tpot_s))
+    return Figures(min(fig.ttft_s, alone), tpot, total, rate)
 
 
 def served(fig: Figures, srv: float) -> Figures:

@@ -28,6 +28,10 @@ class GpuSpec(BaseModel):
     usable_memory_bytes: Pos | None = None  # measured, where a source has it
     hbm_bandwidth_bytes_per_s: Pos
     peak_dense_tflop_per_s: dict[str, float]
+    # GeForce tensor cores run FP16 at twice their FP32-accumulate rate (the fp16 peak above) when the
+    # products are accumulated in FP16 (GA102/AD102 whitepapers: RTX 3090 142 against 71 TFLOP/s); a
+    # kernel that does so (llama.cpp's cuBLAS GEMMs) gets this peak instead (fp16_accumulating).
+    fp16_accumulate_tflop_per_s: Annotated[float, Field(gt=0)] | None = None
     sources: list[str] = []
     notes: str | None = None
     # Scale-up link for tensor parallelism: ONE direction's bandwidth per GPU (half a vendor's
@@ -91,6 +95,17 @@ class GpuSpec(BaseModel):
             f"GPU '{self.name}' has no sourced dense peak for {wanted}, bf16, fp16 or fp32",
             hint="add peak_dense_tflop_per_s to its preset, or pick another --gpu",
         )
+
+    def fp16_accumulating(self) -> "GpuSpec":
+        """The GPU as a kernel that accumulates 16-bit products in FP16 sees it: its 16-bit peaks
+        raised to fp16_accumulate_tflop_per_s where the preset has one (the same GPU otherwise)."""
+        fast = self.fp16_accumulate_tflop_per_s
+        if fast is None:
+            return self
+        peaks = dict(self.peak_dense_tflop_per_s)
+        for key in ("fp16", "bf16"):
+            peaks[key] = max(peaks.get(key, 0.0), fast)
+        return self.model_copy(update={"peak_dense_tflop_per_s": peaks})
 
     def peak_flop_per_s(self, dtype: str) -> float:
         return self.peak_dense_tflop_per_s[dtype] * 1e12

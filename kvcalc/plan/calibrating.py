@@ -40,19 +40,20 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
     from kvcalc.cost.fitting import Point, Setup, fit, interval, median_abs_error, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
     from kvcalc.errors import UsageError
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.calibration import shipped
     from kvcalc.plan.inputs import resolve
     from kvcalc.plan.serve_fit import run_features
 
-    g = get_gpu(gpu)
+    g = gpu_as_run_by(get_gpu(gpu), engine)
     fam = gpu_family(g)
     points = []
     for r in runs:
         spec = resolve(r.model).spec
         setup = Setup(r.batch, r.concurrency, r.prompt, r.new)
-        chunk = 512 if engine == "llamacpp" else 8192
+        chunk = prompt_chunk(engine)
         dep = Deployment(tp=r.tp, pp=r.pp, link=link_for(g))
         if r.concurrency is not None:
             # NOTE: a closed-loop run is fitted through the serving simulation generate --concurrency prints

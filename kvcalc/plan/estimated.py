@@ -60,8 +60,10 @@ def static_estimate(
         from kvcalc.errors import UsageError
 
         raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
+
     c, basis = constants_for(gpu, engine)
-    chunk = 512 if engine == "llamacpp" else 8192  # llama.cpp's n_ubatch; the others' token budget
+    gpu, chunk = gpu_as_run_by(gpu, engine), prompt_chunk(engine)
     sf = setup_features(spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype, chunk)
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")

@@ -123,11 +123,13 @@ def _attention_flops(spec: ModelSpec, context: int, tokens: int, prefill: bool) 
 def matmul_peak(gpu: GpuSpec, spec: ModelSpec) -> float:
     """FLOP/s of llama.cpp's 16-bit matmuls on `gpu`; infinite where the preset has no sourced peak
     (Apple's): compute is then not charged, so only memory-bound (decode) figures are given."""
+    from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.errors import SpecError
     from kvcalc.model.formats import matmul_dtype
 
     try:
-        return gpu.peak_flop_per_s(gpu.compute_dtype(matmul_dtype(spec, "fp16")))
+        fast = gpu_as_run_by(gpu, "llamacpp")
+        return fast.peak_flop_per_s(fast.compute_dtype(matmul_dtype(spec, "fp16")))
     except SpecError:
         return math.inf
 

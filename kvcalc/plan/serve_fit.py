@@ -66,11 +66,14 @@ def run_features(
     ttft, tpot, inflight = (list(accumulate(d)) for d in (d_ttft, d_tpot, d_total))
     at = {clock: (ttft[clock], tpot[clock], inflight[clock]) for clock in {step[6] for step in tr.steps}}
     groups: dict[tuple[int, int, int], list[float]] = {}
+    decoding = [0.0, 0.0, 0.0]  # TPOT weights of the steps, and of their decoding sequences and contexts
     for dec, ctx, pre, held, seqs, k, start in tr.steps:
         key = (_bucket(dec), _bucket(pre), _bucket(seqs))
         g = groups.setdefault(key, [0.0] * 9)
         w = at[start]
         mid_ctx = ctx + dec * (k - 1) / 2  # a decode run's contexts grow by one a step
+        for j, v in enumerate((k, dec * k, mid_ctx * k)):
+            decoding[j] += w[1] * v
         for j, v in enumerate((dec * k, mid_ctx * k, pre * k, held * k, seqs * k)):
             g[j] += v
         g[5] += w[0] * k
@@ -109,5 +112,12 @@ def run_features(
         tokens=tokens,
     )
     alone = features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, prefill_tokens=p)
-    # NOTE: `decode` is any step of the run: the calibration reads only its layout (family, link, collectives)
-    return SetupFeatures(setup, steps[0], alone, 0.0, run)
+    # The run's decode steps without their prompts, at the TPOT-weighted mean batch and context (a
+    # decode step's time is affine in them), w of them per token: the bound of its TPOT (cost/fitting.bounded),
+    # as generate --concurrency prints it (plan/serve_report.ceiling_stats).
+    w, dec, ctx_sum = decoding
+    decode = features(
+        spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged,
+        decode_batch=max(1, round(dec / w)) if w else 1, decode_context=round(ctx_sum / dec) if dec else p,
+    )  # fmt: skip
+    return SetupFeatures(setup, decode, alone, 0.0, run, decode_weight=w or 1.0)

@@ -216,13 +216,27 @@ def serving_limits(
     return limits, pool
 
 
-def _bound(s: ServeStats, alone: float, load: Load) -> ServeStats:
-    """The ceiling's figures as a bound (cost/fitting.bounded), p50 and p99 TTFT with the mean."""
+def ceiling_stats(ceiling: StepTimer, load: Load, limits: Limits) -> ServeStats:
+    """The load's figures with every step at its ceiling, as a bound (cost/fitting.bounded): TTFTs
+    (mean, p50, p99) no more than the prompt's own pass, and for a closed loop (whose schedule does not
+    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed."""
     from kvcalc.cost.fitting import Figures, bounded
 
-    f = bounded(Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s), alone, load.new, load.concurrency)
+    s = simulate(ceiling, load, limits)
+    alone = ceiling(0, 0, load.prompt, 0, 1)
+    tpot, itl = s.tpot_s, s.itl_s
+    if load.concurrency is not None:
+
+        def decode_only(n: int, context_sum: int, pre: int, held: int, seqs: int) -> float:
+            return ceiling(n, context_sum, 0, 0, 0) if n else 0.0
+
+        d = simulate(decode_only, load, limits)
+        tpot, itl = d.tpot_s, d.itl_s
+    fig = Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s)
+    f = bounded(fig, alone, load.new, load.concurrency, tpot)
     return s._replace(
         ttft_s=f.ttft_s, ttft_p50_s=min(s.ttft_p50_s, alone), ttft_p99_s=min(s.ttft_p99_s, alone),
+        tpot_s=f.tpot_s, itl_s=min(s.itl_s, itl), per_user_tokens_per_s=1 / f.tpot_s if f.tpot_s > 0 else 0.0,
         total_s=f.total_s, tokens_per_s=f.tokens_per_s, requests_per_s=f.tokens_per_s / load.new,
     )  # fmt: skip
 
@@ -288,7 +302,7 @@ def serve_report(
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
-    top = _bound(simulate(ceiling, load, limits), ceiling(0, 0, prompt, 0, 1), load)
+    top = ceiling_stats(ceiling, load, limits)
     warnings = []
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")

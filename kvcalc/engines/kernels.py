@@ -1,0 +1,21 @@
+"""How an engine's kernels see a GPU where that differs from its datasheet peaks (hardware/gpu.py)."""
+
+from __future__ import annotations
+
+from kvcalc.hardware.gpu import GpuSpec
+
+
+def gpu_as_run_by(gpu: GpuSpec, engine: str | None) -> GpuSpec:
+    """`gpu` with the peaks `engine`'s kernels can reach. NOTE: llama.cpp's CUDA backend runs its
+    GEMMs on FP16 with FP16 accumulation (ggml-cuda.cu, batched_mul_mat_traits<GGML_TYPE_F16>:
+    CUBLAS_COMPUTE_16F; quantized blocks are dequantized to F16 first) on NVIDIA GPUs since Turing, so
+    on a GeForce card it reaches the FP16-accumulate rate, twice the FP32-accumulate peak that
+    PyTorch's GEMMs (vLLM, SGLang) and the datasheet's fp16 figure use. Without it a 70B F16 prompt
+    on six RTX 3090s (XiongjieDai's llama.cpp table: pp512 at 579 tokens/s) beat its ceiling."""
+    return gpu.fp16_accumulating() if engine is not None and str(engine).lower() == "llamacpp" else gpu
+
+
+def prompt_chunk(engine: str | None) -> int:
+    """Tokens of a prompt one step takes at most: llama.cpp's n_ubatch (512), the others' token
+    budget (8192: vLLM's max_num_batched_tokens on a big GPU, SGLang's chunked prefill size)."""
+    return 512 if engine is not None and str(engine).lower() == "llamacpp" else 8192
