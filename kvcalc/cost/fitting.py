@@ -55,7 +55,7 @@ class WeightedRun(NamedTuple):
 class SetupFeatures(NamedTuple):
     setup: Setup
     decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1);
-    # a simulated run's: its decode steps alone at their token-weighted mean batch and context (the TPOT bound)
+    # a simulated run's: its decode steps alone at their TPOT-weighted mean batch and context (the TPOT bound)
     first: StepFeatures  # the prompt pass that yields a request's first token
     prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
     run: WeightedRun | None = None  # closed loop through the simulation: figures are its weighted sums

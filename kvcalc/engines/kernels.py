@@ -12,10 +12,14 @@ def gpu_as_run_by(gpu: GpuSpec, engine: str | None) -> GpuSpec:
     on a GeForce card it reaches the FP16-accumulate rate, twice the FP32-accumulate peak that
     PyTorch's GEMMs (vLLM, SGLang) and the datasheet's fp16 figure use. Without it a 70B F16 prompt
     on six RTX 3090s (XiongjieDai's llama.cpp table: pp512 at 579 tokens/s) beat its ceiling."""
-    return gpu.fp16_accumulating() if engine is not None and str(engine).lower() == "llamacpp" else gpu
+    return gpu.fp16_accumulating() if _llamacpp(engine) else gpu
 
 
 def prompt_chunk(engine: str | None) -> int:
     """Tokens of a prompt one step takes at most: llama.cpp's n_ubatch (512), the others' token
     budget (8192: vLLM's max_num_batched_tokens on a big GPU, SGLang's chunked prefill size)."""
-    return 512 if engine is not None and str(engine).lower() == "llamacpp" else 8192
+    return 512 if _llamacpp(engine) else 8192
+
+
+def _llamacpp(engine: str | None) -> bool:
+    return engine is not None and str(engine).lower() == "llamacpp"
