@@ -119,15 +119,12 @@ def main() -> None:
         r for r in csv.DictReader(open(POINTS, newline=""))
         if r["engine"] == "llamacpp" and (r["metric"] == "tpot_ms" or (r["metric"] == "ttft_ms" and r["prompt"] == "512"))
     ]  # fmt: skip
-    rows = [r for r in rows if not get_gpu(r["gpu"]).unified_memory]  # Apple: no sourced FLOP/s, not fitted
     if args.refit:
         refit(rows, c)
         return
     errs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
         fam = gpu_family(get_gpu(r["gpu"]))
-        if fam == "apple":
-            continue  # no sourced FLOP/s: scripts/calibrate.py cannot build these points either
         v = float(r["value"])
         old = "int4" if r["dtype"] not in ("fp16", "bf16") else r["dtype"]
         for how, pred in (

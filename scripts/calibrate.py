@@ -2,9 +2,12 @@
 the package ships, kvcalc/cost/calibration.json. Deterministic: the same points give the same file.
 
 Each point is weighted by its source: a source of n points weighs ln(1 + n) in all, so NVIDIA's
-5,280 aiconfigurator rows count about twice its 96 TensorRT-LLM doc points, not 55 times, and a
-source of two points cannot outweigh one of fifty (1 / n per point did: two MLC llama.cpp points
-pulled every llama.cpp figure 2x off).
+5,280 aiconfigurator rows count about twice its 96 TensorRT-LLM doc points, not 55 times; and where
+other sources hold ten or more points of the same engine and regime (static or served), no point
+weighs more than one of a ten-point source (ln(1 + n) / max(n, 10); `reweighted`), so a source of two
+points cannot set a constant against the dozen points of another that disagree (with ln(1 + n) / n,
+MLC's two 2023 llama.cpp figures on a 4090 pinned llama.cpp's per-step cost at 8.3 ms against
+XiongjieDai's 7-8B runs on five GPUs: every small model's llama.cpp TPOT read 2.5x slow).
 Family and engine constants are fitted where the points hold that family or engine; the shared
 constant each falls back on is their weighted geometric mean.
 
@@ -25,6 +28,34 @@ ROOT = Path(__file__).resolve().parent.parent
 POINTS = ROOT / "benchmarks" / "calibration" / "points.csv"
 OUT = ROOT / "kvcalc" / "cost" / "calibration.json"
 sys.path.insert(0, str(ROOT))
+
+
+# NOTE: the weight cap: a point of a source of fewer than ten points weighs as one of a ten-point source
+# where other sources measure its engine in its regime (static batch or served) with ten points or more.
+FEW_POINTS = 10
+SOURCE_ROWS: Counter = Counter()  # rows of each source in points.csv (load_points sets it)
+
+
+def source_weight(n: int, rivals: int = FEW_POINTS) -> float:
+    """The weight of each of a source's n points: ln(1 + n) / n, capped at ln(1 + n) / FEW_POINTS when
+    other sources hold `rivals` >= FEW_POINTS points of the same engine and regime."""
+    return math.log1p(n) / (max(n, FEW_POINTS) if rivals >= FEW_POINTS else n)
+
+
+def reweighted(points) -> list:
+    """`points` weighted for a fit on exactly them (source_weight). NOTE: the cap is there so that two
+    points cannot outvote a dozen of another source; where a small source is all a fit has of an engine
+    and regime (GPUStack's four served vLLM runs when aiconfigurator is held out), it keeps its full
+    weight: capped there, the held-out fit let vLLM's prompt costs wander (its TTFT read 10x slow)."""
+    regime = Counter((p.engine, p.sf.setup.concurrency is None) for p in points)
+    own = Counter((p.source, p.engine, p.sf.setup.concurrency is None) for p in points)
+    rows = Counter(p.source for p in points)
+    out = []
+    for p in points:
+        key = (p.engine, p.sf.setup.concurrency is None)
+        n = SOURCE_ROWS.get(p.source) or rows[p.source]
+        out.append(p._replace(weight=source_weight(n, regime[key] - own[(p.source, *key)])))
+    return out
 
 
 def setup_of(r: dict, source_lengths: bool = False):
@@ -70,6 +101,8 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
 
     rows = list(csv.DictReader(open(path, newline="")))
     per_source = Counter(r["source"] for r in rows)
+    SOURCE_ROWS.clear()
+    SOURCE_ROWS.update(per_source)
     cache: dict[tuple, object] = {}
     points, families = [], {}
     for r in rows:
@@ -103,7 +136,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
                 r["engine"],
                 r["metric"],
                 float(r["value"]),
-                math.log1p(per_source[r["source"]]) / per_source[r["source"]],
+                source_weight(per_source[r["source"]]),
                 r["source"],
                 f"{r['model']} on {r['gpu']} {r['dtype'] or 'preset dtype'} (id {r['id']})",
             )  # fmt: skip
@@ -129,8 +162,9 @@ def names_for(points) -> list[str]:
     # NOTE: TRT-LLM's served prompt steps get their own per-layer cost (fitting.served_view): its static
     # figures are compiled engines under gptSessionBenchmark, its served ones trtllm-serve's PyTorch
     # executor. vLLM's static figures come from the engine it serves with (benchmark_latency): no split.
-    static = {p.engine for p in points if p.sf.setup.concurrency is None}
-    names += [f"prefill_layer_s.{e}.served" for e in served if e in static and e == "trtllm"]
+    # The split holds without static points too: the compiled engine's cost then stays at its start
+    # (fitted from served runs, it read held-out static prompts 91% slow: 345 us a layer against 85).
+    names += [f"prefill_layer_s.{e}.served" for e in served if e == "trtllm"]
     if any(p.sf.prompts_per_step and p.sf.run is None for p in points):  # the closed form's queueing
         names += [f"ttft_queue.{e}" for e in engines]
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
@@ -161,6 +195,7 @@ def calibrate(points, sweeps: int) -> dict[str, float]:
     from kvcalc.cost.calibration import STARTING
     from kvcalc.cost.fitting import fit, interval
 
+    points = reweighted(points)
     names = names_for(points)
     c = fit(points, STARTING, names, sweeps=sweeps)
     # NOTE: a restart with fresh step sizes: a constant whose step had shrunk while the others were far

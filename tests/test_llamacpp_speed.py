@@ -109,7 +109,7 @@ def test_estimate_never_faster_than_the_ceiling_and_inside_its_interval(tmp_path
                     assert pp.lo <= pp.tokens_per_s <= pp.hi <= pp.ceiling
                 assert last is None or dec.tokens_per_s <= last  # slower as the context grows
                 last = dec.tokens_per_s
-            assert (pp is None) == (gpu == "m3-max")  # Apple presets have no sourced FLOP/s
+            assert pp is not None  # every GPU here has a peak (Apple's: cores x ALUs x measured clock)
 
 
 def test_table_step_is_the_calibrations_step():
@@ -185,3 +185,28 @@ def test_llamacpp_reaches_a_geforce_fp16_accumulate_peak():
     assert fast.ttft_s < 0.884 < slow.ttft_s
     # 512 x 2 x 70.6e9 FLOP through six stages one after the other, at 142 TFLOP/s: about 0.51 s
     assert fast.ttft_s == pytest.approx(512 * 2 * 70.6e9 / 142e12, rel=0.1)
+
+
+def test_the_estimates_efficiency_multiplies_the_datasheet_peak():
+    """The raised FP16-accumulate peak is the ceiling's; the estimate's mfu is a fraction of the
+    datasheet's on every engine, so a family with no llama.cpp prompt points to fit shares the others'
+    efficiency at the peak it was fitted on. With llama.cpp's and vLLM's constants set equal, the two
+    engines' prompt estimates agree while their ceilings differ by the FP16-accumulate gain."""
+    from kvcalc.cost.estimate import features, time_of
+    from kvcalc.cost.step import Deployment
+    from kvcalc.engines.kernels import gpu_as_run_by
+
+    g = get_gpu("rtx-4090")
+    fast = gpu_as_run_by(g, "llamacpp")
+    assert fast.peak_flop_per_s("fp16") == 330.3e12 and fast.rated_flop_per_s("fp16") == 165.2e12
+    assert g.rated_flop_per_s("fp16") == g.peak_flop_per_s("fp16") == 165.2e12
+    spec, dep = get_model("llama-3-8b"), Deployment()
+    kw = dict(decode_contexts=[], prefill_tokens=4096, prefill_context=0, prefill_seqs=1, dtype="fp16", kv_dtype="fp16")
+    f_l, f_v = features(spec, fast, dep, **kw), features(spec, g, dep, **kw)
+    assert (f_l.peak, f_v.peak) == (330.3e12, 165.2e12) and f_l.rated_peak == f_v.rated_peak == 165.2e12
+    assert f_l.ceiling_s < 0.6 * f_v.ceiling_s  # a 4096-token prompt is compute-bound: the ceiling halves
+    c = {"bw_eff": 0.8, "kv_eff": 0.8, "mfu": 0.5, "gemv_layer_bytes": 0.0, "mfu_tokens": 64.0}
+    c |= dict.fromkeys(("decode_layer_s", "prefill_layer_s", "attn_layer_s", "moe_layer_s", "step_s", "seq_s"), 0.0)
+    c |= {"moe_prefill_expert_s": 0.0, "ar_alpha_s": 0.0, "ar_alpha_tp": 0.0, "ar_bw_eff": 1.0}
+    assert time_of(f_l, c, "llamacpp") == pytest.approx(time_of(f_v, c, "vllm"))
+    assert time_of(f_l, c, "llamacpp") > 2 * f_l.ceiling_s  # mfu 0.5 of the datasheet: 4x the raised bound

@@ -1,5 +1,7 @@
 """Every shipped preset loads strictly; GPU figures agree with the sourced reference."""
 
+import re
+
 import pytest
 import yaml
 from conftest import shared_path
@@ -121,11 +123,38 @@ def test_gpu_presets_match_reference():
         assert gpu.hbm_bandwidth_bytes_per_s == entry["hbm_bandwidth"]
         assert gpu.memory_bytes == entry["memory_bytes"]
         for dtype, tflops in gpu.peak_dense_tflop_per_s.items():
+            if gpu.unified_memory and entry["peak_dense_flops"].get(dtype) == "unsourced":
+                assert tflops == apple_peak(gpu.full_name), (name, dtype)  # test_apple_peaks_are_cores_times_clock
+                continue
             if (name, dtype) in BEYOND_REFERENCE:
                 assert tflops == BEYOND_REFERENCE[name, dtype] and dtype in (gpu.notes or ""), (name, dtype)
                 assert entry["peak_dense_flops"].get(dtype) in (None, "unsourced")  # still unsourced there
                 continue
             assert tflops * 1e12 == pytest.approx(entry["peak_dense_flops"][dtype]), (name, dtype)
+
+
+# Apple GPU clocks (GHz) as measured: M1 and M2 philipturner/metal-benchmarks' table; M3 an M3 Max's
+# powermetrics (applegpuinfo#4); M4 an M4 Pro's (Eclectic Light). M1's base chip runs lower.
+APPLE_CLOCK_GHZ = {"M1": 1.296, "M2": 1.398, "M3": 1.380, "M4": 1.578}
+
+
+def apple_peak(full_name: str) -> float:
+    """TFLOP/s of an Apple GPU: cores x 128 FP32 ALUs x 2 (an FMA) x clock, FP16 at the FP32 rate."""
+    m = re.match(r"Apple (M\d)( Pro| Max| Ultra)? \((\d+)-core GPU", full_name)
+    assert m, full_name
+    ghz = 1.278 if m.group(1) == "M1" and not m.group(2) else APPLE_CLOCK_GHZ[m.group(1)]
+    return round(int(m.group(3)) * 128 * 2 * ghz / 1000, 2)
+
+
+def test_apple_peaks_are_cores_times_clock():
+    apple = [presets.get_gpu(n) for n in GPUS if presets.get_gpu(n).unified_memory]
+    assert len(apple) >= 40
+    for gpu in apple:
+        assert gpu.peak_dense_tflop_per_s == {"fp32": apple_peak(gpu.full_name), "fp16": apple_peak(gpu.full_name)}
+    # metal-benchmarks' own GOPS32 column: M1 Max 10,617, M2 Max 13,600 (GFLOP/s)
+    assert presets.get_gpu("m1-max").peak_dense_tflop_per_s["fp32"] == pytest.approx(10.617, abs=0.01)
+    assert presets.get_gpu("m2-max").peak_dense_tflop_per_s["fp32"] == pytest.approx(13.6, abs=0.01)
+    assert presets.get_gpu("m1").peak_dense_tflop_per_s["fp32"] == pytest.approx(2.617, abs=0.01)
 
 
 def _fake_presets(monkeypatch, tmp_path, text):

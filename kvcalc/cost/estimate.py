@@ -101,7 +101,7 @@ class StepFeatures(NamedTuple):
 
     family: str
     bandwidth: float  # bytes/s, the GPU's rated HBM figure
-    peak: float  # FLOP/s in the step's matmul dtype
+    peak: float  # FLOP/s in the step's matmul dtype, as the engine's kernels can reach it (the ceiling's)
     tp: int
     pp: int
     link: str  # nvlink / pcie / if
@@ -122,6 +122,9 @@ class StepFeatures(NamedTuple):
     # MoE: (routed-expert FLOPs of the step on one GPU, mean of the stages; rows each expert's GEMM
     # gets; experts one GPU runs per MoE layer, those the step's tokens reach)
     experts: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # The datasheet peak the estimate's mfu multiplies, where the kernels' reach differs (llama.cpp's
+    # FP16-accumulate GEMMs on GeForce: engines/kernels.py); 0: `peak`.
+    rated_peak: float = 0.0
 
 
 class StepTime(NamedTuple):
@@ -230,6 +233,7 @@ def features(
         family=gpu_family(gpu),
         bandwidth=float(bw),
         peak=peak,
+        rated_peak=gpu.rated_flop_per_s(compute_dtype),
         tp=dep.tp,
         pp=dep.pp,
         link=link_kind(dep),
@@ -349,7 +353,7 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     per_stage = []
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
-        compute = flops * pad / (f.peak * mfu)
+        compute = flops * pad / ((f.rated_peak or f.peak) * mfu)
         per_stage.append(max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
