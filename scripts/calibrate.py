@@ -100,9 +100,8 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     from kvcalc.plan.serve_fit import run_features
 
     rows = list(csv.DictReader(open(path, newline="")))
-    per_source = Counter(r["source"] for r in rows)
     SOURCE_ROWS.clear()
-    SOURCE_ROWS.update(per_source)
+    SOURCE_ROWS.update(r["source"] for r in rows)
     cache: dict[tuple, object] = {}
     points, families = [], {}
     for r in rows:
@@ -136,12 +135,12 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
                 r["engine"],
                 r["metric"],
                 float(r["value"]),
-                source_weight(per_source[r["source"]]),
+                0.0,  # reweighted below, with the whole set's sources
                 r["source"],
                 f"{r['model']} on {r['gpu']} {r['dtype'] or 'preset dtype'} (id {r['id']})",
             )  # fmt: skip
         )
-    return points
+    return reweighted(points)
 
 
 def names_for(points) -> list[str]:
