@@ -47,15 +47,17 @@ def reweighted(points) -> list:
     points cannot outvote a dozen of another source; where a small source is all a fit has of an engine
     and regime (GPUStack's four served vLLM runs when aiconfigurator is held out), it keeps its full
     weight: capped there, the held-out fit let vLLM's prompt costs wander (its TTFT read 10x slow)."""
-    regime = Counter((p.engine, p.sf.setup.concurrency is None) for p in points)
-    own = Counter((p.source, p.engine, p.sf.setup.concurrency is None) for p in points)
+
+    def group(p) -> tuple:  # the point's engine and regime (a static batch or served)
+        return p.engine, p.sf.setup.concurrency is None
+
+    regime = Counter(group(p) for p in points)
+    own = Counter((p.source, group(p)) for p in points)
     rows = Counter(p.source for p in points)
-    out = []
-    for p in points:
-        key = (p.engine, p.sf.setup.concurrency is None)
-        n = SOURCE_ROWS.get(p.source) or rows[p.source]
-        out.append(p._replace(weight=source_weight(n, regime[key] - own[(p.source, *key)])))
-    return out
+    return [
+        p._replace(weight=source_weight(SOURCE_ROWS.get(p.source) or rows[p.source], regime[group(p)] - own[p.source, group(p)]))
+        for p in points
+    ]
 
 
 def setup_of(r: dict, source_lengths: bool = False):
