@@ -200,6 +200,7 @@ def test_the_estimates_efficiency_multiplies_the_datasheet_peak():
     fast = gpu_as_run_by(g, "llamacpp")
     assert fast.peak_flop_per_s("fp16") == 330.3e12 and fast.rated_flop_per_s("fp16") == 165.2e12
     assert g.rated_flop_per_s("fp16") == g.peak_flop_per_s("fp16") == 165.2e12
+    assert gpu_as_run_by(fast, "llamacpp") is fast  # the CLI raises it, plan/estimated again: still 165.2 rated
     spec, dep = get_model("llama-3-8b"), Deployment()
     kw = dict(decode_contexts=[], prefill_tokens=4096, prefill_context=0, prefill_seqs=1, dtype="fp16", kv_dtype="fp16")
     f_l, f_v = features(spec, fast, dep, **kw), features(spec, g, dep, **kw)
@@ -210,3 +211,22 @@ def test_the_estimates_efficiency_multiplies_the_datasheet_peak():
     c |= {"moe_prefill_expert_s": 0.0, "ar_alpha_s": 0.0, "ar_alpha_tp": 0.0, "ar_bw_eff": 1.0}
     assert time_of(f_l, c, "llamacpp") == pytest.approx(time_of(f_v, c, "vllm"))
     assert time_of(f_l, c, "llamacpp") > 2 * f_l.ceiling_s  # mfu 0.5 of the datasheet: 4x the raised bound
+
+
+def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():
+    """The CLI/API raise the GPU for llama.cpp and plan/estimated raises it again; the estimate must
+    still take its mfu on the datasheet peak, as the fitted points did (scripts/calibrate.py raises
+    once). XiongjieDai: Llama-3-8B F16 pp4096 on a 4090 in 627 ms."""
+    from kvcalc import api
+    from kvcalc.cost.estimate import time_of
+    from kvcalc.cost.fitting import Setup, setup_features
+    from kvcalc.cost.step import Deployment
+    from kvcalc.engines.kernels import gpu_as_run_by
+    from kvcalc.plan.calibration import constants_for
+
+    r = api.generate("llama-3-8b", "rtx-4090", engine="llamacpp", dtype="fp16", batch=1, prompt=4096, new=16)
+    g = gpu_as_run_by(get_gpu("rtx-4090"), "llamacpp")
+    sf = setup_features(get_model("llama-3-8b"), g, Deployment(), Setup(1, None, 4096, 16), "fp16", "bf16", 512)
+    c, _ = constants_for(g, "llamacpp")
+    assert r.estimate.ttft_s == pytest.approx(time_of(sf.first, c, "llamacpp"), rel=0.02)
+    assert r.estimate.ttft_s > 0.45  # within the interval's reach of 627 ms, not the doubled-peak 0.31 s

@@ -101,9 +101,10 @@ class GpuSpec(BaseModel):
 
     def fp16_accumulating(self) -> "GpuSpec":
         """The GPU as a kernel that accumulates 16-bit products in FP16 sees it: its 16-bit peaks
-        raised to fp16_accumulate_tflop_per_s where the preset has one (the same GPU otherwise)."""
+        raised to fp16_accumulate_tflop_per_s where the preset has one (the same GPU otherwise, and a GPU
+        already raised: a second call would record the raised peaks as the datasheet's)."""
         fast = self.fp16_accumulate_tflop_per_s
-        if fast is None:
+        if fast is None or self.datasheet_tflop_per_s is not None:
             return self
         peaks = dict(self.peak_dense_tflop_per_s)
         for key in ("fp16", "bf16"):
