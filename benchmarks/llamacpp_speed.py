@@ -53,7 +53,7 @@ def table_figure(r: dict[str, str], c: dict[str, float]) -> float:
     prompt, new = int(r["prompt"]), int(r["new"])
     res = llamacpp_memory(
         spec, rows, max(512, prompt + new), era(None), weights_exact=True, n_gpus=pp,
-        backend="metal" if gpu.unified_memory else "cuda",
+        backend="metal" if gpu.unified_memory else "cuda", flash_attn=False,
     )  # fmt: skip
     decode, prompt_speed = llamacpp_speed(
         spec, rows, res, gpu, 64e9, (c, "x"), n_gpus=pp, unified=gpu.unified_memory, context=prompt + new // 2
@@ -69,11 +69,14 @@ def path_figure(r: dict[str, str], c: dict[str, float], dtype: str) -> float:
     spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), "llamacpp")
     dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
     setup = Setup(batch=1, concurrency=None, prompt=int(r["prompt"]), new=int(r["new"]))
-    sf = setup_features(spec, gpu, dep, setup, dtype, r["kv_dtype"], 512)
+    sf = setup_features(spec, gpu, dep, setup, dtype, r["kv_dtype"], 512, SCORES)
     return predict(sf, r["metric"], c, "llamacpp")
 
 
 NAMES = ("step_s.llamacpp", "decode_layer_s.llamacpp", "prefill_layer_s.llamacpp")
+# NOTE: these llama-bench runs predate flash attention by default (-fa 0): their prompts' scores went
+# through memory in micro-batches of 512, as scripts/calibrate.scores_of prices them.
+SCORES = 512
 
 
 def refit(rows: list[dict[str, str]], c: dict[str, float]) -> None:
@@ -86,7 +89,8 @@ def refit(rows: list[dict[str, str]], c: dict[str, float]) -> None:
             dtype = r["dtype"] if how == "ftype" or r["dtype"] == "fp16" else "int4"
             spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), "llamacpp")
             dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
-            sf = setup_features(spec, gpu, dep, Setup(1, None, int(r["prompt"]), int(r["new"])), dtype, "bf16", 512)
+            setup = Setup(1, None, int(r["prompt"]), int(r["new"]))
+            sf = setup_features(spec, gpu, dep, setup, dtype, "bf16", 512, SCORES)
             pts.append((r["gpu"], Point(sf, "llamacpp", r["metric"], float(r["value"]))))
         inside = fit([p for _, p in pts], c, NAMES)
         held: dict[int, float] = {}

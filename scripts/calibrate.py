@@ -55,7 +55,11 @@ def reweighted(points) -> list:
     own = Counter((p.source, group(p)) for p in points)
     rows = Counter(p.source for p in points)
     return [
-        p._replace(weight=source_weight(SOURCE_ROWS.get(p.source) or rows[p.source], regime[group(p)] - own[p.source, group(p)]))
+        p._replace(
+            weight=source_weight(
+                SOURCE_ROWS.get(p.source) or rows[p.source], regime[group(p)] - own[p.source, group(p)]
+            )
+        )
         for p in points
     ]
 
@@ -79,6 +83,16 @@ LAYOUT = ("model", "gpu", "tp", "pp", "ep", "dp_attention", "dtype", "kv_dtype")
 
 def layout_of(r: dict) -> tuple[str, ...]:
     return tuple(r[f] for f in LAYOUT)
+
+
+def scores_of(engine: str) -> int:
+    """The micro-batch in which a point's prompt writes its attention scores to memory (0: on chip).
+    NOTE: every llama.cpp point here is a llama-bench run of 2023-2024 (XiongjieDai, MLC), when
+    llama-bench ran without flash attention (-fa 0): KQ went through memory, one n_ubatch (512) of
+    queries at a time; today's builds pick flash attention where the backend has it (-fa auto)."""
+    from kvcalc.engines.kernels import prompt_chunk
+
+    return prompt_chunk(engine) if engine == "llamacpp" else 0
 
 
 def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool = False):
@@ -124,7 +138,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
                 if simulated:
                     cache[key] = run_features(spec, gpu, dep, setup, engine=r["engine"], dtype=dtype, kv_dtype=kv)
                 else:
-                    cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk)
+                    cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk, scores_of(r["engine"]))
             except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted
                 cache[key] = e
             families[key] = gpu_family(gpu)
@@ -158,6 +172,8 @@ def names_for(points) -> list[str]:
     names += [f"{n}.{f}.llamacpp" for n in ("bw_eff", "mfu") for f in llama]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
+    if any(p.sf.first.scores for p in points):
+        names += ["score_bytes.llamacpp"]
     served = sorted({p.engine for p in points if p.sf.run is not None})
     names += [f"server_s.{e}" for e in served]
     # NOTE: TRT-LLM's served prompt steps get their own per-layer cost (fitting.served_view): its static
@@ -183,6 +199,8 @@ def shared_means(points, c: dict[str, float], names: list[str]) -> None:
     for name in names:
         base, _, key = name.partition(".")
         if not key or "." in key:  # family x engine constants have no shared value of their own
+            continue
+        if base == "score_bytes":  # the shared value stays 0: flash attention's scores stay on chip
             continue
         w = sum(p.weight for p in points if key in (p.sf.decode.family, p.engine, p.sf.decode.link))
         groups.setdefault(base, []).append((c[name], w))

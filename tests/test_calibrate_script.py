@@ -34,9 +34,10 @@ def test_a_sources_points_weigh_ln_1_plus_n_capped_at_a_ten_point_sources(script
     assert 2 * math.log(3) / 2 > 12 * math.log(87) / 86
 
 
-def _point(engine, family="hopper", served=False, static=False):
+def _point(engine, family="hopper", served=False, static=False, scores=0.0):
     decode = SimpleNamespace(family=family, allreduces=0, link="nvlink", stage_bytes=((0,) * 7,), a2a=(0,))
-    sf = SimpleNamespace(decode=decode, run=object() if served else None, prompts_per_step=0)
+    first = SimpleNamespace(scores=scores)
+    sf = SimpleNamespace(decode=decode, first=first, run=object() if served else None, prompts_per_step=0)
     sf.setup = SimpleNamespace(concurrency=None if static else 8)
     return SimpleNamespace(engine=engine, sf=sf, weight=1.0)
 
@@ -52,6 +53,24 @@ def test_trtllms_served_prompt_cost_is_its_own_with_or_without_static_points(scr
         assert "prefill_layer_s.vllm.served" not in names
     llama = script.names_for([_point("llamacpp", family="apple", static=True)])
     assert {"bw_eff.apple.llamacpp", "mfu.apple.llamacpp"} <= set(llama)
+
+
+def test_only_llamacpps_materialized_scores_get_a_cost_and_it_is_never_shared(script):
+    # the calibration's llama.cpp points are llama-bench runs without flash attention: their prompts'
+    # scores go through memory in micro-batches of n_ubatch; every other engine's stay on chip
+    assert script.scores_of("llamacpp") == 512 and script.scores_of("vllm") == script.scores_of("trtllm") == 0
+    points = [_point("llamacpp", family="ada", static=True, scores=1e9), _point("vllm", static=True)]
+    names = script.names_for(points)
+    assert "score_bytes.llamacpp" in names and "score_bytes.vllm" not in names
+    assert "score_bytes.llamacpp" not in script.names_for([_point("llamacpp", family="ada", static=True)])
+    # the shared value every other engine falls back on stays 0 (flash attention), whatever llama.cpp's is
+    c = {"score_bytes": 0.0, "score_bytes.llamacpp": 38.0, "step_s": 3e-4, "step_s.llamacpp": 2e-3, "step_s.vllm": 5e-4}
+    for p in points:
+        p.sf.decode.link = "pcie"
+        p.source = "s"
+    script.shared_means(points, c, ["score_bytes.llamacpp", "step_s.llamacpp", "step_s.vllm"])
+    assert c["score_bytes"] == 0.0 and c["score_bytes.llamacpp"] == 38.0
+    assert c["step_s"] == pytest.approx(math.sqrt(2e-3 * 5e-4))  # a shared time constant is their mean
 
 
 class _Sourced(NamedTuple):  # the fields reweighted reads of a fitting.Point

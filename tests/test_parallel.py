@@ -225,6 +225,10 @@ def test_allreduces_follow_the_blocks_a_layer_has():
     # Whisper-tiny's 4 decoder layers: self-attention, cross-attention and MLP, 3 each (kvcalc
     # models each as a self-attention layer without MLP and a cross-attention layer with one).
     assert allreduces_per_step(get_model("whisper-tiny")) == 4 * 3
+    # The count is remembered per spec object; a what-if copy is counted anew, not read from the memo.
+    llama = get_model("llama-3-70b")
+    assert allreduces_per_step(llama.with_changes(num_layers=40)) == 2 * 40
+    assert allreduces_per_step(llama) == 2 * 80
     # In the step: batch 1 on 4 x H100 moves 8192 x 2 B = 16,384 B per all-reduce,
     # alpha 3.7 us + 2 x 3/4 x 16,384 B / 450 GB/s each.
     out = run_json("roofline", "nemotron-h-56b", "--gpu", "h100", "--batch", "1", "--seq", "1k", "--tp", "4")

@@ -31,6 +31,11 @@ STARTING: dict[str, float] = {
     # figure; 3x the 4.5-5.2 us custom all-reduce (speed_facts 2.4) for the count-then-payload exchange.
     "a2a_alpha_s": 15e-6,
     "a2a_bw_eff": 0.75,
+    # Bytes moved per attention score a prompt materializes (StepFeatures.scores): none where flash
+    # attention keeps them on chip; llama.cpp without it writes KQ in f32, softmaxes it in place and
+    # reads it into KQV: 4 passes of 4 B.
+    "score_bytes": 0.0,
+    "score_bytes.llamacpp": 16.0,
     "step_s": 300e-6,
     "seq_s": 5e-6,
     "ttft_queue": 30.0,

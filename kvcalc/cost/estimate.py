@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
+from kvcalc.cost.flops import score_pairs
 from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
@@ -35,6 +36,7 @@ from kvcalc.cost.step import (
     activation_bytes,
     comm_seconds,
     decode_state_bytes,
+    pipelined,
     stage_decode_flops,
     stage_prefill_flops,
     stages,
@@ -125,6 +127,10 @@ class StepFeatures(NamedTuple):
     # The datasheet peak the estimate's mfu multiplies, where the kernels' reach differs (llama.cpp's
     # FP16-accumulate GEMMs on GeForce: engines/kernels.py); 0: `peak`.
     rated_peak: float = 0.0
+    # Attention scores a prompt step writes to memory and reads back (query x key pairs x heads x
+    # attention layers, all stages): llama.cpp without flash attention materializes KQ in f32 and
+    # softmaxes it in place; 0 where the kernels keep the scores on chip (flash attention).
+    scores: float = 0.0
 
 
 class StepTime(NamedTuple):
@@ -181,6 +187,7 @@ def features(
     microbatches: int = 1,
     decode_batch: int = 0,
     decode_context: int = 0,
+    scores_ubatch: int = 0,
 ) -> StepFeatures:
     """The bytes, FLOPs and counts of one step: `decode_contexts` holds each decoding sequence's
     cached tokens; `prefill_tokens` prompt tokens (spread evenly over `prefill_seqs` sequences) are
@@ -190,7 +197,10 @@ def features(
     are ONE of m micro-batches in flight, and a token of each takes max(sum of the stages, m x the
     slowest stage) (vLLM's virtual engines); for prefill the prompt tokens go through in m chunks,
     (m + pp - 1) slots of the slowest stage (llama.cpp's n_ubatch). The ceiling is then the busiest
-    stage's work alone."""
+    stage's work alone.
+
+    `scores_ubatch` > 0: the prompt's attention scores go through memory (llama.cpp without flash
+    attention, in micro-batches of that many tokens): their count is StepFeatures.scores."""
     from kvcalc.cost.shard import link_for
     from kvcalc.model.formats import matmul_dtype
 
@@ -199,6 +209,7 @@ def features(
     pairs = _pairs(decode_contexts, decode_batch, decode_context)
     batch = sum(n for _, n in pairs)
     m = max(1, microbatches) if dep.pp > 1 else 1
+    whole_prompt = prefill_tokens
     if prefill_tokens and m > 1:
         prefill_tokens = -(-prefill_tokens // m)  # one chunk
     pseqs = max(1, prefill_seqs) if prefill_tokens else 0
@@ -227,6 +238,11 @@ def features(
         layers, attn, moe = _layer_counts(spec, st)
         rows.append((w, kv, state, flops, layers, attn, moe))
         ideal.append(max((w + kv + state) / bw, flops / peak))
+    scores = 0.0
+    if scores_ubatch and pseqs:
+        # one chunk's share of the whole prompt's pairs where the pipeline takes it in m chunks
+        scored = score_pairs(-(-whole_prompt // pseqs), prefill_context, scores_ubatch) * pseqs / m
+        scores = scored * sum(r[5] for r in rows) * (spec.num_heads // dep.tp)
     ceiling = pipelined(ideal, m, bool(prefill_tokens), bound=True) + comm_seconds(spec, dep, tokens, dtype)
     link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
     return StepFeatures(
@@ -242,6 +258,7 @@ def features(
         prefill=bool(prefill_tokens),
         ceiling_s=ceiling,
         microbatches=m,
+        scores=scores,
         **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
     )
 
@@ -301,18 +318,6 @@ def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, 
     return (flops, tokens * spec.experts_per_token / spec.experts, reached)
 
 
-def pipelined(stage_s: Sequence[float], m: int, prefill: bool, bound: bool = False) -> float:
-    """Stage times (one micro-batch or chunk each) to the time of the step: their sum without
-    micro-batches; decode with m in flight max(sum, m x slowest); prefill in m chunks (m + pp - 1)
-    x slowest, or as a bound m x slowest (the busiest stage does every chunk)."""
-    if m <= 1:
-        return sum(stage_s)
-    slowest = max(stage_s)
-    if prefill:
-        return (m if bound else m + len(stage_s) - 1) * slowest
-    return max(sum(stage_s), m * slowest)
-
-
 def _get(c: Mapping[str, float], name: str, *keys: str) -> float:
     """The most specific constant: name.key1.key2, then name.key1, then name."""
     for i in range(len(keys), 0, -1):
@@ -351,10 +356,15 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
             share = min(1.0, expert_flops / max(1.0, sum(float(r[3]) for r in f.stage_bytes) / len(f.stage_bytes)))
             pad = (1 - share) * pad + share * (rows + fill) / rows
     per_stage = []
+    # NOTE: materialized scores are their own kernels' traffic (the KQ product's f32 output, the softmax
+    # over it, the read into KQV), after the GEMMs: added, not overlapped. An equal share per stage.
+    scores_s = (
+        f.scores / len(f.stage_bytes) * _get(c, "score_bytes", engine) / (f.bandwidth * bw_eff) if f.scores else 0
+    )
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
         compute = flops * pad / ((f.rated_peak or f.peak) * mfu)
-        per_stage.append(max(memory, compute) + layers * layer_s + attn * attn_s + moe * moe_s)
+        per_stage.append(max(memory, compute) + scores_s + layers * layer_s + attn * attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
         alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (f.tp - 2))

@@ -72,10 +72,12 @@ def setup_features(
     dtype: str | None,
     kv_dtype: str,
     chunk: int = 8192,
+    scores_ubatch: int = 0,
 ) -> SetupFeatures:
     """The steps whose times make a setup's figures, computed once so a fit re-times them cheaply.
     With pp > 1 decode keeps min(pp, sequences) micro-batches in flight and a prompt goes through the
-    pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512; 8192 for the others)."""
+    pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512; 8192 for the others).
+    `scores_ubatch`: the prompt's attention scores go through memory (estimate.features)."""
     staged = stages(spec, dep, dtype)
     p, n = setup.prompt, max(1, setup.new)
     ctx = p + n // 2
@@ -88,7 +90,12 @@ def setup_features(
         return f(decode_batch=-(-users // m), decode_context=ctx, microbatches=m)
 
     def prompt(tokens: int, seqs: int) -> StepFeatures:
-        return f(prefill_tokens=max(1, tokens), prefill_seqs=seqs, microbatches=-(-tokens // chunk))
+        return f(
+            prefill_tokens=max(1, tokens),
+            prefill_seqs=seqs,
+            microbatches=-(-tokens // chunk),
+            scores_ubatch=scores_ubatch,
+        )
 
     c = setup.concurrency or 1
     if setup.concurrency is None or c == 1:

@@ -81,6 +81,19 @@ def chunked_pairs(prompt: int, chunk: int) -> int:
     return whole * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
 
 
+def score_pairs(tokens: int, context: int, ubatch: int) -> int:
+    """Query x key pairs a prompt of `tokens` tokens after `context` cached ones writes as scores when
+    it goes through in micro-batches of `ubatch`: each micro-batch of q queries scores all the keys
+    cached so far and its own (the causal mask is applied to the whole matrix, not skipped), so a
+    prompt of T tokens from an empty cache writes T x (T + ubatch) / 2 pairs, not T x T / 2."""
+    pairs, done = 0, context
+    for start in range(0, tokens, max(1, ubatch)):
+        q = min(ubatch, tokens - start)
+        done += q
+        pairs += q * done
+    return pairs
+
+
 def layer_pairs(run: LayerRun, prompt: int) -> int:
     """Query-key pairs one layer computes for a prompt of `prompt` tokens."""
     if run.kind == LayerKind.CHUNKED:

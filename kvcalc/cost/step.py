@@ -5,6 +5,7 @@ each GPU's weights + KV + state + reserve fit its memory budget."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -340,3 +341,15 @@ def context_warning(spec: ModelSpec, context: int) -> str | None:
             "the model was not trained for it (a what-if, not a plan)"
         )
     return None
+
+
+def pipelined(stage_s: Sequence[float], m: int, prefill: bool, bound: bool = False) -> float:
+    """Stage times (one micro-batch or chunk each) to the time of the step: their sum without
+    micro-batches; decode with m in flight max(sum, m x slowest); prefill in m chunks (m + pp - 1)
+    x slowest, or as a bound m x slowest (the busiest stage does every chunk)."""
+    if m <= 1:
+        return sum(stage_s)
+    slowest = max(stage_s)
+    if prefill:
+        return (m if bound else m + len(stage_s) - 1) * slowest
+    return max(sum(stage_s), m * slowest)
