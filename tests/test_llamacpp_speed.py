@@ -242,7 +242,8 @@ def test_without_flash_attention_a_prompts_scores_go_through_memory():
     """llama.cpp without flash attention writes each micro-batch's KQ scores in f32 and reads them back
     (softmax, then KQV); a prompt of T tokens from an empty cache in micro-batches of 512 writes
     512 x (512 + 1,024 + ... + T) pairs per head and layer: T (T + 512) / 2, not T^2 / 2."""
-    from kvcalc.cost.estimate import score_pairs, time_of
+    from kvcalc.cost.estimate import time_of
+    from kvcalc.cost.flops import score_pairs
 
     assert score_pairs(4096, 0, 512) == 512 * 512 * 36 == 4096 * 4608 // 2 == 9_437_184
     assert score_pairs(512, 0, 512) == 512 * 512 and score_pairs(100, 1000, 512) == 100 * 1100

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
-from kvcalc.cost.flops import score_pairs
+from kvcalc.cost.flops import materialized_scores
 from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
@@ -241,8 +241,8 @@ def features(
     scores = 0.0
     if scores_ubatch and pseqs:
         # one chunk's share of the whole prompt's pairs where the pipeline takes it in m chunks
-        scored = score_pairs(-(-whole_prompt // pseqs), prefill_context, scores_ubatch) * pseqs / m
-        scores = scored * sum(r[5] for r in rows) * (spec.num_heads // dep.tp)
+        per_seq_prompt, layers = -(-whole_prompt // pseqs), sum(r[5] for r in rows)
+        scores = materialized_scores(spec, layers, per_seq_prompt, prefill_context, scores_ubatch, dep.tp) * pseqs / m
     ceiling = pipelined(ideal, m, bool(prefill_tokens), bound=True) + comm_seconds(spec, dep, tokens, dtype)
     link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
     return StepFeatures(

@@ -94,6 +94,14 @@ def score_pairs(tokens: int, context: int, ubatch: int) -> int:
     return pairs
 
 
+def materialized_scores(
+    spec: ModelSpec, attention_layers: int, tokens: int, context: int, ubatch: int, tp: int = 1
+) -> int:
+    """Scores a prompt writes to memory without flash attention: score_pairs x the attention layers x
+    the query heads of a rank."""
+    return score_pairs(tokens, context, ubatch) * attention_layers * (spec.num_heads // tp)
+
+
 def layer_pairs(run: LayerRun, prompt: int) -> int:
     """Query-key pairs one layer computes for a prompt of `prompt` tokens."""
     if run.kind == LayerKind.CHUNKED:

@@ -359,7 +359,8 @@ def allreduces_per_step(spec: ModelSpec) -> int:
     in vLLM's nemotron_h.py) has one, and a no-op block (Nemotron NAS) none."""
     # NOTE: memoized per spec object (specs are never mutated): the serving simulation prices tens of
     # thousands of steps, and counting the layers each time was a third of `fit --tpot-ms`'s run.
-    hit = _ALLREDUCES.get(id(spec))
+    key = id(spec)
+    hit = _ALLREDUCES.get(key)
     if hit is not None and hit[0]() is spec:
         return hit[1]
     n = 0
@@ -370,7 +371,6 @@ def allreduces_per_step(spec: ModelSpec) -> int:
         else:
             mlp = (spec.is_moe and i >= spec.dense_layers) or spec.intermediate_size > 0
         n += mixer + mlp
-    key = id(spec)
     _ALLREDUCES[key] = (weakref.ref(spec, lambda _: _ALLREDUCES.pop(key, None)), n)
     return n
 

@@ -152,9 +152,10 @@ def step_features(
     layers), and the bytes left to the CPU: (features, cpu_bytes_read, cpu_weight_bytes). A decode step
     of `batch` sequences each holding `context` tokens (llama-server's -np slots), or a prompt of
     `prompt_tokens` tokens from an empty cache."""
-    from kvcalc.cost.estimate import StepFeatures, gpu_family, link_kind, pipelined, score_pairs
+    from kvcalc.cost.estimate import StepFeatures, gpu_family, link_kind
+    from kvcalc.cost.flops import materialized_scores
     from kvcalc.cost.shard import link_for
-    from kvcalc.cost.step import Deployment
+    from kvcalc.cost.step import Deployment, pipelined
 
     n = spec.num_layers
     devs = layer_devices(n, r.ngl, 0 if r.ngl <= 0 else n_gpus)
@@ -217,9 +218,7 @@ def step_features(
         prefill=prefill,
         ceiling_s=ceiling,
         # without flash attention each micro-batch's KQ scores go through memory (-fa off)
-        scores=score_pairs(tokens, 0, r.ubatch) * spec.num_heads * sum(attends)
-        if prefill and not r.flash_attn
-        else 0.0,
+        scores=materialized_scores(spec, sum(attends), tokens, 0, r.ubatch) if prefill and not r.flash_attn else 0.0,
     )
     return f, cpu_bytes, cpu_w if prefill else 0.0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, pipelined, timed
+from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, timed
 from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import (
@@ -17,6 +17,7 @@ from kvcalc.cost.step import (
     Stage,
     comm_seconds,
     decode_state_bytes,
+    pipelined,
     stage_decode_flops,
     weight_bytes_read,
 )
