@@ -1,5 +1,5 @@
 """Bounded serving simulation (issue 19): time of plan/serve.simulate and of the whole
-serve_report (four simulations: ceiling, estimate and the interval's two ends) in-process.
+serve_report (a closed loop: one schedule timed five ways, plan/serve.runner; an open loop: four simulations) in-process.
 
 Run by hand: python benchmarks/serve.py [--runs 3] [--engine vllm|sglang|trtllm]. Prints the median time of each case, the engine
 steps simulated and the step-time evaluations made. The figures last measured are in
@@ -23,6 +23,8 @@ CASES = [
     ("llama-3-8b", "h100", Load(8192, 1024, 2000, concurrency=64)),
     ("llama-3-8b", "h100", Load(1024, 256, 2000, rate=20.0, seed=0)),
     ("qwen3-30b-a3b", "h100", Load(1024, 1024, 2000, concurrency=256)),
+    # the pool binds: 256 requests of 9,216 tokens want 2.4M, vLLM's pool holds 443,568 (preemption by recompute)
+    ("llama-3.1-8b", "h100", Load(1024, 8192, 2560, concurrency=256, burst=True)),
 ]
 
 

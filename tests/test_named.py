@@ -35,6 +35,10 @@ def unreachable(monkeypatch):
         ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "llama-3.1-8b", "fp8"),
         ("nvidia/DeepSeek-R1-NVFP4", "deepseek-v3", "nvfp4"),
         ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-v3", "nvfp4"),  # NVIDIA's own spelling of NVFP4
+        ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-v3", "nvfp4"),
+        ("amd/Llama-3.3-70B-Instruct-FP8-KV", "llama-3.3-70b", "fp8"),  # AMD Quark, as InferenceMAX serves it
+        ("amd/Llama-3.1-70B-Instruct-FP8-KV", "llama-3.1-70b", "fp8"),
+        ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-v3", "mxfp4"),
         ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-v3", "nvfp4"),
         ("nvidia/Qwen3-32B-NVFP4", "qwen3-32b", "nvfp4"),
         ("Qwen/Qwen3-32B-AWQ", "qwen3-32b", "int4"),
@@ -96,6 +100,7 @@ def test_real_fp8_preset_wins_over_the_name():
     [
         "Qwen/Qwen3-33B-FP8",  # no such size: never the 32B
         "acme/DeepSeek-R1-FP4",  # "-FP4" is NVIDIA's spelling only; elsewhere it may be MXFP4
+        "acme/DeepSeek-R1-0528-FP4-v2",  # likewise its second release
         "nvidia/DeepSeek-R1",  # no format suffix
         "nvidia/FP8",  # a suffix and nothing before it
         "Qwen/Qwen3-32B-Instruct-Reasoning-FP8",  # the base must match exactly

@@ -83,6 +83,10 @@ PUBLISHED = [
     ("llama-3-8b", 8.03e9, None, None, 0.01e9),
     ("llama-2-7b", 6.74e9, None, None, 0.01e9),
     ("mixtral-8x7b", 46.7e9, 12.9e9, "active", 0.1e9),
+    # Mistral's announcement of Mixtral 8x22B: 141B parameters, 39B active
+    ("mixtral-8x22b", 141e9, 39e9, "active", 1e9),
+    # EleutherAI's card for GPT-J 6B: 6,053,381,344 parameters
+    ("gpt-j-6b", 6_053_381_344, None, None, 1),
     ("deepseek-v3", 671e9, 37e9, "active_excl_embedding", 1e9),
     ("qwen3-30b-a3b", 30.5e9, 3.3e9, "active", 0.1e9),
     ("gpt-oss-120b", 117e9, 5.1e9, "active_excl_embedding", 0.1e9),

@@ -9,7 +9,7 @@ from conftest import run, run_json
 
 from kvcalc.cost.step import SINGLE, stages
 from kvcalc.model.presets import get_gpu, get_model
-from kvcalc.plan.serve import Limits, Load, percentile, run_seconds, simulate, trace, turnaround_steps
+from kvcalc.plan.serve import Limits, Load, percentile, replay, run_seconds, runner, simulate, trace, turnaround_steps
 from kvcalc.plan.serve_policies import SglangPolicy, TrtllmPolicy
 from kvcalc.plan.serve_report import serve_report
 
@@ -72,6 +72,40 @@ def test_preemption_when_the_pool_is_full():
     roomy = simulate(unit, Load(prompt=32, new=64, requests=40, concurrency=8), BIG)
     assert roomy.preemptions == 0
     assert s.total_s > roomy.total_s  # recomputed prompts and the wait cost time
+
+
+def curved(n, context_sum, pre, held, seqs):  # a step whose time is not linear in what it holds
+    return 2e-3 + 3e-6 * n + max(1e-9 * context_sum, 4e-7 * n) + 2e-5 * pre + 1e-9 * held * max(seqs, 1)
+
+
+@pytest.mark.parametrize("policy", [None, SglangPolicy, TrtllmPolicy])
+@pytest.mark.parametrize(
+    ("load", "blocks"),
+    [
+        (Load(prompt=300, new=40, requests=60, concurrency=12, burst=True), 10**6),
+        (Load(prompt=300, new=40, requests=60, concurrency=12), 10**6),  # clients spread, steady state
+        (Load(prompt=300, new=40, requests=60, concurrency=12, burst=True, range_ratio=0.5), 10**6),
+        (Load(prompt=64, new=96, requests=80, concurrency=16, burst=True), 40),  # the pool binds: preemptions
+    ],
+)
+def test_a_replayed_trace_is_the_simulation_exactly(policy, load, blocks):
+    """A closed loop's schedule does not depend on step times, so replaying its trace under any timer
+    gives simulate's figures to the last bit (serve_report times the ceiling, the estimate and its
+    interval from one schedule)."""
+    limits = Limits(max_num_seqs=64, max_num_batched_tokens=1024, kv_blocks=blocks, block_size=16, policy=policy)
+    tr = trace(load, limits)
+    for timer in (unit, linear, curved):
+        assert replay(tr, timer, load) == simulate(timer, load, limits)
+        assert runner(load, limits)(timer) == simulate(timer, load, limits)
+    if blocks == 40 and policy is None:
+        assert tr.preemptions > 0  # vLLM preempts by recompute; the others admit against the pool
+
+
+def test_an_open_loop_runner_simulates_each_timer():
+    load = Load(prompt=100, new=20, requests=30, rate=5.0, seed=3)
+    assert runner(load, BIG)(linear) == simulate(linear, load, BIG)
+    with pytest.raises(ValueError, match="open loop"):
+        trace(load, BIG)
 
 
 def test_a_request_larger_than_the_pool_is_refused():

@@ -18,9 +18,14 @@ from kvcalc.model.spec import ModelSpec
 # NOTE: suffix (lower case, after the base name) -> kvcalc's weight dtype. Longest first, so that
 # "-fp8-dynamic" is not read as a base "...-fp8" plus "-dynamic". "-fp4" is NVIDIA's own spelling of
 # its ModelOpt NVFP4 checkpoints (nvidia/DeepSeek-R1-0528-FP4), trusted only under the nvidia org:
-# elsewhere an fp4 could as well be MXFP4. Only formats whose bytes kvcalc models are listed.
+# elsewhere an fp4 could as well be MXFP4; "-fp4-v2" is its second release of the same format. AMD's Quark
+# checkpoints end "-fp8-kv" (FP8 weights, with the FP8 KV-cache scales the engine uses only under
+# --kv-cache-dtype fp8, so the weights are all the name says) and "-mxfp4-preview" (amd/DeepSeek-R1-0528-MXFP4-Preview).
+# Only formats whose bytes kvcalc models are listed.
 SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("-mxfp4-preview", "mxfp4"),
     ("-fp8-dynamic", "fp8"),
+    ("-fp8-kv", "fp8"),
     ("-fp8-block", "fp8"),
     ("-gptq-int4", "int4"),
     ("-gptq-int8", "int8"),
@@ -32,9 +37,10 @@ SUFFIXES: tuple[tuple[str, str], ...] = (
     ("-mxfp4", "mxfp4"),
     ("-fp8", "fp8"),
     ("-awq", "int4"),
+    ("-fp4-v2", "nvfp4"),
     ("-fp4", "nvfp4"),
 )
-NVIDIA_ONLY = ("-fp4",)
+NVIDIA_ONLY = ("-fp4-v2", "-fp4")
 
 
 class Named(NamedTuple):

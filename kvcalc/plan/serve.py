@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kvcalc.plan.serve_load import Load, lengths
@@ -90,22 +91,55 @@ def new_request(lengths: list[tuple[int, int]], i: int, t: float, spread: tuple[
 class Trace(NamedTuple):
     """A closed-loop run in engine steps (its schedule does not depend on step times). `steps`: a
     StepTimer's five arguments, k steps alike (a decode run) and the step clock it starts at;
-    `requests`: (arrival, first token, finish) step clocks and new tokens of every request."""
+    `requests`: (arrival, first token, finish) step clocks and new tokens of every request;
+    `in_system`: the requests in the system during each entry of `steps`."""
 
     steps: list[tuple[int, int, int, int, int, int, int]]
     requests: list[tuple[int, int, int, int]]
+    in_system: list[int]
+    preemptions: int = 0
 
 
 def trace(load: Load, limits: Limits) -> Trace:
     """The schedule of a closed-loop `load`: every figure of simulate() is a weighted sum of its
-    steps' times (cost/fitting.py fits the step model through it)."""
+    steps' times (cost/fitting.py fits the step model through it; replay times it)."""
     if load.concurrency is None:
         raise ValueError("an open loop's schedule depends on step times; only a closed loop has a trace")
     eng = (limits.policy or _Engine)(load, limits)
-    eng.trace = out = Trace([], [])
+    eng.trace = out = Trace([], [], [])
     eng.run(lambda *a: 1.0)  # one second a step: `now` is the step clock
     out.requests.extend((round(r.arrival), round(r.first), round(r.finish), r.new) for r in eng.finished)
-    return out
+    return out._replace(preemptions=eng.preemptions)
+
+
+def replay(tr: Trace, timer: StepTimer, load: Load) -> ServeStats:
+    """simulate(timer, load, limits) of the closed loop `tr` traces, without scheduling it again: its
+    steps timed in the same order by the same calls (a prompt step by `timer`, a decode run by
+    run_seconds), so every figure is simulate's to the last bit (tests/test_serve.py)."""
+    now, area, steps = 0.0, 0.0, 0
+    at = {0: 0.0}  # step clock -> seconds: requests arrive, get a first token and finish between steps
+    for (n, contexts, pre, held, seqs, k, start), inside in zip(tr.steps, tr.in_system):
+        seconds = timer(n, contexts, pre, held, seqs) if pre else run_seconds(timer, n, contexts, k)
+        area += seconds * inside
+        now += seconds
+        steps += k
+        at[start + k] = now
+    finished = []
+    for arrival, first, finish, new in tr.requests:
+        r = _Req(at[arrival], 0, new)
+        r.first, r.finish = at[first], at[finish]
+        finished.append(r)
+    return _stats(finished, load, steps, tr.preemptions, area, now)
+
+
+def runner(load: Load, limits: Limits) -> Callable[[StepTimer], ServeStats]:
+    """simulate(timer, load, limits) for each of several timers: a closed loop is scheduled once and
+    replayed under each (the estimate, its interval's two ends and the ceiling share one schedule);
+    an open loop, whose schedule depends on step times, is simulated anew for each."""
+    if load.concurrency is None:
+        return lambda timer: simulate(timer, load, limits)
+    tr = trace(load, limits)
+    return lambda timer: replay(tr, timer, load)
 
 
 def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:
@@ -251,6 +285,20 @@ class _Engine(_Clients):
         cycles, rest = divmod(k, self.bs)
         return cycles * self.dec + sum(self.starts[(-(self.clock + j)) % self.bs] for j in range(rest))
 
+    def _room(self, k: int) -> int:
+        """The most decode steps, at most k and at least one, whose new blocks the free ones hold (the
+        first step's are taken already). NOTE: exact, not whole cycles of block_size steps: with the
+        pool full and requests waiting (vLLM's preemption regime) a run then lasts until the next
+        block shortage rather than a step at a time."""
+        first = self._opening(1)
+        if k <= 1 or self._opening(k) - first <= self.free:
+            return max(1, k)
+        lo, hi = 1, k  # the steps' blocks fit at lo, not at hi (_opening grows with the steps)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self._opening(mid) - first <= self.free else (lo, mid)
+        return lo
+
     # --- one step ---------------------------------------------------------------------------
 
     def _blocks(self, computed: int, take: int) -> int:
@@ -354,8 +402,7 @@ class _Engine(_Clients):
                 # NOTE: a decode-only step that admitted no one keeps whoever waits blocked (free blocks
                 # only shrink, the batch stays full) until a finish: the batch is the same until its
                 # first finish, a block shortage or, with an empty queue, an arrival.
-                k = self.heap[0][0] - self.clock if self.heap else 1
-                k = max(1, min(k, self.bs * (self.free // max(self.dec, 1))))
+                k = self._room(self.heap[0][0] - self.clock if self.heap else 1)
                 if not self.waiting:  # a request reaching the queue would be admitted
                     k = self._pending_cap(k)
                     if nxt < len(arrivals):
@@ -365,10 +412,12 @@ class _Engine(_Clients):
                     self.free -= self._opening(k) - self._opening(1)  # the first step's blocks are taken
             else:
                 seconds = timer(n, contexts, pre, held, seqs)
-            area += seconds * self._in_system()
+            inside = self._in_system()
+            area += seconds * inside
             now += seconds
             if self.trace is not None:
                 self.trace.steps.append((n, contexts, pre, held, seqs, k, self.clock))
+                self.trace.in_system.append(inside)
             steps += k
             self.clock += k
             self.dec_computed += self.dec * k

@@ -139,6 +139,7 @@ class _Policy(_Clients):
             now += seconds
             if self.trace is not None:
                 self.trace.steps.append((n, contexts, pre, held, seqs, k, self.clock))
+                self.trace.in_system.append(in_system)
             steps += k
             self.clock += k
             self._finish_decoders(now)

@@ -2,13 +2,14 @@
 its steps timed by cost/estimate.step_time (ceiling, estimate and the interval's ends), the KV pool
 from the engine's memory model, and the figures as result models."""
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer, simulate
+from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer, runner
 from kvcalc.results import Result
 
 
@@ -84,7 +85,7 @@ def step_timers(
     def comm(tokens: int) -> float:
         return comm_seconds(spec, dep, tokens, dtype)
 
-    @lru_cache(maxsize=1 << 16)
+    @lru_cache(maxsize=1 << 20)  # NOTE: the run's every step shape, for the estimate, its interval and the ceiling
     def timed(n: int, context_sum: int, pre: int, held: int, seqs: int):  # noqa: ANN202
         context, seqs = (held // seqs if seqs else 0), max(seqs, 1)
         return uniform_step_time(
@@ -216,13 +217,17 @@ def serving_limits(
     return limits, pool
 
 
-def ceiling_stats(ceiling: StepTimer, load: Load, limits: Limits) -> ServeStats:
+def ceiling_stats(
+    ceiling: StepTimer, load: Load, limits: Limits, run: Callable[[StepTimer], ServeStats] | None = None
+) -> ServeStats:
     """The load's figures with every step at its ceiling, as a bound (cost/fitting.bounded): TTFTs
     (mean, p50, p99) no more than the prompt's own pass, and for a closed loop (whose schedule does not
-    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed."""
+    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed.
+    `run`: the load's runner (plan/serve.runner), when the caller has one."""
     from kvcalc.cost.fitting import Figures, bounded
 
-    s = simulate(ceiling, load, limits)
+    run = run or runner(load, limits)
+    s = run(ceiling)
     alone = ceiling(0, 0, load.prompt, 0, 1)
     tpot, itl = s.tpot_s, s.itl_s
     if load.concurrency is not None:
@@ -230,7 +235,7 @@ def ceiling_stats(ceiling: StepTimer, load: Load, limits: Limits) -> ServeStats:
         def decode_only(n: int, context_sum: int, pre: int, held: int, seqs: int) -> float:
             return ceiling(n, context_sum, 0, 0, 0) if n else 0.0
 
-        d = simulate(decode_only, load, limits)
+        d = run(decode_only)
         tpot, itl = d.tpot_s, d.itl_s
     fig = Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s)
     f = bounded(fig, alone, load.new, load.concurrency, tpot)
@@ -302,7 +307,8 @@ def serve_report(
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
-    top = ceiling_stats(ceiling, load, limits)
+    run = runner(load, limits)  # a closed loop is scheduled once, for the ceiling, the estimate and its interval
+    top = ceiling_stats(ceiling, load, limits, run)
     warnings = []
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
@@ -323,11 +329,11 @@ def serve_report(
 
     c = constants_for(gpu, engine)[0]
     srv = server_seconds(c, engine)
-    mid = _served(simulate(est, load, limits), srv)
+    mid = _served(run(est), srv)
     # NOTE: every step at its low end is the fast end: latencies take their low from it and
     # throughputs their high, and the other way round for the slow end.
-    fast = _figures(_served(simulate(lo, load, limits), srv), basis)
-    slow = _figures(_served(simulate(hi, load, limits), srv), basis)
+    fast = _figures(_served(run(lo), srv), basis)
+    slow = _figures(_served(run(hi), srv), basis)
     interval = {k: sorted([fast[k], slow[k]]) for k in INTERVAL_NAMES}
     for k in INTERVAL_NAMES:  # the interval holds the estimate (a queue can turn a step's band non-monotone)
         v = _figures(mid, basis)[k]

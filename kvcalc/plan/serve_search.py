@@ -40,18 +40,22 @@ def largest_concurrency(
     kv_dtype: str = "bf16",
 ) -> ConcurrencySearch:
     """Search concurrency 1 .. min(max_num_seqs, 1024) for the goals, on the estimate and on the ceiling."""
-    from kvcalc.plan.serve import Load, simulate
+    from kvcalc.plan.serve import Load, runner
     from kvcalc.plan.serve_report import serving_limits, step_timers
 
     limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
     ceiling, estimate, _, _, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     top = min(limits.max_num_seqs, SEARCH_LIMIT)
 
+    runs: dict = {}
+
     def run(timer, c: int):  # noqa: ANN001, ANN202
         # NOTE: read as generate --concurrency reads a run (every client starting at once, figures over
         # all), with 4 x c requests per probe (waves of identical requests repeat, so fewer change
-        # little): the search runs about 14 probes per basis.
-        return simulate(timer, Load(prompt, new, max(4 * c, 16), concurrency=c, burst=True), limits)
+        # little): the search runs about 14 probes per basis, each concurrency scheduled once for both.
+        if c not in runs:
+            runs[c] = runner(Load(prompt, new, max(4 * c, 16), concurrency=c, burst=True), limits)
+        return runs[c](timer)
 
     def meets(stats) -> bool:  # noqa: ANN001
         ok_tpot = tpot_ms is None or stats.tpot_s * 1e3 <= tpot_ms
