@@ -1,5 +1,5 @@
 """Bounded serving simulation (issue 19): time of plan/serve.simulate and of the whole
-serve_report (a closed loop: one schedule timed five ways, plan/serve.runner; an open loop: four simulations) in-process.
+serve_report (a closed loop: one schedule timed five ways, plan/serve_trace.runner; an open loop: four simulations) in-process.
 
 Run by hand: python benchmarks/serve.py [--runs 3] [--engine vllm|sglang|trtllm]. Prints the median time of each case, the engine
 steps simulated and the step-time evaluations made. The figures last measured are in

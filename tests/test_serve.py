@@ -9,9 +9,10 @@ from conftest import run, run_json
 
 from kvcalc.cost.step import SINGLE, stages
 from kvcalc.model.presets import get_gpu, get_model
-from kvcalc.plan.serve import Limits, Load, percentile, replay, run_seconds, runner, simulate, trace, turnaround_steps
+from kvcalc.plan.serve import Limits, Load, percentile, run_seconds, simulate, turnaround_steps
 from kvcalc.plan.serve_policies import SglangPolicy, TrtllmPolicy
 from kvcalc.plan.serve_report import serve_report
+from kvcalc.plan.serve_trace import replay, runner, trace
 
 
 def step_time(spec, gpu, dep, **kw):  # noqa: ANN001, ANN003, ANN201

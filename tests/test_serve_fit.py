@@ -1,4 +1,4 @@
-"""Closed-loop runs as weighted steps (plan/serve_fit.py, plan/serve.trace): the calibration fits the
+"""Closed-loop runs as weighted steps (plan/serve_fit.py, plan/serve_trace.trace): the calibration fits the
 step model through the same simulation `generate --concurrency` prints, so the weighted sums must be
 that simulation's figures, and a fit on synthetic runs must recover the constants that made them."""
 
@@ -10,9 +10,10 @@ from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.calibration import constants_for
-from kvcalc.plan.serve import Limits, Load, simulate, trace
+from kvcalc.plan.serve import Limits, Load, simulate
 from kvcalc.plan.serve_fit import run_features
 from kvcalc.plan.serve_report import default_requests, serve_report, serving_limits, step_timers
+from kvcalc.plan.serve_trace import trace
 
 BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=100, kv_blocks=10**6)
 

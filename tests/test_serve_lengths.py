@@ -12,11 +12,12 @@ from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.calibration import constants_for
-from kvcalc.plan.serve import Limits, Load, simulate, trace
+from kvcalc.plan.serve import Limits, Load, simulate
 from kvcalc.plan.serve_fit import run_features
 from kvcalc.plan.serve_load import lengths
 from kvcalc.plan.serve_policies import SglangPolicy, TrtllmPolicy
 from kvcalc.plan.serve_report import serve_report
+from kvcalc.plan.serve_trace import trace
 
 BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=8192, kv_blocks=10**6)
 

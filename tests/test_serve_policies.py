@@ -6,9 +6,10 @@ import pytest
 
 from kvcalc.cost.step import SINGLE
 from kvcalc.model.presets import get_gpu, get_model
-from kvcalc.plan.serve import Limits, Load, run_seconds, simulate, trace
+from kvcalc.plan.serve import Limits, Load, run_seconds, simulate
 from kvcalc.plan.serve_policies import SglangPolicy, TrtllmPolicy
 from kvcalc.plan.serve_report import serve_report
+from kvcalc.plan.serve_trace import trace
 
 BIG = Limits(max_num_seqs=1024, max_num_batched_tokens=8192, kv_blocks=10**6, block_size=1)
 

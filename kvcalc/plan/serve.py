@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
 from typing import NamedTuple
 
 from kvcalc.plan.serve_load import Load, lengths
@@ -98,48 +97,6 @@ class Trace(NamedTuple):
     requests: list[tuple[int, int, int, int]]
     in_system: list[int]
     preemptions: int = 0
-
-
-def trace(load: Load, limits: Limits) -> Trace:
-    """The schedule of a closed-loop `load`: every figure of simulate() is a weighted sum of its
-    steps' times (cost/fitting.py fits the step model through it; replay times it)."""
-    if load.concurrency is None:
-        raise ValueError("an open loop's schedule depends on step times; only a closed loop has a trace")
-    eng = (limits.policy or _Engine)(load, limits)
-    eng.trace = out = Trace([], [], [])
-    eng.run(lambda *a: 1.0)  # one second a step: `now` is the step clock
-    out.requests.extend((round(r.arrival), round(r.first), round(r.finish), r.new) for r in eng.finished)
-    return out._replace(preemptions=eng.preemptions)
-
-
-def replay(tr: Trace, timer: StepTimer, load: Load) -> ServeStats:
-    """simulate(timer, load, limits) of the closed loop `tr` traces, without scheduling it again: its
-    steps timed in the same order by the same calls (a prompt step by `timer`, a decode run by
-    run_seconds), so every figure is simulate's to the last bit (tests/test_serve.py)."""
-    now, area, steps = 0.0, 0.0, 0
-    at = {0: 0.0}  # step clock -> seconds: requests arrive, get a first token and finish between steps
-    for (n, contexts, pre, held, seqs, k, start), inside in zip(tr.steps, tr.in_system):
-        seconds = timer(n, contexts, pre, held, seqs) if pre else run_seconds(timer, n, contexts, k)
-        area += seconds * inside
-        now += seconds
-        steps += k
-        at[start + k] = now
-    finished = []
-    for arrival, first, finish, new in tr.requests:
-        r = _Req(at[arrival], 0, new)
-        r.first, r.finish = at[first], at[finish]
-        finished.append(r)
-    return _stats(finished, load, steps, tr.preemptions, area, now)
-
-
-def runner(load: Load, limits: Limits) -> Callable[[StepTimer], ServeStats]:
-    """simulate(timer, load, limits) for each of several timers: a closed loop is scheduled once and
-    replayed under each (the estimate, its interval's two ends and the ceiling share one schedule);
-    an open loop, whose schedule depends on step times, is simulated anew for each."""
-    if load.concurrency is None:
-        return lambda timer: simulate(timer, load, limits)
-    tr = trace(load, limits)
-    return lambda timer: replay(tr, timer, load)
 
 
 def simulate(timer: StepTimer, load: Load, limits: Limits) -> ServeStats:

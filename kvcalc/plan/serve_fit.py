@@ -2,7 +2,7 @@
 simulation that `generate --concurrency` prints rather than through a closed form.
 
 A closed loop's schedule does not depend on step times (clients send when a request finishes; the
-scheduler counts tokens and blocks), so one trace (plan/serve.trace) fixes which steps run and when
+scheduler counts tokens and blocks), so one trace (plan/serve_trace.trace) fixes which steps run and when
 each request arrives, gets its first token and finishes. Every figure is then a weighted sum of the
 step times: a request's TTFT is the steps between its arrival and its first token, and so on. The
 steps are grouped by their shape (decoding sequences, prompt tokens, prompt sequences, each within
@@ -40,8 +40,9 @@ def run_features(
     default: the engine's limits and KV pool (plan/serve_report.serving_limits), C clients starting
     together, `requests` requests (default_requests), figures over all of them."""
     from kvcalc.cost.estimate import features
-    from kvcalc.plan.serve import Load, trace
+    from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_report import default_requests, serving_limits
+    from kvcalc.plan.serve_trace import trace
 
     c = setup.concurrency or 1
     p, n = max(1, setup.prompt), max(1, setup.new)

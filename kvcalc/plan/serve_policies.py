@@ -1,6 +1,6 @@
 """The serving simulation's schedulers other than vLLM's (plan/serve.py holds vLLM V1's and the
 shared figures): SGLang's and TensorRT-LLM's, each as its release runs it by default. Both count
-tokens and blocks only, so a closed loop's schedule does not depend on step times (plan/serve.trace).
+tokens and blocks only, so a closed loop's schedule does not depend on step times (plan/serve_trace.trace).
 
 SGLang (0.5.x, sglang/srt/managers/scheduler.py and schedule_policy.py, no --enable-mixed-chunk):
 each iteration runs EITHER a prefill batch OR a decode batch. A prefill batch is tried first: the

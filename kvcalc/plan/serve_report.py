@@ -9,7 +9,8 @@ from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer, runner
+from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer
+from kvcalc.plan.serve_trace import runner
 from kvcalc.results import Result
 
 
@@ -223,7 +224,7 @@ def ceiling_stats(
     """The load's figures with every step at its ceiling, as a bound (cost/fitting.bounded): TTFTs
     (mean, p50, p99) no more than the prompt's own pass, and for a closed loop (whose schedule does not
     depend on step times) TPOT and ITL no more than the same run with only its decode steps timed.
-    `run`: the load's runner (plan/serve.runner), when the caller has one."""
+    `run`: the load's runner (plan/serve_trace.runner), when the caller has one."""
     from kvcalc.cost.fitting import Figures, bounded
 
     run = run or runner(load, limits)

@@ -40,8 +40,9 @@ def largest_concurrency(
     kv_dtype: str = "bf16",
 ) -> ConcurrencySearch:
     """Search concurrency 1 .. min(max_num_seqs, 1024) for the goals, on the estimate and on the ceiling."""
-    from kvcalc.plan.serve import Load, runner
+    from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_trace import runner
 
     limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
     ceiling, estimate, _, _, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
