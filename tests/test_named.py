@@ -200,3 +200,29 @@ def test_glm5_config_is_stored_but_refused_until_its_indexer_is_modelled():
     path = Path(__file__).parent / "fixtures" / "real_configs" / "glm-5.json"
     with pytest.raises(SpecError, match="lightning indexer"):
         resolve_model(str(path))
+
+
+@pytest.mark.parametrize(
+    ("name", "preset"),
+    [
+        ("Llama-3.3-70B-Instruct", "llama-3.3-70b"),  # meta-llama/Llama-3.3-70B-Instruct without its org
+        ("meta-llama-3-70b-instruct", "llama-3-70b"),  # case-insensitive
+        ("Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3"),
+        ("Llama-2-70b-chat-hf", "llama-2-70b"),
+    ],
+)
+def test_a_hub_name_without_its_org_is_the_preset_with_that_alias(unreachable, name, preset):
+    resolved = resolve_model(name)
+    assert resolved.spec == get_model(preset) == get_model(name)
+    assert resolved.location == f"model_presets/{preset}.yaml (as {name})"
+
+
+@pytest.mark.parametrize(
+    "name", ["llama-2-7b-chat", "Llama-3.3-70B-Chat", "Instruct", "meta-llama/Llama-3.3-70B-Instruct-X"]
+)
+def test_a_name_no_alias_ends_with_is_not_guessed(unreachable, name):
+    from kvcalc.model.presets import by_hub_name
+
+    assert by_hub_name(name) is None
+    with pytest.raises(NotFoundError):
+        get_model(name)

@@ -338,12 +338,28 @@ def by_name(text: str) -> Named | None:
     return named.quantized(spec, f"{MODEL_DIR}/{stem}.yaml", parts[2], where) if isinstance(spec, ModelSpec) else None
 
 
+def by_hub_name(name: str) -> Found | None:
+    """The built-in model preset with a hub alias ORG/`name` for some org, when exactly one has: a hub
+    name typed without its org (Llama-3.3-70B-Instruct for meta-llama/Llama-3.3-70B-Instruct). None
+    otherwise; a name two presets share is never guessed."""
+    from kvcalc.model import named
+
+    key = name.strip().lower()
+    if not key or "/" in key or "@" in key:
+        return None
+    stem = named.base_stem("", key, _alias_index(MODEL_DIR), [])
+    return locate(MODEL_DIR, stem) if stem else None
+
+
 def get_model(name: str) -> ModelSpec:
     spec = find(MODEL_DIR, name)
     if not isinstance(spec, ModelSpec):  # None: not found (the model kind only holds ModelSpecs)
         named = by_name(name)  # a quantized re-publication of a preset (named.py), under the base's name
         if named is None:
-            raise _missing(MODEL_DIR, name)
+            found = by_hub_name(name)
+            if found is None or not isinstance(found.spec, ModelSpec):
+                raise _missing(MODEL_DIR, name)
+            return found.spec
         return named.spec
     return spec
 

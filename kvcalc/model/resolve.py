@@ -263,6 +263,11 @@ def _resolve(text: str, overrides: dict[str, Any]) -> Resolved:
     named = _by_name(text, overrides)  # a preset's name plus a format suffix (Qwen3-32B-AWQ), no org
     if named is not None:
         return named
+    from kvcalc.model.presets import by_hub_name
+
+    hub_named = by_hub_name(text)  # a hub name without its org (Llama-3.3-70B-Instruct)
+    if hub_named is not None and isinstance(hub_named.spec, ModelSpec):
+        return Resolved(override(hub_named.spec, overrides), "preset", f"{hub_named.location} (as {text.strip()})")
     close = suggestions(MODEL_DIR, text)
     hint = (
         f"did you mean: {', '.join(close)}?"
