@@ -102,6 +102,21 @@ def test_a_replayed_trace_is_the_simulation_exactly(policy, load, blocks):
         assert tr.preemptions > 0  # vLLM preempts by recompute; the others admit against the pool
 
 
+def test_a_decode_run_as_long_as_the_pool_allows_schedules_as_steps_one_at_a_time(monkeypatch):
+    """vLLM's decode runs last until the pool's next block shortage (_Engine._room); taken one step at a
+    time instead, every request arrives, gets its first token and finishes at the same step, with the
+    same preemptions: a run only sums the steps' times."""
+    from kvcalc.plan import serve
+
+    limits = Limits(max_num_seqs=64, max_num_batched_tokens=1024, kv_blocks=40, block_size=16)
+    load = Load(prompt=64, new=96, requests=80, concurrency=16, burst=True)
+    runs = trace(load, limits)
+    monkeypatch.setattr(serve._Engine, "_room", lambda self, k: 1)
+    steps = trace(load, limits)
+    assert runs.requests == steps.requests and runs.preemptions == steps.preemptions > 0
+    assert len(runs.steps) < len(steps.steps)  # the same steps, fewer entries
+
+
 def test_an_open_loop_runner_simulates_each_timer():
     load = Load(prompt=100, new=20, requests=30, rate=5.0, seed=3)
     assert runner(load, BIG)(linear) == simulate(linear, load, BIG)
