@@ -42,6 +42,7 @@ def unreachable(monkeypatch):
         ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-v3", "nvfp4"),
         ("nvidia/Qwen3-32B-NVFP4", "qwen3-32b", "nvfp4"),
         ("Qwen/Qwen3-32B-AWQ", "qwen3-32b", "int4"),
+        ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "llama-3.1-70b", "int4"),
         ("Qwen/Qwen3-8B-GPTQ-Int4", "qwen3-8b", "int4"),
         ("RedHatAI/Qwen3-8B-quantized.w4a16", "qwen3-8b", "int4"),
         ("nvidia/Qwen3-235B-A22B-NVFP4", "qwen3-235b-a22b", "nvfp4"),
@@ -58,7 +59,7 @@ def test_each_naming_pattern_resolves_to_its_base_offline(unreachable, name, bas
     assert spec.checkpoint.quantization.linear.name == dtype
     # the weights are the base's with every linear layer in the named format, as `--dtype` models it
     base_spec = get_model(base)
-    if not name.endswith("-AWQ"):
+    if not name.endswith(("-AWQ", "-AWQ-INT4")):
         assert weight_bytes_resident(spec) == weight_bytes_resident(base_spec, dtype)
 
 
@@ -70,6 +71,8 @@ def test_awq_keeps_a_zero_point_per_group(unreachable):
     gptq = resolve_model("Qwen/Qwen3-32B-GPTQ-Int4").spec
     fmt = awq.checkpoint.quantization.linear
     assert fmt.zero_points and not gptq.checkpoint.quantization.linear.zero_points
+    hugging_quants = resolve_model("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4").spec
+    assert hugging_quants.checkpoint.quantization.linear.zero_points
     assert fmt.tensor_bytes(8192, 5120) == [8192 * 5120 // 2, 8192 * 40 * 2, 8192 * 40 // 2]
     assert weight_bytes_resident(awq) > weight_bytes_resident(gptq)
 

@@ -27,6 +27,7 @@ SUFFIXES: tuple[tuple[str, str], ...] = (
     ("-fp8-dynamic", "fp8"),
     ("-fp8-kv", "fp8"),
     ("-fp8-block", "fp8"),
+    ("-awq-int4", "int4"),
     ("-gptq-int4", "int4"),
     ("-gptq-int8", "int8"),
     ("-quantized.w4a16", "int4"),
@@ -41,6 +42,8 @@ SUFFIXES: tuple[tuple[str, str], ...] = (
     ("-fp4", "nvfp4"),
 )
 NVIDIA_ONLY = ("-fp4-v2", "-fp4")
+# NOTE: AWQ's own spelling and hugging-quants' (hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4).
+AWQ = ("-awq", "-awq-int4")
 
 
 class Named(NamedTuple):
@@ -84,7 +87,7 @@ def quantized(spec: ModelSpec, location: str, dtype: str, where: str) -> Named:
 
     source = f"base preset {spec.name} with {dtype} weights, from the name {where}; its config.json was not read"
     fmt = named(dtype)
-    if fmt is not None and where.lower().endswith("-awq"):
+    if fmt is not None and where.lower().endswith(AWQ):
         # NOTE: AWQ is asymmetric: a packed zero point per group beside each scale (quant.py _gptq_awq).
         fmt = fmt.model_copy(update={"zero_points": True})
     quant = Quantization(method=f"named {dtype} (the name's suffix; config.json not read)", linear=fmt)

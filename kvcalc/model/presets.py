@@ -365,12 +365,20 @@ def get_model(name: str) -> ModelSpec:
 
 
 def get_gpu(name: str) -> GpuSpec:
+    """A GPU preset by name, alias or file; else by how people spell it (`H100 SXM`, `NVIDIA A100-SXM4-80GB`,
+    `h200_sxm`: hardware/names.py), kept only if the GPU found has the memory the name states."""
     from kvcalc.hardware.gpu import GpuSpec
+    from kvcalc.hardware.names import same_memory, spellings
 
     spec = find(GPU_DIR, name)
-    if not isinstance(spec, GpuSpec):  # None: not found (the GPU kind only holds GpuSpecs)
-        raise _missing(GPU_DIR, name)
-    return spec
+    if isinstance(spec, GpuSpec):
+        return spec
+    if not is_preset_file(name.strip()):
+        for spelling in spellings(name):
+            spec = find(GPU_DIR, spelling.key)
+            if isinstance(spec, GpuSpec) and same_memory(spelling.memory_bytes, spec.memory_bytes):
+                return spec
+    raise _missing(GPU_DIR, name)  # not found (the GPU kind only holds GpuSpecs)
 
 
 # --- writing ------------------------------------------------------------------------------
