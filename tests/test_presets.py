@@ -197,3 +197,14 @@ def test_invalid_preset_names_field(monkeypatch, tmp_path, text, message):
     assert exc.value.message.startswith("model_presets/bad.yaml: ")
     assert message in exc.value.message
     presets._load.cache_clear()
+
+
+def test_falcon_180b_is_the_checkpoint_config_nvidia_benchmarked():
+    """TensorRT-LLM v0.9.0's docs/source/performance.md: 80 layers, 232 query heads and 8 KV heads of
+    14,848 / 232 = 64, a 4 x hidden GELU MLP, vocab 65,024, the embedding tied to the output head."""
+    spec = presets.get_model("tiiuae/falcon-180B")
+    assert bytes_per_token(spec, "bf16") == 2 * 80 * 8 * 64 * 2  # K and V, 80 layers, 8 heads of 64, 2 B
+    params = param_counts(spec)
+    assert params.attention == 80 * (14848 * (232 + 2 * 8) * 64 + 14848 * 14848)
+    assert params.dense_mlp == 80 * 2 * 14848 * 4 * 14848
+    assert params.embedding == 65024 * 14848 and params.lm_head == 0

@@ -87,6 +87,8 @@ PUBLISHED = [
     ("mixtral-8x22b", 141e9, 39e9, "active", 1e9),
     # EleutherAI's card for GPT-J 6B: 6,053,381,344 parameters
     ("gpt-j-6b", 6_053_381_344, None, None, 1),
+    # TII's card for Falcon-180B: "a 180B parameters causal decoder-only model"
+    ("falcon-180b", 180e9, None, None, 1e9),
     ("deepseek-v3", 671e9, 37e9, "active_excl_embedding", 1e9),
     ("qwen3-30b-a3b", 30.5e9, 3.3e9, "active", 0.1e9),
     ("gpt-oss-120b", 117e9, 5.1e9, "active_excl_embedding", 0.1e9),
