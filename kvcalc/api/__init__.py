@@ -124,7 +124,9 @@ def roofline(
 
     batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
     from kvcalc.engines.kernels import gpu_as_run_by
+    from kvcalc.engines.names import engine_name
 
+    engine = engine_name(engine)[0]  # as --engine reads it: "TensorRT-LLM" is trtllm, "lmdeploy" estimated as trtllm
     gpus = [gpu_as_run_by(g, engine) for g in as_some_gpus(gpu)]
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     kv = normalize_dtype(kv_dtype, KV_DTYPES)
@@ -323,7 +325,9 @@ def generate(
 
     util = (what_if := utilization(efficiency, mbu, mfu)) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu
     from kvcalc.engines.kernels import gpu_as_run_by
+    from kvcalc.engines.names import engine_name
 
+    engine = engine_name(engine)[0]  # as --engine reads it
     gpu_spec = gpu_as_run_by(as_one_gpu(gpu, "generate"), engine)
     overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = as_model(model, overrides)

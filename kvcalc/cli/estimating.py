@@ -1,14 +1,28 @@
 """Typer options for the calibrated estimate that roofline and generate share: --engine, --ceiling."""
 
+import sys
 from typing import Annotated
 
 import typer
+
+
+def _engine(value: str) -> str:
+    """--engine as one of the four engines kvcalc models (engines/names.py); a stand-in is said on stderr."""
+    from kvcalc.engines.names import engine_name
+
+    name, note = engine_name(value)
+    if note:
+        sys.stderr.write(f"kvcalc: {note}\n")
+    return name
+
 
 EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="Engine the estimate is calibrated for: vllm, sglang, trtllm or llamacpp (default vllm).",
+        help="Engine the estimate is calibrated for: vllm, sglang, trtllm or llamacpp (default vllm); "
+        "lmdeploy is estimated as trtllm, tgi as vllm.",
+        callback=_engine,
     ),
 ]
 CeilingOpt = Annotated[

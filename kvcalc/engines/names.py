@@ -1,0 +1,46 @@
+"""What people call a serving engine, read as one of the four whose speed kvcalc models.
+
+`TensorRT-LLM`, `trt-llm` and `trtllm-serve` are trtllm; `llama.cpp` and `llama-server` are llamacpp. Two
+engines without a model of their own are estimated as the nearest of the four, and the CLI says so: LMDeploy
+(its TurboMind backend) as trtllm, Hugging Face TGI as vllm.
+"""
+
+from __future__ import annotations
+
+from kvcalc.cost.estimate import ENGINES
+from kvcalc.errors import UsageError
+
+SPELLINGS = {
+    "tensorrt-llm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "tensorrtllm": "trtllm",
+    "trt-llm": "trtllm",
+    "trt_llm": "trtllm",
+    "trtllm-serve": "trtllm",
+    "llama.cpp": "llamacpp",
+    "llama-cpp": "llamacpp",
+    "llama_cpp": "llamacpp",
+    "llama-server": "llamacpp",
+}
+# NOTE: (the model it is read as, why that one is nearest).
+NEAREST = {
+    "lmdeploy": ("trtllm", "TurboMind is a compiled C++ engine with its own kernels and persistent batching"),
+    "turbomind": ("trtllm", "a compiled C++ engine with its own kernels and persistent batching"),
+    "tgi": ("vllm", "continuous batching over paged attention, prompts chunked into the decode steps"),
+    "text-generation-inference": ("vllm", "continuous batching over paged attention, prompts chunked into decodes"),
+}
+
+
+def engine_name(text: str) -> tuple[str, str | None]:
+    """(the engine kvcalc models, a note when it stands in for another); an unknown name is a usage error."""
+    key = text.strip().lower()
+    if key in ENGINES:
+        return key, None
+    if key in SPELLINGS:
+        return SPELLINGS[key], None
+    if key in NEAREST:
+        name, why = NEAREST[key]
+        return name, f"{text.strip()} has no speed model of its own; estimated as {name}, the nearest ({why})"
+    raise UsageError(
+        f"unknown engine '{text}'", hint=f"one of {', '.join(ENGINES)} (lmdeploy is read as trtllm, tgi as vllm)"
+    )
