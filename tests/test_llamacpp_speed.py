@@ -261,3 +261,15 @@ def test_without_flash_attention_a_prompts_scores_go_through_memory():
     for fa, scores in ((True, 0), (False, 512 * 512 * 32 * 32)):
         r = llamacpp_memory(spec, rows, 8192, era(None), weights_exact=True, flash_attn=fa)
         assert step_features(spec, rows, r, gpu, 1, False, prompt_tokens=512)[0].scores == scores
+
+
+def test_generate_takes_an_ftype_as_dtype_and_prices_its_tensor_mix():
+    # `generate --dtype q4_k_m` (the quant the calibration's llama.cpp points are fitted at) reads the
+    # Q4_K_M mix: at 1 + 2 tokens, decode reads the weights alone, so the ceilings' ratio is the bytes'
+    spec = get_model("llama-3-8b")
+    args = ("generate", "llama-3-8b", "--gpu", "rtx-4090", "--prompt", "1", "--new", "2", "--engine", "llamacpp")
+    tpot = {d: json.loads(run(*args, "--dtype", d, "-f", "json").stdout)["tpot_s"] for d in ("q4_k_m", "bf16")}
+    ratio = weight_bytes_read(spec, 1, "q4_k_m") / weight_bytes_read(spec, 1, "bf16")
+    assert 0.3 < ratio < 0.32 and abs(tpot["q4_k_m"] / tpot["bf16"] / ratio - 1) < 0.01
+    bad = run(*args, "--dtype", "q3_k_s")
+    assert bad.exit_code == 2 and "or a llama.cpp quant: q4_0, q8_0, q4_k_m" in bad.stderr

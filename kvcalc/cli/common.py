@@ -212,7 +212,8 @@ DtypeOpt = Annotated[
     Optional[str],
     typer.Option(
         "--dtype",
-        help=f"Weight type: {', '.join(WEIGHT_DTYPES)} (default: the model's).",
+        help=f"Weight type: {', '.join(WEIGHT_DTYPES)}, or a llama.cpp quant such as q4_k_m or q4_0, priced by "
+        "the per-tensor mix llama-quantize writes (default: the model's).",
         autocompletion=_complete_weight_dtypes,
     ),
 ]

@@ -59,6 +59,12 @@ def _per_layer(spec: ModelSpec) -> list[LayerRun]:
     return [run.model_copy(update={"count": 1}) for run in spec.expanded_layers()]
 
 
+def _is_ftype(dtype: str) -> bool:
+    from kvcalc.model.gguf.mix import is_ftype  # NOTE: only for a --dtype: the GGUF tables are not on start-up's path
+
+    return is_ftype(dtype)
+
+
 def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     """What-if overrides on a preset: --layers, --kv-heads, --head-dim, --window, --dtype."""
     changes: dict[str, Any] = {}
@@ -70,7 +76,9 @@ def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
         changes["layer_pattern"] = [r.model_copy(update={"kv_heads": None}) for r in spec.layer_pattern]
     if "head_dim" in overrides:
         changes["head_dim"] = overrides["head_dim"]
-    if "dtype" in overrides:
+    if "dtype" in overrides and not _is_ftype(overrides["dtype"]):
+        # NOTE: a llama.cpp quant (q4_k_m) is no element type of the spec: the cost layer prices it from
+        # the --dtype passed beside the spec (model/gguf/mix.py), as the calibration does.
         changes["dtype"], changes["expert_dtype"] = overrides["dtype"], None
     if "images" in overrides or "encoder_seq" in overrides:
         changes["layer_pattern"] = _cross_tokens(spec, changes.get("layer_pattern") or _per_layer(spec), overrides)

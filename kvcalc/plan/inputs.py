@@ -47,8 +47,22 @@ def what_ifs(
     if window is not None:
         out["window"] = parse_count(window, "--window")
     if dtype is not None:
-        out["dtype"] = normalize_dtype(dtype, WEIGHT_DTYPES)
+        out["dtype"] = weight_dtype(dtype)
     return out
+
+
+def weight_dtype(text: str) -> str:
+    """--dtype: a weight format (fp8, int4, nvfp4, ...) or a llama.cpp quant (q4_k_m, q4_0, ...), which the
+    cost layer prices by the per-tensor mix llama-quantize writes (model/gguf/mix.py)."""
+    from kvcalc.model.gguf.mix import FTYPES
+
+    key = str(text).strip().lower()
+    if key in FTYPES:
+        return key
+    try:
+        return normalize_dtype(text, WEIGHT_DTYPES)
+    except UsageError as err:
+        raise UsageError(err.message, hint=f"{err.hint}, or a llama.cpp quant: {', '.join(FTYPES)}") from None
 
 
 def with_context_warning(result, spec):  # noqa: ANN001, ANN201
