@@ -99,8 +99,9 @@ def test_generate_json_has_the_estimate_beside_the_top_level_ceiling():
 
 
 def test_unknown_engine_is_one_line():
-    r = run("generate", "llama-3-8b", "--gpu", "h100", "--engine", "tgi")
-    assert r.exit_code != 0 and "unknown engine 'tgi'" in r.stderr and "Traceback" not in r.stderr
+    # (tgi is read as vllm, the nearest: tests/test_engine_names.py)
+    r = run("generate", "llama-3-8b", "--gpu", "h100", "--engine", "exllama")
+    assert r.exit_code != 0 and "unknown engine 'exllama'" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_concurrency_one_is_batch_one():
