@@ -41,12 +41,11 @@ def spellings(name: str) -> list[Spelling]:
     out = [Spelling("-".join(words), None)]
     words = [w for w in words if w not in PACKAGE_WORDS]
     out.append(Spelling("-".join(words), None))
-    memory = [w for w in words if _MEMORY.match(w)]
+    memory = [(w, m) for w in words if (m := _MEMORY.match(w))]
     if len(memory) == 1:
-        m = _MEMORY.match(memory[0])
-        assert m is not None
+        word, m = memory[0]
         size = float(m.group(1)) * (2**30 if m.group(2) == "gib" else 1e9)
-        out.append(Spelling("-".join(w for w in words if w != memory[0]), int(size)))
+        out.append(Spelling("-".join(w for w in words if w != word), int(size)))
     unique: list[Spelling] = []
     for s in out:
         if s.key and s.key not in {u.key for u in unique}:
