@@ -281,6 +281,8 @@ def _old_single_gpu_loop(spec, gpu, batch, prompt, new, kv):
         ("llama-3.2-11b-vision", "h100", 2, 2, 4, 10, 100, (1.0, 1.0)),  # cross-attention to image tokens
         ("qwen3-next-80b-a3b", "h100", 4, 2, 64, 4000, 200, (0.8, 0.5)),  # linear-attention state every step
         ("nemotron-h-56b", "h200", 4, 1, 256, 1, 300, (1.0, 1.0)),  # Mamba-2 state, one block per layer
+        ("glm-5", "h200", 8, 1, 4, 1950, 300, (1.0, 1.0)),  # DSA: the latent read stops at the top 2,048
+        ("deepseek-v3.2", "b200", 8, 2, 64, 2000, 100, (0.7, 0.5)),
     ],
 )
 def test_closed_form_decode_sum_matches_the_loop(model, gpu, tp, pp, batch, prompt, new, util):

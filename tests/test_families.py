@@ -489,7 +489,8 @@ def test_afmoe_trinity_by_hand(tmp_path):
 def test_glm5_without_index_topk_is_refused(tmp_path):
     # zai-org/GLM-5's shape as ai-dynamo/aiconfigurator trims it (src/aiconfigurator/model_configs/
     # zai-org--GLM-5-FP8_config.json @ 691ec90): glm_moe_dsa with MLA fields but no index_topk. Read as plain
-    # MLA the indexer's second per-token cache would be missing, so the model type alone refuses.
+    # MLA the indexer's second per-token cache would be missing, so the model type alone refuses, and says
+    # which fields it needs.
     config = {
         "model_type": "glm_moe_dsa", "num_hidden_layers": 78, "hidden_size": 6144, "num_attention_heads": 64,
         "num_key_value_heads": 64, "head_dim": 64, "intermediate_size": 12288, "vocab_size": 154880,
@@ -498,4 +499,5 @@ def test_glm5_without_index_topk_is_refused(tmp_path):
         "qk_rope_head_dim": 64, "v_head_dim": 256,
     }  # fmt: skip
     result = run("cache", _write(tmp_path, config))
-    assert result.exit_code == 1 and "lightning indexer (also in GLM-5" in result.stderr
+    assert result.exit_code == 1
+    assert "needs index_n_heads, index_head_dim and index_topk beside MLA's kv_lora_rank" in result.stderr

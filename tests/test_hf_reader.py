@@ -136,7 +136,6 @@ def test_overrides_fill_and_change():
     [
         ("marian-encdec", "'marian' is an encoder-decoder kvcalc does not read yet"),
         ("falcon-h1", "Falcon-H1 runs attention and Mamba-2 side by side in every layer"),
-        ("deepseek-v32-indexer", "lightning indexer (also in GLM-5 and DeepSeek-V4) keeps a second per-token cache"),
         ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
         ("falcon-mamba", "'falcon_mamba' is a pure state-space model: it has no KV cache"),
         ("gemma4-global", "Gemma 4's full-attention layers have their own KV shape"),

@@ -193,18 +193,6 @@ def test_reachable_hub_config_wins(tmp_path):
     assert any("/Qwen/Qwen3-32B-AWQ/resolve/main/config.json" in p for _, p, _ in hubserver.HubHandler.requests)
 
 
-def test_glm5_config_is_stored_but_refused_until_its_indexer_is_modelled():
-    """GLM-5's real config.json is kept (PROVENANCE.yaml: pending) for when DeepSeek's sparse-attention
-    indexer is modelled; until then the reader refuses it rather than leave its second cache out."""
-    from pathlib import Path
-
-    from kvcalc.errors import SpecError
-
-    path = Path(__file__).parent / "fixtures" / "real_configs" / "glm-5.json"
-    with pytest.raises(SpecError, match="lightning indexer"):
-        resolve_model(str(path))
-
-
 @pytest.mark.parametrize(
     ("name", "preset"),
     [

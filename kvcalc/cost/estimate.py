@@ -144,14 +144,14 @@ class StepTime(NamedTuple):
 
 
 def _kv_read(stage: Stage, contexts: Sequence[tuple[int, int]], kv_dtype: str) -> int:
-    """KV bytes read for (context, sequences) pairs; under DP attention the busiest rank's
-    ceil(sequences / ranks) of each pair (step.kv_bytes' count)."""
-    elements = 0
+    """KV bytes read for (context, sequences) pairs, the busiest DP-attention rank's (step.kv_bytes' count)."""
+    elements = index = 0
     r = stage.kv_ranks
     for t in stage.terms:
         if t.read_elements:
-            elements += t.layers * t.read_elements * sum(-(-n // r) * tokens_held(t.run, c) for c, n in contexts)
-    return elements_to_bytes(elements, kv_dtype)
+            elements += t.layers * t.read_elements * sum(-(-n // r) * t.read_tokens(c) for c, n in contexts)
+            index += t.layers * t.index_bytes * sum(-(-n // r) * tokens_held(t.run, c) for c, n in contexts)
+    return elements_to_bytes(elements, kv_dtype) + index
 
 
 def _pairs(decode_contexts: Sequence[int], decode_batch: int, decode_context: int) -> list[tuple[int, int]]:

@@ -31,12 +31,18 @@ def attention_form(spec: ModelSpec, phase: str) -> str:
     qk, v = _qk_v_dims(spec, absorbed=phase == "decode")
     if not spec.is_mla:
         return f"attention: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
+    sparse = (
+        f"; DeepSeek Sparse Attention: over the indexer's top {spec.index_topk:,} tokens only, and the indexer's "
+        f"2 × {spec.index_heads} heads × {spec.index_head_dim} FLOPs on every cached token"
+        if spec.index_topk is not None
+        else ""
+    )
     if phase == "decode":
         return (
             f"MLA decode with weight absorption (as FlashMLA and vLLM run it): 2 × {spec.num_heads} heads × "
-            f"({qk} latent + rope + {v} latent) FLOPs per cached token"
+            f"({qk} latent + rope + {v} latent) FLOPs per cached token{sparse}"
         )
-    return f"MLA prefill without absorption: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
+    return f"MLA prefill without absorption: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair{sparse}"
 
 
 def _attends(run: LayerRun) -> bool:
@@ -54,16 +60,39 @@ def decode_keys(run: LayerRun, seq: int) -> Fraction:
     return Fraction(tokens_held(run, seq))
 
 
+def _sparse(spec: ModelSpec, run: LayerRun) -> bool:
+    """An MLA layer under DeepSeek Sparse Attention (attends to the indexer's top-k keys)."""
+    return run.kind == LayerKind.MLA and spec.index_topk is not None
+
+
+def _index_flops(spec: ModelSpec) -> int:
+    """The lightning indexer's FLOPs per scored key: 2 x index_heads x index_head_dim (DeepSeek-V3.2)."""
+    return 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
+
+
 def attended_keys(spec: ModelSpec, seq: int) -> Fraction:
-    """Cached keys one new token attends to, summed over the layers."""
-    return sum((n * decode_keys(run, seq) for run, n in spec.layer_groups() if _attends(run)), Fraction(0))
+    """Cached keys one new token attends to, summed over the layers (DSA: at most top-k a layer)."""
+    return sum(
+        (
+            n
+            * (
+                min(decode_keys(run, seq), Fraction(spec.index_topk or seq))
+                if _sparse(spec, run)
+                else decode_keys(run, seq)
+            )
+            for run, n in spec.layer_groups()
+            if _attends(run)
+        ),
+        Fraction(0),
+    )
 
 
 def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key, with MLA's
-    absorbed widths (kv_lora_rank + rope, kv_lora_rank)."""
+    absorbed widths (kv_lora_rank + rope, kv_lora_rank); DSA's indexer adds its scoring of every key."""
     qk, v = _qk_v_dims(spec, absorbed=True)
-    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq))
+    scored = sum(n * tokens_held(run, seq) for run, n in spec.layer_groups() if _sparse(spec, run))
+    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)) + _index_flops(spec) * scored
 
 
 def causal_pairs(prompt: int, window: int | None = None) -> int:
@@ -117,9 +146,16 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
     """Causal attention FLOPs for a prompt of P tokens: 2·h·(d_qk + d_v) per query-key pair of the
     lower triangle, P(P+1)/2 pairs for a full layer (≈ 2·h·d·P² FLOPs per layer at d_qk = d_v = d)."""
     qk, v = _qk_v_dims(spec)
-    return sum(
-        n * 2 * spec.num_heads * (qk + v) * layer_pairs(run, prompt) for run, n in spec.layer_groups() if _attends(run)
-    )
+    total = 0
+    for run, n in spec.layer_groups():
+        if _sparse(spec, run):
+            # DSA: query i attends to min(i, top-k) keys (a window's pairs); the indexer scores all i
+            pairs = causal_pairs(prompt, spec.index_topk)
+            total += n * _index_flops(spec) * causal_pairs(prompt)
+        else:
+            pairs = layer_pairs(run, prompt) if _attends(run) else 0
+        total += n * 2 * spec.num_heads * (qk + v) * pairs
+    return total
 
 
 def lm_head_params(spec: ModelSpec) -> int:

@@ -74,6 +74,19 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
     return 0
 
 
+# DeepSeek Sparse Attention's indexer keys are cached in fp8 with one fp32 scale per 128 elements, whatever
+# the latent's dtype (vLLM's DeepseekV32IndexerCache, SGLang's DSATokenToKVPool: 128 + 4 = 132 B a token).
+INDEX_SCALE_BLOCK = 128
+
+
+def index_bytes_per_token(spec: ModelSpec, run: LayerRun) -> int:
+    """Bytes one token adds to one layer's indexer cache (DSA's MLA layers; 0 elsewhere). The indexer
+    key is a single head shared by all query heads, so, like the latent, every rank holds it whole."""
+    if run.kind != LayerKind.MLA or spec.index_head_dim is None:
+        return 0
+    return spec.index_head_dim + 4 * -(-spec.index_head_dim // INDEX_SCALE_BLOCK)
+
+
 def tokens_held(run: LayerRun, seq: int) -> int:
     """How many of a sequence's seq tokens one layer keeps."""
     if run.kind in (LayerKind.FULL, LayerKind.MLA):
@@ -105,8 +118,13 @@ def cache_elements(spec: ModelSpec, batch: int, seq: int, tp: int = 1) -> int:
     return batch * sum(n * elements_per_token(spec, run, tp) * tokens_held(run, seq) for run, n in spec.layer_groups())
 
 
+def index_cache_bytes(spec: ModelSpec, batch: int, seq: int) -> int:
+    """The indexer's own cache (DeepSeek Sparse Attention) for batch sequences of seq tokens: fp8 keys."""
+    return batch * sum(n * index_bytes_per_token(spec, run) * tokens_held(run, seq) for run, n in spec.layer_groups())
+
+
 def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1) -> int:
-    return elements_to_bytes(cache_elements(spec, batch, seq, tp), kv_dtype)
+    return elements_to_bytes(cache_elements(spec, batch, seq, tp), kv_dtype) + index_cache_bytes(spec, batch, seq)
 
 
 def token_elements(spec: ModelSpec, tp: int = 1) -> int:
@@ -116,7 +134,12 @@ def token_elements(spec: ModelSpec, tp: int = 1) -> int:
 
 def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
     """What one more token adds while every window still grows."""
-    return elements_to_bytes(token_elements(spec, tp), kv_dtype)
+    return elements_to_bytes(token_elements(spec, tp), kv_dtype) + index_token_bytes(spec)
+
+
+def index_token_bytes(spec: ModelSpec) -> int:
+    """What one more token adds to the indexer caches of all layers (DeepSeek Sparse Attention; else 0)."""
+    return sum(n * index_bytes_per_token(spec, run) for run, n in spec.layer_groups())
 
 
 def state_bytes(spec: ModelSpec, batch: int) -> int:
@@ -151,14 +174,19 @@ def cache_report(
                 kv_heads=heads,
                 elements_per_token=per_token,
                 tokens_held=held,
-                bytes_per_token=elements_to_bytes(n * per_token, kv_dtype),
-                total_bytes=elements_to_bytes(batch * n * per_token * held, kv_dtype),
+                bytes_per_token=elements_to_bytes(n * per_token, kv_dtype) + n * index_bytes_per_token(spec, run),
+                total_bytes=elements_to_bytes(batch * n * per_token * held, kv_dtype)
+                + batch * n * index_bytes_per_token(spec, run) * held,
                 state_bytes=batch * n * run.state_bytes,
             )
         )
-    per_token_bytes = elements_to_bytes(per_token_elements, kv_dtype)
-    total = elements_to_bytes(batch * all_elements, kv_dtype)
-    steps.append(f"{per_token_elements:,} elements × {_element_bytes(kv_dtype)} = {per_token_bytes:,} B per token")
+    kv_token_bytes = elements_to_bytes(per_token_elements, kv_dtype)
+    index_token = index_token_bytes(spec)
+    per_token_bytes = kv_token_bytes + index_token
+    total = cache_bytes(spec, batch, seq, kv_dtype, tp)
+    steps.append(f"{per_token_elements:,} elements × {_element_bytes(kv_dtype)} = {kv_token_bytes:,} B per token")
+    if index_token:
+        _explain_indexer(steps, spec, index_token, kv_token_bytes)
     if all_elements == per_token_elements * seq:
         steps.append(f"× {plural(batch, 'sequence')} × {plural(seq, 'token')} = {total:,} B = {fmt_bytes(total)}")
     else:
@@ -177,6 +205,20 @@ def cache_report(
         total_bytes=total,
         state_bytes=state_bytes(spec, batch),
         layers=layers,
+    )
+
+
+def _explain_indexer(steps: list[str], spec: ModelSpec, index_token: int, kv_token_bytes: int) -> None:
+    layers = index_token // index_bytes_per_token(spec, LayerRun(kind=LayerKind.MLA))
+    d = spec.index_head_dim or 0
+    steps.append(
+        f"DeepSeek Sparse Attention's indexer keys: {layers} layers × ({d} fp8 + "
+        f"{-(-d // INDEX_SCALE_BLOCK)} × 4 B fp32 scale) = {index_token:,} B per token, in every KV dtype; "
+        f"{kv_token_bytes:,} + {index_token:,} = {kv_token_bytes + index_token:,} B per token"
+    )
+    steps.append(
+        f"  (each new token's MLA attention reads only the indexer's top {spec.index_topk:,} tokens, "
+        "but every token stays cached)"
     )
 
 

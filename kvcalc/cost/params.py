@@ -43,12 +43,28 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
             q = hidden * h * (nope + rope)
         kv_a = hidden * (spec.latent_rank + rope) + spec.latent_rank
         kv_b = spec.latent_rank * h * (nope + v)
-        return q + kv_a + kv_b + h * v * hidden
+        return q + kv_a + kv_b + h * v * hidden + indexer_params(spec)
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
     bias = (h * d + 2 * g * d) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
     gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
     return hidden * h * d + gate + 2 * hidden * g * d + h * d * hidden + bias
+
+
+def indexer_params(spec: ModelSpec) -> int:
+    """DeepSeek Sparse Attention's lightning indexer in one MLA layer (0 without one): wq_b from the
+    query latent to index_heads x index_head_dim, wk from the hidden state to one index_head_dim key
+    with its LayerNorm (weight and bias), and weights_proj from the hidden state to a weight per head
+    (DeepSeek-V3.2's inference/model.py Indexer; transformers' GLM-5 the same)."""
+    if spec.index_heads is None or spec.index_head_dim is None:
+        return 0
+    hd, q_in = spec.index_heads * spec.index_head_dim, spec.q_lora_rank or spec.hidden_size
+    return (
+        q_in * hd
+        + spec.hidden_size * spec.index_head_dim
+        + 2 * spec.index_head_dim
+        + spec.hidden_size * spec.index_heads
+    )
 
 
 def _mlp(spec: ModelSpec, intermediate: int) -> int:

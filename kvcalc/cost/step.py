@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
-from kvcalc.cost.kvcache import elements_per_token, tokens_held
+from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token, tokens_held
 from kvcalc.cost.shard import (
     Link,
     allreduce_seconds,
@@ -72,6 +72,34 @@ class Term(NamedTuple):
     read_elements: int
     decode_flops: int  # attention FLOPs per attended key for one new token (MLA: absorbed widths)
     prefill_flops: int  # attention FLOPs per query-key pair of a prompt pass
+    # DeepSeek Sparse Attention: MLA attends to the indexer's top-k tokens only, while the indexer reads
+    # its own key (index_bytes a token, fp8) of every held token and scores it (index_flops a key).
+    topk: int | None = None
+    index_bytes: int = 0
+    index_flops: int = 0
+
+    def read_tokens(self, context: int) -> int:
+        """Tokens of a sequence's cache this layer's attention reads for one new token."""
+        held = tokens_held(self.run, context)
+        return held if self.topk is None else min(held, self.topk)
+
+    def decode_attention_flops(self, context: int) -> Fraction:
+        """Attention FLOPs of one new token at `context` in one of these layers (with the indexer's scoring)."""
+        from kvcalc.cost.flops import decode_keys
+
+        keys = decode_keys(self.run, context)
+        if self.topk is None:
+            return self.decode_flops * keys
+        return self.decode_flops * min(keys, Fraction(self.topk)) + self.index_flops * tokens_held(self.run, context)
+
+    def prefill_attention_flops(self, prompt: int) -> int:
+        """Attention FLOPs of a prompt pass in one of these layers: under DeepSeek Sparse Attention each
+        query attends to min(its position, top-k) keys, and the indexer scores every causal pair."""
+        from kvcalc.cost.flops import causal_pairs, layer_pairs
+
+        if self.topk is None:
+            return self.prefill_flops * layer_pairs(self.run, prompt)
+        return self.prefill_flops * causal_pairs(prompt, self.topk) + self.index_flops * causal_pairs(prompt)
 
     @property
     def window(self) -> int | None:
@@ -123,6 +151,7 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
     heads = spec.num_heads // tp
     qk, v = _qk_v_dims(spec)
     dqk, dv = _qk_v_dims(spec, absorbed=True)
+    index_flops = 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)  # DSA's indexer, per scored key
     layers = spec.expanded_layers()
     out = []
     for s in range(pp):
@@ -141,6 +170,9 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
                 decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
                 prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
+                topk=spec.index_topk if run.kind == LayerKind.MLA else None,
+                index_bytes=index_bytes_per_token(spec, run),
+                index_flops=index_flops if run.kind == LayerKind.MLA else 0,
             )
             for run, n in groups.items()
         )
@@ -170,8 +202,10 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
 def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
     """KV bytes a step over sequences of `context` tokens reads on one GPU of the stage: each layer
     reads the K and V it attends to (a KV-sharing layer its source's again)."""
-    elements = sum(t.layers * t.read_elements * tokens_held(t.run, context) for t in stage.terms)
-    return elements_to_bytes(-(-batch // stage.kv_ranks) * elements, kv_dtype)
+    elements = sum(t.layers * t.read_elements * t.read_tokens(context) for t in stage.terms)
+    index = sum(t.layers * t.index_bytes * tokens_held(t.run, context) for t in stage.terms)
+    own = -(-batch // stage.kv_ranks)
+    return elements_to_bytes(own * elements, kv_dtype) + own * index
 
 
 BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s default)
@@ -180,8 +214,9 @@ BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s de
 def held_kv_bytes(stage: Stage, context: int, kv_dtype: str, block: int = BLOCK_TOKENS) -> int:
     """KV one sequence of `context` tokens holds on one GPU of the stage: each layer's tokens in
     whole blocks (roofline's and generate's fit check and fit itself, with its --block-size)."""
-    elements = sum(t.layers * t.elements * (-(-tokens_held(t.run, context) // block) * block) for t in stage.terms)
-    return elements_to_bytes(elements, kv_dtype)
+    paged = [(t, -(-tokens_held(t.run, context) // block) * block) for t in stage.terms]
+    elements = sum(t.layers * t.elements * tokens for t, tokens in paged)
+    return elements_to_bytes(elements, kv_dtype) + sum(t.layers * t.index_bytes * tokens for t, tokens in paged)
 
 
 def decode_state_bytes(stage: Stage, batch: int) -> int:
@@ -213,18 +248,14 @@ def ep_extra_flops(stage: Stage, tokens: int) -> int:
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
     """One new token per sequence over `context` cached tokens, on one GPU of the stage (the busiest
     expert-parallel rank's)."""
-    from kvcalc.cost.flops import decode_keys
-
-    attention = sum((t.layers * t.decode_flops * decode_keys(t.run, context) for t in stage.terms), Fraction(0))
+    attention = sum((t.layers * t.decode_attention_flops(context) for t in stage.terms), Fraction(0))
     return batch * (2 * stage.compute_params + int(attention)) + ep_extra_flops(stage, batch)
 
 
 def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
     """A causal pass over `prompt` tokens per sequence, on one GPU of the stage: the LM head only for
     the last position (what vLLM samples from)."""
-    from kvcalc.cost.flops import layer_pairs
-
-    attention = sum(t.layers * t.prefill_flops * layer_pairs(t.run, prompt) for t in stage.terms)
+    attention = sum(t.layers * t.prefill_attention_flops(prompt) for t in stage.terms)
     body = stage.compute_params - stage.lm_head_params
     return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention) + ep_extra_flops(stage, batch * prompt)
 

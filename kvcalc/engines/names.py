@@ -31,8 +31,9 @@ NEAREST = {
 }
 
 
-def engine_name(text: str) -> tuple[str, str | None]:
-    """(the engine kvcalc models, a note when it stands in for another); an unknown name is a usage error."""
+def engine_name(text: str, nearest: bool = True) -> tuple[str, str | None]:
+    """(the engine kvcalc models, a note when it stands in for another); an unknown name is a usage error.
+    With nearest=False (calibrating an engine's own terms) a stand-in is refused rather than read."""
     key = text.strip().lower()
     if key in ENGINES:
         return key, None
@@ -40,6 +41,11 @@ def engine_name(text: str) -> tuple[str, str | None]:
         return SPELLINGS[key], None
     if key in NEAREST:
         name, why = NEAREST[key]
+        if not nearest:
+            raise UsageError(
+                f"engine '{text.strip()}' has no speed model of its own to calibrate: its runs would set {name}'s terms",
+                hint=f"calibrate runs of one of {', '.join(ENGINES)}",
+            )
         return name, f"{text.strip()} has no speed model of its own; estimated as {name}, the nearest ({why})"
     raise UsageError(
         f"unknown engine '{text}'", hint=f"one of {', '.join(ENGINES)} (lmdeploy is read as trtllm, tgi as vllm)"

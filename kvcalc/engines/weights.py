@@ -102,6 +102,14 @@ def weight_bytes(
             attention += lin(attn, spec.kv_lora_rank + rope, h) + lin(attn, hr * (nope + v), spec.kv_lora_rank)
             attention += lin(attn, h, hr * v)
             norms += spec.kv_lora_rank
+            if spec.index_heads and spec.index_head_dim:
+                # DSA's indexer, replicated on every rank (vLLM deepseek_v2.py Indexer: ReplicatedLinear):
+                # wq_b in the checkpoint's format; wk and weights_proj fused into one 16-bit wk_weights_proj
+                # (an fp8 wk is upcast at load); k_norm's weight and bias.
+                ih = spec.index_heads * spec.index_head_dim
+                attention += lin(attn, ih, spec.q_lora_rank or h)
+                attention += lin(a, spec.index_head_dim + spec.index_heads, h)
+                norms += 2 * spec.index_head_dim
             if attn.weight_bits < 16:
                 # NOTE: MLA (vllm/model_executor/layers/attention/mla_attention.py
                 # process_weights_after_loading) dequantizes kv_b_proj into bf16 W_UK / W_UV

@@ -110,6 +110,12 @@ class ModelSpec(BaseModel):
     qk_nope_head_dim: Pos | None = None
     v_head_dim: Pos | None = None
     q_lora_rank: Pos | None = None
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer of index_heads x index_head_dim
+    # scores every cached token against the query with keys of its own (cached per token, in fp8), and
+    # each MLA layer then attends to the index_topk best-scored tokens only.
+    index_heads: Pos | None = None
+    index_head_dim: Pos | None = None
+    index_topk: Pos | None = None
 
     # Repeats cyclically to fill num_layers (gemma-2: [sliding, full]); empty means uniform.
     layer_pattern: list[LayerRun] = []
@@ -151,6 +157,12 @@ class ModelSpec(BaseModel):
                 )
             if run.kind == LayerKind.MLA and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
                 raise ValueError("MLA layers need kv_lora_rank and qk_rope_head_dim")
+        indexer = (self.index_heads, self.index_head_dim, self.index_topk)
+        if any(v is not None for v in indexer):
+            if None in indexer:
+                raise ValueError("a sparse-attention indexer needs index_heads, index_head_dim and index_topk")
+            if not self.is_mla:
+                raise ValueError("index_heads / index_head_dim / index_topk (a DSA indexer) need MLA (kv_lora_rank)")
         if self.experts:
             if not 0 < self.experts_per_token <= self.experts:
                 raise ValueError(
@@ -190,6 +202,11 @@ class ModelSpec(BaseModel):
     def rope_dim(self) -> int:
         """MLA's qk_rope_head_dim, the decoupled rotary part of the latent."""
         return _required(self.qk_rope_head_dim, f"model '{self.name}': qk_rope_head_dim")
+
+    @property
+    def is_sparse(self) -> bool:
+        """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens (the validator sets all three)."""
+        return self.index_topk is not None
 
     @property
     def is_moe(self) -> bool:

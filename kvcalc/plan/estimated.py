@@ -22,14 +22,12 @@ class Estimate(Result):
     interval: dict[str, list[float]]  # 80% interval per figure: [lo, hi]
 
 
-def engine_for_estimate(engine: str, ceiling: bool) -> str | None:
-    """The engine to estimate for, None with --ceiling; an unknown name is a usage error."""
-    from kvcalc.cost.estimate import ENGINES
-    from kvcalc.errors import UsageError
+def engine_for_estimate(engine: str, ceiling: bool, nearest: bool = True) -> str | None:
+    """The engine to estimate for (engines/names.engine_name's reading of the name), None with --ceiling;
+    an unknown name is a usage error, and so is a stand-in (lmdeploy, tgi) where nearest=False."""
+    from kvcalc.engines.names import engine_name
 
-    name = str(engine).strip().lower()
-    if name not in ENGINES:
-        raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
+    name, _ = engine_name(str(engine), nearest)
     return None if ceiling else name
 
 

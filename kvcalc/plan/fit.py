@@ -7,6 +7,7 @@ from kvcalc.cost.kvcache import (
     ATTENTION_KINDS,
     cache_report,
     elements_per_token,
+    index_bytes_per_token,
     kv_heads_per_rank,
     replicates_kv_heads,
     tokens_held,
@@ -96,11 +97,12 @@ def paged(tokens: int, block_size: int) -> int:
 
 def kv_bytes_per_sequence(spec: ModelSpec, seq: int, kv_dtype: str, tp: int, block_size: int) -> int:
     """One sequence's cache on one rank (all layers), each layer's tokens rounded up to whole blocks."""
-    elements = sum(
-        n * elements_per_token(spec, run, tp) * paged(tokens_held(run, seq), block_size)
-        for run, n in spec.layer_groups()
-    )
-    return elements_to_bytes(elements, kv_dtype)
+    elements = index = 0
+    for run, n in spec.layer_groups():
+        tokens = paged(tokens_held(run, seq), block_size)
+        elements += n * elements_per_token(spec, run, tp) * tokens
+        index += n * index_bytes_per_token(spec, run) * tokens  # DSA's indexer keys, fp8 in every KV dtype
+    return elements_to_bytes(elements, kv_dtype) + index
 
 
 def _max_seq(stage: Stage, batch: int, avail: int, kv_dtype: str, block_size: int) -> int | None:

@@ -194,7 +194,7 @@ def decode_sum(
     total = Fraction(0)
     for st in staged:
         weights = weight_bytes_read(spec, st, batch)
-        edges = sorted({t.window for t in st.terms if t.window is not None and lo <= t.window < hi})
+        edges = sorted({w for t in st.terms for w in (t.window, t.topk) if w is not None and lo <= w < hi})
         start = lo
         own = -(-batch // st.kv_ranks)  # DP attention: a rank reads only its own sequences' KV
         for end in [*edges, hi]:
@@ -202,10 +202,13 @@ def decode_sum(
             f0, f1 = Fraction(2 * st.compute_params), Fraction(0)
             for t in st.terms:
                 h0, h1, k0, k1 = _piece(t.run, end)
-                b0 += own * t.layers * t.read_elements * h0 * per_element
-                b1 += own * t.layers * t.read_elements * h1 * per_element
-                f0 += t.layers * t.decode_flops * k0
-                f1 += t.layers * t.decode_flops * k1
+                # DeepSeek Sparse Attention: past top-k the latent read and the keys stop growing; the
+                # indexer reads and scores every held token.
+                r0, r1, k0, k1 = (t.topk, 0, t.topk, 0) if t.topk is not None and end > t.topk else (h0, h1, k0, k1)
+                b0 += own * t.layers * (t.read_elements * r0 * per_element + t.index_bytes * h0)
+                b1 += own * t.layers * (t.read_elements * r1 * per_element + t.index_bytes * h1)
+                f0 += t.layers * (t.decode_flops * k0 + t.index_flops * h0)
+                f1 += t.layers * (t.decode_flops * k1 + t.index_flops * h1)
             total += _sum_max(b0, b1, batch * f0, batch * f1, start, end, mem, flop)
             start = end + 1
     return float(total) + (hi - lo + 1) * comm_seconds(spec, dep, batch, dtype)
@@ -245,9 +248,18 @@ def _attention_sums(spec: ModelSpec, lo: int, hi: int) -> tuple[int, int]:
     dqk, dv = _qk_v_dims(spec, absorbed=True)
     decode, prefill = Fraction(0), 0
     for run, n in spec.layer_groups():
-        if _attends(run):
-            decode += n * 2 * spec.num_heads * (dqk + dv) * _sum_keys(run, lo, hi)
-            prefill += n * 2 * spec.num_heads * (qk + v) * _sum_pairs(run, lo, hi)
+        if not _attends(run):
+            continue
+        if run.kind == LayerKind.MLA and spec.index_topk is not None:
+            # DeepSeek Sparse Attention: top-k keys per query (a window's count) + the indexer's scoring of all
+            index = 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
+            keys, pairs = Fraction(sum_held(spec.index_topk, lo, hi)), sum_causal_pairs(spec.index_topk, lo, hi)
+            decode += n * index * _series(lo, hi)
+            prefill += n * index * sum_causal_pairs(None, lo, hi)
+        else:
+            keys, pairs = _sum_keys(run, lo, hi), _sum_pairs(run, lo, hi)
+        decode += n * 2 * spec.num_heads * (dqk + dv) * keys
+        prefill += n * 2 * spec.num_heads * (qk + v) * pairs
     return int(decode), prefill
 
 

@@ -111,13 +111,12 @@ def _kv(r: LlamaCppResult, devs: list[int | None], cells: int, prompt: bool) -> 
 def _attention_flops(spec: ModelSpec, context: int, tokens: int, prefill: bool) -> float:
     """Attention FLOPs of the whole model: one token over `context` keys (decode), or a prompt of
     `tokens` tokens from an empty cache."""
-    from kvcalc.cost.flops import decode_keys, layer_pairs
     from kvcalc.cost.step import SINGLE, stages
 
     (st,) = stages(spec, SINGLE, None)
     if prefill:
-        return float(sum(t.layers * t.prefill_flops * layer_pairs(t.run, tokens) for t in st.terms))
-    return float(sum(t.layers * t.decode_flops * decode_keys(t.run, context) for t in st.terms))
+        return float(sum(t.layers * t.prefill_attention_flops(tokens) for t in st.terms))
+    return float(sum(t.layers * t.decode_attention_flops(context) for t in st.terms))
 
 
 def matmul_peak(gpu: GpuSpec, spec: ModelSpec) -> tuple[float, float]:

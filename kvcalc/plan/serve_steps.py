@@ -61,17 +61,17 @@ def uniform_step_time(
     for st, (_, kv, state, flops, layers, attn, moe) in zip(staged, base.stage_bytes):
         w = weight_bytes_read(spec, st, tokens)
         if n:
+            short, long = -(-(n - r) // st.kv_ranks), -(-r // st.kv_ranks)
             elements = sum(
-                t.layers
-                * t.read_elements
-                * (
-                    -(-(n - r) // st.kv_ranks) * tokens_held(t.run, c)
-                    + -(-r // st.kv_ranks) * tokens_held(t.run, c + 1)
-                )
+                t.layers * t.read_elements * (short * t.read_tokens(c) + long * t.read_tokens(c + 1))
                 for t in st.terms
                 if t.read_elements
             )
-            kv += elements_to_bytes(elements, kv_dtype)
+            index = sum(
+                t.layers * t.index_bytes * (short * tokens_held(t.run, c) + long * tokens_held(t.run, c + 1))
+                for t in st.terms
+            )
+            kv += elements_to_bytes(elements, kv_dtype) + index
             state += decode_state_bytes(st, n)
             # NOTE: per context, as features() pairs them: expert parallelism's imbalance is not linear in the batch
             flops += (stage_decode_flops(st, n - r, c) if n - r else 0) + (stage_decode_flops(st, r, c + 1) if r else 0)

@@ -56,7 +56,9 @@ def _with_kv_heads(base: ModelSpec, kv_heads: int, name: str) -> ModelSpec:
             f"{name}: {base.num_heads} query heads cannot be split into {kv_heads} KV-head groups",
             hint=f"use a divisor of {base.num_heads}",
         )
-    return base.with_changes(name=name, num_kv_heads=kv_heads, kv_lora_rank=None, layer_pattern=pattern)
+    # NOTE: the heads replace the latent, and with it DeepSeek Sparse Attention's indexer (it selects latent rows).
+    no_indexer = {"index_heads": None, "index_head_dim": None, "index_topk": None}
+    return base.with_changes(name=name, num_kv_heads=kv_heads, kv_lora_rank=None, layer_pattern=pattern, **no_indexer)
 
 
 def apply_variant(base: ModelSpec, item: str) -> ModelSpec:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from kvcalc.engines.llamacpp.eras import Era
+from kvcalc.errors import UsageError
 from kvcalc.model.gguf.types import is_quantized, row_bytes
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 from kvcalc.results import Result
@@ -92,6 +93,13 @@ def kv_parts(
     swa_full: bool = False,
 ) -> tuple[list[KvPart], str | None]:
     """The caches llama.cpp builds, and its refusal in its own words (None when it starts)."""
+    if spec.is_sparse:
+        # NOTE: llama.cpp's glm-dsa / deepseek32 keep a second cache of indexer keys (llama-kv-cache-dsa.cpp,
+        # kv_lid, in type_k) beside the latent; which builds run the sparse top-k is not settled here.
+        raise UsageError(
+            f"{spec.name}: llama.cpp's DeepSeek Sparse Attention caches (latent + indexer keys) are not modelled",
+            hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
+        )
     refusal = FA_REFUSAL if is_quantized(type_v) and not flash_attn and not (spec.is_mla and era.mla == "k") else None
     base_cells, streams = context_cells(n_ctx, parallel, unified, flash_attn, era)
     layers = spec.expanded_layers()

@@ -15,7 +15,7 @@ divides by 1 << 30). Pure.
 
 import math
 
-from kvcalc.cost.kvcache import ATTENTION_KINDS
+from kvcalc.cost.kvcache import ATTENTION_KINDS, index_bytes_per_token
 from kvcalc.engines.runtime import (
     CUDA_CONTEXT_BYTES,
     SGLANG_TP_INIT_NVLS_BYTES,
@@ -103,8 +103,30 @@ def _elem_bits(kv_dtype: str) -> int:
     return int(dtype_bits(kv_dtype))
 
 
-def cell_bytes(spec: ModelSpec, kv_dtype: str, attn_tp: int, layers: range | None = None) -> tuple[int, int, bool]:
-    """(K+V bytes of one token on one rank over the attention layers, K bytes alone, MLA?)."""
+# DeepSeek Sparse Attention (0.5.23 model_overrides/deepseek_v2.py, DSATokenToKVPool): 64-token pages;
+# --kv-cache-dtype auto is fp8_e4m3 on SM 10+ (Blackwell), else the model's; an fp8 latent is stored raw
+# (576 B, trtllm on Blackwell) or, for flashmla_kv elsewhere, as 512 fp8 + 4 fp32 scales + 64 bf16 RoPE
+# (656 B); each layer's indexer keys add 132 B (kv_cache_configurator.py calculate_mla_kv_cache_dim).
+DSA_PAGE_TOKENS = 64
+DSA_SCALED_FP8_EXTRA_BYTES = 656 - 576
+
+
+def _blackwell(gpu: GpuSpec) -> bool:
+    from kvcalc.cost.estimate import gpu_family
+
+    return gpu_family(gpu) == "blackwell"
+
+
+def dsa_kv_dtype(spec: ModelSpec, gpu: GpuSpec, auto: str) -> str:
+    """SGLang's --kv-cache-dtype auto for a DSA model: fp8 on Blackwell (SM 10+), else `auto`."""
+    return "fp8" if spec.is_sparse and _blackwell(gpu) else auto
+
+
+def cell_bytes(
+    spec: ModelSpec, kv_dtype: str, attn_tp: int, layers: range | None = None, scaled_fp8: bool = False
+) -> tuple[int, int, bool]:
+    """(K+V bytes of one token on one rank over the attention layers, K bytes alone, MLA?); a DSA model's
+    indexer keys included, its fp8 latent with flashmla's scales and bf16 RoPE where `scaled_fp8`."""
     bits = _elem_bits(kv_dtype)
     expanded = spec.expanded_layers()
     layers = layers if layers is not None else range(spec.num_layers)
@@ -117,6 +139,9 @@ def cell_bytes(spec: ModelSpec, kv_dtype: str, attn_tp: int, layers: range | Non
         if run.kind == LayerKind.MLA:
             mla = True
             total_bits += (spec.kv_lora_rank + spec.qk_rope_head_dim) * bits
+            if spec.is_sparse:
+                total_bits += 8 * index_bytes_per_token(spec, run)
+                total_bits += 8 * DSA_SCALED_FP8_EXTRA_BYTES if scaled_fp8 and bits == 8 else 0
         elif run.kind in ATTENTION_KINDS:
             heads = max(1, (run.kv_heads or spec.kv_heads) // attn_tp)
             d = spec.head_dim_effective
@@ -170,7 +195,11 @@ def predict(
     chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
     act = _act_dtype(spec)
     checkpoint_quant = spec.checkpoint.quantization if spec.checkpoint else None
-    kv_dtype = settings.kv_dtype or ("fp8" if checkpoint_quant and checkpoint_quant.kv_cache_fp8 else act)
+    kv_dtype = settings.kv_dtype or dsa_kv_dtype(
+        spec, gpu, "fp8" if checkpoint_quant and checkpoint_quant.kv_cache_fp8 else act
+    )
+    page = DSA_PAGE_TOKENS if spec.is_sparse else settings.page_size
+    scaled = spec.is_sparse and not _blackwell(gpu)
     ranges = _stage_ranges(spec, pp)
     has_mla = any(cell_bytes(spec, kv_dtype, attn_tp, r)[2] for r in ranges[:1])
     fraction = settings.mem_fraction_static
@@ -223,9 +252,9 @@ def predict(
             raw = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
             mamba = int(raw // state_per_req) * state_per_req
             rest -= mamba
-        cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers)
+        cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers, scaled)
         tokens = int(rest // cell) if rest > 0 and cell else 0
-        tokens = tokens // settings.page_size * settings.page_size
+        tokens = tokens // page * page
         stage_tokens.append(tokens)
         if first is None:
             first = (wb, available, rest, mamba, cell, k_cell, mla, layers)
@@ -250,7 +279,7 @@ def predict(
         # NOTE: init_memory_pool (0.5.5): with a Mamba / GDN state pool the request pool is capped by the
         # states it holds (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache).
         mrr = min(mrr, mamba // state_per_req // 3)
-    slots = tokens + settings.page_size
+    slots = tokens + page
     bits = _elem_bits(kv_dtype)
     if mla:
         k_b = v_b = None
@@ -264,7 +293,7 @@ def predict(
         k_b, v_b, kv_b = slots * k_cell, slots * (cell - k_cell), None
     del bits
     capacity = tokens * dp
-    per_pool = tokens // (math.ceil(seq / settings.page_size) * settings.page_size) if tokens else 0
+    per_pool = tokens // (math.ceil(seq / page) * page) if tokens else 0
     fits = refusal is None and per_pool >= 1 and batch <= dp * min(per_pool, mrr)
     pool = SglangPool(
         release=settings.release,
@@ -277,7 +306,7 @@ def predict(
         available_kv_bytes=max(0, int(rest)),
         cell_bytes=cell,
         max_total_num_tokens=tokens,
-        page_size=settings.page_size,
+        page_size=page,
         kv_dtype=kv_dtype,
         mla=mla,
         k_bytes=k_b,

@@ -15,7 +15,7 @@ with M = max_num_batched_tokens. A uniform model is one group of all its layers.
 
 import math
 
-from kvcalc.cost.kvcache import elements_per_token
+from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
 from kvcalc.engines.vllm.startup import VllmStartup
 from kvcalc.errors import UsageError
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -72,6 +72,9 @@ def _stage_spec(spec: ModelSpec, layers: range) -> ModelSpec:
     )
 
 
+DSA_BLOCK_TOKENS = 64
+
+
 def vllm_figures(
     spec: ModelSpec,
     available_bytes: int,
@@ -85,7 +88,10 @@ def vllm_figures(
 ) -> VllmFigures:
     """vLLM's three lines. With pipeline stages ((layers, available bytes) each), every stage sizes
     its own blocks and the engine keeps the smallest count (kv_cache_utils.get_kv_cache_configs);
-    the logged memory is rank 0's."""
+    the logged memory is rank 0's. A DeepSeek Sparse Attention model's blocks are 64 tokens (its
+    sparse MLA backends accept multiples of 64 only)."""
+    if spec.is_sparse:
+        block_size = max(block_size, DSA_BLOCK_TOKENS)
     if stages and len(stages) > 1:
         per = [
             _one(_stage_spec(spec, layers), avail, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
@@ -134,7 +140,9 @@ def _one(
                 mamba_layers += n
                 mamba_state = max(mamba_state, math.ceil(run.state_bytes / tp))
             continue
-        per_token.add(elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype))
+        # DeepSeek Sparse Attention: each layer's indexer cache (DeepseekV32IndexerCache, 132 B a token)
+        # joins the MLA layers' group (UniformTypeKVCacheSpecs: one page is the sum of both).
+        per_token.add(elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype) + index_bytes_per_token(spec, run))
         key = (run.kind, run.window_tokens)
         types[key] = types.get(key, 0) + n
     if len(per_token) != 1:

@@ -24,4 +24,8 @@ def mla_fields(cfg: Config) -> dict[str, Any]:
         "v_head_dim": cfg.get("v_head_dim"),
         "q_lora_rank": cfg.get("q_lora_rank"),
         "num_kv_heads": None,
+        # DeepSeek Sparse Attention's lightning indexer (deepseek_v32, glm_moe_dsa): all three or none
+        "index_heads": cfg.get("index_n_heads"),
+        "index_head_dim": cfg.get("index_head_dim"),
+        "index_topk": cfg.get("index_topk"),
     }

@@ -52,13 +52,22 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
             hint="its cache and state are not estimated, rather than guessed",
         )
-    # GLM-5 (glm_moe_dsa) and DeepSeek-V4 carry the same indexer; a trimmed copy may lack index_topk.
-    if cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa", "deepseek_v4"):
+    # DeepSeek-V3.2 and GLM-5's indexer is read (model/hf/mla.py); DeepSeek-V4 compresses its cache per layer.
+    if model_type == "deepseek_v4" or cfg.get("compress_ratios"):
         raise cfg.refuse(
-            "DeepSeek-V3.2's lightning indexer (also in GLM-5 and DeepSeek-V4) keeps a second per-token cache "
-            "(index_head_dim keys in fp8) that kvcalc does not model",
+            "DeepSeek-V4's compressed sparse attention (compress_ratios per layer) is not read",
             hint="its cache is not estimated, rather than guessed",
         )
+    if (cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa")) and not (
+        cfg.get("index_n_heads") and cfg.get("index_head_dim") and cfg.get("index_topk") and cfg.get("kv_lora_rank")
+    ):
+        raise cfg.refuse(
+            "a DeepSeek Sparse Attention model needs index_n_heads, index_head_dim and index_topk beside MLA's "
+            "kv_lora_rank (a trimmed copy of the config?)",
+            hint="its indexer's own per-token cache is not estimated, rather than guessed",
+        )
+    if cfg.get("index_topk_freq") or cfg.get("index_skip_topk_offset"):
+        raise cfg.refuse("index_topk_freq / index_skip_topk_offset (indexers shared across layers) are not read")
     if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v"):
         raise cfg.refuse(
             "global_head_dim / num_global_key_value_heads / attention_k_eq_v (Gemma 4's full-attention layers "
