@@ -116,7 +116,8 @@ def test_reader_takes_the_indexer_fields_and_refuses_what_it_cannot_read(tmp_pat
     config = json.loads((FIXTURES / "configs" / "deepseek-v32-indexer.json").read_text())
     for extra, message in (
         ({"compress_ratios": [0, 4]}, "DeepSeek-V4's compressed sparse attention"),
-        ({"index_topk_freq": 4}, "indexers shared across layers"),
+        ({"index_topk_freq": 4}, "index_topk_freq / index_skip_topk_offset without indexer_types"),
+        ({"indexer_types": ["full", "shared"]}, "indexer_types must list 'full' or 'shared' for each of the 4 layers"),
     ):
         path = tmp_path / "config.json"
         path.write_text(json.dumps(config | extra))
@@ -153,3 +154,21 @@ def test_head_variants_of_a_dsa_model_drop_the_indexer_with_the_latent():
     out = run_json("compare", "mha", "gqa", "-m", "glm-5", "--batch", "1", "--seq", "1000")
     rows = {r["name"]: r for r in out["rows"]}
     assert rows["mha"]["bytes_per_token"] == 2 * 78 * 64 * 64 * 2  # 64 KV heads x head_dim 64, no indexer keys
+
+
+def test_glm52_layers_sharing_an_indexer_hold_no_keys_of_their_own():
+    # indexer_types: 3 "full", then 3 "shared" + 1 "full" repeated: 21 layers with an indexer, 57 without
+    spec = get_model("zai-org/GLM-5.3")  # GLM-5.2's config, field for field
+    assert sum(n for run, n in spec.layer_groups() if run.index_shared) == 57
+    assert run_json("cache", "glm-5.2", "--seq", "1")["bytes_per_token"] == 78 * 1152 + 21 * INDEX == 92_628
+    per_layer = 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32
+    assert param_counts(get_model("glm-5")).total - param_counts(spec).total == 57 * per_layer
+    (stage,) = stages(spec, SINGLE, None)
+    assert kv_bytes(stage, 1, 10_000, "bf16") == 78 * 2048 * 1152 + 21 * 10_000 * INDEX
+    scoring, absorbed = 2 * 32 * 128, 2 * 64 * (576 + 512)
+    assert decode_attention_flops(spec, 10_000) == 78 * absorbed * 2048 + 21 * scoring * 10_000
+    # vLLM: one attention type whose pages differ is one group, a block being every layer's page summed
+    v = vllm_figures(spec, 10 * GIB, kv_dtype="bf16", tp=8, seq=8192)
+    assert v.num_blocks == 10 * GIB // (64 * 92_628) and v.kv_cache_tokens == v.num_blocks * 64
+    # MLA rotates its 64 RoPE dims, not GLM-5.2's head_dim of 192
+    assert spec.checkpoint is not None and spec.checkpoint.rotary_dim == 64

@@ -91,7 +91,9 @@ def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key, with MLA's
     absorbed widths (kv_lora_rank + rope, kv_lora_rank); DSA's indexer adds its scoring of every key."""
     qk, v = _qk_v_dims(spec, absorbed=True)
-    scored = sum(n * tokens_held(run, seq) for run, n in spec.layer_groups() if _sparse(spec, run))
+    scored = sum(
+        n * tokens_held(run, seq) for run, n in spec.layer_groups() if _sparse(spec, run) and not run.index_shared
+    )
     return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)) + _index_flops(spec) * scored
 
 
@@ -151,7 +153,7 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
         if _sparse(spec, run):
             # DSA: query i attends to min(i, top-k) keys (a window's pairs); the indexer scores all i
             pairs = causal_pairs(prompt, spec.index_topk)
-            total += n * _index_flops(spec) * causal_pairs(prompt)
+            total += 0 if run.index_shared else n * _index_flops(spec) * causal_pairs(prompt)
         else:
             pairs = layer_pairs(run, prompt) if _attends(run) else 0
         total += n * 2 * spec.num_heads * (qk + v) * pairs

@@ -82,7 +82,7 @@ INDEX_SCALE_BLOCK = 128
 def index_bytes_per_token(spec: ModelSpec, run: LayerRun) -> int:
     """Bytes one token adds to one layer's indexer cache (DSA's MLA layers; 0 elsewhere). The indexer
     key is a single head shared by all query heads, so, like the latent, every rank holds it whole."""
-    if run.kind != LayerKind.MLA or spec.index_head_dim is None:
+    if run.kind != LayerKind.MLA or spec.index_head_dim is None or run.index_shared:
         return 0
     return spec.index_head_dim + 4 * -(-spec.index_head_dim // INDEX_SCALE_BLOCK)
 
@@ -211,6 +211,9 @@ def cache_report(
 def _explain_indexer(steps: list[str], spec: ModelSpec, index_token: int, kv_token_bytes: int) -> None:
     layers = index_token // index_bytes_per_token(spec, LayerRun(kind=LayerKind.MLA))
     d = spec.index_head_dim or 0
+    shared = sum(n for run, n in spec.layer_groups() if run.index_shared)
+    if shared:
+        steps.append(f"{shared} MLA layers reuse an earlier layer's top-k: no indexer of their own")
     steps.append(
         f"DeepSeek Sparse Attention's indexer keys: {layers} layers × ({d} fp8 + "
         f"{-(-d // INDEX_SCALE_BLOCK)} × 4 B fp32 scale) = {index_token:,} B per token, in every KV dtype; "

@@ -43,7 +43,7 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
             q = hidden * h * (nope + rope)
         kv_a = hidden * (spec.latent_rank + rope) + spec.latent_rank
         kv_b = spec.latent_rank * h * (nope + v)
-        return q + kv_a + kv_b + h * v * hidden + indexer_params(spec)
+        return q + kv_a + kv_b + h * v * hidden + (0 if run.index_shared else indexer_params(spec))
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
     bias = (h * d + 2 * g * d) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0

@@ -172,7 +172,7 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
                 topk=spec.index_topk if run.kind == LayerKind.MLA else None,
                 index_bytes=index_bytes_per_token(spec, run),
-                index_flops=index_flops if run.kind == LayerKind.MLA else 0,
+                index_flops=index_flops if run.kind == LayerKind.MLA and not run.index_shared else 0,
             )
             for run, n in groups.items()
         )

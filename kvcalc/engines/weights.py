@@ -102,7 +102,7 @@ def weight_bytes(
             attention += lin(attn, spec.kv_lora_rank + rope, h) + lin(attn, hr * (nope + v), spec.kv_lora_rank)
             attention += lin(attn, h, hr * v)
             norms += spec.kv_lora_rank
-            if spec.index_heads and spec.index_head_dim:
+            if spec.index_heads and spec.index_head_dim and not run.index_shared:
                 # DSA's indexer, replicated on every rank (vLLM deepseek_v2.py Indexer: ReplicatedLinear):
                 # wq_b in the checkpoint's format; wk and weights_proj fused into one 16-bit wk_weights_proj
                 # (an fp8 wk is upcast at load); k_norm's weight and bias.

@@ -309,7 +309,10 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     text: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     text = {**(defaults or {}), **text}
     heads, hidden = text.get("num_attention_heads"), text.get("hidden_size")
-    head_dim = text.get("head_dim") or text.get("qk_rope_head_dim")
+    # NOTE: MLA rotates only the qk_rope_head_dim part (vLLM deepseek_v2.py get_rope(qk_rope_head_dim));
+    # GLM-5.2's head_dim (192) is not the rotary width.
+    head_dim = (text.get("kv_lora_rank") and text.get("qk_rope_head_dim")) or text.get("head_dim")
+    head_dim = head_dim or text.get("qk_rope_head_dim")
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
         head_dim = hidden // heads
     rotary = None

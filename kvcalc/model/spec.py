@@ -45,6 +45,9 @@ class LayerRun(BaseModel):
     cross_tokens: NonNeg | None = 0
     # Attends over an earlier layer's K and V (Hunyuan's cross-layer attention): caches nothing itself.
     kv_shared: bool = False
+    # DeepSeek Sparse Attention: an MLA layer that reuses an earlier layer's top-k (GLM-5.2's indexer_types
+    # "shared"): no indexer of its own, so no indexer keys cached, read or scored.
+    index_shared: bool = False
 
     @property
     def window(self) -> int:
@@ -62,6 +65,8 @@ class LayerRun(BaseModel):
             raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
         if self.kv_shared and self.kind not in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
             raise ValueError("kv_shared is only for attention layers")
+        if self.index_shared and self.kind != LayerKind.MLA:
+            raise ValueError("index_shared is only for MLA layers")
         if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
             raise ValueError("cross_tokens is only for cross-attention layers")
         return self
@@ -163,6 +168,8 @@ class ModelSpec(BaseModel):
                 raise ValueError("a sparse-attention indexer needs index_heads, index_head_dim and index_topk")
             if not self.is_mla:
                 raise ValueError("index_heads / index_head_dim / index_topk (a DSA indexer) need MLA (kv_lora_rank)")
+        elif any(run.index_shared for run in self.layer_pattern):
+            raise ValueError("index_shared layers need a DSA indexer (index_heads, index_head_dim, index_topk)")
         if self.experts:
             if not 0 < self.experts_per_token <= self.experts:
                 raise ValueError(

@@ -252,7 +252,7 @@ def _attention_sums(spec: ModelSpec, lo: int, hi: int) -> tuple[int, int]:
             continue
         if run.kind == LayerKind.MLA and spec.index_topk is not None:
             # DeepSeek Sparse Attention: top-k keys per query (a window's count) + the indexer's scoring of all
-            index = 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
+            index = 0 if run.index_shared else 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
             keys, pairs = Fraction(sum_held(spec.index_topk, lo, hi)), sum_causal_pairs(spec.index_topk, lo, hi)
             decode += n * index * _series(lo, hi)
             prefill += n * index * sum_causal_pairs(None, lo, hi)

@@ -303,6 +303,12 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
         if run.kv_shared:
             detail += ", reading an earlier layer's K and V (no cache of their own)"
+        if run.kind.value == "mla" and spec.is_sparse:
+            detail += (
+                ", reusing an earlier layer's top-k (no indexer of their own)"
+                if run.index_shared
+                else f", each with an indexer choosing its top {spec.index_topk:,} tokens"
+            )
         sheet.rows.append(["layers", detail])
     if kv_bytes_per_token_bf16 is not None:  # the figure the JSON carries, in the table too
         sheet.rows.append(

@@ -130,6 +130,7 @@ def _one(
 ) -> VllmFigures:
     types: dict[tuple[LayerKind, int | None], int] = {}
     per_token: set[int] = set()
+    all_layers_bytes = 0  # one token over every attention layer
     mamba_layers, mamba_state = 0, 0
     for run, n in spec.layer_groups():
         if run.kind in (LayerKind.CROSS,):
@@ -142,15 +143,20 @@ def _one(
             continue
         # DeepSeek Sparse Attention: each layer's indexer cache (DeepseekV32IndexerCache, 132 B a token)
         # joins the MLA layers' group (UniformTypeKVCacheSpecs: one page is the sum of both).
-        per_token.add(elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype) + index_bytes_per_token(spec, run))
+        layer_bytes = elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype) + index_bytes_per_token(spec, run)
+        per_token.add(layer_bytes)
+        all_layers_bytes += n * layer_bytes
         key = (run.kind, run.window_tokens)
         types[key] = types.get(key, 0) + n
-    if len(per_token) != 1:
+    # NOTE: layers of one attention type whose pages differ (DSA layers with and without their own indexer,
+    # GLM-5.2) form one UniformTypeKVCacheSpecs group: a block is every layer's page, summed.
+    uniform_type = len(per_token) > 1 and len(types) == 1 and not mamba_layers
+    if len(per_token) != 1 and not uniform_type:
         raise UsageError(
             f"--engine vllm: {spec.name}'s layers have different page sizes; vLLM pads them, which is not modelled",
             hint="drop --engine vllm for kvcalc's own estimate",
         )
-    (token_bytes,) = per_token
+    token_bytes = max(per_token)
     if mamba_layers:
         # NOTE: hybrid models (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig):
         # the attention block grows, in steps of 16 tokens, until one layer's page holds a mamba
@@ -162,7 +168,8 @@ def _one(
     page = block_size * token_bytes
     group_size = _group_size(list(types.values()))
     groups = sum(math.ceil(n / group_size) for n in types.values())
-    num_blocks = max(available_bytes, 0) // (page * group_size)
+    block_bytes = block_size * all_layers_bytes if uniform_type else page * group_size
+    num_blocks = max(available_bytes, 0) // block_bytes
     tokens = num_blocks // groups * block_size
     per_request = 0
     for (kind, window), n in types.items():

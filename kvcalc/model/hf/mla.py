@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.model.hf.fields import Config
+from kvcalc.model.spec import LayerKind, LayerRun
 
 
 def is_mla(cfg: Config) -> bool:
@@ -29,3 +30,17 @@ def mla_fields(cfg: Config) -> dict[str, Any]:
         "index_head_dim": cfg.get("index_head_dim"),
         "index_topk": cfg.get("index_topk"),
     }
+
+
+def indexer_pattern(cfg: Config, layers: int) -> list[LayerRun]:
+    """[] for uniform MLA; with GLM-5.2's `indexer_types` one run per layer, "shared" ones reusing an
+    earlier layer's top-k without an indexer of their own (vLLM deepseek_v2.py compute_skip_topk_layers)."""
+    types = cfg.get("indexer_types")
+    if types is None:
+        return []
+    if not isinstance(types, list) or len(types) != layers or not set(types) <= {"full", "shared"}:
+        raise cfg.refuse(
+            f"indexer_types must list 'full' or 'shared' for each of the {layers} layers",
+            hint="its indexer caches are not estimated, rather than guessed",
+        )
+    return [LayerRun(kind=LayerKind.MLA, index_shared=t == "shared") for t in types]

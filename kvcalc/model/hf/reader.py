@@ -104,7 +104,7 @@ def _layer_types(
 def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
     """One LayerRun per layer (count 1), or [] for a uniform model."""
     if hf_mla.is_mla(cfg):
-        return []  # uniform MLA
+        return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):
         return hf_nas.block_configs(cfg, layers, hidden)
     if model_type == "llama4_text" or (cfg.get("attention_chunk_size") and cfg.get("layer_types") is None):

@@ -66,8 +66,11 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "kv_lora_rank (a trimmed copy of the config?)",
             hint="its indexer's own per-token cache is not estimated, rather than guessed",
         )
-    if cfg.get("index_topk_freq") or cfg.get("index_skip_topk_offset"):
-        raise cfg.refuse("index_topk_freq / index_skip_topk_offset (indexers shared across layers) are not read")
+    if (cfg.get("index_topk_freq") or cfg.get("index_skip_topk_offset")) and cfg.get("indexer_types") is None:
+        raise cfg.refuse(
+            "index_topk_freq / index_skip_topk_offset without indexer_types (which layers share an indexer) "
+            "are not read"
+        )
     if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v"):
         raise cfg.refuse(
             "global_head_dim / num_global_key_value_heads / attention_k_eq_v (Gemma 4's full-attention layers "
@@ -154,7 +157,7 @@ MOE_KEYS_READ = {
 # Per-layer lists (one entry per layer) that the reader reads, or that do not change the parameter count.
 PER_LAYER_READ = {
     "layer_types", "layers_block_type", "no_rope_layers", "moe_intermediate_size", "moe_topk", "num_shared_expert",
-    "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types",
+    "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types", "indexer_types",
 }  # fmt: skip
 # Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression, which
 # layers are which: MiMo-V2-Flash's hybrid_layer_pattern).
