@@ -28,8 +28,9 @@ HOLDOUT = ROOT / "benchmarks" / "holdout" / "points.csv"
 # the shipped fit on two models it never saw. Refitted with them (2026-12-02), the leave-one-source-out TPOT,
 # TTFT under load and throughput got worse (17.9% -> 19.8%, 35.2% -> 40.8%, 23.1% -> 30.5%; TTFT at a fixed
 # batch and static totals better, 40.2% -> 35.6% and 50.6% -> 47.1%); the Falcon rows carry TensorRT-LLM 0.9's GQA decode, which read each KV head once per query head
-# (docs/speed.md, "Not modelled"). GLM-5's aiconfigurator rows (SGLang, 86 runs) joined them when DeepSeek Sparse
-# Attention was modelled: held out, they check that model on runs the fit never saw.
+# (docs/speed.md, "Not modelled"); those figures predate reading each aiconfigurator run once. GLM-5's
+# aiconfigurator rows (SGLang, 58 runs) joined them when DeepSeek Sparse Attention was modelled: held out, they
+# check that model on runs the fit never saw.
 HELD_OUT_MODELS = ("gpt-j-6b", "falcon-180b", "glm-5")
 FIELDS = [
     "id", "source", "model", "gpu", "tp", "pp", "ep", "dp_attention", "engine", "dtype", "kv_dtype", "regime", "batch",
@@ -190,6 +191,7 @@ def aic_range_ratio(data_source: str) -> float | str:
 
 def from_aic(skipped: Counter) -> list[dict]:
     rows = []
+    seen: set[tuple] = set()
     with open(SHARED / "aic_silicon_sample.csv", newline="") as fh:
         for r in csv.DictReader(fh):
             if r["mode"] != "agg":
@@ -222,6 +224,14 @@ def from_aic(skipped: Counter) -> list[dict]:
                         regime="closed_loop_concurrency", batch="", concurrency=conc, prompt=int(r["isl"]),
                         new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
+            # NOTE: the sample gathers several snapshot files, and some runs are in two of them (ids such as
+            # 2026_03_25_..._486 and 2026_04_06_..._1476, the same TTFT and TPOT to the last digit): one run, kept once.
+            run = (model, gpu, tp, ep, dp_attention, r["backend"], dtype, conc, r["isl"], r["osl"])
+            run += (r["silicon_ttft_ms"], r["silicon_tpot_ms"])
+            if run in seen:
+                skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
+                continue
+            seen.add(run)
             rows.append(dict(base, id=r["id"] + ":ttft", metric="ttft_ms", value=float(r["silicon_ttft_ms"])))
             rows.append(dict(base, id=r["id"] + ":tpot", metric="tpot_ms", value=float(r["silicon_tpot_ms"])))
     return rows
