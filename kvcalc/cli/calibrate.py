@@ -169,17 +169,14 @@ def calibrate(
 
     # NOTE: an engine's spellings are read (TensorRT-LLM, llama.cpp); a stand-in (lmdeploy, tgi) is refused,
     # as its runs would calibrate another engine's terms.
-    engine_of = {"ceiling": False, "nearest": False}
-    defaults = {
-        "gpu": gpu,
-        "engine": engine_for_estimate(engine, **engine_of) if engine else None,
-        "model": model,
-        "tp": tp,
-    }
+    given = engine_for_estimate(engine, ceiling=False, nearest=False) if engine else None
+    defaults = {"gpu": gpu, "engine": given, "model": model, "tp": tp}
     runs = [Measured(**r) for r in read_runs(files, defaults)]
     groups: dict[tuple[str, str], list] = {}
     for r in runs:
-        groups.setdefault((r.gpu, engine_for_estimate(r.engine, **engine_of) or r.engine), []).append(r)
+        groups.setdefault((r.gpu, engine_for_estimate(r.engine, ceiling=False, nearest=False) or r.engine), []).append(
+            r
+        )
     results = []
     for (g, e), rs in groups.items():
         res = calibrate_runs(rs, g, e)

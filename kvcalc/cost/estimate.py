@@ -28,7 +28,6 @@ from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
 from kvcalc.cost.flops import materialized_scores
-from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
     Deployment,
@@ -146,11 +145,11 @@ class StepTime(NamedTuple):
 def _kv_read(stage: Stage, contexts: Sequence[tuple[int, int]], kv_dtype: str) -> int:
     """KV bytes read for (context, sequences) pairs, the busiest DP-attention rank's (step.kv_bytes' count)."""
     elements = index = 0
-    r = stage.kv_ranks
     for t in stage.terms:
-        if t.read_elements:
-            elements += t.layers * t.read_elements * sum(-(-n // r) * t.read_tokens(c) for c, n in contexts)
-            index += t.layers * t.index_bytes * sum(-(-n // r) * tokens_held(t.run, c) for c, n in contexts)
+        for c, n in contexts:
+            e, i = t.reads(c)
+            own = t.layers * -(-n // stage.kv_ranks)
+            elements, index = elements + own * e, index + own * i
     return elements_to_bytes(elements, kv_dtype) + index
 
 

@@ -60,12 +60,12 @@ def decode_keys(run: LayerRun, seq: int) -> Fraction:
     return Fraction(tokens_held(run, seq))
 
 
-def _sparse(spec: ModelSpec, run: LayerRun) -> bool:
+def sparse(spec: ModelSpec, run: LayerRun) -> bool:
     """An MLA layer under DeepSeek Sparse Attention (attends to the indexer's top-k keys)."""
     return run.kind == LayerKind.MLA and spec.index_topk is not None
 
 
-def _index_flops(spec: ModelSpec) -> int:
+def index_flops(spec: ModelSpec) -> int:
     """The lightning indexer's FLOPs per scored key: 2 x index_heads x index_head_dim (DeepSeek-V3.2)."""
     return 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
 
@@ -77,7 +77,7 @@ def attended_keys(spec: ModelSpec, seq: int) -> Fraction:
             n
             * (
                 min(decode_keys(run, seq), Fraction(spec.index_topk or seq))
-                if _sparse(spec, run)
+                if sparse(spec, run)
                 else decode_keys(run, seq)
             )
             for run, n in spec.layer_groups()
@@ -92,9 +92,9 @@ def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     absorbed widths (kv_lora_rank + rope, kv_lora_rank); DSA's indexer adds its scoring of every key."""
     qk, v = _qk_v_dims(spec, absorbed=True)
     scored = sum(
-        n * tokens_held(run, seq) for run, n in spec.layer_groups() if _sparse(spec, run) and not run.index_shared
+        n * tokens_held(run, seq) for run, n in spec.layer_groups() if sparse(spec, run) and not run.index_shared
     )
-    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)) + _index_flops(spec) * scored
+    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)) + index_flops(spec) * scored
 
 
 def causal_pairs(prompt: int, window: int | None = None) -> int:
@@ -150,10 +150,10 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
     qk, v = _qk_v_dims(spec)
     total = 0
     for run, n in spec.layer_groups():
-        if _sparse(spec, run):
+        if sparse(spec, run):
             # DSA: query i attends to min(i, top-k) keys (a window's pairs); the indexer scores all i
             pairs = causal_pairs(prompt, spec.index_topk)
-            total += 0 if run.index_shared else n * _index_flops(spec) * causal_pairs(prompt)
+            total += 0 if run.index_shared else n * index_flops(spec) * causal_pairs(prompt)
         else:
             pairs = layer_pairs(run, prompt) if _attends(run) else 0
         total += n * 2 * spec.num_heads * (qk + v) * pairs

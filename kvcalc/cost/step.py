@@ -83,6 +83,11 @@ class Term(NamedTuple):
         held = tokens_held(self.run, context)
         return held if self.topk is None else min(held, self.topk)
 
+    def reads(self, context: int) -> tuple[int, int]:
+        """(KV elements, indexer bytes) one of these layers reads for one new token of a sequence at
+        `context`: the K and V it attends to, and under DSA every held indexer key."""
+        return self.read_elements * self.read_tokens(context), self.index_bytes * tokens_held(self.run, context)
+
     def decode_attention_flops(self, context: int) -> Fraction:
         """Attention FLOPs of one new token at `context` in one of these layers (with the indexer's scoring)."""
         from kvcalc.cost.flops import decode_keys
@@ -141,7 +146,7 @@ def validate(spec: ModelSpec, dep: Deployment) -> None:
 
 def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
     """The pipeline stages of a valid deployment, each as one of its GPUs sees it."""
-    from kvcalc.cost.flops import _attends, _qk_v_dims
+    from kvcalc.cost.flops import _attends, _qk_v_dims, index_flops, sparse
 
     validate(spec, dep)
     tp, pp = dep.tp, dep.pp
@@ -151,7 +156,6 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
     heads = spec.num_heads // tp
     qk, v = _qk_v_dims(spec)
     dqk, dv = _qk_v_dims(spec, absorbed=True)
-    index_flops = 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)  # DSA's indexer, per scored key
     layers = spec.expanded_layers()
     out = []
     for s in range(pp):
@@ -170,9 +174,9 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
                 decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
                 prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
-                topk=spec.index_topk if run.kind == LayerKind.MLA else None,
+                topk=spec.index_topk if sparse(spec, run) else None,
                 index_bytes=index_bytes_per_token(spec, run),
-                index_flops=index_flops if run.kind == LayerKind.MLA and not run.index_shared else 0,
+                index_flops=index_flops(spec) if sparse(spec, run) and not run.index_shared else 0,
             )
             for run, n in groups.items()
         )
@@ -202,8 +206,8 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
 def kv_bytes(stage: Stage, batch: int, context: int, kv_dtype: str) -> int:
     """KV bytes a step over sequences of `context` tokens reads on one GPU of the stage: each layer
     reads the K and V it attends to (a KV-sharing layer its source's again)."""
-    elements = sum(t.layers * t.read_elements * t.read_tokens(context) for t in stage.terms)
-    index = sum(t.layers * t.index_bytes * tokens_held(t.run, context) for t in stage.terms)
+    reads = [(t.layers, t.reads(context)) for t in stage.terms]
+    elements, index = sum(n * e for n, (e, _) in reads), sum(n * i for n, (_, i) in reads)
     own = -(-batch // stage.kv_ranks)
     return elements_to_bytes(own * elements, kv_dtype) + own * index
 

@@ -4,7 +4,7 @@ between window edges, so the sum of max(memory, compute) over a run of steps is 
 
 from fractions import Fraction
 
-from kvcalc.cost.flops import _attends, _qk_v_dims, prefill_attention_flops, prefill_flops
+from kvcalc.cost.flops import _attends, _qk_v_dims, index_flops, prefill_attention_flops, prefill_flops, sparse
 from kvcalc.cost.kvcache import bytes_per_token
 from kvcalc.cost.params import compute_params
 from kvcalc.cost.roofline import comm_lines, decode_row, prefill_row
@@ -250,9 +250,9 @@ def _attention_sums(spec: ModelSpec, lo: int, hi: int) -> tuple[int, int]:
     for run, n in spec.layer_groups():
         if not _attends(run):
             continue
-        if run.kind == LayerKind.MLA and spec.index_topk is not None:
+        if sparse(spec, run) and spec.index_topk is not None:
             # DeepSeek Sparse Attention: top-k keys per query (a window's count) + the indexer's scoring of all
-            index = 0 if run.index_shared else 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
+            index = 0 if run.index_shared else index_flops(spec)
             keys, pairs = Fraction(sum_held(spec.index_topk, lo, hi)), sum_causal_pairs(spec.index_topk, lo, hi)
             decode += n * index * _series(lo, hi)
             prefill += n * index * sum_causal_pairs(None, lo, hi)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, timed
-from kvcalc.cost.kvcache import tokens_held
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import (
     Deployment,
@@ -62,15 +61,11 @@ def uniform_step_time(
         w = weight_bytes_read(spec, st, tokens)
         if n:
             short, long = -(-(n - r) // st.kv_ranks), -(-r // st.kv_ranks)
-            elements = sum(
-                t.layers * t.read_elements * (short * t.read_tokens(c) + long * t.read_tokens(c + 1))
-                for t in st.terms
-                if t.read_elements
-            )
-            index = sum(
-                t.layers * t.index_bytes * (short * tokens_held(t.run, c) + long * tokens_held(t.run, c + 1))
-                for t in st.terms
-            )
+            elements = index = 0
+            for t in st.terms:
+                (e0, i0), (e1, i1) = t.reads(c), t.reads(c + 1)
+                elements += t.layers * (short * e0 + long * e1)
+                index += t.layers * (short * i0 + long * i1)
             kv += elements_to_bytes(elements, kv_dtype) + index
             state += decode_state_bytes(st, n)
             # NOTE: per context, as features() pairs them: expert parallelism's imbalance is not linear in the batch
