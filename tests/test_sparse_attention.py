@@ -8,7 +8,7 @@ from conftest import FIXTURES, run, run_json
 from kvcalc.cost.flops import causal_pairs, decode_attention_flops, prefill_attention_flops
 from kvcalc.cost.kvcache import cache_bytes
 from kvcalc.cost.params import param_counts
-from kvcalc.cost.step import SINGLE, Deployment, kv_bytes, stage_decode_flops, stages
+from kvcalc.cost.step import SINGLE, kv_bytes, stage_decode_flops, stages
 from kvcalc.engines.sglang.pool import SglangSettings, predict
 from kvcalc.engines.vllm.figures import vllm_figures
 from kvcalc.errors import UsageError
@@ -132,6 +132,12 @@ def test_serving_under_sglang_uses_the_dsa_pool():
     )  # fmt: skip
     est = out["estimate"]
     assert est["tpot_s"] >= out["tpot_s"] and est["ttft_s"] >= out["ttft_s"]  # never faster than the ceiling
+    # the simulation's pool is SGLang's DSA pool at generate's KV dtype (bf16 unless --kv-dtype): 78 x (1,152 +
+    # 132) B a token, in 64-token pages
+    settings = SglangSettings(tp=8, kv_dtype="bf16")
+    pool = predict(get_model("glm-5"), get_gpu("b200"), settings, seq=1024 + 64, batch=8, dtype="fp8")
+    assert pool.cell_bytes == 78 * (1152 + INDEX) and pool.page_size == 64
+    assert out["kv_capacity_tokens"] == pool.max_total_num_tokens
 
 
 def test_dsa_fields_come_together_and_only_with_mla():
@@ -140,7 +146,6 @@ def test_dsa_fields_come_together_and_only_with_mla():
         spec.with_changes(index_topk=None)
     with pytest.raises(Exception, match="need MLA"):
         get_model("llama-3-8b").with_changes(index_heads=8, index_head_dim=128, index_topk=64)
-    assert Deployment(tp=8).kv_ranks == 1
 
 
 def test_explain_names_the_sparse_form():
