@@ -209,7 +209,7 @@ def cache_report(
 
 
 def _explain_indexer(steps: list[str], spec: ModelSpec, index_token: int, kv_token_bytes: int) -> None:
-    layers = index_token // index_bytes_per_token(spec, LayerRun(kind=LayerKind.MLA))
+    layers = sum(n for run, n in spec.layer_groups() if index_bytes_per_token(spec, run))
     d = spec.index_head_dim or 0
     shared = sum(n for run, n in spec.layer_groups() if run.index_shared)
     if shared:
