@@ -97,7 +97,6 @@ def compress(spec) -> list[dict[str, Any]]:
 def render(spec) -> str:
     data = spec.model_dump(mode="json", exclude_defaults=True)
     data.pop("layer_pattern", None)
-    data.pop("architecture", None)  # the registry name engines check; presets are matched by name instead
     if pattern := compress(spec):
         data["layer_pattern"] = pattern
     lines = [

@@ -66,8 +66,7 @@ def test_preset_is_what_the_reader_makes_of_its_config(name):
     entry = ENTRIES[name]
     expected = spec_from_config(_config(entry), name, make_presets.source_line(entry))
     preset = presets.get_model(name)
-    # architecture: config.json's architectures[0], read for engines' registries; presets predate it.
-    own = {"name", "aliases", "description", "source", "layer_pattern", "architecture"}
+    own = {"name", "aliases", "description", "source", "layer_pattern"}
     assert preset.model_dump(exclude=own) == expected.model_dump(exclude=own)
     # The preset writes the reader's per-layer list as its repeating unit; layer by layer they agree.
     one = {"count": 1}
