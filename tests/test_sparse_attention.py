@@ -132,12 +132,49 @@ def test_serving_under_sglang_uses_the_dsa_pool():
     )  # fmt: skip
     est = out["estimate"]
     assert est["tpot_s"] >= out["tpot_s"] and est["ttft_s"] >= out["ttft_s"]  # never faster than the ceiling
-    # the simulation's pool is SGLang's DSA pool at generate's KV dtype (bf16 unless --kv-dtype): 78 x (1,152 +
-    # 132) B a token, in 64-token pages
-    settings = SglangSettings(tp=8, kv_dtype="bf16")
-    pool = predict(get_model("glm-5"), get_gpu("b200"), settings, seq=1024 + 64, batch=8, dtype="fp8")
-    assert pool.cell_bytes == 78 * (1152 + INDEX) and pool.page_size == 64
+    # with no --kv-dtype, generate caches as SGLang does when started without one: fp8 for DSA on Blackwell,
+    # its latent stored raw: 78 x (576 + 132) B a token, in 64-token pages
+    assert out["kv_dtype"] == "fp8"
+    pool = predict(get_model("glm-5"), get_gpu("b200"), SglangSettings(tp=8), seq=1024 + 64, batch=8, dtype="fp8")
+    assert pool.cell_bytes == 78 * (576 + INDEX) and pool.page_size == 64
     assert out["kv_capacity_tokens"] == pool.max_total_num_tokens
+    # the Python API takes the same default
+    from kvcalc import api
+
+    served = api.generate("glm-5", "b200", tp=8, engine="sglang", dtype="fp8", concurrency=8, prompt=1024, new=64)
+    assert served.kv_dtype == "fp8" and served.kv_capacity_tokens == pool.max_total_num_tokens
+
+
+@pytest.mark.parametrize(
+    ("gpu", "engine", "kv_given", "kv_used", "cell"),
+    [
+        ("b200", "sglang", "bf16", "bf16", 78 * (1152 + INDEX)),  # an explicit dtype wins
+        ("h200", "sglang", None, "bf16", 78 * (1152 + INDEX)),  # SGLang's auto is fp8 on Blackwell only
+    ],
+)
+def test_generate_kv_dtype_is_the_engines_default_unless_given(gpu, engine, kv_given, kv_used, cell):
+    args = ["generate", "glm-5", "--gpu", gpu, "--tp", "8", "--engine", engine, "--dtype", "fp8"]
+    args += ["--concurrency", "8", "--prompt", "1024", "--new", "64", "--format", "json"]
+    out = run_json(*args, *(["--kv-dtype", kv_given] if kv_given else []))
+    assert out["kv_dtype"] == kv_used
+    pool = predict(
+        get_model("glm-5"), get_gpu(gpu), SglangSettings(tp=8, kv_dtype=kv_given), seq=1088, batch=8, dtype="fp8"
+    )
+    assert pool.cell_bytes == cell and out["kv_capacity_tokens"] == pool.max_total_num_tokens
+
+
+def test_each_engines_auto_kv_dtype():
+    from kvcalc.plan.kv_auto import auto_kv_dtype
+
+    glm5, v32, llama = get_model("glm-5"), get_model("deepseek-v3.2"), get_model("llama-3.1-8b")
+    b200, h200, rtx = get_gpu("b200"), get_gpu("h200"), get_gpu("rtx-5090")
+    # SGLang (server_args, DSA overrides): fp8 for a DSA model on SM 10-12, else the served 16-bit type
+    assert [
+        auto_kv_dtype(m, g, "sglang", None) for m, g in [(glm5, b200), (v32, rtx), (glm5, h200), (llama, b200)]
+    ] == ["fp8", "fp8", "bf16", "bf16"]
+    # vLLM 0.19: the served type whatever the GPU (GLM-5's fp8 default on SM100 arrived in 0.32)
+    assert {auto_kv_dtype(m, g, "vllm", None) for m in (glm5, v32, llama) for g in (b200, h200)} == {"bf16"}
+    assert auto_kv_dtype(glm5, b200, None, None) == auto_kv_dtype(glm5, b200, "trtllm", None) == "bf16"
 
 
 def test_dsa_fields_come_together_and_only_with_mla():
@@ -177,3 +214,9 @@ def test_glm52_layers_sharing_an_indexer_hold_no_keys_of_their_own():
     assert v.num_blocks == 10 * GIB // (64 * 92_628) and v.kv_cache_tokens == v.num_blocks * 64
     # MLA rotates its 64 RoPE dims, not GLM-5.2's head_dim of 192
     assert spec.checkpoint is not None and spec.checkpoint.rotary_dim == 64
+    # SGLang 0.5.23 (pool_configurator._compute_dsa_indexer_cell_size): only the layers that score their own
+    # top-k count an indexer key in the cell; auto is fp8 on Blackwell, the model's bf16 on Hopper
+    glm52 = get_model("glm-5.2")
+    for gpu, latent in (("b200", 576), ("h200", 1152)):
+        pool = predict(glm52, get_gpu(gpu), SglangSettings(tp=8), seq=1088, batch=8, dtype="fp8")
+        assert pool.cell_bytes == 78 * latent + 21 * INDEX

@@ -31,6 +31,7 @@ from kvcalc.api.args import (
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
+from kvcalc.plan.kv_auto import auto_kv_dtype
 from kvcalc.units import (
     DEFAULT_NEW,
     DEFAULT_SEQ,
@@ -94,7 +95,7 @@ def roofline(
     *,
     batch: Counts = "1..64",
     seq: Counts = DEFAULT_SEQ,
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     dtype: str | None = None,
     layers: int | None = None,
     kv_heads: int | None = None,
@@ -117,7 +118,8 @@ def roofline(
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
     with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
-    mbu / mfu) a what-if beside each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling."""
+    mbu / mfu) a what-if beside each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling.
+    kv_dtype None: what the engine caches in when given none (plan/kv_auto.py)."""
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.calibration import calibration_for
     from kvcalc.plan.deploy import utilization
@@ -129,9 +131,9 @@ def roofline(
     engine = engine_name(engine)[0]  # as --engine reads it: "TensorRT-LLM" is trtllm, "lmdeploy" estimated as trtllm
     gpus = [gpu_as_run_by(g, engine) for g in as_some_gpus(gpu)]
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
     overrides = as_overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
     spec = as_model(model, overrides)
+    kv_given = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
     deps = [as_deployment(spec, g, tp, pp, interconnect, gpu_util, reserve, **layout) for g in gpus]
     util, est = utilization(efficiency, mbu, mfu), None if ceiling else engine  # step_time checks the name
@@ -142,7 +144,7 @@ def roofline(
             batches,
             seqs,
             overrides.get("dtype"),
-            kv,
+            kv_given or auto_kv_dtype(spec, g, engine, overrides.get("dtype")),
             dep=d,
             util=util,
             engine=est,
@@ -224,7 +226,7 @@ def fit(
     )
     kv_given = kv
     if kv is None:
-        kv = vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+        kv = auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
         None if sglang else engine,
         kv_memory,
@@ -291,7 +293,7 @@ def generate(
     prompt: int | str = DEFAULT_SEQ - DEFAULT_NEW,
     new: int | str = DEFAULT_NEW,
     batch: int | str = 1,
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     dtype: str | None = None,
     efficiency: float | None = None,
     mbu: float | None = None,
@@ -318,7 +320,8 @@ def generate(
     `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`).
     With `concurrency` (closed loop) or `rate` (Poisson arrivals), requests are served as the engine
     schedules them (`generate --concurrency/--rate`): a ServeResult, read as a benchmark's whole run unless
-    `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]."""
+    `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]. kv_dtype None: what
+    the engine caches in when given none (plan/kv_auto.py)."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -333,6 +336,7 @@ def generate(
     spec = as_model(model, overrides)
     layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
     dep = as_deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
+    kv_dtype = kv_dtype or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     if concurrency is not None or rate is not None:
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed), steady_state, range_ratio)  # fmt: skip

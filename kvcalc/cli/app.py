@@ -12,6 +12,7 @@ from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main
     BatchOpt,
     DtypeOpt,
     EncoderSeqOpt,
+    EngineKvDtypeOpt,
     ExplainOpt,
     Fmt,
     FmtOpt,
@@ -189,7 +190,7 @@ def roofline(
     ],
     batch: BatchOpt = "1..64",
     seq: SeqOpt = "8k",
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: EngineKvDtypeOpt = None,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
     plot: PlotOpt = None,
@@ -233,7 +234,7 @@ def roofline(
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     gpu_names = _gpu_names(gpu)
     check_grid("roofline --batch x --seq x --gpu", len(batches), len(seqs), len(gpu_names))
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
+    kv_given = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
     from kvcalc.cli.estimating import engine_for_estimate
 
@@ -241,6 +242,7 @@ def roofline(
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
     from kvcalc.engines.kernels import gpu_as_run_by
+    from kvcalc.plan.kv_auto import auto_kv_dtype
 
     gpu_specs = [gpu_as_run_by(_gpu(name), engine) for name in gpu_names]
     deps = [
@@ -266,6 +268,7 @@ def roofline(
         if steps is not None and len(gpu_specs) > 1:
             steps.append(f"on {g.name}:")
         every = (shown_b, shown_s) == (batches, seqs)
+        kv = kv_given or auto_kv_dtype(spec, g, engine, overrides.get("dtype"))
         results.append(
             roofline_report(
                 spec,

@@ -208,6 +208,15 @@ KvDtypeOpt = Annotated[
     str,
     typer.Option("--kv-dtype", help=f"Cache element type: {', '.join(KV_DTYPES)}.", autocompletion=_complete_kv_dtypes),
 ]
+EngineKvDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--kv-dtype",
+        help=f"Cache element type: {', '.join(KV_DTYPES)}. Default: what the --engine caches in when given no KV "
+        "dtype (the model's 16-bit type; SGLang: fp8 for a DeepSeek-sparse-attention model on Blackwell).",
+        autocompletion=_complete_kv_dtypes,
+    ),
+]
 DtypeOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -7,12 +7,12 @@ import typer
 from kvcalc.cli.common import (
     DtypeOpt,
     EncoderSeqOpt,
+    EngineKvDtypeOpt,
     ExplainOpt,
     Fmt,
     FmtOpt,
     HeadDimOpt,
     ImagesOpt,
-    KvDtypeOpt,
     KvHeadsOpt,
     LayersOpt,
     ModelArg,
@@ -68,7 +68,7 @@ def generate(
     ] = "7936",
     new: Annotated[str, typer.Option("--new", "-n", help="Tokens to generate per sequence (default 256).")] = "256",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences generated together.")] = "1",
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: EngineKvDtypeOpt = None,
     tp: TpOpt = None,
     gpus: GpusOpt = None,
     pp: PpOpt = None,
@@ -122,8 +122,14 @@ def generate(
     n_tp, n_pp = ranks(tp, gpus, pp)
     _plot_ready(plot, plot_size)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
-    kv = normalize_dtype(kv_dtype, KV_DTYPES)
     util = utilization(efficiency, mbu, mfu)
+    spec = resolve(model, overrides).spec
+    from kvcalc.engines.kernels import gpu_as_run_by
+    from kvcalc.plan.kv_auto import auto_kv_dtype
+
+    gpu_spec = gpu_as_run_by(_gpu(gpu), engine)
+    given = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
+    kv = given or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     args = dict(
         batch=parse_count(batch, "--batch"),
         prompt=parse_count(prompt, "--prompt"),
@@ -131,10 +137,6 @@ def generate(
         dtype=overrides.get("dtype"),
         kv_dtype=kv,
     )
-    spec = resolve(model, overrides).spec
-    from kvcalc.engines.kernels import gpu_as_run_by
-
-    gpu_spec = gpu_as_run_by(_gpu(gpu), engine)
     dep = deployment(
         spec,
         gpu_spec,

@@ -214,6 +214,7 @@ def fit(
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.fit import verdict
     from kvcalc.plan.fitrun import fit_rows
+    from kvcalc.plan.kv_auto import auto_kv_dtype
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     engine_none = engine is not None and engine.lower() == "none"
@@ -243,7 +244,7 @@ def fit(
     for gpu_spec in [_gpu(name) for name in gpu_names]:  # a list of GPUs: one block of rows each, as roofline
         if steps is not None and len(gpu_names) > 1:
             steps.append(f"on {gpu_spec.name}:")
-        kv = kv_given or vllm_fit.auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+        kv = kv_given or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
         is_vllm, kv_logged, n_seqs, n_tokens = vllm_fit.check_options(
             None if is_sglang else engine,
             kv_memory,

@@ -48,6 +48,7 @@ class GenerateResult(Result):
     new: int
     tp: int = 1
     pp: int = 1
+    kv_dtype: str = "bf16"  # the cache's element type: --kv-dtype, or the engine's default
     fits: bool = True  # weights + KV of prompt + new tokens + state + reserve within each GPU's budget
     comm_seconds_per_step: float = 0.0
     ttft_s: float
@@ -357,6 +358,7 @@ def generate_report(
         new=new,
         tp=dep.tp,
         pp=dep.pp,
+        kv_dtype=kv_dtype,
         fits=fit.fits,
         comm_seconds_per_step=comm,
         ttft_s=ttft,

@@ -154,11 +154,12 @@ def layout_facts(
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment
     from kvcalc.plan.fitrun import fit_rows
+    from kvcalc.plan.kv_auto import auto_kv_dtype
 
     engine = engine.lower()
     refusal = layout_refusal = engine_refusal(engine, spec, tp, pp, ep, dp_attention)
     is_vllm = engine == "vllm" and not dp_attention and refusal is None
-    kv = kv_dtype or vllm_fit.auto_kv_dtype(spec, gpu, "vllm" if engine == "vllm" else None, dtype)
+    kv = kv_dtype or auto_kv_dtype(spec, gpu, engine, dtype)
     length = seq or vllm_fit.default_seqs(spec, engine == "vllm")[0]
     seqs, tokens = vllm_fit.check_options(None, None, 16, None, pp, None, None, gpu)[2:]
     base = dict(engine=engine, gpu=gpu.name, gpus=tp * pp, tp=tp, pp=pp, ep=ep, dp_attention=dp_attention)

@@ -46,6 +46,7 @@ class ServeResult(ServeFigures):
     new: int
     tp: int = 1
     pp: int = 1
+    kv_dtype: str = "bf16"  # the cache's element type: --kv-dtype, or the engine's default
     concurrency: int | None = None
     rate: float | None = None
     requests: int
@@ -316,7 +317,7 @@ def serve_report(
     result = ServeResult(
         **_figures(top, f"ceiling ({engine} scheduling)"),
         model=spec.name, gpu=gpu.name, engine=engine, prompt=prompt, new=new, tp=dep.tp, pp=dep.pp,
-        concurrency=concurrency, rate=rate, requests=n, seed=seed if rate is not None or range_ratio < 1 else None,
+        kv_dtype=kv_dtype, concurrency=concurrency, rate=rate, requests=n, seed=seed if rate is not None or range_ratio < 1 else None,
         range_ratio=range_ratio,
         steady_state=bool(steady and concurrency is not None),
         measured_requests=top.measured, steps=top.steps, kv_capacity_tokens=limits.kv_blocks * limits.block_size,

@@ -78,15 +78,6 @@ def _gib(n: int) -> str:
     return f"{round(n / 2**30, 2)}"
 
 
-def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str | None) -> str:
-    """--kv-dtype left out: bf16, or with --engine vllm its `auto` (the dtype the model is served in)."""
-    if engine is None or engine.lower() != "vllm":
-        return "bf16"
-    from kvcalc.engines.vllm.memory import activation_dtype
-
-    return activation_dtype(spec, gpu, dtype)
-
-
 def predict_terms(
     spec: ModelSpec,
     gpu: GpuSpec,

@@ -32,7 +32,7 @@ def _load(r) -> str:  # noqa: ANN001
         how = f"{r.concurrency:,} clients (closed loop)"
     else:
         how = f"Poisson arrivals at {r.rate:g} requests/s (seed {r.seed})"
-    return f"{r.model} on {where}, {how}, {r.requests:,} requests of {r.prompt:,} + {r.new:,} tokens"
+    return f"{r.model} on {where}, {how}, {r.requests:,} requests of {r.prompt:,} + {r.new:,} tokens, KV {r.kv_dtype}"
 
 
 def serve_sheet(r) -> Sheet:  # noqa: ANN001

@@ -195,7 +195,8 @@ def generate_sheet(results: list) -> Sheet:
         where = f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
     est = first.estimate
     sheet = Sheet(
-        title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens",
+        title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens, "
+        f"KV {first.kv_dtype}",
         columns=["", *[r.basis for r in results], *([f"estimate ({est.engine}) [80% interval]"] if est else [])],
     )
 

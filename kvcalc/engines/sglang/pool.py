@@ -117,9 +117,13 @@ def _blackwell(gpu: GpuSpec) -> bool:
     return gpu_family(gpu) == "blackwell"
 
 
-def dsa_kv_dtype(spec: ModelSpec, gpu: GpuSpec, auto: str) -> str:
-    """SGLang's --kv-cache-dtype auto for a DSA model: fp8 on Blackwell (SM 10+), else `auto`."""
-    return "fp8" if spec.is_sparse and _blackwell(gpu) else auto
+def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec) -> str:
+    """SGLang's --kv-cache-dtype auto: fp8 for a checkpoint whose quantization declares an fp8 KV cache
+    and for a DSA model on Blackwell (SM 10+); otherwise the dtype the model is served in."""
+    checkpoint_quant = spec.checkpoint.quantization if spec.checkpoint else None
+    if (checkpoint_quant and checkpoint_quant.kv_cache_fp8) or (spec.is_sparse and _blackwell(gpu)):
+        return "fp8"
+    return _act_dtype(spec)
 
 
 def cell_bytes(
@@ -194,10 +198,7 @@ def predict(
     chunk_default, graph_bs = rel.graph_defaults(version, mib, tp)
     chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
     act = _act_dtype(spec)
-    checkpoint_quant = spec.checkpoint.quantization if spec.checkpoint else None
-    kv_dtype = settings.kv_dtype or dsa_kv_dtype(
-        spec, gpu, "fp8" if checkpoint_quant and checkpoint_quant.kv_cache_fp8 else act
-    )
+    kv_dtype = settings.kv_dtype or auto_kv_dtype(spec, gpu)
     page = DSA_PAGE_TOKENS if spec.is_sparse else settings.page_size
     scaled = spec.is_sparse and not _blackwell(gpu)
     ranges = _stage_ranges(spec, pp)
