@@ -95,6 +95,10 @@ PUBLISHED = [
     ("gpt-oss-20b", 20.9e9, 3.6e9, "active_excl_embedding", 0.1e9),
     # NVIDIA's card: 31.6B total, 3.2B active (3.6B with embeddings)
     ("nemotron-3-nano-30b-a3b", 31.6e9, 3.2e9, "active_excl_embedding", 0.1e9),
+    # NVIDIA's names: Nemotron 3 Super 120B-A12B and Ultra 550B-A55B (LatentMoE), active counted without the
+    # embedding as Nano's card counts it (the MTP layer not counted)
+    ("nemotron-3-super-120b-a12b", 120e9, 12e9, "active_excl_embedding", 1e9),
+    ("nemotron-3-ultra-550b-a55b", 550e9, 55e9, "active_excl_embedding", 1e9),
     # MiniMax's card: 230B total, 10B activated (the MTP modules are not counted by kvcalc)
     ("minimax-m2.5", 230e9, 10e9, "active_excl_embedding", 1e9),
     # Tencent's card: 80B total, 13B active

@@ -9,8 +9,10 @@ import re
 import pytest
 from conftest import GiB, run, run_json, shared_path
 
+from kvcalc.cost.params import param_counts
 from kvcalc.engines.vllm.figures import _group_size
-from kvcalc.engines.weights import allocated
+from kvcalc.engines.weights import allocated, weight_bytes
+from kvcalc.model.presets import get_model
 from kvcalc.model.quant import read_quantization
 
 MiB = 2**20
@@ -630,3 +632,29 @@ def test_hybrid_mamba_pages():
     assert v["num_blocks"] == 200 and v["kv_cache_tokens"] == 200 // 2 * 32
     assert v["startup"]["needed_kv_bytes"] == 258 * 8192 and v["startup"]["refusal"] is None
     assert v["blocks_per_request"] == 4096 // 32 + 1  # full attention + one block of state
+
+
+def test_non_gated_experts_hold_one_up_matrix():
+    # Nemotron 3's relu2 experts: vLLM's FusedMoE gets is_act_and_mul=False, so w13 is [E, I, h], not [E, 2I, h]
+    # (unquantized_fused_moe_method.py w13_up_dim). 23 MoE layers of 128 experts, I 1,856, hidden 2,688, bf16.
+    spec = get_model("nemotron-3-nano-30b-a3b")
+    assert not spec.mlp_gated and spec.experts == 128 and spec.expert_intermediate_size == 1856
+    w = weight_bytes(spec, "bf16", None)
+    assert w.experts == 23 * 2 * allocated(128 * 1856 * 2688 * 2)
+    # so vLLM holds the checkpoint's 31.58B parameters in 16 bits, plus its rotary cache and vocab padding
+    assert w.total / (2 * param_counts(spec).total) == pytest.approx(1.0, abs=0.002)
+
+
+def test_latent_moe_experts_work_in_the_latent_width():
+    # Nemotron 3 Super: 40 MoE layers; 512 relu2 experts of I 2,688 between 1,024-wide activations; the
+    # replicated fc1/fc2_latent_proj (4,096 x 1,024 each) stay 16-bit
+    spec = get_model("nemotron-3-super-120b-a12b")
+    assert spec.expert_width == 1024 and spec.hidden_size == 4096
+    plain = spec.model_copy(update={"moe_latent_size": None})
+    c, p = param_counts(spec), param_counts(plain)
+    assert c.expert_params == 2 * 2688 * 1024 and p.expert_params == 2 * 2688 * 4096
+    assert c.total - p.total == 40 * (512 * 2 * 2688 * (1024 - 4096) + 2 * 4096 * 1024)
+    assert c.active - p.active == 40 * (22 * 2 * 2688 * (1024 - 4096) + 2 * 4096 * 1024)
+    w = weight_bytes(spec, "bf16", None, tp=8)
+    assert w.experts == 40 * (allocated(512 * 336 * 1024 * 2) + allocated(512 * 1024 * 336 * 2))
+    assert w.router - weight_bytes(plain, "bf16", None, tp=8).router == 40 * 2 * allocated(4096 * 1024 * 2)

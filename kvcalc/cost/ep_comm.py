@@ -49,7 +49,7 @@ def layout_comm(spec: ModelSpec, dep: Layout, tokens: int, act: int) -> LayoutCo
     if dep.ep <= 1:
         return LayoutComm(dense + moe, full, bw, (0, 0, 0, 0.0), (0, 0.0, 0.0, 0.0))
     mine = -(-tokens // tp)  # NOTE: the busiest DP rank's tokens: requests are spread whole over the tp ranks
-    sent = alltoall_bytes(mine, spec.hidden_size, act, spec.experts_per_token, dep.ep)
+    sent = alltoall_bytes(mine, spec.expert_width, act, spec.experts_per_token, dep.ep)  # LatentMoE: latent-wide
     a2a = (moe, sent, ep_link.group_bandwidth(dep.ep), ep_link.latency_s)
     sub = (0, 0, 0, 0.0)
     if dep.ep < tp:

@@ -307,10 +307,10 @@ def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, 
     GPU runs per MoE layer: those the tokens reach, a 1 / ep share of them under expert parallelism."""
     if not spec.is_moe or not tokens:
         return (0.0, 0.0, 0.0)
-    from kvcalc.cost.params import _mlp
+    from kvcalc.cost.params import expert_params
 
     moe_layers = max(0, spec.num_layers - spec.dense_layers)
-    one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+    one = expert_params(spec)
     flops = 2.0 * tokens * moe_layers * spec.experts_per_token * one / (dep.tp * dep.pp)
     # the expected distinct experts of shard.reached_experts, in floats: a time feature, not a byte count
     reached = -spec.experts * math.expm1(tokens * math.log1p(-spec.experts_per_token / spec.experts)) / max(1, dep.ep)

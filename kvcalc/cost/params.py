@@ -67,12 +67,28 @@ def indexer_params(spec: ModelSpec) -> int:
     )
 
 
-def _mlp(spec: ModelSpec, intermediate: int) -> int:
-    weights = (3 if spec.mlp_gated else 2) * spec.hidden_size * intermediate
+def _mlp(spec: ModelSpec, intermediate: int, width: int | None = None) -> int:
+    """An MLP of `intermediate` between `width`-wide activations (default the hidden size)."""
+    width = width or spec.hidden_size
+    weights = (3 if spec.mlp_gated else 2) * width * intermediate
     if not spec.mlp_bias or not intermediate:
         return weights
-    # NOTE: gate and up (or fc1) biases are intermediate-wide, the down (fc2) bias hidden-wide.
-    return weights + (2 if spec.mlp_gated else 1) * intermediate + spec.hidden_size
+    # NOTE: gate and up (or fc1) biases are intermediate-wide, the down (fc2) bias width-wide.
+    return weights + (2 if spec.mlp_gated else 1) * intermediate + width
+
+
+def expert_params(spec: ModelSpec) -> int:
+    """One routed expert's parameters, in the experts' width (spec.expert_width)."""
+    return _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size, spec.expert_width)
+
+
+def latent_proj_params(spec: ModelSpec) -> int:
+    """LatentMoE's projections into the experts' width and back, per MoE layer, whole on every rank
+    (vLLM nemotron_h.py: ReplicatedLinear fc1_latent_proj / fc2_latent_proj); 0 without them."""
+    latent = spec.moe_latent_size
+    if not latent:
+        return 0
+    return 2 * spec.hidden_size * latent + ((latent + spec.hidden_size) if spec.mlp_bias else 0)
 
 
 def param_counts(spec: ModelSpec) -> ParamCounts:
@@ -86,15 +102,15 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     embedding = spec.vocab_size * hidden
     lm_head = 0 if spec.tie_embeddings else embedding
     attention = dense = router = shared = experts = moe_layers = 0
-    expert_params = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size) if spec.is_moe else 0
+    one_expert = expert_params(spec) if spec.is_moe else 0
     for i, run in enumerate(spec.expanded_layers()):
         attention += attention_params(spec, run)
         if run.intermediate_size is not None:
             dense += _mlp(spec, run.intermediate_size)
         elif spec.is_moe and i >= spec.dense_layers:
             moe_layers += 1
-            router += hidden * spec.experts
-            experts += spec.experts * expert_params
+            router += hidden * spec.experts + latent_proj_params(spec)  # the gate, and LatentMoE's projections
+            experts += spec.experts * one_expert
             shared += _mlp(spec, spec.shared_expert_intermediate_size)
         else:
             dense += _mlp(spec, spec.intermediate_size)
@@ -102,7 +118,7 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     extra = int(extra_params(spec))
     total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
-    active = total - extra - experts + moe_layers * spec.experts_per_token * expert_params
+    active = total - extra - experts + moe_layers * spec.experts_per_token * one_expert
     return ParamCounts(
         embedding=embedding,
         lm_head=lm_head,
@@ -111,7 +127,7 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         router=router,
         shared_experts=shared,
         experts=experts,
-        expert_params=expert_params,
+        expert_params=one_expert,
         moe_layers=moe_layers,
         norms=norms,
         extra=extra,

@@ -25,7 +25,9 @@ from kvcalc.cost.params import (
     _mlp,
     attention_params,
     expected_experts,
+    expert_params,
     extra_params,
+    latent_proj_params,
     param_counts,
     shard_bytes,
     shard_formats,
@@ -139,8 +141,9 @@ def _layer_rank(
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)
     elif moe:
-        one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
-        dense += hidden * spec.experts + Fraction(_mlp(spec, spec.shared_expert_intermediate_size), tp)
+        one = expert_params(spec)
+        dense += hidden * spec.experts + latent_proj_params(spec)  # the gate and LatentMoE's projections, whole
+        dense += Fraction(_mlp(spec, spec.shared_expert_intermediate_size), tp)
         reached = spec.experts if tokens is None else reached_experts(spec.experts, spec.experts_per_token, tokens)
         experts = reached * Fraction(one, tp)
     else:
@@ -239,7 +242,7 @@ def rank_read_parts(
     rows = Fraction(spec.hidden_size, 1 if dp_attention else tp) if stage == 0 and untied else zero
     start, end = pp_indices(spec.num_layers, stage, pp)
     moe_layers = sum(n for _, moe, n in _stage_layers(spec, start, end) if moe)
-    one = Fraction(_mlp(spec, spec.expert_intermediate_size or spec.intermediate_size), tp) if moe_layers else zero
+    one = Fraction(expert_params(spec), tp) if moe_layers else zero
     fixed = (base.ends - rows) * per.ends + base.mixers * per.mixers + base.dense * per.dense
     return fixed, rows * per.ends, moe_layers, one * per.experts
 
@@ -275,8 +278,7 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
         mixer, dense, _ = _layer_rank(spec, moe, run, tp, 1)
         total += n * (mixer + dense)
         if moe:
-            one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
-            total += n * spec.experts_per_token * Fraction(one, tp)
+            total += n * spec.experts_per_token * Fraction(expert_params(spec), tp)
     if stage == pp - 1:
         total += spec.hidden_size + Fraction(spec.vocab * spec.hidden_size, tp)
     return math.ceil(total)

@@ -233,9 +233,9 @@ def decode_state_bytes(stage: Stage, batch: int) -> int:
 def _ep_moe(spec: ModelSpec, dep: Deployment, moe_layers: int) -> tuple[int, int, int]:
     if dep.ep <= 1 or not moe_layers:
         return (0, 0, 0)
-    from kvcalc.cost.params import _mlp
+    from kvcalc.cost.params import expert_params
 
-    one = _mlp(spec, spec.expert_intermediate_size or spec.intermediate_size)
+    one = expert_params(spec)
     return (spec.experts, spec.experts_per_token, math.ceil(2 * moe_layers * spec.experts_per_token * one / dep.tp))
 
 

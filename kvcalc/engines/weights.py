@@ -124,10 +124,15 @@ def weight_bytes(
             mlp += _mlp(spec, linear, run.intermediate_size, tp)
         elif spec.is_moe and i >= spec.dense_layers:
             inter = spec.expert_intermediate_size or spec.intermediate_size
-            per = math.ceil(inter / tp)
-            # fused MoE: one w13 [E, 2I/tp, h] and one w2 [E, h, I/tp] tensor per layer
-            experts += lin(expert, 2 * per, h, spec.experts) + lin(expert, h, per, spec.experts)
+            per, w = math.ceil(inter / tp), spec.expert_width
+            # fused MoE: one w13 [E, 2I/tp, w] (gate and up; [E, I/tp, w] for a non-gated activation such as
+            # Nemotron 3's relu2: is_act_and_mul=False) and one w2 [E, w, I/tp] tensor per layer
+            up = (2 if spec.mlp_gated else 1) * per
+            experts += lin(expert, up, w, spec.experts) + lin(expert, w, per, spec.experts)
             router += allocated(spec.experts * h * 2)
+            if spec.moe_latent_size:
+                # LatentMoE's fc1/fc2_latent_proj: ReplicatedLinear, left unquantized by ModelOpt checkpoints
+                router += lin(a, w, h) + lin(a, h, w)
             if spec.shared_expert_intermediate_size:
                 mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp)
         else:

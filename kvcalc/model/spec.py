@@ -109,6 +109,9 @@ class ModelSpec(BaseModel):
     shared_expert_intermediate_size: NonNeg = 0
     dense_layers: NonNeg = 0  # the first k layers use a dense MLP instead of experts
     expert_dtype: str | None = None
+    # LatentMoE (Nemotron 3 Super / Ultra): the routed experts work in this width, not hidden_size; each MoE
+    # layer projects its tokens into it and back (fc1_latent_proj / fc2_latent_proj, hidden x latent each).
+    moe_latent_size: Pos | None = None
 
     kv_lora_rank: Pos | None = None
     qk_rope_head_dim: Pos | None = None
@@ -177,6 +180,8 @@ class ModelSpec(BaseModel):
                 )
             if self.dense_layers > self.num_layers:
                 raise ValueError("dense_layers cannot exceed num_layers")
+        elif self.moe_latent_size is not None:
+            raise ValueError("moe_latent_size (LatentMoE's expert width) needs experts")
         return self
 
     # --- derived ----------------------------------------------------------------------
@@ -218,6 +223,11 @@ class ModelSpec(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def expert_width(self) -> int:
+        """The width the routed experts' matrices take in and give out: LatentMoE's latent, else hidden."""
+        return self.moe_latent_size or self.hidden_size
 
     def expanded_layers(self) -> list[LayerRun]:
         """One entry per layer (count ignored), the pattern repeated to num_layers."""

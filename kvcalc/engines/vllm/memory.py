@@ -144,12 +144,14 @@ def moe_workspace_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers:
     """The fused-MoE workspaces, sized for `tokens` tokens and kept for reuse after profiling."""
     if not spec.is_moe or not any(i >= spec.dense_layers for i in layers):
         return 0
-    # NOTE: fused_moe.py TritonExperts.workspace_shapes: (M, topk, max(N // 2, K)) and
-    # (M, topk, max(N, K)) with N = 2 x intermediate / tp (w13 rows) and K = hidden; the modular
-    # kernel takes them from vLLM's workspace manager, which keeps the largest buffer allocated.
+    # NOTE: fused_moe.py TritonExperts.workspace_shapes: (M, topk, max(activation out, K)) and
+    # (M, topk, max(N, K)) with N the w13 rows (2 x intermediate / tp, or 1 x for a non-gated activation,
+    # whose output is N wide) and K the experts' width; the modular kernel takes them from vLLM's
+    # workspace manager, which keeps the largest buffer allocated.
     inter = math.ceil((spec.expert_intermediate_size or spec.intermediate_size) / tp)
-    k, h = spec.experts_per_token, spec.hidden_size
-    return tokens * k * (max(inter, h) + max(2 * inter, h)) * act
+    k, h = spec.experts_per_token, spec.expert_width
+    n = (2 if spec.mlp_gated else 1) * inter
+    return tokens * k * (max(inter, h) + max(n, h)) * act
 
 
 def sampler_peak_bytes(spec: ModelSpec, act: int, rows: int) -> int:

@@ -65,4 +65,6 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         dense = leading_dense(layout)
     if dense:
         out["dense_layers"] = dense
+    if cfg.get("moe_latent_size"):  # Nemotron 3 Super / Ultra (vLLM nemotron_h.py: use_latent_moe)
+        out["moe_latent_size"] = cfg.get("moe_latent_size")
     return out

@@ -150,7 +150,7 @@ MOE_KEYS_READ = {
     "moe_top_k", "num_selected_experts", "moe_topk", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_shared_expert",
     "use_mixed_mlp_moe", "shared_intermediate_size", "expert_layer_period", "expert_layer_offset",
-    "moe_drop_tokens", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
+    "moe_drop_tokens", "moe_latent_size", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
 }  # fmt: skip
 
 
