@@ -10,8 +10,8 @@ from kvcalc.cost.params import compute_params
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 
 
-def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:
-    """Per-head width of the QK^T product and of the attention x V product."""
+def _qk_v_dims(spec: ModelSpec, absorbed: bool = False, run: LayerRun | None = None) -> tuple[int, int]:
+    """Per-head width of the QK^T product and of the attention x V product (in `run`, if its heads are wider)."""
     if spec.is_mla:
         if absorbed:
             # NOTE: decode with weight absorption (FlashMLA; vLLM's and SGLang's MLA backends) folds W_UK
@@ -22,7 +22,7 @@ def _qk_v_dims(spec: ModelSpec, absorbed: bool = False) -> tuple[int, int]:
         # Without absorption (prefill) MLA attends with (nope + rope)-wide keys and v_head_dim values.
         qk = (spec.qk_nope_head_dim or 0) + spec.rope_dim
         return qk, spec.v_head_dim or spec.qk_nope_head_dim or qk
-    d = spec.head_dim_effective
+    d = spec.run_head_dim(run) if run is not None else spec.head_dim_effective
     return d, d
 
 
@@ -70,31 +70,23 @@ def index_flops(spec: ModelSpec) -> int:
     return 2 * (spec.index_heads or 0) * (spec.index_head_dim or 0)
 
 
-def attended_keys(spec: ModelSpec, seq: int) -> Fraction:
-    """Cached keys one new token attends to, summed over the layers (DSA: at most top-k a layer)."""
-    return sum(
-        (
-            n
-            * (
-                min(decode_keys(run, seq), Fraction(spec.index_topk or seq))
-                if sparse(spec, run)
-                else decode_keys(run, seq)
-            )
-            for run, n in spec.layer_groups()
-            if _attends(run)
-        ),
-        Fraction(0),
-    )
+def attended_keys(spec: ModelSpec, run: LayerRun, seq: int) -> Fraction:
+    """Cached keys one new token attends to in one layer of `run` (DSA: at most top-k)."""
+    keys = decode_keys(run, seq)
+    return min(keys, Fraction(spec.index_topk or seq)) if sparse(spec, run) else keys
 
 
 def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     """Attention FLOPs for one new token over `seq` cached tokens: 2·h·(d_qk + d_v) per key, with MLA's
     absorbed widths (kv_lora_rank + rope, kv_lora_rank); DSA's indexer adds its scoring of every key."""
-    qk, v = _qk_v_dims(spec, absorbed=True)
-    scored = sum(
-        n * tokens_held(run, seq) for run, n in spec.layer_groups() if sparse(spec, run) and not run.index_shared
-    )
-    return int(2 * spec.num_heads * (qk + v) * attended_keys(spec, seq)) + index_flops(spec) * scored
+    total, scored = Fraction(0), 0
+    for run, n in spec.layer_groups():
+        if not _attends(run):
+            continue
+        qk, v = _qk_v_dims(spec, absorbed=True, run=run)
+        total += n * 2 * spec.num_heads * (qk + v) * attended_keys(spec, run, seq)
+        scored += n * tokens_held(run, seq) if sparse(spec, run) and not run.index_shared else 0
+    return int(total) + index_flops(spec) * scored
 
 
 def causal_pairs(prompt: int, window: int | None = None) -> int:
@@ -147,9 +139,9 @@ def layer_pairs(run: LayerRun, prompt: int) -> int:
 def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
     """Causal attention FLOPs for a prompt of P tokens: 2·h·(d_qk + d_v) per query-key pair of the
     lower triangle, P(P+1)/2 pairs for a full layer (≈ 2·h·d·P² FLOPs per layer at d_qk = d_v = d)."""
-    qk, v = _qk_v_dims(spec)
     total = 0
     for run, n in spec.layer_groups():
+        qk, v = _qk_v_dims(spec, run=run)
         if sparse(spec, run):
             # DSA: query i attends to min(i, top-k) keys (a window's pairs); the indexer scores all i
             pairs = causal_pairs(prompt, spec.index_topk)

@@ -67,7 +67,7 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
     if run.kv_shared:
         return 0  # it reads the K and V an earlier layer cached
     if run.kind in ATTENTION_KINDS:
-        return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.head_dim_effective
+        return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.run_head_dim(run)
     if run.kind == LayerKind.MLA:
         # NOTE: the latent is shared by all heads, so every rank stores it whole.
         return spec.latent_rank + spec.rope_dim
@@ -240,7 +240,7 @@ def _explain_group(
             )
         steps.append(
             f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "
-            f"{spec.head_dim_effective} head dim = {n * per_token:,} elements per token"
+            f"{spec.run_head_dim(run)} head dim = {n * per_token:,} elements per token"
         )
         if run.kind == LayerKind.CROSS:
             source = f"{run.cross_tokens:,} encoder/image tokens" if run.cross_tokens is not None else "the sequence"

@@ -31,7 +31,7 @@ class ParamCounts(Result):
 
 
 def attention_params(spec: ModelSpec, run: LayerRun) -> int:
-    h, d, hidden = spec.num_heads, spec.head_dim_effective, spec.hidden_size
+    h, d, hidden = spec.num_heads, spec.run_head_dim(run), spec.hidden_size
     if run.kind == LayerKind.STATELESS:
         return run.mixer_params or 0
     if run.kind == LayerKind.MLA:
@@ -45,10 +45,11 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
         kv_b = spec.latent_rank * h * (nope + v)
         return q + kv_a + kv_b + h * v * hidden + (0 if run.index_shared else indexer_params(spec))
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
-    bias = (h * d + 2 * g * d) if spec.attention_bias else 0
+    kv = g if run.v_is_k else 2 * g  # Gemma 4's k_eq_v layers have k_proj only
+    bias = (h * d + kv * d) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
     gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
-    return hidden * h * d + gate + 2 * hidden * g * d + h * d * hidden + bias
+    return hidden * h * d + gate + hidden * kv * d + h * d * hidden + bias
 
 
 def indexer_params(spec: ModelSpec) -> int:

@@ -104,15 +104,17 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
             whole += hidden * spec.q_lora_rank + spec.q_lora_rank
         return whole + Fraction(attention_params(spec, run) - whole, tp)
     if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
-        h, d = spec.num_heads, spec.head_dim_effective
-        # A KV-sharing layer (Hunyuan's cross-layer attention) has no k/v projections (params.attention_params).
+        h, d = spec.num_heads, spec.run_head_dim(run)
+        # A KV-sharing layer (Hunyuan's cross-layer attention) has no k/v projections (params.attention_params);
+        # a k_eq_v layer (Gemma 4) has k_proj only.
         g = 0 if run.kv_shared else kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
-        bias = (Fraction(h * d, tp) + 2 * g * d) if spec.attention_bias else 0
+        kv = g if run.v_is_k else 2 * g
+        bias = (Fraction(h * d, tp) + kv * d) if spec.attention_bias else 0
         bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
         # Qwen3-Next / Qwen3.5: q_proj also yields a per-head output gate, split by heads like Q.
         gate = hidden * h * d if spec.attn_output_gate else 0
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
-        return Fraction(2 * hidden * h * d + gate, tp) + 2 * hidden * g * d + bias
+        return Fraction(2 * hidden * h * d + gate, tp) + hidden * kv * d + bias
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
     return Fraction(attention_params(spec, run), tp)
 

@@ -154,8 +154,6 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
     # is attention tp 1's; its attention FLOPs (heads x sequences) average out to tp's, kept here.
     kv_tp = 1 if dep.dp_attention else tp
     heads = spec.num_heads // tp
-    qk, v = _qk_v_dims(spec)
-    dqk, dv = _qk_v_dims(spec, absorbed=True)
     layers = spec.expanded_layers()
     out = []
     for s in range(pp):
@@ -172,8 +170,8 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 layers=n,
                 elements=elements_per_token(spec, run, kv_tp),
                 read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
-                decode_flops=2 * heads * (dqk + dv) if _attends(run) else 0,
-                prefill_flops=2 * heads * (qk + v) if _attends(run) else 0,
+                decode_flops=2 * heads * sum(_qk_v_dims(spec, True, run)) if _attends(run) else 0,
+                prefill_flops=2 * heads * sum(_qk_v_dims(spec, False, run)) if _attends(run) else 0,
                 topk=spec.index_topk if sparse(spec, run) else None,
                 index_bytes=index_bytes_per_token(spec, run),
                 index_flops=index_flops(spec) if sparse(spec, run) and not run.index_shared else 0,

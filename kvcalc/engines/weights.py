@@ -72,7 +72,7 @@ def weight_bytes(
     linear = quant.linear if quant and quant.linear else a
     attn = linear if quant is None or quant.attention_quantized else a
     expert = quant.experts if quant and quant.experts else linear
-    h, heads, d = spec.hidden_size, spec.num_heads, spec.head_dim_effective
+    h, heads = spec.hidden_size, spec.num_heads
     hr = math.ceil(heads / tp)
 
     def lin(fmt: LinearFormat, out_rows: int, in_cols: int, copies: int = 1) -> int:
@@ -116,10 +116,11 @@ def weight_bytes(
                 # and keeps them beside the quantized original.
                 absorbed += allocated(hr * (nope + v) * spec.kv_lora_rank * 2)
         else:
-            g = max(1, (run.kv_heads or spec.kv_heads) // tp)
-            attention += lin(attn, (hr + 2 * g) * d, h) + lin(attn, h, hr * d)
+            # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
+            g, dr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run)
+            attention += lin(attn, (hr + 2 * g) * dr, h) + lin(attn, h, hr * dr)
             if spec.attention_bias:
-                attention += allocated((hr + 2 * g) * d * 2)
+                attention += allocated((hr + 2 * g) * dr * 2)
         if run.intermediate_size is not None:
             mlp += _mlp(spec, linear, run.intermediate_size, tp)
         elif spec.is_moe and i >= spec.dense_layers:

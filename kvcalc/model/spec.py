@@ -48,6 +48,12 @@ class LayerRun(BaseModel):
     # DeepSeek Sparse Attention: an MLA layer that reuses an earlier layer's top-k (GLM-5.2's indexer_types
     # "shared"): no indexer of its own, so no indexer keys cached, read or scored.
     index_shared: bool = False
+    # An attention layer with its own head width (Gemma 4's full-attention layers: global_head_dim), for its
+    # queries, keys and values alike; None: the model's head_dim.
+    head_dim: Pos | None = None
+    # Its values are its keys (Gemma 4's attention_k_eq_v): the checkpoint has no v_proj; engines still cache
+    # both K and V (vLLM loads k_proj into both slots).
+    v_is_k: bool = False
 
     @property
     def window(self) -> int:
@@ -67,6 +73,9 @@ class LayerRun(BaseModel):
             raise ValueError("kv_shared is only for attention layers")
         if self.index_shared and self.kind != LayerKind.MLA:
             raise ValueError("index_shared is only for MLA layers")
+        attention = self.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+        if (self.head_dim is not None or self.v_is_k) and not attention:
+            raise ValueError("head_dim / v_is_k are only for attention layers (full, sliding, chunked)")
         if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
             raise ValueError("cross_tokens is only for cross-attention layers")
         return self
@@ -223,6 +232,10 @@ class ModelSpec(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    def run_head_dim(self, run: LayerRun) -> int:
+        """The head width of one layer run: its own (Gemma 4's global layers), else the model's."""
+        return run.head_dim or self.head_dim_effective
 
     @property
     def expert_width(self) -> int:

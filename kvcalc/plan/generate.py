@@ -245,12 +245,12 @@ def _sum_pairs(run: LayerRun, a: int, b: int) -> int:
 def _attention_sums(spec: ModelSpec, lo: int, hi: int) -> tuple[int, int]:
     """(sum of decode attention FLOPs, sum of prefill attention FLOPs) over contexts lo .. hi, as
     decode_attention_flops and prefill_attention_flops count them (MLA absorbed in decode)."""
-    qk, v = _qk_v_dims(spec)
-    dqk, dv = _qk_v_dims(spec, absorbed=True)
     decode, prefill = Fraction(0), 0
     for run, n in spec.layer_groups():
         if not _attends(run):
             continue
+        qk, v = _qk_v_dims(spec, run=run)
+        dqk, dv = _qk_v_dims(spec, absorbed=True, run=run)
         if sparse(spec, run) and spec.index_topk is not None:
             # DeepSeek Sparse Attention: top-k keys per query (a window's count) + the indexer's scoring of all
             index = 0 if run.index_shared else index_flops(spec)

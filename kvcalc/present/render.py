@@ -299,6 +299,10 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
             detail += f" (W {run.window_tokens:,})"
         if run.kv_heads:
             detail += f", {plural(run.kv_heads, 'KV head')}"
+        if run.head_dim:
+            detail += f", head dim {run.head_dim}"
+        if run.v_is_k:
+            detail += ", V = K (one projection; both cached)"
         if run.state_bytes:
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
         if run.kv_shared:

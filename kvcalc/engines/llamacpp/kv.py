@@ -76,7 +76,7 @@ def _widths(spec: ModelSpec, run: LayerRun, era: Era) -> tuple[int, int]:
             return spec.num_heads * (nope + spec.qk_rope_head_dim), spec.num_heads * (spec.v_head_dim or nope)
         return latent, 0 if era.mla == "k" else spec.kv_lora_rank
     heads = run.kv_heads or spec.kv_heads
-    return heads * spec.head_dim_effective, heads * (spec.head_dim_effective)
+    return heads * spec.run_head_dim(run), heads * spec.run_head_dim(run)
 
 
 def kv_parts(
@@ -98,6 +98,12 @@ def kv_parts(
         # kv_lid, in type_k) beside the latent; which builds run the sparse top-k is not settled here.
         raise UsageError(
             f"{spec.name}: llama.cpp's DeepSeek Sparse Attention caches (latent + indexer keys) are not modelled",
+            hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
+        )
+    if any(run.v_is_k for run, _ in spec.layer_groups()):
+        # NOTE: llama.cpp's gemma4 graph: whether a k_eq_v layer keeps a V tensor of its own is not read here.
+        raise UsageError(
+            f"{spec.name}: llama.cpp's cache for layers whose V is their K (Gemma 4) is not modelled",
             hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
         )
     refusal = FA_REFUSAL if is_quantized(type_v) and not flash_attn and not (spec.is_mla and era.mla == "k") else None

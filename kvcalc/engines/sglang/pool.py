@@ -15,7 +15,7 @@ divides by 1 << 30). Pure.
 
 import math
 
-from kvcalc.cost.kvcache import ATTENTION_KINDS, index_bytes_per_token
+from kvcalc.cost.kvcache import ATTENTION_KINDS, elements_per_token, index_bytes_per_token
 from kvcalc.engines.runtime import (
     CUDA_CONTEXT_BYTES,
     SGLANG_TP_INIT_NVLS_BYTES,
@@ -24,6 +24,7 @@ from kvcalc.engines.runtime import (
 )
 from kvcalc.engines.sglang import release as rel
 from kvcalc.engines.weights import weight_bytes
+from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.formats import quantization_of
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -148,7 +149,7 @@ def cell_bytes(
                 total_bits += 8 * DSA_SCALED_FP8_EXTRA_BYTES if scaled_fp8 and bits == 8 else 0
         elif run.kind in ATTENTION_KINDS:
             heads = max(1, (run.kv_heads or spec.kv_heads) // attn_tp)
-            d = spec.head_dim_effective
+            d = spec.run_head_dim(run)
             k_bits += heads * d * bits
             total_bits += 2 * heads * d * bits
     return total_bits // 8, k_bits // 8, mla
@@ -264,6 +265,13 @@ def predict(
     swa_tokens = None
     full_layers = [i for i in layers0 if spec.expanded_layers()[i].kind in (LayerKind.FULL, LayerKind.MLA)]
     swa_layers = [i for i in layers0 if spec.expanded_layers()[i].kind == LayerKind.SLIDING]
+    shapes = {elements_per_token(spec, spec.expanded_layers()[i], attn_tp) for i in full_layers + swa_layers}
+    if full_layers and swa_layers and len(shapes) > 1:
+        raise UsageError(
+            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4); "
+            "SGLang's split of the pool between them is not modelled",
+            hint="use --engine vllm, or kvcalc's own estimate without --engine",
+        )
     if full_layers and swa_layers and tokens > 0:
         # NOTE: set_num_token_hybrid: the uniform budget tokens x layers is re-split so that the SWA
         # layers hold swa_full_tokens_ratio x the full layers' tokens; the count becomes the full layers'.

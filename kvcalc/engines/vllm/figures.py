@@ -10,7 +10,9 @@ block-sized page shared by `group_size` layers, then:
                       chunked ceil(min(C + M, S) / block); SSM / linear-attention (hybrids) 1 block
     concurrency     = num_blocks / blocks_per_request
 
-with M = max_num_batched_tokens. A uniform model is one group of all its layers.
+with M = max_num_batched_tokens. A uniform model is one group of all its layers. Attention types whose
+pages differ (Gemma 4) are unified first: a smaller page's block grows r-fold until it is the largest page,
+and its blocks per request are counted with that block (unify_kv_cache_spec_page_size).
 """
 
 import math
@@ -129,6 +131,7 @@ def _one(
     max_num_batched_tokens: int,
 ) -> VllmFigures:
     types: dict[tuple[LayerKind, int | None], int] = {}
+    type_bytes: dict[tuple[LayerKind, int | None], set[int]] = {}
     per_token: set[int] = set()
     all_layers_bytes = 0  # one token over every attention layer
     mamba_layers, mamba_state = 0, 0
@@ -148,15 +151,30 @@ def _one(
         all_layers_bytes += n * layer_bytes
         key = (run.kind, run.window_tokens)
         types[key] = types.get(key, 0) + n
+        type_bytes.setdefault(key, set()).add(layer_bytes)
     # NOTE: layers of one attention type whose pages differ (DSA layers with and without their own indexer,
     # GLM-5.2) form one UniformTypeKVCacheSpecs group: a block is every layer's page, summed.
     uniform_type = len(per_token) > 1 and len(types) == 1 and not mamba_layers
-    if len(per_token) != 1 and not uniform_type:
-        raise UsageError(
-            f"--engine vllm: {spec.name}'s layers have different page sizes; vLLM pads them, which is not modelled",
-            hint="drop --engine vllm for kvcalc's own estimate",
-        )
     token_bytes = max(per_token)
+    # NOTE: attention types whose pages differ (Gemma 4: sliding 8 heads x 256, full 2 heads x 512):
+    # unify_kv_cache_spec_page_size grows the smaller pages' block size until every page is the largest.
+    ratio = {key: 1 for key in types}
+    if len(per_token) > 1 and not uniform_type:
+        if mamba_layers or any(len(b) > 1 for b in type_bytes.values()):
+            raise UsageError(
+                f"--engine vllm: {spec.name}'s layers have different page sizes beside SSM layers or within "
+                "one attention type among others; how vLLM groups them is not modelled",
+                hint="drop --engine vllm for kvcalc's own estimate",
+            )
+        for key, (b,) in type_bytes.items():
+            if token_bytes % b:
+                raise UsageError(
+                    f"--engine vllm: vLLM would refuse {spec.name}: a {key[0].value} layer's page "
+                    f"({b:,} B a token) does not divide the largest ({token_bytes:,} B a token) "
+                    "(NotImplementedError in unify_kv_cache_spec_page_size)",
+                    hint="drop --engine vllm for kvcalc's own estimate",
+                )
+            ratio[key] = token_bytes // b
     if mamba_layers:
         # NOTE: hybrid models (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig):
         # the attention block grows, in steps of 16 tokens, until one layer's page holds a mamba
@@ -173,16 +191,17 @@ def _one(
     tokens = num_blocks // groups * block_size
     per_request = 0
     for (kind, window), n in types.items():
+        bs = block_size * ratio.get((kind, window), 1)  # a unified smaller page holds more tokens
         if kind == LayerKind.SLIDING:
             # SlidingWindowSpec.max_memory_usage_bytes: +1 as the window may start mid-block
-            need = math.ceil(min(window - 1 + max_num_batched_tokens, seq) / block_size) + 1
+            need = math.ceil(min(window - 1 + max_num_batched_tokens, seq) / bs) + 1
         elif kind == LayerKind.STATELESS:
             need = 1
         elif kind == LayerKind.CHUNKED:
             # ChunkedLocalAttentionSpec.max_memory_usage_bytes: one chunk plus a scheduled batch
-            need = math.ceil(min(window + max_num_batched_tokens, seq) / block_size)
+            need = math.ceil(min(window + max_num_batched_tokens, seq) / bs)
         else:
-            need = math.ceil(seq / block_size)
+            need = math.ceil(seq / bs)
         per_request += need * math.ceil(n / group_size)
     concurrency = num_blocks / per_request
     return VllmFigures(

@@ -108,7 +108,7 @@ def pp_layers(num_layers: int, pp: int) -> list[range]:
 
 def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: range) -> int:
     """Largest set of live activations in one decoder layer of a `tokens`-token forward, one rank."""
-    h, d = spec.hidden_size, spec.head_dim_effective
+    h = spec.hidden_size
     hr = math.ceil(spec.num_heads / tp)
     stream = 2 * tokens * h * act  # hidden states + residual
     if tp > 1:
@@ -125,7 +125,7 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
         elif run.kind == LayerKind.STATELESS:
             attn = 0
         else:
-            g = max(1, (run.kv_heads or spec.kv_heads) // tp)
+            g, d = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run)
             attn = tokens * ((hr + 2 * g) * d + hr * d) * act
         inter = run.intermediate_size
         if inter is None and not (spec.is_moe and i >= spec.dense_layers):

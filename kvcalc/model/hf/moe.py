@@ -28,7 +28,9 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     k = _uniform(
         cfg,
         "moe_topk",
-        cfg.get("num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk"),
+        cfg.get(
+            "num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk", "top_k_experts"
+        ),
     )
     if not k:
         raise cfg.refuse(f"{experts} experts but no num_experts_per_tok")
@@ -48,6 +50,9 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         if cfg.get("use_mixed_mlp_moe", default=True):
             count = _uniform(cfg, "num_shared_expert", cfg.get("num_shared_expert", default=1))
             shared = count * cfg.int_field("intermediate_size")
+    elif model_type == "gemma4_text":
+        # Gemma4DecoderLayer: the dense MLP (intermediate_size) runs beside the experts in every layer.
+        shared = cfg.int_field("intermediate_size")
     elif model_type == "afmoe":
         # AfmoeMoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
         shared = cfg.get("num_shared_experts", default=0) * (moe_inter or 0)

@@ -78,9 +78,10 @@ def _layer_types(
     if len(types) != layers:
         raise cfg.refuse(f"layer_types has {len(types)} entries for {layers} layers")
     runs = []
+    full = hf_windows.gemma4_full(cfg) if model_type == "gemma4_text" else {}
     for t in types:
         if t in ("full_attention", "attention"):
-            runs.append(LayerRun(kind=LayerKind.FULL))
+            runs.append(LayerRun(kind=LayerKind.FULL, **full))
         elif t == "sliding_attention":
             win = cfg.overrides.get("window") or cfg.get("sliding_window", "sliding_window_size")
             runs.append(LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)))
@@ -112,6 +113,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     if model_type == "nemotron_h":
         return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
     types = cfg.get("layer_types", "layers_block_type")
+    if model_type == "gemma4_text":
+        types = hf_windows.gemma4_types(cfg, layers)
     interval = cfg.get("full_attention_interval")
     if types is None and isinstance(interval, int) and interval > 0:
         # Qwen3-Next: every `interval`-th layer is full attention, the rest linear attention.

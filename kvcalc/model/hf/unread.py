@@ -52,6 +52,14 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
             hint="its cache and state are not estimated, rather than guessed",
         )
+    sparse = cfg.get("sparse_attention_config")
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention", True):
+        # NOTE: vLLM's MiniMaxSparseKVPool adds an indexer pool (one head; K and V, or K alone) to the layers
+        # that sparse_attention_freq marks: a cache beside K and V that kvcalc does not size.
+        raise cfg.refuse(
+            "sparse_attention_config (MiniMax-M3's block-sparse attention, with an indexer cache of its own) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
     # DeepSeek-V3.2 and GLM-5's indexer is read (model/hf/mla.py); DeepSeek-V4 compresses its cache per layer.
     if model_type == "deepseek_v4" or cfg.get("compress_ratios"):
         raise cfg.refuse(
@@ -71,7 +79,8 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "index_topk_freq / index_skip_topk_offset without indexer_types (which layers share an indexer) "
             "are not read"
         )
-    if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v"):
+    gemma4_fields = cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads") or cfg.get("attention_k_eq_v")
+    if gemma4_fields and model_type != "gemma4_text":
         raise cfg.refuse(
             "global_head_dim / num_global_key_value_heads / attention_k_eq_v (Gemma 4's full-attention layers "
             "have their own KV shape) are not read",
@@ -150,7 +159,7 @@ MOE_KEYS_READ = {
     "moe_top_k", "num_selected_experts", "moe_topk", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_shared_expert",
     "use_mixed_mlp_moe", "shared_intermediate_size", "expert_layer_period", "expert_layer_offset",
-    "moe_drop_tokens", "moe_latent_size", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
+    "moe_drop_tokens", "moe_latent_size", "top_k_experts", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
 }  # fmt: skip
 
 
@@ -204,7 +213,10 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     step = cfg.get("decoder_sparse_step")
     if step not in (None, 0, 1) or cfg.get("mlp_only_layers"):
         doubts.append("decoder_sparse_step / mlp_only_layers (dense layers between MoE layers) are not read")
-    if cfg.get("hidden_size_per_layer_input") or cfg.get("vocab_size_per_layer_input"):
+    # NOTE: Gemma 4 keeps vocab_size_per_layer_input in configs whose hidden_size_per_layer_input is 0 (no PLE).
+    if cfg.get("hidden_size_per_layer_input") or (
+        cfg.get("vocab_size_per_layer_input") and cfg.get("hidden_size_per_layer_input") is None
+    ):
         doubts.append("per-layer input embeddings (Gemma 3n / 4) are not counted")
     if cfg.get("moe_layer_freq") not in (None, 1):
         doubts.append("moe_layer_freq other than 1 is not read")

@@ -80,3 +80,27 @@ def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool)
             hint="pass --window to make every layer slide, if that is what the model does",
         )
     return None
+
+
+def gemma4_types(cfg: Config, layers: int) -> list[str]:
+    """Gemma4TextConfig's layer_types: as listed, else five sliding layers to one full; the last layer is
+    always full attention (the config forces it)."""
+    types = cfg.get("layer_types")
+    if not isinstance(types, list):
+        types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)]
+    return [*types[:-1], "full_attention"] if types else types
+
+
+def gemma4_full(cfg: Config) -> dict[str, Any]:
+    """A Gemma 4 full-attention layer's own shape (Gemma4TextConfig.per_layer_config): head width
+    global_head_dim; num_global_key_value_heads KV heads when attention_k_eq_v is set, whose layers load
+    k_proj as V too (vLLM gemma4.py: no v_proj in the checkpoint)."""
+    out: dict[str, Any] = {}
+    width = cfg.int_field("global_head_dim")
+    if width != cfg.get("head_dim"):
+        out["head_dim"] = width
+    if cfg.get("attention_k_eq_v"):
+        out["v_is_k"] = True
+        if cfg.get("num_global_key_value_heads") is not None:
+            out["kv_heads"] = cfg.int_field("num_global_key_value_heads")
+    return out
