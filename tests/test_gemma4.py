@@ -97,3 +97,12 @@ def test_a_minimal_gemma4_text_config():
     shown = run_json("show", FIXTURES / "configs" / "gemma4-global.json")
     assert shown["kv_bytes_per_token_bf16"] == 3 * 2 * 16 * 256 * 2 + 2 * 4 * 512 * 2
     assert shown["params"] is None and "per-layer input embeddings" in shown["spec"]["params_unknown"]
+
+
+def test_vllm_holds_both_rotary_caches():
+    # the sliding layers' default rope (256 wide) and the full layers' proportional rope, which vLLM builds
+    # head-wide (Gemma4RotaryEmbedding: rotary_dim = head_size = 512); 262,144 rows each, bf16
+    from kvcalc.engines.weights import allocated, weight_bytes
+
+    w = weight_bytes(get_model("gemma-4-26b-a4b"), "bf16", None)
+    assert w.rotary_cache == allocated(262_144 * 512 * 2) + allocated(262_144 * 256 * 2)

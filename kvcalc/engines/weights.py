@@ -146,7 +146,8 @@ def weight_bytes(
         # (rotary_embedding/base.py registers cos_sin_cache; get_rope shares equal instances). The rows
         # are max_position_embeddings unless the scaling lengthens the table (quant._rotary_rows).
         rows = (ck.rotary_rows if ck and ck.rotary_rows else None) or (spec.max_position_embeddings,)
-        rotary = sum(allocated(r * rotary_dim(spec) * (a.weight_bits // 8)) for r in rows)
+        widths = (ck.rotary_widths if ck and ck.rotary_widths else None) or (rotary_dim(spec),) * len(rows)
+        rotary = sum(allocated(r * w * (a.weight_bits // 8)) for r, w in zip(rows, widths))
     # NOTE: vLLM's vision encoders (mllama, SigLIP, Qwen-VL ViTs) use tensor-parallel linear layers
     # and sit on the first pipeline stage; checkpoints leave them unquantized.
     extra = 0

@@ -132,6 +132,8 @@ class Checkpoint(BaseModel):
     declared_dtype: str | None = None  # torch_dtype of the config (fp32, bf16, fp16)
     # rows of each cos/sin cache vLLM builds, when not the one max_position_embeddings table
     rotary_rows: tuple[int, ...] | None = None
+    # each of those caches' columns, when they differ (Gemma 4's full layers: global_head_dim); None: rotary_dim
+    rotary_widths: tuple[int, ...] | None = None
     # the vision tower and projector vLLM loads, where kvcalc knows the family's layout:
     # (parameters split over tensor parallelism, parameters replicated on every rank)
     vision_params: tuple[int, int] | None = None
@@ -327,6 +329,7 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
         rotary_rows=_rotary_rows(text),
+        rotary_widths=_rotary_widths(text),
         vision_params=vision_params(raw, text),
         image_profile=image_profile(raw),
     )
@@ -358,15 +361,42 @@ def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
         return None
     params = text.get("rope_parameters")
     if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
-        # transformers 5 per-layer-type rope parameters: one cache per distinct setting
-        caches = {_scaled_rows(max_pos, v) for v in params.values() if isinstance(v, dict)}
-        rows = sorted(caches, reverse=True)
+        # transformers 5 per-layer-type rope parameters: one cache per distinct setting (get_rope shares only
+        # equal ones), the full layers' first
+        rows = [_scaled_rows(max_pos, v) for v in _rope_settings(params)]
     else:
         rows = [_scaled_rows(max_pos, text.get("rope_scaling") or params)]
         if "rope_local_base_freq" in text:
             # Gemma 3: sliding layers build their own default rope (gemma3.py, rope_local_base_freq)
             rows.append(max_pos)
     return None if rows == [max_pos] else tuple(rows)
+
+
+def _rope_settings(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The distinct per-layer-type rope settings, the full layers' first."""
+    out: list[dict[str, Any]] = []
+    for key in sorted(params, key=lambda k: k != "full_attention"):
+        value = params[key]
+        if isinstance(value, dict) and value not in out:
+            out.append(value)
+    return out
+
+
+def _rotary_widths(text: dict[str, Any]) -> tuple[int, ...] | None:
+    """Gemma 4: the full layers' proportional rope keeps a head-wide cache (vLLM Gemma4RotaryEmbedding passes
+    rotary_dim = head_size), global_head_dim wide; the sliding layers' default rope one head_dim wide."""
+    params = text.get("rope_parameters")
+    if text.get("model_type") != "gemma4_text" or not isinstance(params, dict):
+        return None
+    full, sliding = params.get("full_attention"), params.get("sliding_attention")
+    if not (isinstance(full, dict) and isinstance(sliding, dict)) or full == sliding:
+        return None
+    head, wide = text.get("head_dim"), text.get("global_head_dim", 512)
+    if not (isinstance(head, int) and isinstance(wide, int)):
+        return None
+    factor = sliding.get("partial_rotary_factor", 1.0)
+    narrow = int(head * factor) if isinstance(factor, (int, float)) and 0 < factor <= 1 else head
+    return (wide, narrow)
 
 
 def dtype_quantization(dtype: str) -> Quantization | None:
