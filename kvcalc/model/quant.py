@@ -317,10 +317,7 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     head_dim = head_dim or text.get("qk_rope_head_dim")
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
         head_dim = hidden // heads
-    rotary = None
-    if isinstance(head_dim, int):
-        factor = text.get("partial_rotary_factor", 1.0)
-        rotary = int(head_dim * factor) if isinstance(factor, (int, float)) and 0 < factor <= 1 else head_dim
+    rotary = _rotated(head_dim, text.get("partial_rotary_factor", 1.0)) if isinstance(head_dim, int) else None
     stored = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
     declared = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(stored)
     return Checkpoint(
@@ -394,9 +391,12 @@ def _rotary_widths(text: dict[str, Any]) -> tuple[int, ...] | None:
     head, wide = text.get("head_dim"), text.get("global_head_dim", 512)
     if not (isinstance(head, int) and isinstance(wide, int)):
         return None
-    factor = sliding.get("partial_rotary_factor", 1.0)
-    narrow = int(head * factor) if isinstance(factor, (int, float)) and 0 < factor <= 1 else head
-    return (wide, narrow)
+    return (wide, _rotated(head, sliding.get("partial_rotary_factor", 1.0)))
+
+
+def _rotated(head_dim: int, factor: Any) -> int:
+    """Columns a rope rotates: head_dim x partial_rotary_factor (the whole head for a missing or odd factor)."""
+    return int(head_dim * factor) if isinstance(factor, (int, float)) and 0 < factor <= 1 else head_dim
 
 
 def dtype_quantization(dtype: str) -> Quantization | None:

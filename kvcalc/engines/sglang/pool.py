@@ -263,9 +263,10 @@ def predict(
     wb, available, rest, mamba, cell, k_cell, mla, layers0 = first
     tokens = min(stage_tokens)  # PP: an all-reduce MIN over the stages' counts
     swa_tokens = None
-    full_layers = [i for i in layers0 if spec.expanded_layers()[i].kind in (LayerKind.FULL, LayerKind.MLA)]
-    swa_layers = [i for i in layers0 if spec.expanded_layers()[i].kind == LayerKind.SLIDING]
-    shapes = {elements_per_token(spec, spec.expanded_layers()[i], attn_tp) for i in full_layers + swa_layers}
+    expanded = spec.expanded_layers()
+    full_layers = [i for i in layers0 if expanded[i].kind in (LayerKind.FULL, LayerKind.MLA)]
+    swa_layers = [i for i in layers0 if expanded[i].kind == LayerKind.SLIDING]
+    shapes = {elements_per_token(spec, expanded[i], attn_tp) for i in full_layers + swa_layers}
     if full_layers and swa_layers and len(shapes) > 1:
         raise UsageError(
             f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4); "
