@@ -45,10 +45,6 @@ def attention_form(spec: ModelSpec, phase: str) -> str:
     return f"MLA prefill without absorption: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair{sparse}"
 
 
-def _attends(run: LayerRun) -> bool:
-    return run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)
-
-
 def decode_keys(run: LayerRun, seq: int) -> Fraction:
     """Keys a new token at context `seq` attends to in one layer.
 
@@ -81,7 +77,7 @@ def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
     absorbed widths (kv_lora_rank + rope, kv_lora_rank); DSA's indexer adds its scoring of every key."""
     total, scored = Fraction(0), 0
     for run, n in spec.layer_groups():
-        if not _attends(run):
+        if not run.kind.attends:
             continue
         qk, v = _qk_v_dims(spec, absorbed=True, run=run)
         total += n * 2 * spec.num_heads * (qk + v) * attended_keys(spec, run, seq)
@@ -147,7 +143,7 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
             pairs = causal_pairs(prompt, spec.index_topk)
             total += 0 if run.index_shared else n * index_flops(spec) * causal_pairs(prompt)
         else:
-            pairs = layer_pairs(run, prompt) if _attends(run) else 0
+            pairs = layer_pairs(run, prompt) if run.kind.attends else 0
         total += n * 2 * spec.num_heads * (qk + v) * pairs
     return total
 

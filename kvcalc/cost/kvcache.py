@@ -12,10 +12,6 @@ from kvcalc.units import dtype_bits, elements_to_bytes, fmt_bytes, plural
 if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvcalc cache MODEL`
     from kvcalc.hardware.gpu import GpuSpec
 
-# Layers that cache K and V per token, kv_heads x head_dim each (cross-attention caches the
-# encoder's or the images' tokens rather than the text's).
-ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS)
-
 
 def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
     # NOTE: with tp > G each rank still needs one whole KV head, so heads are replicated
@@ -54,7 +50,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         return
     for run, _ in spec.layer_groups():
         g = run.kv_heads or spec.kv_heads
-        if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED) and g % tp and tp % g:
+        if run.kind.self_head_kv and g % tp and tp % g:
             raise UsageError(
                 f"tensor parallelism {tp} cannot split {spec.name}'s {g} KV heads: it must divide them "
                 "or be a multiple of them",
@@ -66,7 +62,7 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
     """Cached elements one token adds to one layer on one tensor-parallel rank."""
     if run.kv_shared:
         return 0  # it reads the K and V an earlier layer cached
-    if run.kind in ATTENTION_KINDS:
+    if run.kind.per_head_kv:
         return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.run_head_dim(run)
     if run.kind == LayerKind.MLA:
         # NOTE: the latent is shared by all heads, so every rank stores it whole.
@@ -91,7 +87,7 @@ def tokens_held(run: LayerRun, seq: int) -> int:
     """How many of a sequence's seq tokens one layer keeps."""
     if run.kind in (LayerKind.FULL, LayerKind.MLA):
         return seq
-    if run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+    if run.kind.windowed:
         return min(seq, run.window)
     if run.kind == LayerKind.CROSS:
         return seq if run.cross_tokens is None else run.cross_tokens
@@ -108,7 +104,7 @@ def grows_with_seq(run: LayerRun) -> bool:
 
 def replicates_kv_heads(spec: ModelSpec, tp: int) -> bool:
     return any(
-        run.kind in ATTENTION_KINDS and not run.kv_shared and (run.kv_heads or spec.kv_heads) < tp
+        run.kind.per_head_kv and not run.kv_shared and (run.kv_heads or spec.kv_heads) < tp
         for run, _ in spec.layer_groups()
     )
 
@@ -164,7 +160,7 @@ def cache_report(
     for run, n in spec.layer_groups():
         per_token = elements_per_token(spec, run, tp)
         held = tokens_held(run, seq)
-        heads = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) if run.kind in ATTENTION_KINDS else None
+        heads = kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) if run.kind.per_head_kv else None
         _explain_group(steps, spec, run, n, per_token, held, seq, tp)
         layers.append(
             LayerCache(
@@ -230,7 +226,7 @@ def _explain_group(
 ) -> None:
     if run.kv_shared:
         steps.append(f"{n} {run.kind.value} layers share an earlier layer's K and V (cross-layer attention): 0")
-    elif run.kind in ATTENTION_KINDS:
+    elif run.kind.per_head_kv:
         heads = run.kv_heads or spec.kv_heads
         rank_heads = kv_heads_per_rank(heads, tp)
         if tp > 1:

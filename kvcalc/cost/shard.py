@@ -103,7 +103,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         if spec.q_lora_rank:
             whole += hidden * spec.q_lora_rank + spec.q_lora_rank
         return whole + Fraction(attention_params(spec, run) - whole, tp)
-    if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+    if run.kind.self_head_kv:
         h, d = spec.num_heads, spec.run_head_dim(run)
         # A KV-sharing layer (Hunyuan's cross-layer attention) has no k/v projections (params.attention_params);
         # a k_eq_v layer (Gemma 4) has k_proj only.

@@ -25,7 +25,7 @@ from kvcalc.cost.shard import (
 )
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
-from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.model.spec import LayerRun, ModelSpec
 from kvcalc.units import elements_to_bytes, fmt_bytes
 
 GIB = 2**30
@@ -109,7 +109,7 @@ class Term(NamedTuple):
     @property
     def window(self) -> int | None:
         """Where holding stops growing (sliding and chunked layers)."""
-        return self.run.window_tokens if self.run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) else None
+        return self.run.window_tokens if self.run.kind.windowed else None
 
 
 class Stage(NamedTuple):
@@ -146,7 +146,7 @@ def validate(spec: ModelSpec, dep: Deployment) -> None:
 
 def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
     """The pipeline stages of a valid deployment, each as one of its GPUs sees it."""
-    from kvcalc.cost.flops import _attends, _qk_v_dims, index_flops, sparse
+    from kvcalc.cost.flops import _qk_v_dims, index_flops, sparse
 
     validate(spec, dep)
     tp, pp = dep.tp, dep.pp
@@ -170,8 +170,8 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 layers=n,
                 elements=elements_per_token(spec, run, kv_tp),
                 read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
-                decode_flops=2 * heads * sum(_qk_v_dims(spec, True, run)) if _attends(run) else 0,
-                prefill_flops=2 * heads * sum(_qk_v_dims(spec, False, run)) if _attends(run) else 0,
+                decode_flops=2 * heads * sum(_qk_v_dims(spec, True, run)) if run.kind.attends else 0,
+                prefill_flops=2 * heads * sum(_qk_v_dims(spec, False, run)) if run.kind.attends else 0,
                 topk=spec.index_topk if sparse(spec, run) else None,
                 index_bytes=index_bytes_per_token(spec, run),
                 index_flops=index_flops(spec) if sparse(spec, run) and not run.index_shared else 0,

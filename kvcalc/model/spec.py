@@ -25,6 +25,27 @@ class LayerKind(str, Enum):
     STATELESS = "stateless"  # no per-token KV: SSM / linear attention (constant state) or no-op
     CROSS = "cross"  # cross-attention: holds the encoder's (or the images') tokens, not the text's
 
+    @property
+    def windowed(self) -> bool:
+        """Sliding or chunked: holds at most its window of tokens."""
+        return self in (LayerKind.SLIDING, LayerKind.CHUNKED)
+
+    @property
+    def self_head_kv(self) -> bool:
+        """Self-attention with K and V per KV head (full, sliding, chunked): the kinds whose layers may have
+        their own KV heads, head width, shared K/V or V = K, and that MLA or a window can replace."""
+        return self in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+
+    @property
+    def per_head_kv(self) -> bool:
+        """K and V cached per KV head: self-attention (self_head_kv) or cross-attention."""
+        return self.self_head_kv or self == LayerKind.CROSS
+
+    @property
+    def attends(self) -> bool:
+        """Scores queries against keys: per-head K/V or MLA's latent."""
+        return self.per_head_kv or self == LayerKind.MLA
+
 
 class LayerRun(BaseModel):
     """`count` consecutive layers of one kind. A model's pattern is a list of runs."""
@@ -62,19 +83,18 @@ class LayerRun(BaseModel):
 
     @model_validator(mode="after")
     def _window_matches_kind(self) -> "LayerRun":
-        windowed = self.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)
+        windowed = self.kind.windowed
         if windowed and self.window_tokens is None:
             raise ValueError(f"a {self.kind.value} layer needs window_tokens")
         if not windowed and self.window_tokens is not None:
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
         if self.state_bytes and self.kind != LayerKind.STATELESS:
             raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
-        if self.kv_shared and self.kind not in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+        if self.kv_shared and not self.kind.self_head_kv:
             raise ValueError("kv_shared is only for attention layers")
         if self.index_shared and self.kind != LayerKind.MLA:
             raise ValueError("index_shared is only for MLA layers")
-        attention = self.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
-        if (self.head_dim is not None or self.v_is_k) and not attention:
+        if (self.head_dim is not None or self.v_is_k) and not self.kind.self_head_kv:
             raise ValueError("head_dim / v_is_k are only for attention layers (full, sliding, chunked)")
         if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
             raise ValueError("cross_tokens is only for cross-attention layers")

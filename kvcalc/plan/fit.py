@@ -4,7 +4,6 @@ import math
 from typing import Callable
 
 from kvcalc.cost.kvcache import (
-    ATTENTION_KINDS,
     cache_report,
     elements_per_token,
     index_bytes_per_token,
@@ -174,7 +173,7 @@ def fit_report(
     per_token = sum(t.layers * t.elements for t in stage.terms)  # while every window still grows
     per_token_bytes = elements_to_bytes(per_token, kv_dtype)
     fits = all(rank_batch * (pr[1] + pr[2]) <= pr[0] for pr in map(room, staged))
-    attention = [run for run, _ in spec.layer_groups() if run.kind in ATTENTION_KINDS]
+    attention = [run for run, _ in spec.layer_groups() if run.kind.per_head_kv]
     if steps is not None:
         all_weights = weight_bytes_resident(spec, dtype)
         where = (

@@ -4,7 +4,7 @@ between window edges, so the sum of max(memory, compute) over a run of steps is 
 
 from fractions import Fraction
 
-from kvcalc.cost.flops import _attends, _qk_v_dims, index_flops, prefill_attention_flops, prefill_flops, sparse
+from kvcalc.cost.flops import _qk_v_dims, index_flops, prefill_attention_flops, prefill_flops, sparse
 from kvcalc.cost.kvcache import bytes_per_token
 from kvcalc.cost.params import compute_params
 from kvcalc.cost.roofline import comm_lines, decode_row, prefill_row
@@ -160,7 +160,7 @@ def _piece(run: LayerRun, end: int) -> tuple[Fraction, int, Fraction, int]:
     """(held, its slope, attended keys, their slope) of one layer over a run of contexts ending at
     `end` that does not cross its window: a layer's holding and keys are linear in the context there."""
     kind, w = run.kind, run.window_tokens
-    if kind in (LayerKind.SLIDING, LayerKind.CHUNKED) and end > w:
+    if kind.windowed and end > w:
         # Past the window a sliding layer attends to W keys, a chunked one to (C + 1)/2 on average.
         return Fraction(w), 0, Fraction(w) if kind == LayerKind.SLIDING else Fraction(w + 1, 2), 0
     if kind == LayerKind.CROSS and run.cross_tokens is not None:
@@ -247,7 +247,7 @@ def _attention_sums(spec: ModelSpec, lo: int, hi: int) -> tuple[int, int]:
     decode_attention_flops and prefill_attention_flops count them (MLA absorbed in decode)."""
     decode, prefill = Fraction(0), 0
     for run, n in spec.layer_groups():
-        if not _attends(run):
+        if not run.kind.attends:
             continue
         qk, v = _qk_v_dims(spec, run=run)
         dqk, dv = _qk_v_dims(spec, absorbed=True, run=run)

@@ -89,7 +89,7 @@ def apply_variant(base: ModelSpec, item: str) -> ModelSpec:
             rank, rope = _int(parts[0], item), _int(parts[1], item)
         pattern = [
             run.model_copy(update={"kind": LayerKind.MLA, "kv_heads": None, "window_tokens": None})
-            if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+            if run.kind.self_head_kv
             else run
             for run in base.layer_pattern
         ]
@@ -100,9 +100,7 @@ def apply_variant(base: ModelSpec, item: str) -> ModelSpec:
     window = _int(arg, item)
     runs = base.layer_pattern or [LayerRun(kind=LayerKind.MLA if base.is_mla else LayerKind.FULL)]
     pattern = [
-        run.model_copy(update={"kind": LayerKind.SLIDING, "window_tokens": window})
-        if run.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
-        else run
+        run.model_copy(update={"kind": LayerKind.SLIDING, "window_tokens": window}) if run.kind.self_head_kv else run
         for run in runs
     ]
     return base.with_changes(name=item, layer_pattern=pattern)

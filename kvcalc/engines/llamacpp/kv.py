@@ -115,7 +115,7 @@ def kv_parts(
             groups.setdefault(("recurrent", run.state_bytes), []).append(il)
         elif run.kind == LayerKind.CROSS or run.kv_shared:
             continue
-        elif run.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) and era.iswa != "none":
+        elif run.kind.windowed and era.iswa != "none":
             groups.setdefault(("SWA", run.window_tokens), []).append(il)
         else:
             groups.setdefault(("non-SWA", None), []).append(il)

@@ -15,7 +15,7 @@ divides by 1 << 30). Pure.
 
 import math
 
-from kvcalc.cost.kvcache import ATTENTION_KINDS, elements_per_token, index_bytes_per_token
+from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
 from kvcalc.engines.runtime import (
     CUDA_CONTEXT_BYTES,
     SGLANG_TP_INIT_NVLS_BYTES,
@@ -147,7 +147,7 @@ def cell_bytes(
             if spec.is_sparse:
                 total_bits += 8 * index_bytes_per_token(spec, run)
                 total_bits += 8 * DSA_SCALED_FP8_EXTRA_BYTES if scaled_fp8 and bits == 8 else 0
-        elif run.kind in ATTENTION_KINDS:
+        elif run.kind.per_head_kv:
             heads = max(1, (run.kv_heads or spec.kv_heads) // attn_tp)
             d = spec.run_head_dim(run)
             k_bits += heads * d * bits
