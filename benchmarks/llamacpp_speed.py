@@ -1,7 +1,9 @@
 """llama.cpp's calibrated speed against the llama-bench points of benchmarks/calibration/points.csv.
 
-For each llama.cpp point (tg N as TPOT, pp512 as TTFT; XiongjieDai/GPU-Benchmarks-on-LLM-Inference and
-mlc-ai/llm-perf-bench), the median |predicted / measured - 1| by GPU family, three ways:
+For each llama.cpp point (tg N as TPOT, pp512 as TTFT; today's builds: the llama.cpp CUDA scoreboard and pull
+requests' baselines; the legacy build, `llamacpp.legacy`: XiongjieDai/GPU-Benchmarks-on-LLM-Inference and
+mlc-ai/llm-perf-bench, 2023 and May 2024), each timed with its build's constants, the median
+|predicted / measured - 1| by build and GPU family, three ways:
 - `int4`: the calibration path (cost/fitting.py) with the GGUF priced as int4, as points.csv had it;
 - `ftype`: the same path with the point's llama.cpp ftype (q4_k_m, q4_0: model/gguf/mix.py);
 - `table`: plan/llamacpp_speed.py, what `fit REPO-GGUF --engine llamacpp` prints: the step built from a
@@ -38,14 +40,24 @@ from kvcalc.engines.kernels import gpu_as_run_by  # noqa: E402
 from kvcalc.engines.llamacpp.buffers import TensorRow  # noqa: E402
 from kvcalc.engines.llamacpp.eras import era  # noqa: E402
 from kvcalc.engines.llamacpp.memory import llamacpp_memory  # noqa: E402
-from kvcalc.model.gguf.mix import tensor_table  # noqa: E402
+from kvcalc.model.gguf.mix import FTYPES, tensor_table  # noqa: E402
 from kvcalc.model.presets import get_gpu, get_model  # noqa: E402
 from kvcalc.plan.llamacpp_speed import PROMPT_TOKENS, llamacpp_speed  # noqa: E402
 
 POINTS = ROOT / "benchmarks" / "calibration" / "points.csv"
 
 
+def build_view(c: dict[str, float], engine: str) -> dict[str, float]:
+    """The constants as plan/llamacpp_speed.py (which times today's build) reads them for `engine`'s build:
+    `name.llamacpp.legacy` in place of `name.llamacpp` for the legacy one."""
+    if "." not in engine:
+        return c
+    suffix = "." + engine.partition(".")[2]
+    return {**c, **{k[: -len(suffix)]: v for k, v in c.items() if k.endswith(".llamacpp" + suffix)}}
+
+
 def table_figure(r: dict[str, str], c: dict[str, float]) -> float:
+    c = build_view(c, r["engine"])
     spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
     ftype = "f16" if r["dtype"] == "fp16" else r["dtype"]
     rows = [TensorRow(*t) for t in tensor_table(spec, ftype)]
@@ -70,10 +82,10 @@ def path_figure(r: dict[str, str], c: dict[str, float], dtype: str) -> float:
     dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
     setup = Setup(batch=1, concurrency=None, prompt=int(r["prompt"]), new=int(r["new"]))
     sf = setup_features(spec, gpu, dep, setup, dtype, r["kv_dtype"], 512, SCORES)
-    return predict(sf, r["metric"], c, "llamacpp")
+    return predict(sf, r["metric"], c, r["engine"])
 
 
-NAMES = ("step_s.llamacpp", "decode_layer_s.llamacpp", "prefill_layer_s.llamacpp")
+NAMES = tuple(f"{n}.llamacpp{b}" for b in ("", ".legacy") for n in ("step_s", "decode_layer_s", "prefill_layer_s"))
 # NOTE: these llama-bench runs predate flash attention by default (-fa 0): their prompts' scores went
 # through memory in micro-batches of 512, as scripts/calibrate.scores_of prices them.
 SCORES = 512
@@ -91,22 +103,18 @@ def refit(rows: list[dict[str, str]], c: dict[str, float]) -> None:
             dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
             setup = Setup(1, None, int(r["prompt"]), int(r["new"]))
             sf = setup_features(spec, gpu, dep, setup, dtype, "bf16", 512, SCORES)
-            pts.append((r["gpu"], Point(sf, "llamacpp", r["metric"], float(r["value"]))))
+            pts.append((r["gpu"], Point(sf, r["engine"], r["metric"], float(r["value"]))))
         inside = fit([p for _, p in pts], c, NAMES)
         held: dict[int, float] = {}
         for g in sorted({g for g, _ in pts}):
             cg = fit([p for h, p in pts if h != g], c, NAMES)
             held.update(
-                {
-                    i: abs(predict(p.sf, p.metric, cg, "llamacpp") / p.value - 1)
-                    for i, (h, p) in enumerate(pts)
-                    if h == g
-                }
+                {i: abs(predict(p.sf, p.metric, cg, p.engine) / p.value - 1) for i, (h, p) in enumerate(pts) if h == g}
             )
         for metric in ("tpot_ms", "ttft_ms"):
             idx = [i for i, (_, p) in enumerate(pts) if p.metric == metric]
             ins = statistics.median(
-                abs(predict(pts[i][1].sf, metric, inside, "llamacpp") / pts[i][1].value - 1) for i in idx
+                abs(predict(pts[i][1].sf, metric, inside, pts[i][1].engine) / pts[i][1].value - 1) for i in idx
             )
             out = statistics.median(held[i] for i in idx)
             print(f"| {how} | {metric} | {len(idx)} | {ins:.1%} | {out:.1%} |")
@@ -121,26 +129,29 @@ def main() -> None:
     c.update(json.loads(Path(args.constants).read_text())["constants"])
     rows = [
         r for r in csv.DictReader(open(POINTS, newline=""))
-        if r["engine"] == "llamacpp" and (r["metric"] == "tpot_ms" or (r["metric"] == "ttft_ms" and r["prompt"] == "512"))
+        if r["engine"].startswith("llamacpp") and (r["metric"] == "tpot_ms" or (r["metric"] == "ttft_ms" and r["prompt"] == "512"))
     ]  # fmt: skip
     if args.refit:
         refit(rows, c)
         return
     errs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
-        fam = gpu_family(get_gpu(r["gpu"]))
+        build = "legacy" if r["engine"].endswith(".legacy") else "today"
+        fam = f"{build}: {gpu_family(get_gpu(r['gpu']))}"
         v = float(r["value"])
         old = "int4" if r["dtype"] not in ("fp16", "bf16") else r["dtype"]
         for how, pred in (
             ("int4", path_figure(r, c, old)),
             ("ftype", path_figure(r, c, r["dtype"])),
-            ("table", table_figure(r, c)),
+            ("table", table_figure(r, c) if r["dtype"] in FTYPES or r["dtype"] == "fp16" else float("nan")),
         ):
             e = abs(pred / v - 1)
+            if e != e:  # no tensor table for the ftype (mxfp4): the point is left out of that column
+                continue
             errs[(r["metric"], fam, how)].append(e)
-            errs[(r["metric"], "all", how)].append(e)
+            errs[(r["metric"], f"{build}: all", how)].append(e)
     print(f"constants: {args.constants}")
-    print("| figure | GPU family | points | int4 (before) | ftype mix | tensor table |")
+    print("| figure | build: GPU family | points | int4 (before) | ftype mix | tensor table |")
     print("|---|---|---|---|---|---|")
     for metric, fam in sorted({(m, f) for m, f, _ in errs}):
         name = "TPOT (tg)" if metric == "tpot_ms" else "TTFT (pp512)"

@@ -87,9 +87,9 @@ def layout_of(r: dict) -> tuple[str, ...]:
 
 def scores_of(engine: str) -> int:
     """The micro-batch in which a point's prompt writes its attention scores to memory (0: on chip).
-    NOTE: every llama.cpp point here is a llama-bench run of 2023-2024 (XiongjieDai, MLC), when
-    llama-bench ran without flash attention (-fa 0): KQ went through memory, one n_ubatch (512) of
-    queries at a time; today's builds pick flash attention where the backend has it (-fa auto)."""
+    NOTE: the llama.cpp points' prompts are llama-bench runs without flash attention (-fa 0: the 2023-2024
+    runs of XiongjieDai and MLC, and the CUDA scoreboard's fixed profile): KQ went through memory, one
+    n_ubatch (512) of queries at a time; today's builds pick flash attention where the backend has it (-fa auto)."""
     from kvcalc.engines.kernels import prompt_chunk
 
     return prompt_chunk(engine) if engine == "llamacpp" else 0
@@ -122,23 +122,26 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     points, families = [], {}
     for r in rows:
         setup = setup_of(r, source_lengths)
-        chunk = prompt_chunk(r["engine"])
+        # NOTE: an engine column may name a build after a dot (llamacpp.legacy, import_calibration.py's
+        # LEGACY_LLAMACPP): the step is the engine's, its constants the build's (estimate.time_of)
+        engine = r["engine"].partition(".")[0]
+        chunk = prompt_chunk(engine)
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
         simulated = setup.concurrency is not None and simulate
         key = layout_of(r) + (setup, chunk)
-        key += (r["engine"],) if simulated else ()
+        key += (engine,) if simulated else ()
         if key not in cache:
-            spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), r["engine"])
+            spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), engine)
             tp, pp = int(r["tp"]), int(r["pp"])
             ep, dp = int(r["ep"] or 1), r["dp_attention"] == "1"
             dep = Deployment(tp=tp, pp=pp, link=link_for(gpu), ep=ep, dp_attention=dp)
             dtype, kv = r["dtype"] or None, r["kv_dtype"]
             try:
                 if simulated:
-                    cache[key] = run_features(spec, gpu, dep, setup, engine=r["engine"], dtype=dtype, kv_dtype=kv)
+                    cache[key] = run_features(spec, gpu, dep, setup, engine=engine, dtype=dtype, kv_dtype=kv)
                 else:
-                    cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk, scores_of(r["engine"]))
+                    cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk, scores_of(engine))
             except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted
                 cache[key] = e
             families[key] = gpu_family(gpu)
@@ -168,8 +171,14 @@ def names_for(points) -> list[str]:
     names = [f"{n}.{f}" for n in ("bw_eff", "mfu") for f in fams]
     # NOTE: llama.cpp runs its own kernels (MMVQ/MMQ on quantized blocks, not cuBLAS/CUTLASS GEMMs):
     # its bandwidth and FLOP efficiency are its own per family (mfu.ada.llamacpp), others share theirs.
-    llama = sorted({p.sf.decode.family for p in points if p.engine == "llamacpp"})
+    llama = sorted({p.sf.decode.family for p in points if p.engine.startswith("llamacpp")})
     names += [f"{n}.{f}.llamacpp" for n in ("bw_eff", "mfu") for f in llama]
+    # NOTE: builds before June 2024 (llamacpp.legacy) multiplied quantized prompts by dequantizing to FP16
+    # for cuBLAS; today's run int8 tensor-core MMQ (PRs #7676, #7860): a FLOP efficiency of their own, in a
+    # family where both builds have points (elsewhere the legacy points are all llama.cpp has to fit it).
+    today = {p.sf.decode.family for p in points if p.engine == "llamacpp"}
+    legacy = sorted({p.sf.decode.family for p in points if p.engine == "llamacpp.legacy"} & today)
+    names += [f"mfu.{f}.llamacpp.legacy" for f in legacy]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
     if any(p.sf.first.scores for p in points):

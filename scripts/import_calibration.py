@@ -1,8 +1,10 @@
 """Copy the public speed measurements kvcalc's estimate is fitted on into benchmarks/calibration/.
 
 Reads ../shared/reference/speed_calibration.json (670 public points, each with its source URL and a
-verbatim quote) and aic_silicon_sample.csv (NVIDIA aiconfigurator's measured serving runs, Apache-2.0)
-and writes benchmarks/calibration/points.csv: one row per measured figure, mapped to kvcalc presets.
+verbatim quote), aic_silicon_sample.csv (NVIDIA aiconfigurator's measured serving runs, Apache-2.0) and
+benchmarks/calibration/inferencex_rows.json and llamacpp_rows.json (public figures found since, kept in the
+repository with their sources), and writes benchmarks/calibration/points.csv: one row per measured figure,
+mapped to kvcalc presets.
 
 Nothing is hand-picked: a point is kept when kvcalc can model its setup (a model and GPU preset, a
 tensor / pipeline / expert / attention-DP layout kvcalc's Deployment expresses, no speculative decoding, a known batch or concurrency) and its
@@ -32,6 +34,13 @@ HOLDOUT = ROOT / "benchmarks" / "holdout" / "points.csv"
 # aiconfigurator rows (SGLang, 58 runs) joined them when DeepSeek Sparse Attention was modelled: held out, they
 # check that model on runs the fit never saw.
 HELD_OUT_MODELS = ("gpt-j-6b", "falcon-180b", "glm-5")
+# NOTE: llama.cpp's speed moved with its builds: CUDA graphs for batch-1 decode (PR #6766, May 2024) and
+# int8 tensor-core MMQ for quantized prompts (PRs #7676 / #7860, June 2024), then fused kernels. These
+# sources' llama-bench runs are 2023 and May 2024 snapshots (the README's "snapshots in May 2024", MLC's
+# 2023 table): they are read as the legacy build ("llamacpp.legacy", whose per-step and per-layer costs and
+# FLOP efficiency are fitted apart from today's builds, `llamacpp`, the engine kvcalc estimates).
+LEGACY_LLAMACPP = ("github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference", "github.com/mlc-ai/llm-perf-bench")
+LLAMACPP_ROWS = ROOT / "benchmarks" / "calibration" / "llamacpp_rows.json"
 FIELDS = [
     "id", "source", "model", "gpu", "tp", "pp", "ep", "dp_attention", "engine", "dtype", "kv_dtype", "regime", "batch",
     "concurrency", "prompt", "new", "range_ratio", "metric", "value", "source_url", "quote",
@@ -172,6 +181,8 @@ def from_points(skipped: Counter) -> list[dict]:
             if "github.com" in p["source_url"]
             else p["source_url"].split("/")[2]
         )
+        if engine == "llamacpp" and source in LEGACY_LLAMACPP:
+            engine = "llamacpp.legacy"
         rows.append(
             dict(id=p["id"], source=source, model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=int(dp_attention), engine=engine,
                  dtype=dtype_of(p.get("weight_dtype")) or "", kv_dtype=kv, regime=regime, batch=batch or "",
@@ -274,6 +285,27 @@ def from_inferencex(skipped: Counter) -> list[dict]:
     return rows
 
 
+def from_llamacpp() -> list[dict]:
+    """llama-bench runs of recent llama.cpp builds on one GPU (benchmarks/calibration/llamacpp_rows.json):
+    tg128 as TPOT (128 tokens from an empty cache), pp512 as TTFT (512 / its tokens/s)."""
+    data = json.loads(LLAMACPP_ROWS.read_text())
+    rows = []
+    for x in data["rows"]:
+        for test, speed in x["tests"].items():
+            tokens = int(test[2:])
+            prompt, metric, value = (
+                (0, "tpot_ms", 1000 / speed) if test.startswith("tg") else (tokens, "ttft_ms", 1000 * tokens / speed)
+            )
+            rows.append(dict(
+                id=f"lcpp-{x['gpu']}-{x['model']}-{x['quant']}-{x['build'].split()[-1].strip('()')}-{test}".replace(" ", ""),
+                source="github.com/ggml-org/llama.cpp", model=x["model"], gpu=x["gpu"], tp=1, pp=1, ep=1, dp_attention=0,
+                engine="llamacpp", dtype=x["quant"], kv_dtype="bf16", regime="single_stream_batch1", batch=1, concurrency="",
+                prompt=prompt, new=tokens if test.startswith("tg") else 128, range_ratio="", metric=metric, value=value,
+                source_url=x["source_url"], quote=x["quote"],
+            ))  # fmt: skip
+    return rows
+
+
 def unexpressed(model: str, tp: int, ep: int, dp_attention: bool) -> str | None:
     """Why kvcalc cannot run (tp, ep, dp_attention) for `model` (cost/fabric.check_layout), or None."""
     from kvcalc.cost.fabric import check_layout
@@ -351,7 +383,7 @@ def main() -> int:
         return 1
     sys.path.insert(0, str(ROOT))
     skipped: Counter = Counter()
-    rows = from_points(skipped) + from_aic(skipped) + from_inferencex(skipped)
+    rows = from_points(skipped) + from_aic(skipped) + from_inferencex(skipped) + from_llamacpp()
     held = [r for r in rows if r["model"] in HELD_OUT_MODELS]
     rows = [r for r in rows if r["model"] not in HELD_OUT_MODELS]
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -106,3 +106,27 @@ def test_the_cap_applies_where_a_rival_source_measures_the_same_engine_and_regim
     script.SOURCE_ROWS.update({"mlc": 3})
     assert weights(mlc + xdai)["mlc", "llamacpp"] == pytest.approx(math.log(4) / 10)
     script.SOURCE_ROWS.clear()
+
+
+def test_a_legacy_llamacpp_build_fits_its_own_fixed_costs_and_prompt_efficiency(script):
+    # the 2023 / May 2024 llama-bench runs (import_calibration.LEGACY_LLAMACPP) predate CUDA graphs and
+    # int8 tensor-core MMQ: their per-step and per-layer costs and FLOP efficiency are their own, their
+    # bandwidth efficiency the engine's
+    points = [
+        _point("llamacpp", family="ada", static=True),
+        _point("llamacpp.legacy", family="ada", static=True),
+        _point("llamacpp.legacy", family="apple", static=True),
+    ]
+    names = set(script.names_for(points))
+    for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s"):
+        assert {f"{n}.llamacpp", f"{n}.llamacpp.legacy"} <= names
+    assert {"mfu.ada.llamacpp.legacy", "bw_eff.apple.llamacpp", "mfu.apple.llamacpp"} <= names
+    assert not any(n.startswith("bw_eff.") and n.endswith(".legacy") for n in names)
+    # a family whose llama.cpp points are all legacy (Apple here) fits llama.cpp's own efficiency from them
+    assert "mfu.apple.llamacpp.legacy" not in names and "mfu.ada.llamacpp.legacy" not in script.names_for(points[1:])
+    # a build's constant is no engine's: the shared step_s is the engines' mean, legacy left out
+    c = {"step_s": 1.0, "step_s.llamacpp": 1e-3, "step_s.llamacpp.legacy": 4e-3}
+    for p in points:
+        p.source = "s"
+    script.shared_means(points, c, ["step_s.llamacpp", "step_s.llamacpp.legacy"])
+    assert c["step_s"] == pytest.approx(1e-3)

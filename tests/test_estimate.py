@@ -135,6 +135,12 @@ def test_family_comes_from_the_preset():
         "blackwell",
         "cdna3",
     ]
+    # the workstation and Chinese-market cards of a family: RTX A6000 is GA102 (a 3090's die), L20 AD102
+    assert [gpu_family(get_gpu(n)) for n in ("rtx-a6000", "l20", "rtx-pro-6000")] == [
+        "ampere",
+        "ada",
+        "blackwell",
+    ]
 
 
 def test_fit_recovers_the_constants_that_made_synthetic_points():
@@ -270,3 +276,26 @@ def test_a_moe_prompt_pays_for_thin_expert_gemms_and_per_expert_launches():
     # decode steps keep their CUDA graphs and GEMV-like kernels: neither term applies there
     d = features(spec, g, dep, decode_contexts=[2048] * 64, dtype="fp8")
     assert time_of(d, c, "trtllm") == time_of(d._replace(experts=(0.0, 0.0, 0.0)), c, "trtllm")
+
+
+def test_an_engine_build_after_a_dot_takes_its_own_constants_then_the_engines():
+    """`llamacpp.legacy` (the calibration's 2023 / May 2024 llama-bench runs) reads `name.llamacpp.legacy`,
+    then `name.llamacpp`, then the shared value, for every engine-keyed term."""
+    from kvcalc.cost.estimate import features
+
+    spec, g = get_model("llama-2-7b"), get_gpu("rtx-4090")
+    c, _ = constants_for(g, "llamacpp")
+    decode = features(spec, g, Deployment(), decode_contexts=[64], dtype="q4_0")
+    prompt = features(spec, g, Deployment(), prefill_tokens=512, dtype="q4_0")
+    bare = {k: v for k, v in c.items() if not k.endswith(".legacy")}
+    for f in (decode, prompt):
+        assert time_of(f, bare, "llamacpp.legacy") == time_of(f, bare, "llamacpp")
+    slower = dict(bare, **{"step_s.llamacpp.legacy": bare["step_s.llamacpp"] + 1e-3})
+    assert time_of(decode, slower, "llamacpp.legacy") == pytest.approx(time_of(decode, bare, "llamacpp") + 1e-3)
+    assert time_of(decode, slower, "llamacpp") == time_of(decode, bare, "llamacpp")
+    # a FLOP efficiency keyed family x engine x build: the legacy prompt (FP16 cuBLAS on dequantized
+    # blocks) at half today's efficiency spends longer on its GEMMs, decode (bandwidth-bound) alone
+    mfu = bare.get("mfu.ada.llamacpp", bare["mfu"])
+    half = dict(bare, **{"mfu.ada.llamacpp.legacy": mfu / 2})
+    assert time_of(prompt, half, "llamacpp.legacy") > time_of(prompt, bare, "llamacpp")
+    assert time_of(decode, half, "llamacpp.legacy") == time_of(decode, bare, "llamacpp")

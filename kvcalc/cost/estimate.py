@@ -64,10 +64,12 @@ _FAMILY_PREFIXES = (
     ("b3", "blackwell"),
     ("rtx-5", "blackwell"),
     ("rtx-pro", "blackwell"),
+    ("rtx-a", "ampere"),  # RTX A6000: GA102, as the 3090
     ("gh", "hopper"),
     ("h", "hopper"),
     ("l4", "ada"),
     ("l40", "ada"),
+    ("l20", "ada"),  # AD102, as the L40
     ("rtx-4", "ada"),
     ("rtx-6000-ada", "ada"),
     ("a", "ampere"),
@@ -123,9 +125,6 @@ class StepFeatures(NamedTuple):
     # MoE: (routed-expert FLOPs of the step on one GPU, mean of the stages; rows each expert's GEMM
     # gets; experts one GPU runs per MoE layer, those the step's tokens reach)
     experts: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    # The datasheet peak the estimate's mfu multiplies, where the kernels' reach differs (llama.cpp's
-    # FP16-accumulate GEMMs on GeForce: engines/kernels.py); 0: `peak`.
-    rated_peak: float = 0.0
     # Attention scores a prompt step writes to memory and reads back (query x key pairs x heads x
     # attention layers, all stages): llama.cpp without flash attention materializes KQ in f32 and
     # softmaxes it in place; 0 where the kernels keep the scores on chip (flash attention).
@@ -248,7 +247,6 @@ def features(
         family=gpu_family(gpu),
         bandwidth=float(bw),
         peak=peak,
-        rated_peak=gpu.rated_flop_per_s(compute_dtype),
         tp=dep.tp,
         pp=dep.pp,
         link=link_kind(dep),
@@ -328,23 +326,26 @@ def _get(c: Mapping[str, float], name: str, *keys: str) -> float:
 
 def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> float:
     """The estimated seconds of a step from its features and the constants `c` (flat names such as
-    `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name)."""
+    `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name).
+    `engine` may name a build of it after a dot (`llamacpp.legacy`: the calibration's llama.cpp runs of
+    2023 / May 2024): its constants fall back on the engine's, then on the shared ones."""
     fam = f.family
-    bw_eff = min(1.0, _get(c, "bw_eff", fam, engine))
+    eng = tuple(engine.split(".")) if "." in engine else (engine,)
+    bw_eff = min(1.0, _get(c, "bw_eff", fam, *eng))
     kv_eff = min(1.0, _get(c, "kv_eff", fam))
-    mfu = min(1.0, _get(c, "mfu", fam, engine))
+    mfu = min(1.0, _get(c, "mfu", fam, *eng))
     gemv = _get(c, "gemv_layer_bytes", fam)
     fill = _get(c, "mfu_tokens", fam)
     phase = "prefill" if f.prefill else "decode"
-    layer_s = _get(c, f"{phase}_layer_s", engine)
+    layer_s = _get(c, f"{phase}_layer_s", *eng)
     attn_s = _get(c, "attn_layer_s", fam)
-    moe_s = _get(c, "moe_layer_s", engine)
+    moe_s = _get(c, "moe_layer_s", *eng)
     pad = 1.0
     if f.prefill:
         expert_flops, rows, reached = f.experts
         # NOTE: a prompt step's MoE layer runs every expert its tokens reach as its own GEMM problem,
         # eagerly (no CUDA graph): a cost per expert a GPU runs, beyond the bytes and FLOPs.
-        moe_s += reached * _get(c, "moe_prefill_expert_s", engine)
+        moe_s += reached * _get(c, "moe_prefill_expert_s", *eng)
         # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
         # rows + mfu_tokens. A dense GEMM's rows are the step's tokens; a routed expert's only the
         # tokens sent to it (tokens x top-k / experts), so a MoE prompt fills its expert tiles far
@@ -357,12 +358,10 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
     per_stage = []
     # NOTE: materialized scores are their own kernels' traffic (the KQ product's f32 output, the softmax
     # over it, the read into KQV), after the GEMMs: added, not overlapped. An equal share per stage.
-    scores_s = (
-        f.scores / len(f.stage_bytes) * _get(c, "score_bytes", engine) / (f.bandwidth * bw_eff) if f.scores else 0
-    )
+    scores_s = f.scores / len(f.stage_bytes) * _get(c, "score_bytes", *eng) / (f.bandwidth * bw_eff) if f.scores else 0
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
-        compute = flops * pad / ((f.rated_peak or f.peak) * mfu)
+        compute = flops * pad / (f.peak * mfu)
         per_stage.append(max(memory, compute) + scores_s + layers * layer_s + attn * attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
@@ -383,7 +382,7 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> fl
         total += 2 * moe_layers * (alpha + sent / (bw * min(1.0, _get(c, "a2a_bw_eff", f.link))))
     if f.pp > 1:
         total += (f.pp - 1) * (_get(c, "ar_alpha_s", f.link, phase) + f.message_bytes / max(f.send_bandwidth, 1.0))
-    total += _get(c, "step_s", engine) + f.seqs * _get(c, "seq_s", engine)
+    total += _get(c, "step_s", *eng) + f.seqs * _get(c, "seq_s", *eng)
     return max(total, f.ceiling_s)
 
 

@@ -11,7 +11,11 @@ def gpu_as_run_by(gpu: GpuSpec, engine: str | None) -> GpuSpec:
     CUBLAS_COMPUTE_16F; quantized blocks are dequantized to F16 first) on NVIDIA GPUs since Turing, so
     on a GeForce card it reaches the FP16-accumulate rate, twice the FP32-accumulate peak that
     PyTorch's GEMMs (vLLM, SGLang) and the datasheet's fp16 figure use. Without it a 70B F16 prompt
-    on six RTX 3090s (XiongjieDai's llama.cpp table: pp512 at 579 tokens/s) beat its ceiling."""
+    on six RTX 3090s (XiongjieDai's llama.cpp table: pp512 at 579 tokens/s) beat its ceiling. Quantized
+    prompts run int8 tensor-core MMQ since June 2024 (PRs #7676, #7860), which GeForce cards do not halve
+    either (3090: 284 int8 TOPS): the raised peak is also what llama.cpp's FLOP efficiency multiplies. On the
+    CUDA scoreboard's pp512 a 3090 reaches 49% of it and an A40 41%, where the datasheet's FP32-accumulate
+    figures read 98% and 41%."""
     return gpu.fp16_accumulating() if _llamacpp(engine) else gpu
 
 

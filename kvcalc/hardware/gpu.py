@@ -32,8 +32,8 @@ class GpuSpec(BaseModel):
     # products are accumulated in FP16 (GA102/AD102 whitepapers: RTX 3090 142 against 71 TFLOP/s); a
     # kernel that does so (llama.cpp's cuBLAS GEMMs) gets this peak instead (fp16_accumulating).
     fp16_accumulate_tflop_per_s: Annotated[float, Field(gt=0)] | None = None
-    # Set by fp16_accumulating() only: the datasheet peaks it raised. The estimate's FLOP efficiency
-    # (mfu) is a fraction of these on every engine; the raised peak is the ceiling's.
+    # Set by fp16_accumulating() only: the datasheet peaks it raised (a GPU that has them is not raised
+    # again). The raised peak is the ceiling's and what llama.cpp's FLOP efficiency (mfu) multiplies.
     datasheet_tflop_per_s: dict[str, float] | None = Field(default=None, exclude=True, repr=False)
     sources: list[str] = []
     notes: str | None = None
@@ -115,12 +115,6 @@ class GpuSpec(BaseModel):
 
     def peak_flop_per_s(self, dtype: str) -> float:
         return self.peak_dense_tflop_per_s[dtype] * 1e12
-
-    def rated_flop_per_s(self, dtype: str) -> float:
-        """The datasheet peak in `dtype` (peak_flop_per_s before fp16_accumulating raised it): what an
-        efficiency (mfu) multiplies, so that it means the same on every engine."""
-        rated = self.datasheet_tflop_per_s
-        return (rated[dtype] if rated and dtype in rated else self.peak_dense_tflop_per_s[dtype]) * 1e12
 
     def ridge_flop_per_byte(self, dtype: str) -> float:
         return self.peak_flop_per_s(dtype) / self.bandwidth_bytes_per_s

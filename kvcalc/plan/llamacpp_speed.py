@@ -119,10 +119,10 @@ def _attention_flops(spec: ModelSpec, context: int, tokens: int, prefill: bool) 
     return float(sum(t.layers * t.decode_attention_flops(context) for t in st.terms))
 
 
-def matmul_peak(gpu: GpuSpec, spec: ModelSpec) -> tuple[float, float]:
-    """FLOP/s of llama.cpp's 16-bit matmuls on `gpu`: the peak its kernels reach (the ceiling's) and
-    the datasheet's (the estimate's mfu multiplies it); infinite where the preset has no peak: compute
-    is then not charged, so only memory-bound (decode) figures are given."""
+def matmul_peak(gpu: GpuSpec, spec: ModelSpec) -> float:
+    """FLOP/s of llama.cpp's matmuls on `gpu`: the peak its kernels reach (the ceiling's, and what the
+    estimate's mfu multiplies); infinite where the preset has no peak: compute is then not charged, so
+    only memory-bound (decode) figures are given."""
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.errors import SpecError
     from kvcalc.model.formats import matmul_dtype
@@ -130,9 +130,9 @@ def matmul_peak(gpu: GpuSpec, spec: ModelSpec) -> tuple[float, float]:
     try:
         fast = gpu_as_run_by(gpu, "llamacpp")
         dtype = fast.compute_dtype(matmul_dtype(spec, "fp16"))
-        return fast.peak_flop_per_s(dtype), fast.rated_flop_per_s(dtype)
+        return fast.peak_flop_per_s(dtype)
     except SpecError:
-        return math.inf, math.inf
+        return math.inf
 
 
 def step_features(
@@ -171,7 +171,7 @@ def step_features(
     attn_total = _attention_flops(spec, context, tokens, prefill) * (1 if prefill else seqs)
     n_attn = max(1, sum(attends))
     bw = float(gpu.bandwidth_bytes_per_s)
-    peak, rated = matmul_peak(gpu, spec)
+    peak = matmul_peak(gpu, spec)
     gpus = sorted(d for d in set(devs) if d is not None)
     cpu_layers = [i for i in range(n) if devs[i] is None]
     rows, ideal = [], []
@@ -203,7 +203,6 @@ def step_features(
         family=gpu_family(gpu),
         bandwidth=bw,
         peak=peak,
-        rated_peak=rated,
         tp=1,
         pp=max(1, len(rows)),
         link=link_kind(Deployment(pp=max(1, len(rows)), link=link)),
