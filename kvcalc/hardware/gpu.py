@@ -32,9 +32,9 @@ class GpuSpec(BaseModel):
     # products are accumulated in FP16 (GA102/AD102 whitepapers: RTX 3090 142 against 71 TFLOP/s); a
     # kernel that does so (llama.cpp's cuBLAS GEMMs) gets this peak instead (fp16_accumulating).
     fp16_accumulate_tflop_per_s: Annotated[float, Field(gt=0)] | None = None
-    # Set by fp16_accumulating() only: the datasheet peaks it raised (a GPU that has them is not raised
-    # again). The raised peak is the ceiling's and what llama.cpp's FLOP efficiency (mfu) multiplies.
-    datasheet_tflop_per_s: dict[str, float] | None = Field(default=None, exclude=True, repr=False)
+    # Set by fp16_accumulating() only: its 16-bit peaks are already raised (a second call leaves it as it
+    # is). The raised peak is the ceiling's and what llama.cpp's FLOP efficiency (mfu) multiplies.
+    fp16_raised: bool = Field(default=False, exclude=True, repr=False)
     sources: list[str] = []
     notes: str | None = None
     # Scale-up link for tensor parallelism: ONE direction's bandwidth per GPU (half a vendor's
@@ -102,16 +102,14 @@ class GpuSpec(BaseModel):
     def fp16_accumulating(self) -> "GpuSpec":
         """The GPU as a kernel that accumulates 16-bit products in FP16 sees it: its 16-bit peaks
         raised to fp16_accumulate_tflop_per_s where the preset has one (the same GPU otherwise, and a GPU
-        already raised: a second call would record the raised peaks as the datasheet's)."""
+        already raised)."""
         fast = self.fp16_accumulate_tflop_per_s
-        if fast is None or self.datasheet_tflop_per_s is not None:
+        if fast is None or self.fp16_raised:
             return self
         peaks = dict(self.peak_dense_tflop_per_s)
         for key in ("fp16", "bf16"):
             peaks[key] = max(peaks.get(key, 0.0), fast)
-        return self.model_copy(
-            update={"peak_dense_tflop_per_s": peaks, "datasheet_tflop_per_s": dict(self.peak_dense_tflop_per_s)}
-        )
+        return self.model_copy(update={"peak_dense_tflop_per_s": peaks, "fp16_raised": True})
 
     def peak_flop_per_s(self, dtype: str) -> float:
         return self.peak_dense_tflop_per_s[dtype] * 1e12
