@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvcalc.cost.calibration import STARTING  # noqa: E402
 from kvcalc.cost.estimate import gpu_family  # noqa: E402
-from kvcalc.cost.fitting import Point, Setup, fit, predict, setup_features  # noqa: E402
+from kvcalc.cost.fitting import Point, Setup, fit, predict, setup_features, tagged_view  # noqa: E402
 from kvcalc.cost.shard import link_for  # noqa: E402
 from kvcalc.cost.step import Deployment  # noqa: E402
 from kvcalc.engines.kernels import gpu_as_run_by  # noqa: E402
@@ -47,17 +47,10 @@ from kvcalc.plan.llamacpp_speed import PROMPT_TOKENS, llamacpp_speed  # noqa: E4
 POINTS = ROOT / "benchmarks" / "calibration" / "points.csv"
 
 
-def build_view(c: dict[str, float], engine: str) -> dict[str, float]:
-    """The constants as plan/llamacpp_speed.py (which times today's build) reads them for `engine`'s build:
-    `name.llamacpp.legacy` in place of `name.llamacpp` for the legacy one."""
-    if "." not in engine:
-        return c
-    suffix = "." + engine.partition(".")[2]
-    return {**c, **{k[: -len(suffix)]: v for k, v in c.items() if k.endswith(".llamacpp" + suffix)}}
-
-
 def table_figure(r: dict[str, str], c: dict[str, float]) -> float:
-    c = build_view(c, r["engine"])
+    # plan/llamacpp_speed.py times today's build: the legacy one's constants laid over llama.cpp's
+    engine, _, build = r["engine"].partition(".")
+    c = dict(tagged_view(c, engine, build)) if build else c
     spec, gpu = get_model(r["model"]), get_gpu(r["gpu"])
     ftype = "f16" if r["dtype"] == "fp16" else r["dtype"]
     rows = [TensorRow(*t) for t in tensor_table(spec, ftype)]

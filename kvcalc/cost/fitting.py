@@ -185,8 +185,13 @@ def served_view(c: Mapping[str, float], engine: str) -> Mapping[str, float]:
     where the fit has one. NOTE: an engine's server (trtllm-serve's PyTorch executor, vLLM's and SGLang's
     schedulers) is not the offline benchmark its static figures come from (TRT-LLM's doc figures are
     gptSessionBenchmark on compiled engines): a prompt step may cost it more."""
-    suffix = f".{engine}.served"
-    over = {k[: -len(".served")]: v for k, v in c.items() if k.endswith(suffix)}
+    return tagged_view(c, engine, "served")
+
+
+def tagged_view(c: Mapping[str, float], engine: str, tag: str) -> Mapping[str, float]:
+    """`c` with each `name.<engine>.<tag>` laid over `name.<engine>` (`c` itself where none is tagged)."""
+    suffix = f".{engine}.{tag}"
+    over = {k[: -len(tag) - 1]: v for k, v in c.items() if k.endswith(suffix)}
     return {**c, **over} if over else c
 
 
