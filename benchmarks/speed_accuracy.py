@@ -9,7 +9,7 @@ interval holds the measurement; and every measured point that beats the ceiling.
 Closed-loop points are predicted as `generate --concurrency` prints them: through the serving
 simulation (plan/serve_fit.py), C clients starting together, 10 x C requests, figures over all.
 
-Run: python benchmarks/speed_accuracy.py [--sweeps N] [--jobs J]   (about 30 minutes on two cores)
+Run: python benchmarks/speed_accuracy.py [--sweeps N] [--jobs J]   (about 7 minutes on two cores)
 """
 
 from __future__ import annotations

@@ -202,6 +202,35 @@ def names_for(points) -> list[str]:
     return names
 
 
+# NOTE: a GPU family's efficiency fitted on a handful of points follows their noise. With TensorRT-LLM's docs
+# held out, mfu.ampere was read by GPUStack's two A100 decode runs alone and went to 0.18: TensorRT-LLM's A100
+# static runs then read 2-3x slow. Below FEW_EFFICIENCY points, a family takes the fitted families' mean.
+FEW_EFFICIENCY = 5
+
+
+def measured(points, names: list[str]) -> list[str]:
+    """`names` less the family efficiencies (`bw_eff.<family>`, `mfu.<family>`) that fewer than FEW_EFFICIENCY
+    points read: those fall back on the shared value, the fitted families' weighted geometric mean
+    (shared_means). Which points read a constant is what timing them looks up (fitting.IncrementalLoss).
+    An engine's or build's own efficiency (`bw_eff.ada.llamacpp`, `mfu.ada.llamacpp.legacy`) stays: its
+    fallback is another engine's or build's value, not a mean of like ones."""
+    from kvcalc.cost.calibration import STARTING
+    from kvcalc.cost.fitting import IncrementalLoss, _base
+
+    c = dict(STARTING)
+    for name in names:
+        c.setdefault(name, _base(c, name))
+    inc = IncrementalLoss(points, c)
+
+    def readers(name: str) -> int:
+        return sum(len(inc.groups[i]) for i in inc.readers.get(name, ()))
+
+    def family_efficiency(name: str) -> bool:
+        return name.split(".")[0] in ("bw_eff", "mfu") and name.count(".") == 1
+
+    return [n for n in names if not family_efficiency(n) or readers(n) >= FEW_EFFICIENCY]
+
+
 def shared_means(points, c: dict[str, float], names: list[str]) -> None:
     """Set each shared constant to the weighted geometric mean of its family/engine values."""
     groups: dict[str, list[tuple[float, float]]] = {}
@@ -224,7 +253,7 @@ def calibrate(points, sweeps: int) -> dict[str, float]:
     from kvcalc.cost.fitting import fit, interval
 
     points = reweighted(points)
-    names = names_for(points)
+    names = measured(points, names_for(points))
     c = fit(points, STARTING, names, sweeps=sweeps)
     # NOTE: a restart with fresh step sizes: a constant whose step had shrunk while the others were far
     # from their fit stays frozen where it was (bw_eff.ada.llamacpp at 0.40 left the 4090's llama.cpp

@@ -130,3 +130,25 @@ def test_a_legacy_llamacpp_build_fits_its_own_fixed_costs_and_prompt_efficiency(
         p.source = "s"
     script.shared_means(points, c, ["step_s.llamacpp", "step_s.llamacpp.legacy"])
     assert c["step_s"] == pytest.approx(1e-3)
+
+
+def test_a_family_efficiency_read_by_fewer_than_five_points_takes_the_shared_value(script):
+    # Six H100 points fit the Hopper efficiencies; two A100 points are too few for Ampere's (a family
+    # efficiency fitted on two decode runs went to 0.18 once); llama.cpp's own efficiency on the 4090 stays,
+    # as its fallback would be the serving engines' Ada value, not a mean of families.
+    from kvcalc.cost.fitting import Point, Setup, setup_features
+    from kvcalc.cost.step import Deployment
+    from kvcalc.model.presets import get_gpu, get_model
+
+    spec = get_model("llama-3.1-8b")
+    points = []
+    for gpu, engine, batches in (("h100", "vllm", (1, 8, 32)), ("a100", "vllm", (1,)), ("rtx-4090", "llamacpp", (1,))):
+        for b in batches:
+            sf = setup_features(spec, get_gpu(gpu), Deployment(), Setup(b, None, 512, 128), None, "bf16")
+            points += [Point(sf, engine, m, 1.0) for m in ("tpot_ms", "ttft_ms")]
+    names = script.names_for(points)
+    kept = script.measured(points, names)
+    assert {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada.llamacpp", "mfu.ada.llamacpp"} <= set(names)
+    assert {"bw_eff.hopper", "mfu.hopper", "bw_eff.ada.llamacpp", "mfu.ada.llamacpp"} <= set(kept)
+    assert not {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada", "mfu.ada"} & set(kept)
+    assert [n for n in names if n not in kept and not n.startswith(("bw_eff.", "mfu."))] == []

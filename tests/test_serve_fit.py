@@ -5,7 +5,18 @@ that simulation's figures, and a fit on synthetic runs must recover the constant
 import pytest
 
 from kvcalc.cost.estimate import time_of
-from kvcalc.cost.fitting import Point, Setup, figures, fit, predict, served_view, server_seconds, setup_features
+from kvcalc.cost.fitting import (
+    IncrementalLoss,
+    Point,
+    Setup,
+    figures,
+    fit,
+    loss,
+    predict,
+    served_view,
+    server_seconds,
+    setup_features,
+)
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
 from kvcalc.model.presets import get_gpu, get_model
@@ -86,6 +97,35 @@ def test_fit_through_the_simulation_recovers_synthetic_constants():
     got = fit(points, start, list(made), sweeps=40)
     for name, value in made.items():
         assert got[name] == pytest.approx(value, rel=0.05), name
+
+
+def test_the_incremental_loss_is_the_loss_after_any_one_constant_moves():
+    # fit() re-times only the setups that read the constant it tries; a setup that reads it but is left
+    # out would keep its old term. Mixed points: two engines, two GPU families, static and served,
+    # tp 1 and tp 2, TRT-LLM's served prompt cost. Each constant moved alone must give loss() exactly.
+    points = []
+    for gpu, engine in (("h100", "trtllm"), ("b200", "sglang")):
+        g = get_gpu(gpu)
+        consts, _ = constants_for(g, engine)
+        for tp in (1, 2):
+            dep = Deployment(tp=tp, link=link_for(g) if tp > 1 else None)
+            spec = get_model("llama-3.1-8b")
+            static = setup_features(spec, g, dep, Setup(8, None, 1024, 128), None, "bf16")
+            served = run_features(spec, g, dep, Setup(None, 8, 1024, 64), engine=engine, dtype=None, kv_dtype="bf16")
+            for sf in (static, served):
+                for metric in ("tpot_ms", "ttft_ms"):
+                    points.append(Point(sf, engine, metric, 1.3 * predict(sf, metric, consts, engine)))
+    c = {**constants_for(get_gpu("h100"), "trtllm")[0], "prefill_layer_s.trtllm.served": 200e-6}
+    inc = IncrementalLoss(points, c)
+    assert inc.total == loss(points, c) > 0
+    read = [n for n in c if inc.readers.get(n)]
+    assert {"bw_eff.hopper", "bw_eff.blackwell", "step_s.trtllm", "prefill_layer_s.trtllm.served"} <= set(read)
+    for name in read:
+        moved = {**c, name: c[name] * 1.7}
+        total, _ = inc.trial(moved, name)
+        assert total == loss(points, moved), name
+    # a constant of the other family re-times none of these: bw_eff.hopper is not read by the B200 setups
+    assert len(inc.readers["bw_eff.hopper"]) == 4
 
 
 def test_served_steps_take_the_servers_constants_and_static_batches_do_not():

@@ -22,11 +22,13 @@ term grows with the tokens and the context, so the estimate is monotone in batch
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
+from kvcalc.cost.constants import ConstantsMemo, step_constants, used
 from kvcalc.cost.flops import materialized_scores
 from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
@@ -315,74 +317,74 @@ def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, 
     return (flops, tokens * spec.experts_per_token / spec.experts, reached)
 
 
-def _get(c: Mapping[str, float], name: str, *keys: str) -> float:
-    """The most specific constant: name.key1.key2, then name.key1, then name."""
-    for i in range(len(keys), 0, -1):
-        v = c.get(".".join((name, *keys[:i])))
-        if v is not None:
-            return v
-    return c[name]
+@functools.lru_cache(maxsize=4096)
+def _wire_bytes(message_bytes: int, ranks: int) -> float:
+    """allreduce_wire_bytes as a float (exact Fractions are slow in a fit's inner loop)."""
+    return float(allreduce_wire_bytes(message_bytes, ranks))
 
 
-def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm") -> float:
+def time_of(
+    f: StepFeatures,
+    c: Mapping[str, float],
+    engine: str = "vllm",
+    memo: ConstantsMemo | None = None,
+) -> float:
     """The estimated seconds of a step from its features and the constants `c` (flat names such as
     `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name).
     `engine` may name a build of it after a dot (`llamacpp.legacy`: the calibration's llama.cpp runs of
-    2023 / May 2024): its constants fall back on the engine's, then on the shared ones."""
-    fam = f.family
-    eng = tuple(engine.split(".")) if "." in engine else (engine,)
-    bw_eff = min(1.0, _get(c, "bw_eff", fam, *eng))
-    kv_eff = min(1.0, _get(c, "kv_eff", fam))
-    mfu = min(1.0, _get(c, "mfu", fam, *eng))
-    gemv = _get(c, "gemv_layer_bytes", fam)
-    fill = _get(c, "mfu_tokens", fam)
-    phase = "prefill" if f.prefill else "decode"
-    layer_s = _get(c, f"{phase}_layer_s", *eng)
-    attn_s = _get(c, "attn_layer_s", fam)
-    moe_s = _get(c, "moe_layer_s", *eng)
+    2023 / May 2024): its constants fall back on the engine's, then on the shared ones.
+    `memo`: the resolved constants of `c` by (family, engine, phase, link), kept by a caller that times
+    many steps with one unchanged `c` (a fit's loss); it must not outlive a change to `c`."""
+    key = (f.family, engine, f.prefill, f.link)
+    k = memo.get(key) if memo is not None else None
+    if k is None:
+        k = step_constants(c, *key)
+        if memo is not None:
+            memo[key] = k
+    moe_s = k.moe_s
     pad = 1.0
     if f.prefill:
         expert_flops, rows, reached = f.experts
         # NOTE: a prompt step's MoE layer runs every expert its tokens reach as its own GEMM problem,
         # eagerly (no CUDA graph): a cost per expert a GPU runs, beyond the bytes and FLOPs.
-        moe_s += reached * _get(c, "moe_prefill_expert_s", *eng)
+        moe_s += reached * used(k.moe_prefill_expert_s, "moe_prefill_expert_s")
         # NOTE: a prompt GEMM of few rows leaves tensor-core tiles empty: its compute time grows as
         # rows + mfu_tokens. A dense GEMM's rows are the step's tokens; a routed expert's only the
         # tokens sent to it (tokens x top-k / experts), so a MoE prompt fills its expert tiles far
         # less. Decode GEMMs of a few rows run as bandwidth-bound GEMV-like kernels instead, so the
         # padding is not charged there (it made batch 1 compute-bound on a 4090).
-        pad = (f.tokens + fill) / max(f.tokens, 1)
+        pad = (f.tokens + k.fill) / max(f.tokens, 1)
         if expert_flops and rows:
             share = min(1.0, expert_flops / max(1.0, sum(float(r[3]) for r in f.stage_bytes) / len(f.stage_bytes)))
-            pad = (1 - share) * pad + share * (rows + fill) / rows
+            pad = (1 - share) * pad + share * (rows + k.fill) / rows
     per_stage = []
     # NOTE: materialized scores are their own kernels' traffic (the KQ product's f32 output, the softmax
     # over it, the read into KQV), after the GEMMs: added, not overlapped. An equal share per stage.
-    scores_s = f.scores / len(f.stage_bytes) * _get(c, "score_bytes", *eng) / (f.bandwidth * bw_eff) if f.scores else 0
+    scores_s = (
+        f.scores / len(f.stage_bytes) * used(k.score_bytes, "score_bytes") / (f.bandwidth * k.bw_eff) if f.scores else 0
+    )
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
-        memory = (w + state + gemv * layers) / (f.bandwidth * bw_eff) + kv / (f.bandwidth * kv_eff)
-        compute = flops * pad / (f.peak * mfu)
-        per_stage.append(max(memory, compute) + scores_s + layers * layer_s + attn * attn_s + moe * moe_s)
+        memory = (w + state + k.gemv * layers) / (f.bandwidth * k.bw_eff) + kv / (f.bandwidth * k.kv_eff)
+        compute = flops * pad / (f.peak * k.mfu)
+        per_stage.append(max(memory, compute) + scores_s + layers * k.layer_s + attn * k.attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
-        alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (f.tp - 2))
-        busbw = f.link_bandwidth * min(1.0, _get(c, "ar_bw_eff", f.link))
-        total += f.allreduces * (alpha + float(allreduce_wire_bytes(f.message_bytes, f.tp)) / busbw)
+        alpha = used(k.ar_alpha_s, "ar_alpha_s") * (1 + used(k.ar_alpha_tp, "ar_alpha_tp") * (f.tp - 2))
+        busbw = f.link_bandwidth * min(1.0, used(k.ar_bw_eff, "ar_bw_eff"))
+        total += f.allreduces * (alpha + _wire_bytes(f.message_bytes, f.tp) / busbw)
     n, message, ranks, bw = f.sub_allreduce
     if n:
-        alpha = _get(c, "ar_alpha_s", f.link, phase) * (1 + _get(c, "ar_alpha_tp", f.link) * (ranks - 2))
-        total += n * (
-            alpha + float(allreduce_wire_bytes(message, ranks)) / (bw * min(1.0, _get(c, "ar_bw_eff", f.link)))
-        )
+        alpha = used(k.ar_alpha_s, "ar_alpha_s") * (1 + used(k.ar_alpha_tp, "ar_alpha_tp") * (ranks - 2))
+        total += n * (alpha + _wire_bytes(message, ranks) / (bw * min(1.0, used(k.ar_bw_eff, "ar_bw_eff"))))
     moe_layers, sent, bw, ideal_alpha = f.a2a
     if moe_layers:
         # NOTE: dispatch and combine each move the same rows (combine returns every expert output a rank
         # sent for); never below the link's own latency, so the term stays >= the ceiling's.
-        alpha = max(_get(c, "a2a_alpha_s", f.link, phase), ideal_alpha)
-        total += 2 * moe_layers * (alpha + sent / (bw * min(1.0, _get(c, "a2a_bw_eff", f.link))))
+        alpha = max(used(k.a2a_alpha_s, "a2a_alpha_s"), ideal_alpha)
+        total += 2 * moe_layers * (alpha + sent / (bw * min(1.0, used(k.a2a_bw_eff, "a2a_bw_eff"))))
     if f.pp > 1:
-        total += (f.pp - 1) * (_get(c, "ar_alpha_s", f.link, phase) + f.message_bytes / max(f.send_bandwidth, 1.0))
-    total += _get(c, "step_s", *eng) + f.seqs * _get(c, "seq_s", *eng)
+        total += (f.pp - 1) * (used(k.ar_alpha_s, "ar_alpha_s") + f.message_bytes / max(f.send_bandwidth, 1.0))
+    total += k.step_s + f.seqs * k.seq_s
     return max(total, f.ceiling_s)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import NamedTuple
 
+from kvcalc.cost.constants import ConstantsMemo
 from kvcalc.cost.estimate import StepFeatures, features, time_of
 from kvcalc.cost.step import Deployment, stages
 from kvcalc.hardware.gpu import GpuSpec
@@ -233,25 +234,121 @@ def log_error(p: Point, c: Mapping[str, float]) -> float:
     return math.log(predict(p.sf, p.metric, c, p.engine) / p.value)
 
 
-def _timed(f: StepFeatures, c: Mapping[str, float], engine: str) -> float:
-    return time_of(f, c, engine)
-
-
 def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
-    """Weighted sum of |log error|; a setup measured in several metrics is timed once."""
-    memo: dict[tuple[int, str], Figures] = {}
-    views: dict[str, Mapping[str, float]] = {}
-    total = 0.0
+    """Weighted sum of |log error|; a setup measured in several metrics is timed once, and each set of
+    constants resolved once per GPU family, engine, phase and link (time_of's memo). Summed exactly
+    (math.fsum): the same total in whatever order the terms come, as IncrementalLoss needs."""
+    ctx = _Timing(c)
+    return math.fsum(_group_term(g, c, ctx) for g in _groups(points))
+
+
+def _groups(points: Sequence[Point]) -> list[list[Point]]:
+    """The points by setup and engine: one set of figures serves every metric measured on it."""
+    out: dict[tuple[int, str], list[Point]] = {}
     for p in points:
-        key = (id(p.sf), p.engine)
-        fig = memo.get(key)
-        if fig is None:
-            cv = c
-            if p.sf.setup.concurrency is not None:
-                cv = views.get(p.engine) or views.setdefault(p.engine, served_view(c, p.engine))
-            fig = memo[key] = figures(p.sf, partial(_timed, c=cv, engine=p.engine), cv, p.engine)
-        total += p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value))
-    return total
+        out.setdefault((id(p.sf), p.engine), []).append(p)
+    return list(out.values())
+
+
+class _Timing:
+    """One set of constants' served views and resolved-constant memos, for timing many setups."""
+
+    def __init__(self, c: Mapping[str, float]) -> None:
+        self.c = c
+        self.views: dict[str, Mapping[str, float]] = {}
+        self.memos: dict[int, ConstantsMemo] = {}  # by id of the constants (c or a served view), alive in views
+
+    def view(self, engine: str, served: bool) -> Mapping[str, float]:
+        if not served:
+            return self.c
+        v = self.views.get(engine)
+        if v is None:
+            v = self.views[engine] = served_view(self.c, engine)
+        return v
+
+
+def _group_term(g: Sequence[Point], c: Mapping[str, float], ctx: _Timing | None) -> float:
+    """The group's share of the loss. `ctx` None: no memo, so every constant a step takes is looked up
+    afresh (IncrementalLoss records those lookups)."""
+    p0 = g[0]
+    served = p0.sf.setup.concurrency is not None
+    if ctx is None:
+        cv = served_view(c, p0.engine) if served else c
+        timed = partial(time_of, c=cv, engine=p0.engine)
+    else:
+        cv = ctx.view(p0.engine, served)
+        timed = partial(time_of, c=cv, engine=p0.engine, memo=ctx.memos.setdefault(id(cv), {}))
+    fig = figures(p0.sf, timed, cv, p0.engine)
+    return sum(p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value)) for p in g)
+
+
+class _Reads(Mapping[str, float]):
+    """A mapping that records the names read from it."""
+
+    def __init__(self, c: Mapping[str, float]) -> None:
+        self.c = c
+        self.read: set[str] = set()
+
+    def __getitem__(self, k: str) -> float:
+        self.read.add(k)
+        return self.c[k]
+
+    def __contains__(self, k: object) -> bool:
+        if isinstance(k, str):
+            self.read.add(k)
+        return k in self.c
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self.read.update(self.c)
+        return iter(self.c)
+
+    def __len__(self) -> int:
+        return len(self.c)
+
+
+class IncrementalLoss:
+    """loss() kept term by term, for a search that moves one constant at a time: a trial value of a
+    constant re-times only the setups whose figures read it (recorded once, from the lookups timing
+    them makes; which names a setup reads depends on its features and on which names exist, not on
+    their values). The total is math.fsum of the terms, so it equals loss() to the last bit."""
+
+    def __init__(self, points: Sequence[Point], c: Mapping[str, float]) -> None:
+        self.groups = _groups(points)
+        self.readers: dict[str, list[int]] = {}
+        self.terms: list[float] = []
+        for i, g in enumerate(self.groups):
+            engine = g[0].engine
+            served = g[0].sf.setup.concurrency is not None
+            base = _Reads(c)
+            # NOTE: a served setup reads its engine's served view, in which name.<engine> holds
+            # c's name.<engine>.served where that exists: a read of it depends on the latter.
+            cv = served_view(c, engine) if served else c
+            over = {k[: -len(".served")] for k in c if served and k.endswith(f".{engine}.served")}
+            reads = _Reads(cv) if cv is not c else base
+            timed = partial(time_of, c=reads, engine=engine)
+            fig = figures(g[0].sf, timed, reads, engine)
+            self.terms.append(sum(p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value)) for p in g))
+            names = {f"{k}.served" if k in over else k for k in reads.read} | base.read
+            for k in names:
+                self.readers.setdefault(k, []).append(i)
+        self.total = math.fsum(self.terms)
+
+    def trial(self, c: Mapping[str, float], name: str) -> tuple[float, dict[int, float]]:
+        """The loss with `c` (which differs from the last committed constants in `name` alone), and the
+        new terms of the setups that read `name`."""
+        ctx = _Timing(c)
+        new = {i: _group_term(self.groups[i], c, ctx) for i in self.readers.get(name, ())}
+        if not new:
+            return self.total, new
+        terms = list(self.terms)
+        for i, v in new.items():
+            terms[i] = v
+        return math.fsum(terms), new
+
+    def commit(self, total: float, new: Mapping[int, float]) -> None:
+        for i, v in new.items():
+            self.terms[i] = v
+        self.total = total
 
 
 # NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
@@ -280,7 +377,8 @@ def fit(
     for name in names:
         c.setdefault(name, _base(c, name))
     step = dict.fromkeys(names, 0.7)
-    best = loss(points, c)
+    inc = IncrementalLoss(points, c)
+    best = inc.total
     for _ in range(sweeps):
         for name in names:
             if step[name] < 1e-3:
@@ -292,9 +390,10 @@ def fit(
                     trial = min(trial, CAPS.get(name.split(".")[0], 1.0))
                 trial = max(trial, FLOORS.get(name.split(".")[0], 0.0))
                 c[name] = trial
-                v = loss(points, c)
+                v, new = inc.trial(c, name)
                 if v < best - 1e-12:
                     best, here, moved = v, trial, True
+                    inc.commit(v, new)
                     break
             c[name] = here
             step[name] = step[name] * 1.5 if moved else step[name] * 0.5
