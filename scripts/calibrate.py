@@ -202,18 +202,23 @@ def names_for(points) -> list[str]:
     return names
 
 
-# NOTE: a GPU family's efficiency fitted on a handful of points follows their noise. With TensorRT-LLM's docs
-# held out, mfu.ampere was read by GPUStack's two A100 decode runs alone and went to 0.18: TensorRT-LLM's A100
-# static runs then read 2-3x slow. Below FEW_EFFICIENCY points, a family takes the fitted families' mean.
-FEW_EFFICIENCY = 5
+# NOTE: a constant fitted on a handful of points follows their noise. With TensorRT-LLM's docs held out,
+# mfu.ampere was read by GPUStack's two A100 decode runs alone and went to 0.18: TensorRT-LLM's A100 static
+# runs then read 2-3x slow. With XiongjieDai's tables held out, MLC's two 2023 runs alone set the legacy
+# llama.cpp build's fixed costs (step_s 1.7 -> 5.4 ms): its TPOTs read 54% off. Below FEW_READERS points
+# such a constant takes its fallback: a family's efficiency the fitted families' mean, a build's fixed
+# cost its engine's.
+FEW_READERS = 5
 
 
 def measured(points, names: list[str]) -> list[str]:
-    """`names` less the family efficiencies (`bw_eff.<family>`, `mfu.<family>`) that fewer than FEW_EFFICIENCY
-    points read: those fall back on the shared value, the fitted families' weighted geometric mean
-    (shared_means). Which points read a constant is what timing them looks up (fitting.IncrementalLoss).
-    An engine's or build's own efficiency (`bw_eff.ada.llamacpp`, `mfu.ada.llamacpp.legacy`) stays: its
-    fallback is another engine's or build's value, not a mean of like ones."""
+    """`names` less those that fewer than FEW_READERS points read, among a family's efficiencies
+    (`bw_eff.<family>`, `mfu.<family>`: they fall back on the shared value, the fitted families' weighted
+    geometric mean, shared_means) and a build's fixed costs (`step_s.llamacpp.legacy`: on its engine's,
+    `step_s.llamacpp`). Which points read a constant is what timing them looks up (fitting.IncrementalLoss).
+    An engine's or build's own efficiency (`bw_eff.ada.llamacpp`, `mfu.ada.llamacpp.legacy`) stays, however
+    few read it: its fallback is another engine's or build's kernels (the legacy build dequantized to FP16
+    for cuBLAS where today's runs int8 MMQ), not a like value."""
     from kvcalc.cost.calibration import STARTING
     from kvcalc.cost.fitting import IncrementalLoss, _base
 
@@ -225,10 +230,13 @@ def measured(points, names: list[str]) -> list[str]:
     def readers(name: str) -> int:
         return sum(len(inc.groups[i]) for i in inc.readers.get(name, ()))
 
-    def family_efficiency(name: str) -> bool:
-        return name.split(".")[0] in ("bw_eff", "mfu") and name.count(".") == 1
+    def efficiency(name: str) -> bool:
+        return name.split(".")[0] in ("bw_eff", "mfu")
 
-    return [n for n in names if not family_efficiency(n) or readers(n) >= FEW_EFFICIENCY]
+    def optional(name: str) -> bool:
+        return (efficiency(name) and name.count(".") == 1) or (name.endswith(".legacy") and not efficiency(name))
+
+    return [n for n in names if not optional(n) or readers(n) >= FEW_READERS]
 
 
 def shared_means(points, c: dict[str, float], names: list[str]) -> None:

@@ -132,17 +132,19 @@ def test_a_legacy_llamacpp_build_fits_its_own_fixed_costs_and_prompt_efficiency(
     assert c["step_s"] == pytest.approx(1e-3)
 
 
-def test_a_family_efficiency_read_by_fewer_than_five_points_takes_the_shared_value(script):
+def test_a_constant_read_by_fewer_than_five_points_takes_its_fallback(script):
     # Six H100 points fit the Hopper efficiencies; two A100 points are too few for Ampere's (a family
     # efficiency fitted on two decode runs went to 0.18 once); llama.cpp's own efficiency on the 4090 stays,
-    # as its fallback would be the serving engines' Ada value, not a mean of families.
+    # as its fallback would be the serving engines' Ada value, not a mean of families. Two points of the
+    # legacy build are too few for its fixed costs (they take today's build's), not for its efficiency.
     from kvcalc.cost.fitting import Point, Setup, setup_features
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
 
     spec = get_model("llama-3.1-8b")
     points = []
-    for gpu, engine, batches in (("h100", "vllm", (1, 8, 32)), ("a100", "vllm", (1,)), ("rtx-4090", "llamacpp", (1,))):
+    runs = (("h100", "vllm", (1, 8, 32)), ("a100", "vllm", (1,)), ("rtx-4090", "llamacpp", (1, 2, 4)))
+    for gpu, engine, batches in (*runs, ("rtx-4090", "llamacpp.legacy", (1,))):
         for b in batches:
             sf = setup_features(spec, get_gpu(gpu), Deployment(), Setup(b, None, 512, 128), None, "bf16")
             points += [Point(sf, engine, m, 1.0) for m in ("tpot_ms", "ttft_ms")]
@@ -151,4 +153,7 @@ def test_a_family_efficiency_read_by_fewer_than_five_points_takes_the_shared_val
     assert {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada.llamacpp", "mfu.ada.llamacpp"} <= set(names)
     assert {"bw_eff.hopper", "mfu.hopper", "bw_eff.ada.llamacpp", "mfu.ada.llamacpp"} <= set(kept)
     assert not {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada", "mfu.ada"} & set(kept)
-    assert [n for n in names if n not in kept and not n.startswith(("bw_eff.", "mfu."))] == []
+    assert "step_s.llamacpp.legacy" in names and "step_s.llamacpp.legacy" not in kept
+    assert {"step_s.llamacpp", "mfu.ada.llamacpp.legacy"} <= set(kept)
+    dropped = {n for n in names if n not in kept}
+    assert all(n.startswith(("bw_eff.", "mfu.")) or n.endswith(".legacy") for n in dropped)
