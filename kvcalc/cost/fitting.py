@@ -239,7 +239,7 @@ def loss(points: Sequence[Point], c: Mapping[str, float]) -> float:
     constants resolved once per GPU family, engine, phase and link (time_of's memo). Summed exactly
     (math.fsum): the same total in whatever order the terms come, as IncrementalLoss needs."""
     ctx = _Timing(c)
-    return math.fsum(_group_term(g, c, ctx) for g in _groups(points))
+    return math.fsum(_group_term(g, ctx) for g in _groups(points))
 
 
 def _groups(points: Sequence[Point]) -> list[list[Point]]:
@@ -267,18 +267,15 @@ class _Timing:
         return v
 
 
-def _group_term(g: Sequence[Point], c: Mapping[str, float], ctx: _Timing | None) -> float:
-    """The group's share of the loss. `ctx` None: no memo, so every constant a step takes is looked up
-    afresh (IncrementalLoss records those lookups)."""
+def _group_term(g: Sequence[Point], ctx: _Timing) -> float:
+    """The group's share of the loss, timed with `ctx`'s constants."""
     p0 = g[0]
-    served = p0.sf.setup.concurrency is not None
-    if ctx is None:
-        cv = served_view(c, p0.engine) if served else c
-        timed = partial(time_of, c=cv, engine=p0.engine)
-    else:
-        cv = ctx.view(p0.engine, served)
-        timed = partial(time_of, c=cv, engine=p0.engine, memo=ctx.memos.setdefault(id(cv), {}))
-    fig = figures(p0.sf, timed, cv, p0.engine)
+    cv = ctx.view(p0.engine, p0.sf.setup.concurrency is not None)
+    timed = partial(time_of, c=cv, engine=p0.engine, memo=ctx.memos.setdefault(id(cv), {}))
+    return _term(g, figures(p0.sf, timed, cv, p0.engine))
+
+
+def _term(g: Sequence[Point], fig: Figures) -> float:
     return sum(p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value)) for p in g)
 
 
@@ -327,7 +324,7 @@ class IncrementalLoss:
             reads = _Reads(cv) if cv is not c else base
             timed = partial(time_of, c=reads, engine=engine)
             fig = figures(g[0].sf, timed, reads, engine)
-            self.terms.append(sum(p.weight * abs(math.log(_in_unit(fig, p.metric) / p.value)) for p in g))
+            self.terms.append(_term(g, fig))
             names = {f"{k}.served" if k in over else k for k in reads.read} | base.read
             for k in names:
                 self.readers.setdefault(k, []).append(i)
@@ -337,7 +334,7 @@ class IncrementalLoss:
         """The loss with `c` (which differs from the last committed constants in `name` alone), and the
         new terms of the setups that read `name`."""
         ctx = _Timing(c)
-        new = {i: _group_term(self.groups[i], c, ctx) for i in self.readers.get(name, ())}
+        new = {i: _group_term(self.groups[i], ctx) for i in self.readers.get(name, ())}
         if not new:
             return self.total, new
         terms = list(self.terms)
