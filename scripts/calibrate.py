@@ -220,12 +220,9 @@ def measured(points, names: list[str]) -> list[str]:
     few read it: its fallback is another engine's or build's kernels (the legacy build dequantized to FP16
     for cuBLAS where today's runs int8 MMQ), not a like value."""
     from kvcalc.cost.calibration import STARTING
-    from kvcalc.cost.fitting import IncrementalLoss, _base
+    from kvcalc.cost.fitting import IncrementalLoss, started
 
-    c = dict(STARTING)
-    for name in names:
-        c.setdefault(name, _base(c, name))
-    inc = IncrementalLoss(points, c)
+    inc = IncrementalLoss(points, started(STARTING, names))
 
     def readers(name: str) -> int:
         return sum(len(inc.groups[i]) for i in inc.readers.get(name, ()))

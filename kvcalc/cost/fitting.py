@@ -316,17 +316,13 @@ class IncrementalLoss:
         for i, g in enumerate(self.groups):
             engine = g[0].engine
             served = g[0].sf.setup.concurrency is not None
-            base = _Reads(c)
             # NOTE: a served setup reads its engine's served view, in which name.<engine> holds
             # c's name.<engine>.served where that exists: a read of it depends on the latter.
-            cv = served_view(c, engine) if served else c
+            reads = _Reads(served_view(c, engine) if served else c)
             over = {k[: -len(".served")] for k in c if served and k.endswith(f".{engine}.served")}
-            reads = _Reads(cv) if cv is not c else base
-            timed = partial(time_of, c=reads, engine=engine)
-            fig = figures(g[0].sf, timed, reads, engine)
+            fig = figures(g[0].sf, partial(time_of, c=reads, engine=engine), reads, engine)
             self.terms.append(_term(g, fig))
-            names = {f"{k}.served" if k in over else k for k in reads.read} | base.read
-            for k in names:
+            for k in {f"{k}.served" if k in over else k for k in reads.read}:
                 self.readers.setdefault(k, []).append(i)
         self.total = math.fsum(self.terms)
 
@@ -370,9 +366,7 @@ def fit(
     to a few odd points): each constant in turn tries its own step up and down, keeps a move that
     lowers the loss (and widens its step), else halves its step. Deterministic; constants not in
     `names` stay as given."""
-    c = dict(start)
-    for name in names:
-        c.setdefault(name, _base(c, name))
+    c = started(start, names)
     step = dict.fromkeys(names, 0.7)
     inc = IncrementalLoss(points, c)
     best = inc.total
@@ -394,6 +388,14 @@ def fit(
                     break
             c[name] = here
             step[name] = step[name] * 1.5 if moved else step[name] * 0.5
+    return c
+
+
+def started(start: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
+    """`start` with each of `names` it lacks set to the value it falls back on (`_base`)."""
+    c = dict(start)
+    for name in names:
+        c.setdefault(name, _base(c, name))
     return c
 
 
