@@ -102,6 +102,10 @@ def test_the_cap_applies_where_a_rival_source_measures_the_same_engine_and_regim
     # a static vLLM source is no rival of served runs
     static = _sourced("rocm", "vllm", True, 28)
     assert weights(gpustack + static)["gpustack", "vllm"] == pytest.approx(math.log(5) / 4)
+    # a build's points are its engine's: a source of today's llama.cpp rivals two legacy-build runs
+    legacy, today = _sourced("mlc", "llamacpp.legacy", True, 2), _sourced("ggml", "llamacpp", True, 32)
+    assert weights(legacy + today)["mlc", "llamacpp.legacy"] == pytest.approx(math.log(3) / 10)
+    assert weights(legacy)["mlc", "llamacpp.legacy"] == pytest.approx(math.log(3) / 2)  # no rival: full weight
     # rows beyond those loaded still count as the source's size
     script.SOURCE_ROWS.update({"mlc": 3})
     assert weights(mlc + xdai)["mlc", "llamacpp"] == pytest.approx(math.log(4) / 10)
@@ -136,7 +140,8 @@ def test_a_constant_read_by_fewer_than_five_points_takes_its_fallback(script):
     # Six H100 points fit the Hopper efficiencies; two A100 points are too few for Ampere's (a family
     # efficiency fitted on two decode runs went to 0.18 once); llama.cpp's own efficiency on the 4090 stays,
     # as its fallback would be the serving engines' Ada value, not a mean of families. Two points of the
-    # legacy build are too few for its fixed costs (they take today's build's), not for its efficiency.
+    # legacy build are too few for its fixed costs (they take today's build's), not for its efficiency; six
+    # of ROCm's vLLM build are enough for its own, two are not.
     from kvcalc.cost.fitting import Point, Setup, setup_features
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
@@ -144,7 +149,8 @@ def test_a_constant_read_by_fewer_than_five_points_takes_its_fallback(script):
     spec = get_model("llama-3.1-8b")
     points = []
     runs = (("h100", "vllm", (1, 8, 32)), ("a100", "vllm", (1,)), ("rtx-4090", "llamacpp", (1, 2, 4)))
-    for gpu, engine, batches in (*runs, ("rtx-4090", "llamacpp.legacy", (1,))):
+    builds = (("rtx-4090", "llamacpp.legacy", (1,)), ("mi300x", "vllm.rocm", (1, 2, 4)))
+    for gpu, engine, batches in (*runs, *builds):
         for b in batches:
             sf = setup_features(spec, get_gpu(gpu), Deployment(), Setup(b, None, 512, 128), None, "bf16")
             points += [Point(sf, engine, m, 1.0) for m in ("tpot_ms", "ttft_ms")]
@@ -155,5 +161,26 @@ def test_a_constant_read_by_fewer_than_five_points_takes_its_fallback(script):
     assert not {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada", "mfu.ada"} & set(kept)
     assert "step_s.llamacpp.legacy" in names and "step_s.llamacpp.legacy" not in kept
     assert {"step_s.llamacpp", "mfu.ada.llamacpp.legacy"} <= set(kept)
+    # ROCm's vLLM build: six points (three batches, two metrics) fit its own fixed costs
+    assert {"step_s.vllm.rocm", "seq_s.vllm.rocm", "step_s.vllm"} <= set(kept)
+    assert "step_s.vllm.rocm" not in script.measured(points[:-4], script.names_for(points[:-4]))
     dropped = {n for n in names if n not in kept}
     assert all(n.startswith(("bw_eff.", "mfu.")) or n.endswith(".legacy") for n in dropped)
+
+
+def test_a_builds_constant_no_figure_moves_is_left_out_of_the_fit(script):
+    # ROCm's vLLM runs are dense: their steps look up the build's MoE costs without depending on them, so
+    # the search never moves those, and a start left in the fit would stand in for vLLM's fitted value
+    from kvcalc.cost.fitting import Point, Setup, setup_features
+    from kvcalc.cost.step import Deployment
+    from kvcalc.model.presets import get_gpu, get_model
+
+    spec = get_model("llama-3.1-8b")
+    points = []
+    for gpu, engine, value in (("h100", "vllm", 8.0), ("mi300x", "vllm.rocm", 9.0)):
+        for b in (1, 2, 4, 8, 16, 32):
+            sf = setup_features(spec, get_gpu(gpu), Deployment(), Setup(b, None, 512, 128), None, "bf16")
+            points.append(Point(sf, engine, "tpot_ms", value * (1 + b / 64), 1.0, source=gpu))
+    c = script.calibrate(points, sweeps=1)
+    assert "step_s.vllm.rocm" in c and "seq_s.vllm.rocm" in c
+    assert "moe_layer_s.vllm.rocm" not in c and "moe_prefill_expert_s.vllm.rocm" not in c

@@ -62,3 +62,17 @@ def test_the_commands_use_the_shipped_fit_and_a_saved_one_over_it(tmp_path, monk
     assert mine["bw_eff.ampere"] == 0.5 and mine["mfu"] == data["constants"]["mfu"]
     assert basis.startswith("estimate (your calibration for a100 + vllm: 4 points")
     assert constants_for("a100", "sglang")[0]["bw_eff.ampere"] == data["constants"]["bw_eff.ampere"]
+
+
+def test_vllm_on_an_amd_instinct_gpu_takes_the_rocm_builds_fixed_costs(tmp_path, monkeypatch):
+    # the fit keys ROCm's vLLM runs as their own build (scripts/import_calibration.py); `--engine vllm` on a
+    # CDNA GPU gets that build's per-step, per-sequence and per-layer costs, every other term vLLM's
+    data = json.loads(JSON.read_text())["constants"]
+    monkeypatch.setenv("KVCALC_PRESETS", str(tmp_path))
+    rocm, basis = constants_for("mi300x", "vllm")
+    for name in ("step_s", "seq_s", "decode_layer_s"):
+        assert rocm[f"{name}.vllm"] == data[f"{name}.vllm.rocm"] != data[f"{name}.vllm"]
+    assert rocm["bw_eff.cdna3"] == data["bw_eff.cdna3"] and "vllm.rocm build" in basis
+    nvidia, basis = constants_for("h100", "vllm")
+    assert nvidia["seq_s.vllm"] == data["seq_s.vllm"] and "rocm" not in basis
+    assert constants_for("mi300x", "sglang")[0]["seq_s.vllm"] == data["seq_s.vllm"]  # other engines: unchanged

@@ -331,8 +331,8 @@ def time_of(
 ) -> float:
     """The estimated seconds of a step from its features and the constants `c` (flat names such as
     `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name).
-    `engine` may name a build of it after a dot (`llamacpp.legacy`: the calibration's llama.cpp runs of
-    2023 / May 2024): its constants fall back on the engine's, then on the shared ones.
+    `engine` may name a build of it after a dot (`llamacpp.legacy`: llama.cpp of 2023 / May 2024;
+    `vllm.rocm`: vLLM on AMD Instinct): its constants fall back on the engine's, then on the shared ones.
     `memo`: the resolved constants of `c` by (family, engine, phase, link), kept by a caller that times
     many steps with one unchanged `c` (a fit's loss); it must not outlive a change to `c`."""
     key = (f.family, engine, f.prefill, f.link)

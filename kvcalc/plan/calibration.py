@@ -38,6 +38,14 @@ def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:
     """(constants, basis) for a GPU + engine: the user's calibration when one was saved, else the shipped fit."""
     consts, basis = shipped()
     name = gpu if isinstance(gpu, str) else gpu.name
+    from kvcalc.engines.kernels import build_of
+
+    build = build_of(engine, name)
+    if build != engine:  # vLLM on ROCm: its build's fixed costs in place of vLLM's (NVIDIA-fitted) ones
+        from kvcalc.cost.fitting import tagged_view
+
+        consts = dict(tagged_view(consts, engine, build.partition(".")[2]))
+        basis = basis[:-1] + f"; {engine} on {name}: the {build} build's fixed costs)"
     path = user_file(name, engine)
     if os.path.exists(path):  # NOTE: json is imported only when a user's file is there (start-up time)
         import json
