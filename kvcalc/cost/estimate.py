@@ -79,9 +79,9 @@ _FAMILY_PREFIXES = (
 )
 
 
-def gpu_family(gpu: GpuSpec) -> str:
+def gpu_family(gpu: GpuSpec | str) -> str:
     """ampere, ada, hopper, blackwell, cdna2/3/4, apple, or "other" (terms then use the shared value)."""
-    name = gpu.name.lower()
+    name = (gpu if isinstance(gpu, str) else gpu.name).lower()
     if name.startswith("rtx-6000-ada"):
         return "ada"
     for prefix, family in _FAMILY_PREFIXES:

@@ -31,6 +31,8 @@ def _llamacpp(engine: str | None) -> bool:
 
 def build_of(engine: str, gpu_name: str) -> str:
     """The build of `engine` that runs on the GPU named `gpu_name`, as the calibration names it: vLLM on an
-    AMD Instinct GPU (mi210 ... mi355x) is ROCm's ("vllm.rocm": AITER kernels, HIP graphs), whose per-step,
-    per-sequence and per-layer costs are fitted apart from vLLM's on NVIDIA GPUs; else `engine` itself."""
-    return "vllm.rocm" if engine == "vllm" and gpu_name.lower().startswith("mi") else engine
+    AMD Instinct GPU (a CDNA family: mi210 ... mi355x) is ROCm's ("vllm.rocm": AITER kernels, HIP graphs), whose
+    per-step, per-sequence and per-layer costs are fitted apart from vLLM's on NVIDIA GPUs; else `engine` itself."""
+    from kvcalc.cost.estimate import gpu_family
+
+    return "vllm.rocm" if engine == "vllm" and gpu_family(gpu_name).startswith("cdna") else engine
