@@ -48,11 +48,13 @@ def reweighted(points) -> list:
     and regime (GPUStack's four served vLLM runs when aiconfigurator is held out), it keeps its full
     weight: capped there, the held-out fit let vLLM's prompt costs wander (its TTFT read 10x slow)."""
 
+    from kvcalc.engines.kernels import engine_of
+
     def group(p) -> tuple:  # the point's engine (a build's, its engine's) and regime (a static batch or served)
         # NOTE: by engine, not build: a build's points read its engine's efficiencies (bw_eff.ada.llamacpp).
         # Keyed by build, MLC's two 2023 llama.cpp runs had no rivals once XiongjieDai's were held out and
         # outweighed today's build 5 to 1 there: bw_eff.ada.llamacpp went to 0.31, every 4090 read 2-3x slow.
-        return p.engine.partition(".")[0], p.sf.setup.concurrency is None
+        return engine_of(p.engine), p.sf.setup.concurrency is None
 
     regime = Counter(group(p) for p in points)
     own = Counter((p.source, group(p)) for p in points)
@@ -114,7 +116,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     from kvcalc.cost.fitting import Point, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
-    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
+    from kvcalc.engines.kernels import engine_of, gpu_as_run_by, prompt_chunk
     from kvcalc.model.presets import get_gpu, get_model
     from kvcalc.plan.serve_fit import run_features
 
@@ -127,7 +129,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
         setup = setup_of(r, source_lengths)
         # NOTE: an engine column may name a build after a dot (llamacpp.legacy, import_calibration.py's
         # LEGACY_LLAMACPP): the step is the engine's, its constants the build's (estimate.time_of)
-        engine = r["engine"].partition(".")[0]
+        engine = engine_of(r["engine"])
         chunk = prompt_chunk(engine)
         # NOTE: closed-loop points go through the serving simulation (its schedule depends on the
         # engine's limits and pool), the others through the static-batch steps.
@@ -199,6 +201,8 @@ def names_for(points) -> list[str]:
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
         names += [f"moe_prefill_expert_s.{e}" for e in engines]
+    if any(p.sf.decode.index_layers for p in points):  # DeepSeek Sparse Attention's indexer kernels
+        names += [f"index_layer_s.{e}" for e in engines]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
     a2a = sorted({p.sf.decode.link for p in points if p.sf.decode.a2a[0]})  # expert parallelism's all-to-all
     names += [f"a2a_alpha_s.{k}" for k in a2a] + [f"a2a_bw_eff.{k}" for k in a2a]

@@ -34,8 +34,10 @@ def test_a_sources_points_weigh_ln_1_plus_n_capped_at_a_ten_point_sources(script
     assert 2 * math.log(3) / 2 > 12 * math.log(87) / 86
 
 
-def _point(engine, family="hopper", served=False, static=False, scores=0.0):
-    decode = SimpleNamespace(family=family, allreduces=0, link="nvlink", stage_bytes=((0,) * 7,), a2a=(0,))
+def _point(engine, family="hopper", served=False, static=False, scores=0.0, index_layers=0):
+    decode = SimpleNamespace(
+        family=family, allreduces=0, link="nvlink", stage_bytes=((0,) * 7,), a2a=(0,), index_layers=index_layers
+    )
     first = SimpleNamespace(scores=scores)
     sf = SimpleNamespace(decode=decode, first=first, run=object() if served else None, prompts_per_step=0)
     sf.setup = SimpleNamespace(concurrency=None if static else 8)
@@ -53,6 +55,14 @@ def test_trtllms_served_prompt_cost_is_its_own_with_or_without_static_points(scr
         assert "prefill_layer_s.vllm.served" not in names
     llama = script.names_for([_point("llamacpp", family="apple", static=True)])
     assert {"bw_eff.apple.llamacpp", "mfu.apple.llamacpp"} <= set(llama)
+
+
+def test_a_dsa_indexers_cost_is_fitted_only_where_points_have_one(script):
+    # no calibration point holds a DeepSeek Sparse Attention model today: index_layer_s keeps its start
+    # (calibration.STARTING); a user's or a later fit with such runs gets one per engine
+    assert not any(n.startswith("index_layer_s") for n in script.names_for([_point("sglang", served=True)]))
+    names = script.names_for([_point("sglang", served=True, index_layers=78), _point("vllm", served=True)])
+    assert {"index_layer_s.sglang", "index_layer_s.vllm"} <= set(names)
 
 
 def test_only_llamacpps_materialized_scores_get_a_cost_and_it_is_never_shared(script):

@@ -76,3 +76,11 @@ def test_vllm_on_an_amd_instinct_gpu_takes_the_rocm_builds_fixed_costs(tmp_path,
     nvidia, basis = constants_for("h100", "vllm")
     assert nvidia["seq_s.vllm"] == data["seq_s.vllm"] and "rocm" not in basis
     assert constants_for("mi300x", "sglang")[0]["seq_s.vllm"] == data["seq_s.vllm"]  # other engines: unchanged
+
+
+def test_a_build_names_its_engine():
+    from kvcalc.engines.kernels import build_of, engine_of
+
+    assert [build_of("vllm", g) for g in ("mi210", "mi300x", "mi355x", "h100")] == ["vllm.rocm"] * 3 + ["vllm"]
+    assert build_of("sglang", "mi300x") == "sglang"  # SGLang's ROCm runs are not fitted apart
+    assert [engine_of(b) for b in ("vllm.rocm", "llamacpp.legacy", "trtllm")] == ["vllm", "llamacpp", "trtllm"]

@@ -34,6 +34,7 @@ CASES = [  # dense GQA, MoE with MLA, sliding window, MoE, a tiny model; 1 and s
     ("smollm2-135m", "rtx-4090", 1, 1, None),
     ("llama-3-70b", "rtx-4090", 2, 1, "int4"),
     ("llama-3-70b", "h100", 2, 2, None),
+    ("glm-5", "b200", 8, 1, "fp8"),  # MLA with a DeepSeek Sparse Attention indexer
 ]
 
 
@@ -299,3 +300,20 @@ def test_an_engine_build_after_a_dot_takes_its_own_constants_then_the_engines():
     half = dict(bare, **{"mfu.ada.llamacpp.legacy": mfu / 2})
     assert time_of(prompt, half, "llamacpp.legacy") > time_of(prompt, bare, "llamacpp")
     assert time_of(decode, half, "llamacpp.legacy") == time_of(decode, bare, "llamacpp")
+
+
+def test_a_sparse_attention_indexer_costs_its_kernels_per_layer_and_step():
+    """Each layer with a DSA indexer of its own adds index_layer_s to every step, decode or prompt, at any
+    batch: GLM-5 has one on all 78 layers, GLM-5.2 on 21 (the rest reuse an earlier top-k), DeepSeek-V3 none."""
+    from kvcalc.cost.estimate import features
+
+    g, dep = get_gpu("b200"), Deployment(tp=8, link=link_for(get_gpu("b200")))
+    c, _ = constants_for(g, "sglang")
+    per_layer = c.get("index_layer_s.sglang", c["index_layer_s"])
+    counts = {m: features(get_model(m), g, dep, decode_contexts=[1024] * 4, dtype="fp8").index_layers
+              for m in ("glm-5", "glm-5.2", "deepseek-v3")}  # fmt: skip
+    assert counts == {"glm-5": 78, "glm-5.2": 21, "deepseek-v3": 0}
+    for kw in ({"decode_contexts": [1024] * 4}, {"decode_contexts": [8192] * 64}, {"prefill_tokens": 4096}):
+        f = features(get_model("glm-5"), g, dep, dtype="fp8", **kw)
+        bare = f._replace(index_layers=0)
+        assert time_of(f, c, "sglang") - time_of(bare, c, "sglang") == pytest.approx(78 * per_layer)

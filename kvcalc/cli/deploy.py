@@ -22,7 +22,12 @@ InterconnectOpt = Annotated[
     ),
 ]
 GpuUtilOpt = Annotated[
-    float, typer.Option("--gpu-util", help="Share of GPU memory to use, as vLLM's gpu_memory_utilization.")
+    float,
+    typer.Option(
+        "--gpu-util",
+        help="Share of GPU memory to use, as vLLM's gpu_memory_utilization (a run served by --engine trtllm "
+        "takes it as TensorRT-LLM's free_gpu_memory_fraction: a share of what weights and --reserve leave).",
+    ),
 ]
 ReserveOpt = Annotated[
     str, typer.Option("--reserve", help="Per-GPU memory kept for activations, CUDA graphs and buffers.")

@@ -90,9 +90,9 @@ def plan(
     """The cheapest deployment for MODEL: USERS at --seq tokens within --tpot-ms / --ttft-ms.
 
     Searches GPU type x count x layout (tp, pp across nodes, expert parallelism and DP attention for MoE
-    models, data-parallel replicas with vLLM and SGLang) x weight and KV dtype, only over layouts the engine accepts. Each option gets the engine's own
-    memory accounting (vLLM 0.19's profile and KV pool; SGLang's pool) and must hold every user's request
-    at full length (prompt + new tokens) in its KV pool; its speed is the calibrated closed-loop estimate
+    models, data-parallel replicas with vLLM and SGLang) x weight and KV dtype, only over layouts the engine
+    accepts. Each option gets the engine's own memory accounting (vLLM 0.19's profile and KV pool; SGLang's
+    and TensorRT-LLM's pools) and must hold every user's request at full length (prompt + new tokens) in its KV pool; its speed is the calibrated closed-loop estimate
     (the calibration's steady-state form, with its 80% interval), and "meets" is decided on that estimate;
     the first options as ranked are served again by the simulation of `generate --concurrency` (TTFT p99
     too), which then decides them.

@@ -18,6 +18,13 @@ STARTING: dict[str, float] = {
     "attn_layer_s": 8e-6,
     "moe_layer_s": 40e-6,
     "moe_prefill_expert_s": 2e-6,  # a prompt step's MoE layer, per expert one GPU runs (eager, one GEMM problem each)
+    # A DeepSeek Sparse Attention layer's lightning indexer, per step: a dozen small kernels beside the layer's
+    # own (SGLang's Indexer.forward_cuda: weights_proj, wq_b and wk GEMMs, LayerNorm, RoPE, two Hadamard
+    # transforms, two fp8 quantizations, the key store, paged MQA logits, top-k), run for every token
+    # even where top-k keeps them all. About 3 us each, launch-bound, and 11 us for logits + top-k at
+    # batch 1 over 1k tokens (flashinfer-ai/flashinfer#2814's DeepGEMM baseline): 12 x 3 + 11 ~ 50 us a layer.
+    # Not fitted: the calibration points hold no DSA model (GLM-5's are held out, benchmarks/holdout/).
+    "index_layer_s": 50e-6,
     "ar_alpha_s": 6e-6,
     "ar_alpha_s.pcie": 7.5e-6,  # NCCL, 16 KB, 2 x L40S; x (1 + 0.8 (tp - 2)): 42 us at 8 (AIC nccl_perf)
     "ar_alpha_s.if": 12e-6,

@@ -37,6 +37,7 @@ class StepConstants(NamedTuple):
     attn_s: float
     moe_s: float
     moe_prefill_expert_s: float | None
+    index_s: float | None
     score_bytes: float | None
     ar_alpha_s: float | None
     ar_alpha_tp: float | None
@@ -66,6 +67,7 @@ def step_constants(c: Mapping[str, float], family: str, engine: str, prefill: bo
         attn_s=_get(c, "attn_layer_s", family),
         moe_s=_get(c, "moe_layer_s", *eng),
         moe_prefill_expert_s=opt("moe_prefill_expert_s", *eng),
+        index_s=opt("index_layer_s", *eng),
         score_bytes=opt("score_bytes", *eng),
         ar_alpha_s=opt("ar_alpha_s", link, phase),
         ar_alpha_tp=opt("ar_alpha_tp", link),

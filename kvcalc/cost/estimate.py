@@ -11,8 +11,8 @@ measurements by scripts/calibrate.py; plan/calibration.py reads them and callers
 - compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` rows
   (a routed expert's rows are its share of the tokens, tokens x top-k / experts);
 - a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
-  decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost, and in a prompt step a cost per
-  expert a GPU runs;
+  decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost, a DSA indexer's kernels, and in
+  a prompt step a cost per expert a GPU runs;
 - communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink,
   NCCL on PCIe, RCCL on Infinity Fabric) and the ring's bytes at the link's achieved bus bandwidth;
 - the engine's CPU: a per-step cost (scheduling, sampling, output processing) growing per sequence.
@@ -131,6 +131,8 @@ class StepFeatures(NamedTuple):
     # attention layers, all stages): llama.cpp without flash attention materializes KQ in f32 and
     # softmaxes it in place; 0 where the kernels keep the scores on chip (flash attention).
     scores: float = 0.0
+    # DeepSeek Sparse Attention: layers with an indexer of their own, all stages (its kernels: a fixed cost each)
+    index_layers: int = 0
 
 
 class StepTime(NamedTuple):
@@ -258,6 +260,7 @@ def features(
         ceiling_s=ceiling,
         microbatches=m,
         scores=scores,
+        index_layers=sum(t.layers for st in staged for t in st.terms if t.index_bytes),
         **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
     )
 
@@ -323,12 +326,7 @@ def _wire_bytes(message_bytes: int, ranks: int) -> float:
     return float(allreduce_wire_bytes(message_bytes, ranks))
 
 
-def time_of(
-    f: StepFeatures,
-    c: Mapping[str, float],
-    engine: str = "vllm",
-    memo: ConstantsMemo | None = None,
-) -> float:
+def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm", memo: ConstantsMemo | None = None) -> float:
     """The estimated seconds of a step from its features and the constants `c` (flat names such as
     `bw_eff.hopper`, `step_s.sglang`; a missing family or engine key falls back to the shared name).
     `engine` may name a build of it after a dot (`llamacpp.legacy`: llama.cpp of 2023 / May 2024;
@@ -359,9 +357,11 @@ def time_of(
             pad = (1 - share) * pad + share * (rows + k.fill) / rows
     per_stage = []
     # NOTE: materialized scores are their own kernels' traffic (the KQ product's f32 output, the softmax
-    # over it, the read into KQV), after the GEMMs: added, not overlapped. An equal share per stage.
-    scores_s = (
-        f.scores / len(f.stage_bytes) * used(k.score_bytes, "score_bytes") / (f.bandwidth * k.bw_eff) if f.scores else 0
+    # over it, the read into KQV), after the GEMMs: added, not overlapped; so are a DSA indexer's kernels.
+    # An equal share per stage.
+    n = len(f.stage_bytes)
+    scores_s = (f.scores / n * used(k.score_bytes, "score_bytes") / (f.bandwidth * k.bw_eff) if f.scores else 0) + (
+        f.index_layers / n * used(k.index_s, "index_layer_s") if f.index_layers else 0
     )
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
         memory = (w + state + k.gemv * layers) / (f.bandwidth * k.bw_eff) + kv / (f.bandwidth * k.kv_eff)

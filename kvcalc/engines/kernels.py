@@ -29,6 +29,12 @@ def _llamacpp(engine: str | None) -> bool:
     return engine is not None and str(engine).lower() == "llamacpp"
 
 
+def engine_of(build: str) -> str:
+    """The engine a build named as the calibration names it runs: "vllm.rocm" is vLLM, "llamacpp.legacy"
+    llama.cpp; an engine's own name is itself."""
+    return build.partition(".")[0]
+
+
 def build_of(engine: str, gpu_name: str) -> str:
     """The build of `engine` that runs on the GPU named `gpu_name`, as the calibration names it: vLLM on an
     AMD Instinct GPU (a CDNA family: mi210 ... mi355x) is ROCm's ("vllm.rocm": AITER kernels, HIP graphs), whose

@@ -147,9 +147,9 @@ def layout_facts(
     gpu_util: float = 0.9,
     model_id: str | None = None,
 ) -> LayoutFacts:
-    """The facts of one candidate. vLLM gets its 0.19 accounting and start-up check; the other engines
-    get kvcalc's per-rank arithmetic with vLLM 0.19's reserve for the layout (their own pools are
-    issues 21 and 22), labelled so in `accounting`."""
+    """The facts of one candidate. vLLM gets its 0.19 accounting and start-up check, SGLang and
+    TensorRT-LLM their own pools (engines/sglang, engines/trtllm); llama.cpp gets kvcalc's per-rank
+    arithmetic with vLLM 0.19's reserve for the layout, labelled so in `accounting`."""
     from kvcalc.errors import KvcalcError
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment
@@ -246,6 +246,17 @@ def layout_facts(
         tokens_held, concurrency, fits = pool.kv_capacity_tokens, pool.max_concurrency, pool.fits
         refusal = refusal or pool.refusal
         accounting = f"SGLang's own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, as the command says"
+    elif engine == "trtllm" and layout_refusal is None:
+        from kvcalc.engines.trtllm import pool as trt
+
+        trt_pool = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv)
+        tokens_held = trt_pool.tokens
+        concurrency = trt_pool.blocks / -(-length // trt.TOKENS_PER_BLOCK)
+        fits = fits and concurrency >= 1
+        accounting = (
+            f"TensorRT-LLM's own pool (engines/trtllm): free_gpu_memory_fraction {gpu_util:g} of what the weights "
+            "and a 2 GiB reserve leave"
+        )
     elif not is_vllm and engine != "vllm":
         accounting = f"kvcalc per-rank arithmetic, vLLM 0.19's reserve (no {engine} pool model here)"
     elif engine == "vllm" and dp_attention:

@@ -111,9 +111,10 @@ def kv_pool(
 ) -> tuple[Limits, str]:
     """The scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
-    defaults) and its scheduler with sglang; otherwise capacity x gpu_util less weights and --reserve,
-    in blocks of 32 under trtllm-serve's limits and scheduler with trtllm, else in vLLM-sized blocks
-    under vLLM's limits and scheduler."""
+    defaults) and its scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its
+    free_gpu_memory_fraction, of what weights and --reserve leave) in blocks of 32 under trtllm-serve's
+    limits and scheduler with trtllm; otherwise capacity x gpu_util less weights and --reserve, in
+    vLLM-sized blocks under vLLM's limits and scheduler."""
     if engine == "vllm":
         from kvcalc.engines.vllm.figures import vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
@@ -151,27 +152,29 @@ def kv_pool(
             f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
             f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
         )
+    if engine == "trtllm":
+        from kvcalc.engines.trtllm import pool as trt
+        from kvcalc.plan.serve_policies import TrtllmPolicy
+
+        p = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype)
+        limits = Limits(trt.MAX_BATCH_SIZE, trt.MAX_NUM_TOKENS, p.blocks, trt.TOKENS_PER_BLOCK, TrtllmPolicy)
+        return limits, (
+            f"TensorRT-LLM 1.x pool ({p.tokens:,} tokens: free_gpu_memory_fraction {dep.gpu_util:g} of what "
+            f"weights and --reserve leave), max_batch_size {trt.MAX_BATCH_SIZE}, max_num_tokens {trt.MAX_NUM_TOKENS}, "
+            "GUARANTEED_NO_EVICT (trtllm-serve's defaults)"
+        )
     from kvcalc.engines.vllm.memory import default_limits
 
     seqs, tokens = default_limits(gpu)
-    bs, policy, named = 16, None, f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)"
-    if engine == "trtllm":
-        from kvcalc.plan.serve_policies import (
-            TRTLLM_MAX_BATCH_SIZE,
-            TRTLLM_MAX_NUM_TOKENS,
-            TRTLLM_TOKENS_PER_BLOCK,
-            TrtllmPolicy,
-        )
-
-        seqs, tokens, bs, policy = TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, TRTLLM_TOKENS_PER_BLOCK, TrtllmPolicy
-        named = f"max_batch_size {seqs}, max_num_tokens {tokens}, GUARANTEED_NO_EVICT (trtllm-serve's defaults)"
+    bs = 16
     budget = int(gpu.capacity_bytes * dep.gpu_util) - dep.reserve_bytes
     blocks = min(
         (budget - st.resident_bytes) // max(held_kv_bytes(st, bs, kv_dtype), 1) for st in stages(spec, dep, dtype)
     )
     return (
-        Limits(seqs, tokens, max(blocks, 0), bs, policy),
-        f"capacity x gpu_util - weights - reserve ({blocks * bs:,} tokens; no {engine} pool model), {named}",
+        Limits(seqs, tokens, max(blocks, 0), bs),
+        f"capacity x gpu_util - weights - reserve ({blocks * bs:,} tokens; no {engine} pool model), "
+        f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)",
     )
 
 

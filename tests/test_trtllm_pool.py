@@ -1,0 +1,63 @@
+"""TensorRT-LLM's KV pool (engines/trtllm/pool.py): free_gpu_memory_fraction of what the weights and the
+profiling peak leave, figures derived by hand for real models, and the serving simulation and the
+planner taking it."""
+
+import pytest
+
+from kvcalc.cost.step import SINGLE, Deployment
+from kvcalc.engines.trtllm import pool as trt
+from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.layout import layout_facts
+from kvcalc.plan.serve_report import serving_limits
+
+GIB = 2**30
+
+
+def test_llama_3_1_8b_on_one_h100_by_hand():
+    # H100 preset: 85,030,000,000 bytes. Llama-3.1-8B bf16: 8,030,261,248 parameters x 2 bytes.
+    # KV of a 32-token block: 32 x 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes = 4 MiB.
+    p = trt.predict(get_model("llama-3.1-8b"), get_gpu("h100"), SINGLE, dtype=None, kv_dtype="bf16")
+    left = 85_030_000_000 - 16_060_522_496 - 2 * GIB  # 66,821,993,856
+    assert p.kv_bytes == int(0.9 * left) == 60_139_794_470
+    assert p.blocks == 60_139_794_470 // (4 * 2**20) == 14_338
+    assert p.tokens == 14_338 * 32
+    # vLLM's rule (0.9 of the whole GPU, less weights and reserve) would keep 13,904 such blocks.
+    assert (int(0.9 * 85_030_000_000) - 2 * GIB - 16_060_522_496) // (4 * 2**20) == 13_904
+
+
+def test_deepseek_v3_fp8_on_four_b200_keeps_a_tenth_of_what_weights_leave():
+    # B200 preset 191,501,854,310 bytes; DeepSeek-V3 fp8 at tp 4 holds 168,993,126,400 bytes a GPU.
+    # MLA's latent, whole on every rank: 61 layers x (512 + 64) x 1 byte (fp8) = 35,136 bytes a token.
+    spec, gpu = get_model("deepseek-v3"), get_gpu("b200")
+    p = trt.predict(spec, gpu, Deployment(tp=4), dtype="fp8", kv_dtype="fp8")
+    kv = int(0.9 * (191_501_854_310 - 168_993_126_400 - 2 * GIB))
+    assert p.kv_bytes == kv and p.blocks == kv // (32 * 35_136) == 16_298
+    # At tp 8 a token's latent is the same 35,136 bytes: only the weights a GPU holds shrink.
+    p8 = trt.predict(spec, gpu, Deployment(tp=8), dtype="fp8", kv_dtype="fp8")
+    assert p8.blocks == p8.kv_bytes // (32 * 35_136) == 83_521
+
+
+def test_the_fraction_is_of_what_is_left():
+    # Whatever the fraction, the pool never exceeds what the weights and the reserve leave, and
+    # reaches all of it at 1.0; nothing left gives no pool rather than a negative one.
+    assert trt.kv_memory(100, 40, 10, 1.0) == 50 and trt.kv_memory(100, 40, 10, 0.5) == 25
+    assert trt.kv_memory(100, 95, 10) == 0
+
+
+def test_the_serving_simulation_takes_trtllms_pool():
+    spec, gpu = get_model("deepseek-v3"), get_gpu("b200")
+    dep = Deployment(tp=4)
+    limits, pool = serving_limits(
+        spec, gpu, dep, engine="trtllm", dtype="fp8", kv_dtype="fp8", prompt=8192, new=1024
+    )  # fmt: skip
+    assert (limits.kv_blocks, limits.block_size) == (16_298, 32)
+    assert (limits.max_num_seqs, limits.max_num_batched_tokens) == (2048, 8192 + 2048)  # raised for the prompts
+    assert "521,536 tokens" in pool and "free_gpu_memory_fraction 0.9" in pool
+
+
+def test_the_planner_counts_users_in_trtllms_pool():
+    spec, gpu = get_model("llama-3.1-8b"), get_gpu("h100")
+    f = layout_facts(spec, gpu, engine="trtllm", kv_dtype="bf16", seq=8192)
+    assert f.kv_capacity_tokens == 14_338 * 32
+    assert f.max_concurrency == pytest.approx(14_338 / 256)  # 8,192 tokens: 256 blocks each
+    assert "TensorRT-LLM" in f.accounting and f.fits
