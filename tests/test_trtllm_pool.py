@@ -9,6 +9,7 @@ from kvcalc.engines.trtllm import pool as trt
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.layout import layout_facts
 from kvcalc.plan.serve_report import serving_limits
+from tests.conftest import run, run_json
 
 GIB = 2**30
 
@@ -61,3 +62,27 @@ def test_the_planner_counts_users_in_trtllms_pool():
     assert f.kv_capacity_tokens == 14_338 * 32
     assert f.max_concurrency == pytest.approx(14_338 / 256)  # 8,192 tokens: 256 blocks each
     assert "TensorRT-LLM" in f.accounting and f.fits
+
+
+def test_fit_with_engine_trtllm_answers_in_its_pool():
+    # --reserve 2GiB: the pool of the hand figure above, 14,338 blocks; 8,192-token requests take 256 each
+    r = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--seq", "8k", "--reserve", "2GiB")
+    (r,) = r if isinstance(r, list) else [r]
+    assert (r["kv_capacity_tokens"], r["capacity_basis"]) == (14_338 * 32, "TensorRT-LLM 1.x")
+    assert r["max_concurrency"] == pytest.approx(14_338 / 256) and r["ok"]
+    assert "fits on one h100 under TensorRT-LLM 1.x (56.01x concurrency" in r["verdict"]
+    # the Python API answers alike
+    import kvcalc
+
+    api = kvcalc.fit("llama-3.1-8b", "h100", seq=8192, engine="trtllm", reserve="2GiB")
+    assert (api.kv_capacity_tokens, api.verdict) == (r["kv_capacity_tokens"], r["verdict"])
+    # 57 such requests are more than the pool holds: one clear verdict and exit status 3
+    out = run(
+        "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--seq", "8k", "--reserve", "2GiB", "-b", "57"
+    )
+    assert out.exit_code == 3 and "DOES NOT FIT under TensorRT-LLM 1.x" in out.stdout
+
+
+def test_fit_names_every_engine_it_knows_when_given_another():
+    out = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "foo")
+    assert out.exit_code == 2 and "vllm, sglang, trtllm, llamacpp, none" in out.stderr

@@ -193,13 +193,13 @@ def fit(
     vLLM 0.19's accounting and start-up check (seq then defaults to the model's max_position_embeddings),
     "none" for the bare arithmetic with a flat reserve; tpot_ms / ttft_ms for the latency goals (ceilings
     unless efficiency / mbu / mfu). Lists or ranges give one result per (seq, batch), as the command's rows.
-    engine="sglang" adds SGLang's own pool (result.sglang, `fit --engine sglang`), which then decides `ok`."""
+    engine="sglang" adds SGLang's own pool (result.sglang, `fit --engine sglang`), which then decides `ok`;
+    engine="trtllm" TensorRT-LLM's (its capacity and concurrency in the result's, `fit --engine trtllm`)."""
     import math
 
     from kvcalc.plan import sglang as plan_sglang
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment, ranks, utilization
-    from kvcalc.plan.fit import verdict
     from kvcalc.plan.fitrun import fit_rows
 
     for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
@@ -227,8 +227,9 @@ def fit(
     kv_given = kv
     if kv is None:
         kv = auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+    trtllm = engine is not None and str(engine).lower() == "trtllm"
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
-        None if sglang else engine,
+        None if sglang or trtllm else engine,
         kv_memory,
         block_size,
         None if reserve is None else as_reserve(reserve),
@@ -273,9 +274,9 @@ def fit(
         ttft_ms=ttft_ms,
         prompt=parse_count(prompt, "prompt") if prompt is not None else None,
         util=util,
+        pool="trtllm" if trtllm else None,
     )
-    for r in results if sglang else ():
-        r.ok, r.verdict = verdict(r)
+    for r in results if sglang else ():  # SGLang's pool decides (fit_rows gave each its verdict)
         r.sglang = plan_sglang.predict(
             spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=kv_given,
             engine_version=engine_version, mem_fraction_static=mem_fraction_static,

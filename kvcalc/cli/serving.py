@@ -123,7 +123,8 @@ def fit(
         typer.Option(
             "--engine",
             help="vllm or sglang: the engine's own accounting and start-up figures (vllm: its refusals too); "
-            "llamacpp: llama.cpp's buffers and which GGUF quant fits; none: the bare arithmetic with a flat "
+            "trtllm: TensorRT-LLM's pool (--gpu-util as free_gpu_memory_fraction of what weights and the "
+            "reserve leave); llamacpp: llama.cpp's buffers and which GGUF quant fits; none: the bare arithmetic with a flat "
             "--reserve (default 2GiB). Left out: kvcalc's weights with vLLM 0.19's reserve for the layout.",
         ),
     ] = None,
@@ -212,7 +213,6 @@ def fit(
                       (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
     from kvcalc.plan import sglang as sglang_fit
     from kvcalc.plan import vllm_fit
-    from kvcalc.plan.fit import verdict
     from kvcalc.plan.fitrun import fit_rows
     from kvcalc.plan.kv_auto import auto_kv_dtype
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
@@ -238,6 +238,7 @@ def fit(
         max_running_requests=max_running_requests,
         dp_attention=dp_attention,
     )
+    is_trtllm = engine is not None and engine.lower() == "trtllm"
     steps: list[str] | None = [] if explain else None
     gpu_names = _gpu_names(gpu)
     results = []
@@ -246,7 +247,7 @@ def fit(
             steps.append(f"on {gpu_spec.name}:")
         kv = kv_given or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
         is_vllm, kv_logged, n_seqs, n_tokens = vllm_fit.check_options(
-            None if is_sglang else engine,
+            None if is_sglang or is_trtllm else engine,
             kv_memory,
             block_size,
             reserve,
@@ -295,28 +296,27 @@ def fit(
             # NOTE: the latency goals decide on the calibrated estimate of the engine fit models (vLLM's
             # for --engine none); --ceiling on the bound alone.
             estimate_engine=None if ceiling else (engine if engine in ("sglang", "trtllm", "llamacpp") else "vllm"),
+            pool="trtllm" if is_trtllm else None,
         )
-        for result in rows:
-            result.ok, result.verdict = verdict(result)
-            if is_sglang:
-                result.sglang = sglang_fit.predict(
-                    spec,
-                    gpu_spec,
-                    tp=n_tp,
-                    pp=n_pp,
-                    seq=result.seq,
-                    batch=result.batch,
-                    dtype=overrides.get("dtype"),
-                    kv_dtype=kv_given,  # None: SGLang's auto, the model dtype
-                    engine_version=engine_version,
-                    mem_fraction_static=mem_fraction_static,
-                    chunked_prefill_size=chunked_prefill_size,
-                    page_size=page_size,
-                    max_running_requests=max_running_requests,
-                    dp_attention=dp_attention,
-                    steps=steps,
-                )
-                result.ok, result.verdict = sglang_fit.verdict(result)
+        for result in rows if is_sglang else ():  # SGLang's pool decides (fit_rows: TensorRT-LLM's its own)
+            result.sglang = sglang_fit.predict(
+                spec,
+                gpu_spec,
+                tp=n_tp,
+                pp=n_pp,
+                seq=result.seq,
+                batch=result.batch,
+                dtype=overrides.get("dtype"),
+                kv_dtype=kv_given,  # None: SGLang's auto, the model dtype
+                engine_version=engine_version,
+                mem_fraction_static=mem_fraction_static,
+                chunked_prefill_size=chunked_prefill_size,
+                page_size=page_size,
+                max_running_requests=max_running_requests,
+                dp_attention=dp_attention,
+                steps=steps,
+            )
+            result.ok, result.verdict = sglang_fit.verdict(result)
         results += rows
         if (tpot_ms is not None or ttft_ms is not None) and not ceiling:
             from kvcalc.cli.serve import concurrency_searches

@@ -47,6 +47,7 @@ def fit_rows(
     util: tuple[float, float] | None = None,
     steps: list[str] | None = None,
     estimate_engine: str | None = None,
+    pool: str | None = None,
 ) -> list[FitResult]:
     from kvcalc.cost.fabric import node_warnings, nodes_spanned
     from kvcalc.cost.step import stages
@@ -154,5 +155,10 @@ def fit_rows(
                     engine=estimate_engine,  # the calibrated estimate decides the latency goals (None: the ceiling)
                 )
             result.ok, result.verdict = verdict(result)
+            if pool == "trtllm":  # TensorRT-LLM's own pool holds the requests and decides the verdict
+                from kvcalc.plan import trtllm_fit
+
+                trtllm_fit.adopt_pool(result, spec, gpu, dep, dtype)
+                result.ok, result.verdict = trtllm_fit.verdict(result)
             results.append(result)
     return results

@@ -40,7 +40,7 @@ def check_options(
 
     vllm = engine is not None
     if vllm and engine.lower() != "vllm":
-        raise UsageError(f"unknown engine '{engine}'", hint="supported: vllm, sglang")
+        raise UsageError(f"unknown engine '{engine}'", hint="supported: vllm, sglang, trtllm, llamacpp, none")
     if kv_memory is not None and not vllm:
         raise UsageError(
             "--kv-memory needs --engine vllm", hint="it is the engine's logged 'Available KV cache memory'"

@@ -1,0 +1,39 @@
+"""fit's glue for --engine trtllm: TensorRT-LLM's own KV pool (engines/trtllm/pool.py) in place of kvcalc's
+capacity, and the verdict under it. The reserve beside the weights stays fit's (vLLM 0.19's activation peak
+of a max_num_batched_tokens forward and its non-torch memory, or --reserve): TensorRT-LLM profiles a forward of
+max_num_tokens (8,192) the same way, and its pool is free_gpu_memory_fraction (--gpu-util) of what is left."""
+
+from kvcalc.cost.step import Deployment
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+from kvcalc.plan.fit import FitResult, adopt_engine_capacity
+
+LABEL = "TensorRT-LLM 1.x"
+
+
+def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
+    """The row's capacity and concurrency become TensorRT-LLM's: its pool's tokens, and the --seq requests it
+    holds at once in whole blocks of 32 tokens."""
+    from kvcalc.engines.trtllm import pool as trt
+
+    p = trt.predict(
+        spec, gpu, dep._replace(reserve_bytes=result.per_gpu.reserve_bytes), dtype=dtype, kv_dtype=result.kv_dtype
+    )
+    adopt_engine_capacity(result, LABEL, p.tokens, p.blocks / -(-result.seq // trt.TOKENS_PER_BLOCK))
+
+
+def verdict(result: FitResult) -> tuple[bool, str]:
+    """fit's verdict under TensorRT-LLM's pool: --batch requests of --seq tokens held at once."""
+    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    held = result.max_concurrency
+    pool = f"its pool of {result.kv_capacity_tokens:,} tokens (free_gpu_memory_fraction {result.gpu_util:g})"
+    if held < 1:
+        return False, f"DOES NOT FIT under {LABEL} on {where}: one {result.seq:,}-token request needs more than {pool}"
+    if held < result.batch:
+        return False, (
+            f"DOES NOT FIT under {LABEL} on {where}: batch {result.batch:,} x {result.seq:,} tokens exceeds {pool}, "
+            f"{held:.2f}x concurrency"
+        )
+    if result.fits and not result.ok:
+        return result.ok, result.verdict  # a latency goal missed (the engine's pool decides memory)
+    return True, f"fits on {where} under {LABEL} ({held:.2f}x concurrency for {result.seq:,}-token requests)"
