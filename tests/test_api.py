@@ -188,3 +188,14 @@ def test_generate_serves_under_load_as_the_cli_does():
 def test_generate_serving_arguments_are_checked(kwargs, error):
     with pytest.raises(KvcalcError, match=error):
         kvcalc.generate("7b", "h100", **kwargs)
+
+
+def test_fits_latency_goals_decide_on_the_estimate_as_the_command_does():
+    # `fit --tpot-ms` decides on the calibrated estimate and names the ceiling beside it; kvcalc.fit alike
+    api = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq="8k", tpot_ms=30)
+    cli = run_json("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--tpot-ms", "30")
+    (cli,) = cli if isinstance(cli, list) else [cli]
+    assert api.slo is not None and api.slo.model_dump(mode="json") == cli["slo"]
+    assert api.slo.basis.startswith("estimate") and api.slo.batch < api.slo.ceiling_batch
+    bound = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq="8k", tpot_ms=30, ceiling=True)
+    assert bound.slo is not None and bound.slo.batch == api.slo.ceiling_batch and "(ceiling)" in bound.verdict

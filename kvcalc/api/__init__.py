@@ -188,19 +188,20 @@ def fit(
     chunked_prefill_size: int | None = None,
     page_size: int | None = None,
     max_running_requests: int | None = None,
+    ceiling: bool = False,
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
     vLLM 0.19's accounting and start-up check (seq then defaults to the model's max_position_embeddings),
-    "none" for the bare arithmetic with a flat reserve; tpot_ms / ttft_ms for the latency goals (ceilings
-    unless efficiency / mbu / mfu). Lists or ranges give one result per (seq, batch), as the command's rows.
-    engine="sglang" adds SGLang's own pool (result.sglang, `fit --engine sglang`), which then decides `ok`;
-    engine="trtllm" TensorRT-LLM's (its capacity and concurrency in the result's, `fit --engine trtllm`)."""
+    "sglang" / "trtllm" for SGLang's (result.sglang) / TensorRT-LLM's own pool, which then decides `ok`, "none"
+    for the bare arithmetic with a flat reserve. tpot_ms / ttft_ms: latency goals decided on the engine's
+    calibrated estimate (ceiling=True: the bound alone; efficiency / mbu / mfu: a what-if). Lists or ranges
+    give one result per (seq, batch), as the command's rows."""
     import math
 
     from kvcalc.plan import sglang as plan_sglang
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment, ranks, utilization
-    from kvcalc.plan.fitrun import fit_rows
+    from kvcalc.plan.fitrun import fit_rows, goal_engine
 
     for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
         if value is not None and not (math.isfinite(value) and value > 0):
@@ -224,9 +225,7 @@ def fit(
         max_running_requests=max_running_requests,
         dp_attention=dp_attention,
     )
-    kv_given = kv
-    if kv is None:
-        kv = auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+    kv_given, kv = kv, kv or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     trtllm = engine is not None and str(engine).lower() == "trtllm"
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
         None if sglang or trtllm else engine,
@@ -275,6 +274,7 @@ def fit(
         prompt=parse_count(prompt, "prompt") if prompt is not None else None,
         util=util,
         pool="trtllm" if trtllm else None,
+        estimate_engine=goal_engine(engine, ceiling),
     )
     for r in results if sglang else ():  # SGLang's pool decides (fit_rows gave each its verdict)
         r.sglang = plan_sglang.predict(

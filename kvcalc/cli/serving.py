@@ -213,7 +213,7 @@ def fit(
                       (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
     from kvcalc.plan import sglang as sglang_fit
     from kvcalc.plan import vllm_fit
-    from kvcalc.plan.fitrun import fit_rows
+    from kvcalc.plan.fitrun import fit_rows, goal_engine
     from kvcalc.plan.kv_auto import auto_kv_dtype
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
@@ -293,9 +293,7 @@ def fit(
             prompt=parse_count(prompt, "--prompt") if prompt is not None else None,
             util=util,
             steps=steps,
-            # NOTE: the latency goals decide on the calibrated estimate of the engine fit models (vLLM's
-            # for --engine none); --ceiling on the bound alone.
-            estimate_engine=None if ceiling else (engine if engine in ("sglang", "trtllm", "llamacpp") else "vllm"),
+            estimate_engine=goal_engine(engine, ceiling),
             pool="trtllm" if is_trtllm else None,
         )
         for result in rows if is_sglang else ():  # SGLang's pool decides (fit_rows: TensorRT-LLM's its own)

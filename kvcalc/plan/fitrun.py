@@ -26,6 +26,12 @@ def plain_reserve_bytes(spec, gpu, dep, dtype: str | None, max_num_seqs: int, ma
     return max(s.profile_peak_bytes + s.non_torch_bytes for s in terms.stages)
 
 
+def goal_engine(engine: str | None, ceiling: bool) -> str | None:
+    """The engine whose calibrated estimate decides fit's latency goals: the one fit models, vLLM's for none
+    (or no --engine), None (the ceiling alone) with --ceiling."""
+    return None if ceiling else (engine if engine in ("sglang", "trtllm", "llamacpp") else "vllm")
+
+
 def fit_rows(
     spec,  # noqa: ANN001
     gpu,  # noqa: ANN001
