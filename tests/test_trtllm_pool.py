@@ -86,3 +86,17 @@ def test_fit_with_engine_trtllm_answers_in_its_pool():
 def test_fit_names_every_engine_it_knows_when_given_another():
     out = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "foo")
     assert out.exit_code == 2 and "vllm, sglang, trtllm, llamacpp, none" in out.stderr
+
+
+def test_trtllms_auto_kv_dtype_follows_the_checkpoint():
+    # minimax-m2.7-nvfp4's quantization_config declares an fp8 KV cache (kv_cache_scheme 8-bit float):
+    # TensorRT-LLM's "auto" caches in fp8 there, and in the served 16-bit type elsewhere
+    from kvcalc.plan.kv_auto import auto_kv_dtype
+
+    minimax, llama = get_model("minimax-m2.7-nvfp4"), get_model("llama-3.1-8b")
+    assert trt.auto_kv_dtype(minimax) == "fp8" and trt.auto_kv_dtype(llama) == "bf16"
+    assert auto_kv_dtype(minimax, get_gpu("b200"), "trtllm", None) == "fp8"
+    # fit names the dtype it sized the pool in
+    r = run_json("fit", "minimax-m2.7-nvfp4", "--gpu", "b200", "--tp", "4", "--engine", "trtllm", "--seq", "8k")
+    (r,) = r if isinstance(r, list) else [r]
+    assert r["kv_dtype"] == "fp8"

@@ -16,7 +16,8 @@ def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str 
     vLLM 0.19: the dtype the model is served in (engines/vllm/memory.activation_dtype). vLLM 0.32 and later
     cache GLM-5 (GlmMoeDsaForCausalLM) in fp8 on B200/B300-class GPUs; kvcalc follows 0.19, so pass
     --kv-dtype fp8 for those. SGLang: engines/sglang/pool.auto_kv_dtype (fp8 for DSA on Blackwell and for
-    checkpoints that declare an fp8 cache). Otherwise bf16."""
+    checkpoints that declare an fp8 cache). TensorRT-LLM: engines/trtllm/pool.auto_kv_dtype (fp8 for a checkpoint
+    that declares an fp8 cache, else the model's 16-bit type). Otherwise bf16."""
     name = (engine or "").lower()
     if name == "vllm":
         from kvcalc.engines.vllm.memory import activation_dtype
@@ -26,4 +27,8 @@ def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str 
         from kvcalc.engines.sglang.pool import auto_kv_dtype as sglang_auto
 
         return sglang_auto(spec, gpu)
+    if name == "trtllm":
+        from kvcalc.engines.trtllm.pool import auto_kv_dtype as trtllm_auto
+
+        return trtllm_auto(spec)
     return DEFAULT_KV_DTYPE

@@ -35,6 +35,16 @@ class TrtllmPool(NamedTuple):
     tokens: int
 
 
+def auto_kv_dtype(spec: ModelSpec) -> str:
+    """TensorRT-LLM's KvCacheConfig dtype "auto": fp8 where the checkpoint's quantization declares an fp8 KV
+    cache (hf_quant_config's kv_cache_quant_algo FP8), else the 16-bit type the model is served in."""
+    ck = spec.checkpoint
+    if ck and ck.quantization and ck.quantization.kv_cache_fp8:
+        return "fp8"
+    declared = (ck.declared_dtype if ck else None) or spec.dtype
+    return declared if declared in ("bf16", "fp16") else "bf16"
+
+
 def kv_memory(capacity: int, resident: int, reserve: int, fraction: float = FREE_GPU_MEMORY_FRACTION) -> int:
     """Bytes one rank gives its KV pool: `fraction` of what weights and the reserve leave of `capacity`."""
     return max(0, int(fraction * (capacity - resident - reserve)))
