@@ -100,3 +100,20 @@ def test_trtllms_auto_kv_dtype_follows_the_checkpoint():
     r = run_json("fit", "minimax-m2.7-nvfp4", "--gpu", "b200", "--tp", "4", "--engine", "trtllm", "--seq", "8k")
     (r,) = r if isinstance(r, list) else [r]
     assert r["kv_dtype"] == "fp8"
+
+
+def test_trtllm_has_no_build_for_amd_apple_or_gaudi():
+    from kvcalc.engines.kernels import gpu_refusal
+    from kvcalc.plan.layout import engine_refusal
+
+    assert [gpu_refusal("trtllm", g) is None for g in ("h100", "b200", "l40s", "a100")] == [True] * 4
+    assert all("NVIDIA GPUs only" in gpu_refusal("trtllm", g) for g in ("mi300x", "mi355x", "m2-ultra", "gaudi3"))
+    assert gpu_refusal("vllm", "mi300x") is None and gpu_refusal("sglang", "mi300x") is None
+    assert "NVIDIA GPUs only" in engine_refusal("trtllm", get_model("llama-3.1-8b"), 1, 1, 1, False, "mi300x")
+    # an estimate there says what it is: the basis it prints with every figure
+    for args in (("generate", "--concurrency", "8"), ("generate",)):
+        d = run_json(args[0], "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm", *args[1:])
+        assert "NOT A REAL DEPLOYMENT: TensorRT-LLM runs on NVIDIA GPUs only" in d["estimate"]["basis"], args
+    # fit's verdict refuses it (exit status 3, the figures still printed)
+    out = run("fit", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm", "--seq", "8k")
+    assert out.exit_code == 3 and "TensorRT-LLM would not start on one mi300x" in out.stdout

@@ -35,6 +35,17 @@ def engine_of(build: str) -> str:
     return build.partition(".")[0]
 
 
+def gpu_refusal(engine: str, gpu_name: str) -> str | None:
+    """Why `engine` has no build for the GPU named `gpu_name`, or None: TensorRT-LLM is NVIDIA's, built for
+    CUDA GPUs only (no ROCm, Metal or Gaudi build), where vLLM, SGLang and llama.cpp have AMD builds too."""
+    from kvcalc.cost.estimate import gpu_family
+
+    family = gpu_family(gpu_name)
+    if engine_of(engine) == "trtllm" and (family.startswith("cdna") or family == "apple" or "gaudi" in gpu_name):
+        return f"TensorRT-LLM runs on NVIDIA GPUs only; {gpu_name} is not one (vllm, sglang or llamacpp run there)"
+    return None
+
+
 def build_of(engine: str, gpu_name: str) -> str:
     """The build of `engine` that runs on the GPU named `gpu_name`, as the calibration names it: vLLM on an
     AMD Instinct GPU (a CDNA family: mi210 ... mi355x) is ROCm's ("vllm.rocm": AITER kernels, HIP graphs), whose

@@ -38,8 +38,10 @@ def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:
     """(constants, basis) for a GPU + engine: the user's calibration when one was saved, else the shipped fit."""
     consts, basis = shipped()
     name = gpu if isinstance(gpu, str) else gpu.name
-    from kvcalc.engines.kernels import build_of
+    from kvcalc.engines.kernels import build_of, gpu_refusal
 
+    if why := gpu_refusal(engine, name):  # no such deployment: the estimate says so wherever it is printed
+        basis = basis[:-1] + f"; NOT A REAL DEPLOYMENT: {why}; timed as if it were)"
     build = build_of(engine, name)
     if build != engine:  # vLLM on ROCm: its build's fixed costs in place of vLLM's (NVIDIA-fitted) ones
         from kvcalc.cost.fitting import tagged_view

@@ -44,10 +44,23 @@ class LayoutFacts(Result):
     warnings: list[str] = []
 
 
-def engine_refusal(engine: str, spec, tp: int, pp: int, ep: int, dp_attention: bool) -> str | None:  # noqa: ANN001
-    """Why `engine` does not run this layout, or None."""
+def engine_refusal(  # noqa: ANN201
+    engine: str,
+    spec,
+    tp: int,
+    pp: int,
+    ep: int,
+    dp_attention: bool,
+    gpu: str | None = None,  # noqa: ANN001
+) -> str | None:
+    """Why `engine` does not run this layout (on the GPU named `gpu`), or None."""
     if engine not in ENGINES:
         return f"unknown engine '{engine}' (known: {', '.join(ENGINES)})"
+    if gpu is not None:
+        from kvcalc.engines.kernels import gpu_refusal
+
+        if why := gpu_refusal(engine, gpu):
+            return why
     if engine == "vllm":
         from kvcalc.engines.vllm.startup import unsupported_architecture
 
@@ -157,7 +170,7 @@ def layout_facts(
     from kvcalc.plan.kv_auto import auto_kv_dtype
 
     engine = engine.lower()
-    refusal = layout_refusal = engine_refusal(engine, spec, tp, pp, ep, dp_attention)
+    refusal = layout_refusal = engine_refusal(engine, spec, tp, pp, ep, dp_attention, gpu.name)
     is_vllm = engine == "vllm" and not dp_attention and refusal is None
     kv = kv_dtype or auto_kv_dtype(spec, gpu, engine, dtype)
     length = seq or vllm_fit.default_seqs(spec, engine == "vllm")[0]

@@ -24,7 +24,11 @@ def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment
 
 def verdict(result: FitResult) -> tuple[bool, str]:
     """fit's verdict under TensorRT-LLM's pool: --batch requests of --seq tokens held at once."""
+    from kvcalc.engines.kernels import gpu_refusal
+
     where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    if why := gpu_refusal("trtllm", result.gpu):
+        return False, f"TensorRT-LLM would not start on {where}: {why}"
     held = result.max_concurrency
     pool = f"its pool of {result.kv_capacity_tokens:,} tokens (free_gpu_memory_fraction {result.gpu_util:g})"
     if held < 1:
