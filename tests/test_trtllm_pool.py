@@ -2,6 +2,8 @@
 profiling peak leave, figures derived by hand for real models, and the serving simulation and the
 planner taking it."""
 
+import json
+
 import pytest
 
 from kvcalc.cost.step import SINGLE, Deployment
@@ -64,23 +66,31 @@ def test_the_planner_counts_users_in_trtllms_pool():
     assert "TensorRT-LLM" in f.accounting and f.fits
 
 
+def _row(stdout: str) -> dict:
+    d = json.loads(stdout)
+    return d[0] if isinstance(d, list) else d
+
+
 def test_fit_with_engine_trtllm_answers_in_its_pool():
+    import kvcalc
+
     # --reserve 2GiB: the pool of the hand figure above, 14,338 blocks; 8,192-token requests take 256 each
-    r = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--seq", "8k", "--reserve", "2GiB")
-    (r,) = r if isinstance(r, list) else [r]
+    args = ("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--seq", "8k", "--reserve", "2GiB")
+    r = _row(run(*args, "--format", "json").stdout)
     assert (r["kv_capacity_tokens"], r["capacity_basis"]) == (14_338 * 32, "TensorRT-LLM 1.x")
     assert r["max_concurrency"] == pytest.approx(14_338 / 256) and r["ok"]
     assert "fits on one h100 under TensorRT-LLM 1.x (56.01x concurrency" in r["verdict"]
     # the Python API answers alike
-    import kvcalc
-
     api = kvcalc.fit("llama-3.1-8b", "h100", seq=8192, engine="trtllm", reserve="2GiB")
     assert (api.kv_capacity_tokens, api.verdict) == (r["kv_capacity_tokens"], r["verdict"])
+    # a latency goal is still decided (on the estimate), memory on the pool
+    miss = run(*args, "--tpot-ms", "1", "--format", "json")
+    verdict = _row(miss.stdout)["verdict"]
+    assert miss.exit_code == 3 and "under TensorRT-LLM 1.x (56.01x concurrency" in verdict
+    assert "but misses TPOT 1 ms" in verdict and "(estimate, trtllm)" in verdict
     # 57 such requests are more than the pool holds: one clear verdict and exit status 3
-    out = run(
-        "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--seq", "8k", "--reserve", "2GiB", "-b", "57"
-    )
-    assert out.exit_code == 3 and "DOES NOT FIT under TensorRT-LLM 1.x" in out.stdout
+    out = run(*args, "-b", "57", "--format", "json")
+    assert out.exit_code == 3 and "DOES NOT FIT under TensorRT-LLM 1.x" in _row(out.stdout)["verdict"]
 
 
 def test_fit_names_every_engine_it_knows_when_given_another():
