@@ -216,15 +216,12 @@ def fit(
     batches = as_counts_nonempty(batch, "batch")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)
-    sglang = plan_sglang.check_options(
-        engine,
-        engine_version=engine_version,
-        mem_fraction_static=mem_fraction_static,
-        chunked_prefill_size=chunked_prefill_size,
-        page_size=page_size,
-        max_running_requests=max_running_requests,
-        dp_attention=dp_attention,
-    )
+    sglang_options = dict(  # SGLang's own options, checked here and taken by its pool below
+        engine_version=engine_version, mem_fraction_static=mem_fraction_static,
+        chunked_prefill_size=chunked_prefill_size, page_size=page_size,
+        max_running_requests=max_running_requests, dp_attention=dp_attention,
+    )  # fmt: skip
+    sglang = plan_sglang.check_options(engine, **sglang_options)
     kv_given, kv = kv, kv or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     trtllm = engine is not None and str(engine).lower() == "trtllm"
     is_vllm, kv_logged, max_num_seqs, max_batched_tokens = vllm_fit.check_options(
@@ -279,9 +276,7 @@ def fit(
     for r in results if sglang else ():  # SGLang's pool decides (fit_rows gave each its verdict)
         r.sglang = plan_sglang.predict(
             spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=kv_given,
-            engine_version=engine_version, mem_fraction_static=mem_fraction_static,
-            chunked_prefill_size=chunked_prefill_size, page_size=page_size,
-            max_running_requests=max_running_requests, dp_attention=dp_attention, steps=None,
+            steps=None, **sglang_options,
         )  # fmt: skip
         r.ok, r.verdict = plan_sglang.verdict(r)
     return results[0] if len(results) == 1 else results

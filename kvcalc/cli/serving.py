@@ -229,8 +229,7 @@ def fit(
     util = utilization(efficiency, mbu, mfu)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
     spec = resolve(model, overrides).spec
-    is_sglang = sglang_fit.check_options(
-        engine,
+    sglang_options = dict(  # SGLang's own options, checked here and taken by its pool below
         engine_version=engine_version,
         mem_fraction_static=mem_fraction_static,
         chunked_prefill_size=chunked_prefill_size,
@@ -238,6 +237,7 @@ def fit(
         max_running_requests=max_running_requests,
         dp_attention=dp_attention,
     )
+    is_sglang = sglang_fit.check_options(engine, **sglang_options)
     is_trtllm = engine is not None and engine.lower() == "trtllm"
     steps: list[str] | None = [] if explain else None
     gpu_names = _gpu_names(gpu)
@@ -306,13 +306,8 @@ def fit(
                 batch=result.batch,
                 dtype=overrides.get("dtype"),
                 kv_dtype=kv_given,  # None: SGLang's auto, the model dtype
-                engine_version=engine_version,
-                mem_fraction_static=mem_fraction_static,
-                chunked_prefill_size=chunked_prefill_size,
-                page_size=page_size,
-                max_running_requests=max_running_requests,
-                dp_attention=dp_attention,
                 steps=steps,
+                **sglang_options,
             )
             result.ok, result.verdict = sglang_fit.verdict(result)
         results += rows
