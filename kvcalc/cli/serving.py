@@ -124,8 +124,9 @@ def fit(
             "--engine",
             help="vllm or sglang: the engine's own accounting and start-up figures (vllm: its refusals too); "
             "trtllm: TensorRT-LLM's pool (--gpu-util as free_gpu_memory_fraction of what weights and the "
-            "reserve leave); llamacpp: llama.cpp's buffers and which GGUF quant fits; none: the bare arithmetic with a flat "
-            "--reserve (default 2GiB). Left out: kvcalc's weights with vLLM 0.19's reserve for the layout.",
+            "reserve leave); llamacpp: llama.cpp's buffers and which GGUF quant fits; none: the bare "
+            "arithmetic with a flat --reserve (default 2GiB). Left out: kvcalc's weights with vLLM 0.19's "
+            "reserve for the layout.",
         ),
     ] = None,
     engine_version: EngineVersionOpt = None,
