@@ -127,3 +127,16 @@ def test_trtllm_has_no_build_for_amd_apple_or_gaudi():
     # fit's verdict refuses it (exit status 3, the figures still printed)
     out = run("fit", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm", "--seq", "8k")
     assert out.exit_code == 3 and "TensorRT-LLM would not start on one mi300x" in out.stdout
+
+
+def test_dp_attention_gives_every_rank_a_pool_of_its_own():
+    # enable_attention_dp: each of the 8 ranks keeps its own requests' KV in its own pool, so the replica holds
+    # 8 times one rank's (the serving simulation's limits are scaled the same way, plan/serve_report.py)
+    spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
+    one = trt.predict(spec, gpu, Deployment(tp=8, ep=8, dp_attention=True), dtype=None, kv_dtype="bf16")
+    args = ("--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine", "trtllm", "--seq", "8k")
+    r = _row(run("fit", "deepseek-v3", *args, "--reserve", "2GiB", "--format", "json").stdout)
+    assert r["kv_capacity_tokens"] == 8 * one.tokens
+    assert r["max_concurrency"] == pytest.approx(8 * one.blocks / 256)
+    facts = layout_facts(spec, gpu, tp=8, ep=8, dp_attention=True, engine="trtllm", seq=8192, kv_dtype="bf16")
+    assert facts.kv_capacity_tokens == 8 * one.tokens

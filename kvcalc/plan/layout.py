@@ -262,9 +262,9 @@ def layout_facts(
     elif engine == "trtllm" and layout_refusal is None:
         from kvcalc.engines.trtllm import pool as trt
 
-        trt_pool = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv)
-        tokens_held = trt_pool.tokens
-        concurrency = trt_pool.blocks / -(-length // trt.TOKENS_PER_BLOCK)
+        trt_pool = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv)  # one rank's; DP attention: each its own
+        tokens_held = dep.kv_ranks * trt_pool.tokens
+        concurrency = dep.kv_ranks * trt_pool.blocks / -(-length // trt.TOKENS_PER_BLOCK)
         fits = fits and concurrency >= 1
         accounting = (
             f"TensorRT-LLM's own pool (engines/trtllm): free_gpu_memory_fraction {gpu_util:g} of what the weights "

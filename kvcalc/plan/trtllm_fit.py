@@ -14,13 +14,15 @@ LABEL = "TensorRT-LLM 1.x"
 
 def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
     """The row's capacity and concurrency become TensorRT-LLM's: its pool's tokens, and the --seq requests it
-    holds at once in whole blocks of 32 tokens."""
+    holds at once in whole blocks of 32 tokens; with DP attention each of the tp ranks has a pool of its own
+    (enable_attention_dp), so the replica holds tp times one rank's."""
     from kvcalc.engines.trtllm import pool as trt
 
     p = trt.predict(
         spec, gpu, dep._replace(reserve_bytes=result.per_gpu.reserve_bytes), dtype=dtype, kv_dtype=result.kv_dtype
     )
-    adopt_engine_capacity(result, LABEL, p.tokens, p.blocks / -(-result.seq // trt.TOKENS_PER_BLOCK))
+    r = dep.kv_ranks
+    adopt_engine_capacity(result, LABEL, r * p.tokens, r * p.blocks / -(-result.seq // trt.TOKENS_PER_BLOCK))
 
 
 def verdict(result: FitResult) -> tuple[bool, str]:
