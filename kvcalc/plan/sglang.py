@@ -128,9 +128,6 @@ def verdict(result) -> tuple[bool, str]:  # noqa: ANN001
             f"DOES NOT FIT under {label}: batch {result.batch:,} x {result.seq:,} tokens exceeds the pool "
             f"({p.max_concurrency:.2f}x concurrency, max_running_requests {p.max_running_requests:,})"
         )
-    if result.fits and not result.ok:
-        return result.ok, result.verdict  # a latency goal missed (SGLang's pool decides memory, not --reserve)
-    return (
-        True,
-        f"fits on {where} under {label} ({p.max_concurrency:.2f}x concurrency for {result.seq:,}-token requests)",
-    )
+    from kvcalc.plan.fit import engine_verdict
+
+    return engine_verdict(result, label, p.max_concurrency)  # the goals as fit words them; SGLang's pool, memory

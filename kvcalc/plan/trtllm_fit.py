@@ -6,8 +6,7 @@ max_num_tokens (8,192) the same way, and its pool is free_gpu_memory_fraction (-
 from kvcalc.cost.step import Deployment
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.fit import FitResult, adopt_engine_capacity
-from kvcalc.plan.fit import verdict as plain_verdict
+from kvcalc.plan.fit import FitResult, adopt_engine_capacity, engine_verdict
 
 LABEL = "TensorRT-LLM 1.x"
 
@@ -41,9 +40,4 @@ def verdict(result: FitResult) -> tuple[bool, str]:
             f"DOES NOT FIT under {LABEL} on {where}: batch {result.batch:,} x {result.seq:,} tokens exceeds {pool}, "
             f"{held:.2f}x concurrency"
         )
-    # the latency goals as fit words them, memory decided by the pool (not by kvcalc's budget)
-    ok, text = plain_verdict(result.model_copy(update={"fits": True}))
-    head = f"fits on {where}"
-    return ok, text.replace(
-        head, f"{head} under {LABEL} ({held:.2f}x concurrency for {result.seq:,}-token requests)", 1
-    )
+    return engine_verdict(result, LABEL, held)  # the goals as fit words them; the pool decided memory
