@@ -277,7 +277,7 @@ def test_fit_grid_shows_sglang_columns():
     assert r.exit_code == 3 and "SGLang" in r.stdout and "#tokens" in r.stdout
 
 
-def test_a_latency_goal_under_sglangs_pool_is_worded_and_capped_by_the_pool():
+def test_a_latency_goal_under_sglangs_pool_is_searched_and_worded_within_the_pool():
     # Llama-3.1-70B on 4 x H100 at 8k: kvcalc's own arithmetic holds 54 requests, SGLang 0.5.5's pool 49.38;
     # TPOT 40 ms holds past both, so the goal is met up to the 49 the pool holds, not 54, and the verdict says so
     import math
@@ -288,3 +288,4 @@ def test_a_latency_goal_under_sglangs_pool_is_worded_and_capped_by_the_pool():
     assert r.sglang is not None and math.floor(r.sglang.max_concurrency) == 49 and r.max_batch == 54
     assert r.ok and "under SGLang 0.5.5 (49.38x concurrency" in r.verdict
     assert "meets TPOT 40 ms (estimate, sglang) up to batch 49; the ceiling would allow 49" in r.verdict
+    assert r.slo is not None and (r.slo.batch, r.slo.ceiling_batch) == (49, 49)  # the search stops at the pool

@@ -270,15 +270,10 @@ def fit(
         ttft_ms=ttft_ms,
         prompt=parse_count(prompt, "prompt") if prompt is not None else None,
         util=util,
-        pool="trtllm" if trtllm else None,
+        pool="sglang" if sglang else "trtllm" if trtllm else None,
+        sglang={**sglang_options, "kv_dtype": kv_given},
         estimate_engine=goal_engine(engine, ceiling),
     )
-    for r in results if sglang else ():  # SGLang's pool decides (fit_rows gave each its verdict)
-        r.sglang = plan_sglang.predict(
-            spec, gpu_spec, tp=tp, pp=pp, seq=r.seq, batch=r.batch, dtype=overrides.get("dtype"), kv_dtype=kv_given,
-            steps=None, **sglang_options,
-        )  # fmt: skip
-        r.ok, r.verdict = plan_sglang.verdict(r)
     return results[0] if len(results) == 1 else results
 
 

@@ -295,22 +295,9 @@ def fit(
             util=util,
             steps=steps,
             estimate_engine=goal_engine(engine, ceiling),
-            pool="trtllm" if is_trtllm else None,
+            pool="sglang" if is_sglang else "trtllm" if is_trtllm else None,
+            sglang={**sglang_options, "kv_dtype": kv_given},  # kv_dtype None: SGLang's auto, the model dtype
         )
-        for result in rows if is_sglang else ():  # SGLang's pool decides (fit_rows: TensorRT-LLM's its own)
-            result.sglang = sglang_fit.predict(
-                spec,
-                gpu_spec,
-                tp=n_tp,
-                pp=n_pp,
-                seq=result.seq,
-                batch=result.batch,
-                dtype=overrides.get("dtype"),
-                kv_dtype=kv_given,  # None: SGLang's auto, the model dtype
-                steps=steps,
-                **sglang_options,
-            )
-            result.ok, result.verdict = sglang_fit.verdict(result)
         results += rows
         if (tpot_ms is not None or ttft_ms is not None) and not ceiling:
             from kvcalc.cli.serve import concurrency_searches

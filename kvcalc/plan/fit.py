@@ -302,17 +302,8 @@ def verdict(result: FitResult) -> tuple[bool, str]:
 
 def engine_verdict(result: FitResult, label: str, concurrency: float) -> tuple[bool, str]:
     """fit's verdict where an engine's own pool (SGLang's, TensorRT-LLM's) has decided that --batch requests fit:
-    the latency goals worded as `verdict` words them, a goal's largest batch no more than the requests the
-    pool holds at once (the speed search stops at kvcalc's own memory arithmetic, not at the engine's pool)."""
-    held = math.floor(concurrency)
-    update: dict = {"fits": True}
-    slo = result.slo
-    if slo is not None and slo.met:
-        cap = {"batch": min(slo.batch, held)}
-        if slo.ceiling_batch is not None:
-            cap["ceiling_batch"] = min(slo.ceiling_batch, held)
-        update["slo"] = slo.model_copy(update=cap)
-    ok, text = verdict(result.model_copy(update=update))
+    the latency goals worded as `verdict` words them (their search bounded by that pool, fitrun.fit_rows)."""
+    ok, text = verdict(result.model_copy(update={"fits": True}))
     where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
     head = f"fits on {where}"
     return ok, text.replace(

@@ -4,6 +4,8 @@ start-up figures and refusal, and the latency goals."""
 
 from __future__ import annotations
 
+import math
+
 from kvcalc.plan.fit import FitResult
 
 
@@ -54,7 +56,11 @@ def fit_rows(
     steps: list[str] | None = None,
     estimate_engine: str | None = None,
     pool: str | None = None,
+    sglang: dict | None = None,
 ) -> list[FitResult]:
+    """One FitResult per (seq, batch). `pool`: "trtllm" or "sglang" (with `sglang`, SGLang's options and the
+    KV dtype given to it, None for its auto) when that engine's own pool decides memory: its capacity, the
+    verdict, and the largest batch a latency goal may reach."""
     from kvcalc.cost.fabric import node_warnings, nodes_spanned
     from kvcalc.cost.step import stages
     from kvcalc.plan import vllm_fit
@@ -140,6 +146,19 @@ def fit_rows(
                 result.vllm.startup = vllm_fit.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
                 v = result.vllm
                 adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
+            held = None  # the requests of s tokens an engine's own pool holds, where one decides memory
+            if pool == "trtllm":
+                from kvcalc.plan import trtllm_fit
+
+                trtllm_fit.adopt_pool(result, spec, gpu, dep, dtype)
+                held = math.floor(result.max_concurrency)
+            elif pool == "sglang":
+                from kvcalc.plan import sglang as sglang_fit
+
+                result.sglang = sglang_fit.predict(
+                    spec, gpu, tp=dep.tp, pp=dep.pp, seq=s, batch=b, dtype=dtype, steps=steps, **(sglang or {})
+                )
+                held = math.floor(result.sglang.max_concurrency)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:
@@ -159,12 +178,12 @@ def fit_rows(
                     dep=dep,
                     steps=steps,
                     engine=estimate_engine,  # the calibrated estimate decides the latency goals (None: the ceiling)
+                    memory_batch=held,
                 )
             result.ok, result.verdict = verdict(result)
-            if pool == "trtllm":  # TensorRT-LLM's own pool holds the requests and decides the verdict
-                from kvcalc.plan import trtllm_fit
-
-                trtllm_fit.adopt_pool(result, spec, gpu, dep, dtype)
+            if pool == "trtllm":  # the engine's own pool holds the requests and decides the verdict
                 result.ok, result.verdict = trtllm_fit.verdict(result)
+            elif pool == "sglang":
+                result.ok, result.verdict = sglang_fit.verdict(result)
             results.append(result)
     return results

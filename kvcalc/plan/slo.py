@@ -26,11 +26,13 @@ def largest_batch(
     dep: Deployment = SINGLE,
     steps: list[str] | None = None,
     engine: str | None = None,
+    memory_batch: int | None = None,
 ) -> SloResult:
     """Never refuses: when no batch meets the goals (or none fits), `met` is False and the figures
     are batch 1's, so the verdict can say by how much the goal is missed. With `engine` (and no
     mbu / mfu what-if) the calibrated estimate decides, and `ceiling_batch` says what the bound allows:
-    a ceiling can only prove a miss."""
+    a ceiling can only prove a miss. `memory_batch`: the requests an engine's own pool holds, where one decides
+    memory (SGLang's, TensorRT-LLM's), in place of kvcalc's own arithmetic (fit.max_batch)."""
     for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive, got {value:g}")
@@ -72,10 +74,9 @@ def largest_batch(
     def ok(b: int) -> bool:
         return meets(b, tpot, ttft)
 
-    best = largest_satisfying(fit.max_batch, ok)
-    ceiling_batch = (
-        largest_satisfying(fit.max_batch, lambda b: meets(b, tpot_bound, ttft_bound)) if calibrated else None
-    )
+    limit = fit.max_batch if memory_batch is None else memory_batch
+    best = largest_satisfying(limit, ok)
+    ceiling_batch = largest_satisfying(limit, lambda b: meets(b, tpot_bound, ttft_bound)) if calibrated else None
     basis = (
         f"estimate, {engine}" if calibrated else "ceiling" if util is None else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
     )
@@ -89,10 +90,10 @@ def largest_batch(
             f"{label} <= {v:g} ms" for label, v in (("TPOT", tpot_ms), ("TTFT", ttft_ms)) if v is not None
         )
         steps.append(
-            f"latency goal ({basis}, {dep.tp} x {dep.pp} GPUs): the largest batch up to {fit.max_batch:,} (memory) with "
+            f"latency goal ({basis}, {dep.tp} x {dep.pp} GPUs): the largest batch up to {limit:,} (memory) with "
             f"{goals}, by bisection: {best:,}"
         )
-        for b in dict.fromkeys(x for x in (batch, best + 1) if 1 <= x <= max(fit.max_batch, 1)):
+        for b in dict.fromkeys(x for x in (batch, best + 1) if 1 <= x <= max(limit, 1)):
             figures = [f"TPOT {fmt_seconds(tpot(b))}"] + (
                 [f"TTFT {fmt_seconds(ttft(b))}"] if ttft_ms is not None else []
             )
