@@ -255,10 +255,15 @@ def _slo_figures(slo) -> str:  # noqa: ANN001
     return ", ".join(f"{label} {value * 1e3:.2f} ms" for label, value in pairs if value is not None)
 
 
+def gpus_named(result: FitResult) -> str:
+    """The GPUs a verdict speaks of: "one h100", "4 x h100"."""
+    return f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+
+
 def verdict(result: FitResult) -> tuple[bool, str]:
     """(ok, one line): fits and meets the latency goals, or what is over or missed and by how much."""
     p = result.per_gpu
-    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    where = gpus_named(result)
     budget = f"the {fmt_bytes(p.budget_bytes)} budget ({fmt_bytes(p.capacity_bytes)} x {result.gpu_util:g})"
     start = result.vllm.startup if result.vllm else None
     if start is not None and start.refusal:
@@ -304,7 +309,7 @@ def engine_verdict(result: FitResult, label: str, concurrency: float) -> tuple[b
     """fit's verdict where an engine's own pool (SGLang's, TensorRT-LLM's) has decided that --batch requests fit:
     the latency goals worded as `verdict` words them (their search bounded by that pool, fitrun.fit_rows)."""
     ok, text = verdict(result.model_copy(update={"fits": True}))
-    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    where = gpus_named(result)
     head = f"fits on {where}"
     return ok, text.replace(
         head, f"{head} under {label} ({concurrency:.2f}x concurrency for {result.seq:,}-token requests)", 1

@@ -180,10 +180,8 @@ def fit_rows(
                     engine=estimate_engine,  # the calibrated estimate decides the latency goals (None: the ceiling)
                     memory_batch=held,
                 )
-            result.ok, result.verdict = verdict(result)
-            if pool == "trtllm":  # the engine's own pool holds the requests and decides the verdict
-                result.ok, result.verdict = trtllm_fit.verdict(result)
-            elif pool == "sglang":
-                result.ok, result.verdict = sglang_fit.verdict(result)
+            # an engine's own pool holds the requests and decides the verdict, where one does
+            judge = trtllm_fit.verdict if pool == "trtllm" else sglang_fit.verdict if pool == "sglang" else verdict
+            result.ok, result.verdict = judge(result)
             results.append(result)
     return results

@@ -260,11 +260,9 @@ def layout_facts(
         refusal = refusal or pool.refusal
         accounting = f"SGLang's own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, as the command says"
     elif engine == "trtllm" and layout_refusal is None:
-        from kvcalc.engines.trtllm import pool as trt
+        from kvcalc.plan.trtllm_fit import replica_pool
 
-        trt_pool = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv)  # one rank's; DP attention: each its own
-        tokens_held = dep.kv_ranks * trt_pool.tokens
-        concurrency = dep.kv_ranks * trt_pool.blocks / -(-length // trt.TOKENS_PER_BLOCK)
+        tokens_held, concurrency = replica_pool(spec, gpu, dep, dtype, kv, length)
         fits = fits and concurrency >= 1
         accounting = (
             f"TensorRT-LLM's own pool (engines/trtllm): free_gpu_memory_fraction {gpu_util:g} of what the weights "

@@ -114,7 +114,9 @@ def predict(
 def verdict(result) -> tuple[bool, str]:  # noqa: ANN001
     """fit's verdict under SGLang's pool: one --seq request per pool, --batch of them across the DP ranks."""
     p = result.sglang
-    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    from kvcalc.plan.fit import engine_verdict, gpus_named
+
+    where = gpus_named(result)
     label = f"SGLang {p.release}"
     if p.refusal:
         return False, f"SGLang would not start on {where}: {p.refusal}"
@@ -128,6 +130,4 @@ def verdict(result) -> tuple[bool, str]:  # noqa: ANN001
             f"DOES NOT FIT under {label}: batch {result.batch:,} x {result.seq:,} tokens exceeds the pool "
             f"({p.max_concurrency:.2f}x concurrency, max_running_requests {p.max_running_requests:,})"
         )
-    from kvcalc.plan.fit import engine_verdict
-
     return engine_verdict(result, label, p.max_concurrency)  # the goals as fit words them; SGLang's pool, memory

@@ -6,29 +6,35 @@ max_num_tokens (8,192) the same way, and its pool is free_gpu_memory_fraction (-
 from kvcalc.cost.step import Deployment
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.fit import FitResult, adopt_engine_capacity, engine_verdict
+from kvcalc.plan.fit import FitResult, adopt_engine_capacity, engine_verdict, gpus_named
 
 LABEL = "TensorRT-LLM 1.x"
 
 
-def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
-    """The row's capacity and concurrency become TensorRT-LLM's: its pool's tokens, and the --seq requests it
-    holds at once in whole blocks of 32 tokens; with DP attention each of the tp ranks has a pool of its own
-    (enable_attention_dp), so the replica holds tp times one rank's."""
+def replica_pool(
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str, seq: int
+) -> tuple[int, float]:
+    """(KV tokens, requests of `seq` tokens) TensorRT-LLM's pools hold on one replica, in whole blocks of 32 tokens;
+    with DP attention each of the tp ranks has a pool of its own (enable_attention_dp), so the replica holds tp
+    times one rank's."""
     from kvcalc.engines.trtllm import pool as trt
 
-    p = trt.predict(
-        spec, gpu, dep._replace(reserve_bytes=result.per_gpu.reserve_bytes), dtype=dtype, kv_dtype=result.kv_dtype
-    )
+    p = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype)
     r = dep.kv_ranks
-    adopt_engine_capacity(result, LABEL, r * p.tokens, r * p.blocks / -(-result.seq // trt.TOKENS_PER_BLOCK))
+    return r * p.tokens, r * p.blocks / -(-seq // trt.TOKENS_PER_BLOCK)
+
+
+def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
+    """The row's capacity and concurrency become TensorRT-LLM's, at the row's reserve (fit's, or --reserve)."""
+    dep = dep._replace(reserve_bytes=result.per_gpu.reserve_bytes)
+    adopt_engine_capacity(result, LABEL, *replica_pool(spec, gpu, dep, dtype, result.kv_dtype, result.seq))
 
 
 def verdict(result: FitResult) -> tuple[bool, str]:
     """fit's verdict under TensorRT-LLM's pool: --batch requests of --seq tokens held at once."""
     from kvcalc.engines.kernels import gpu_refusal
 
-    where = f"{result.tp * result.pp} x {result.gpu}" if result.tp * result.pp > 1 else f"one {result.gpu}"
+    where = gpus_named(result)
     if why := gpu_refusal("trtllm", result.gpu):
         return False, f"TensorRT-LLM would not start on {where}: {why}"
     held = result.max_concurrency
