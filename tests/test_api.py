@@ -197,5 +197,10 @@ def test_fits_latency_goals_decide_on_the_estimate_as_the_command_does():
     (cli,) = cli if isinstance(cli, list) else [cli]
     assert api.slo is not None and api.slo.model_dump(mode="json") == cli["slo"]
     assert api.slo.basis.startswith("estimate") and api.slo.batch < api.slo.ceiling_batch
+    # and searches closed-loop serving as the command does (it lived in the command alone once)
+    assert api.concurrency_slo is not None and api.concurrency_slo.model_dump(mode="json") == cli["concurrency_slo"]
+    assert (api.concurrency_slo.prompt, api.concurrency_slo.new) == (4096, 4096)
+    assert 1 <= api.concurrency_slo.concurrency <= api.concurrency_slo.ceiling_concurrency
     bound = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq="8k", tpot_ms=30, ceiling=True)
     assert bound.slo is not None and bound.slo.batch == api.slo.ceiling_batch and "(ceiling)" in bound.verdict
+    assert bound.concurrency_slo is None  # --ceiling: the bound alone, no estimate to serve with

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import kvcalc
 from kvcalc.cost.step import SINGLE, Deployment
 from kvcalc.engines.trtllm import pool as trt
 from kvcalc.model.presets import get_gpu, get_model
@@ -124,6 +125,15 @@ def test_trtllm_has_no_build_for_amd_apple_or_gaudi():
     for args in (("generate", "--concurrency", "8"), ("generate",)):
         d = run_json(args[0], "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm", *args[1:])
         assert "NOT A REAL DEPLOYMENT: TensorRT-LLM runs on NVIDIA GPUs only" in d["estimate"]["basis"], args
+    # and the bound alone (--ceiling: no estimate, no basis) carries it as a warning, CLI and API alike
+    for args in (("generate", "--concurrency", "8"), ("generate",), ("roofline",)):
+        d = run_json(args[0], "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm", "--ceiling", *args[1:])
+        assert "estimate" not in d or d["estimate"] is None, args
+        assert any("not a real deployment: TensorRT-LLM runs on NVIDIA GPUs only" in w for w in d["warnings"]), args
+        on_h100 = run_json(args[0], "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--ceiling", *args[1:])
+        assert not any("real deployment" in w for w in on_h100["warnings"]), args
+    for call in (kvcalc.generate, kvcalc.roofline):
+        assert "NVIDIA GPUs only" in " ".join(call("llama-3.1-8b", "mi300x", engine="trtllm", ceiling=True).warnings)
     # fit's verdict refuses it (exit status 3, the figures still printed)
     out = run("fit", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm", "--seq", "8k")
     assert out.exit_code == 3 and "TensorRT-LLM would not start on one mi300x" in out.stdout

@@ -121,7 +121,7 @@ def roofline(
     mbu / mfu) a what-if beside each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling.
     kv_dtype None: what the engine caches in when given none (plan/kv_auto.py)."""
     from kvcalc.cost.roofline import roofline_report
-    from kvcalc.plan.calibration import calibration_for
+    from kvcalc.plan.calibration import calibration_for, refusal_warnings
     from kvcalc.plan.deploy import utilization
 
     batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
@@ -152,6 +152,8 @@ def roofline(
         )  # fmt: skip
         for g, d in zip(gpus, deps)
     ]
+    for r in results:
+        r.warnings += refusal_warnings(engine, r.gpu)
     return results[0] if len(results) == 1 else results
 
 
@@ -331,7 +333,7 @@ def generate(
     if concurrency is not None or rate is not None:
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed), steady_state, range_ratio)  # fmt: skip
-    return generate_report(
+    result = generate_report(
         spec,
         gpu_spec,
         batch=as_count(batch, "batch"),
@@ -345,6 +347,10 @@ def generate(
         dep=dep,
         engine=None if what_if or ceiling else engine,  # static_estimate checks the name
     )
+    from kvcalc.plan.calibration import refusal_warnings
+
+    result.warnings += refusal_warnings(engine, gpu_spec.name)
+    return result
 
 
 def _serve(

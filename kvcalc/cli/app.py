@@ -225,7 +225,7 @@ def roofline(
     says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util.
     """
     from kvcalc.cost.roofline import roofline_report
-    from kvcalc.plan.calibration import calibration_for
+    from kvcalc.plan.calibration import calibration_for, refusal_warnings
     from kvcalc.plan.deploy import deployment, ranks, utilization
     from kvcalc.present.render import roofline_sheet
 
@@ -284,6 +284,7 @@ def roofline(
                 calibration=calibration_for(g, est_engine),
             )  # fmt: skip
         )
+        results[-1].warnings += refusal_warnings(engine, g.name)
         if not every:  # the same rows again, for their arithmetic alone
             roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
     _emit(

@@ -173,6 +173,10 @@ def generate(
                 spec, gpu_spec, **args, compute_dtype=compute, mbu=util[0], mfu=util[1], steps=steps, dep=dep
             )
         )
+    from kvcalc.plan.calibration import refusal_warnings
+
+    for r in results:
+        r.warnings += refusal_warnings(engine, gpu_spec.name)
     payload = results[0].model_dump(mode="json")
     if util:
         payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu

@@ -126,19 +126,3 @@ def _csv(r) -> dict:  # noqa: ANN001
             else:
                 row[f"estimate_{k}"] = v
     return row
-
-
-def concurrency_searches(results, spec, gpu_spec, dep, prompt, tpot_ms, ttft_ms, engine, overrides, kv) -> None:  # noqa: ANN001
-    """fit --tpot-ms/--ttft-ms: the largest closed-loop concurrency meeting the goals, once per --seq,
-    requests of --prompt (default half of --seq) + the rest of --seq tokens."""
-    from kvcalc.plan.serve_search import largest_concurrency
-
-    found: dict[int, object] = {}
-    for r in results:
-        if r.seq not in found:
-            p = prompt if prompt is not None and prompt < r.seq else max(r.seq // 2, 1)
-            found[r.seq] = largest_concurrency(
-                spec, gpu_spec, dep, prompt=p, new=max(r.seq - p, 1), tpot_ms=tpot_ms, ttft_ms=ttft_ms,
-                engine=engine or "vllm", dtype=overrides.get("dtype"), kv_dtype=kv,
-            )  # fmt: skip
-        r.concurrency_slo = found[r.seq]

@@ -299,14 +299,6 @@ def fit(
             sglang={**sglang_options, "kv_dtype": kv_given},  # kv_dtype None: SGLang's auto, the model dtype
         )
         results += rows
-        if (tpot_ms is not None or ttft_ms is not None) and not ceiling:
-            from kvcalc.cli.serve import concurrency_searches
-
-            prompt_tokens = parse_count(prompt, "--prompt") if prompt is not None else None
-            search_engine = engine if engine in ("sglang", "trtllm", "llamacpp") else "vllm"
-            concurrency_searches(
-                rows, spec, gpu_spec, dep, prompt_tokens, tpot_ms, ttft_ms, search_engine, overrides, kv
-            )
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]
     _emit(fmt, _dump(results), sheets, [_fit_csv_row(r) for r in results], steps)
 

@@ -34,6 +34,15 @@ def user_file(gpu: str, engine: str) -> Path:
     return user_dir() / "calibration" / f"{gpu}--{engine}.json"
 
 
+def refusal_warnings(engine: str | None, gpu_name: str) -> list[str]:
+    """The warning a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal):
+    its figures, ceiling or estimate, are for a deployment that cannot be made."""
+    from kvcalc.engines.kernels import gpu_refusal
+
+    why = gpu_refusal(engine, gpu_name) if engine else None
+    return [f"not a real deployment: {why}"] if why else []
+
+
 def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:
     """(constants, basis) for a GPU + engine: the user's calibration when one was saved, else the shipped fit."""
     consts, basis = shipped()

@@ -184,4 +184,22 @@ def fit_rows(
             judge = trtllm_fit.verdict if pool == "trtllm" else sglang_fit.verdict if pool == "sglang" else verdict
             result.ok, result.verdict = judge(result)
             results.append(result)
+    if goals and estimate_engine is not None:
+        concurrency_searches(results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, estimate_engine, dtype, kv_dtype)
     return results
+
+
+def concurrency_searches(results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype) -> None:  # noqa: ANN001
+    """fit's latency goals under closed-loop serving: the largest concurrency meeting them on the engine's
+    estimate (plan/serve_search), once per seq, requests of `prompt` (default half the seq) + the rest."""
+    from kvcalc.plan.serve_search import largest_concurrency
+
+    found: dict[int, object] = {}
+    for r in results:
+        if r.seq not in found:
+            p = prompt if prompt is not None and prompt < r.seq else max(r.seq // 2, 1)
+            found[r.seq] = largest_concurrency(
+                spec, gpu, dep, prompt=p, new=max(r.seq - p, 1), tpot_ms=tpot_ms, ttft_ms=ttft_ms,
+                engine=engine, dtype=dtype, kv_dtype=kv_dtype,
+            )  # fmt: skip
+        r.concurrency_slo = found[r.seq]

@@ -314,7 +314,9 @@ def serve_report(
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     run = runner(load, limits)  # a closed loop is scheduled once, for the ceiling, the estimate and its interval
     top = ceiling_stats(ceiling, load, limits, run)
-    warnings = []
+    from kvcalc.plan.calibration import refusal_warnings
+
+    warnings = refusal_warnings(engine, gpu.name)
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
     result = ServeResult(
