@@ -12,6 +12,11 @@ Provenance of the fixtures in tests/fixtures/configs/:
   (HunyuanTestFixtures.hunyuanA13BMoEConfigJSON; repository not named by the index).
 - cohere2-pattern.json: CohereForAI/c4ai-command-r7b-12-2024's shape (32 layers, 8 KV heads x 128,
   sliding_window 4096, sliding_window_pattern 4, no layer_types), written by hand: the issue's example.
+- exaone4-defaults.json / exaone4-lllg.json: EXAONE-4.0-1.2B's shape (30 layers, 8 KV heads x 64), no
+  layer_types, written by hand: Exaone4Config's sliding_window 4096 / sliding_window_pattern 4 by default, or
+  the pattern spelled "LLLG".
+- qwen3-vl-no-head-dim.json: Qwen3-VL-2B's text shape (28 layers, 8 KV heads, hidden 2048 / 16 heads) with
+  head_dim left out, written by hand: Qwen3VLTextConfig's head_dim is 128, not 2048 / 16.
 - bart-large.json: facebook/bart-large's dimensions (BartConfig's defaults are bart-large).
 - t5-encdec.json / whisper-encdec.json: t5-small's and whisper-tiny's dimensions, written by hand.
 """
@@ -36,6 +41,12 @@ CASES = [
     # 2 x 8 x 128 x 2 B = 4,096 B per layer per token. At 128k: 8 x 4,096 x 131,072 + 24 x 4,096 x 4,096
     # = 4 GiB + 384 MiB = 4.375 GiB (the issue's figure; every layer sliding gave 512 MiB).
     ("cohere2-pattern", 8192, 8 * 4096 * 8192 + 24 * 4096 * 4096, 131072, 4_697_620_480),
+    # EXAONE 4 without layer_types: layer i is full when (i + 1) % 4 == 0 -> 7 full + 23 sliding (W 4,096);
+    # 2 x 8 x 64 x 2 B = 2,048 B per layer per token (all 30 full would be 61,440 B x S). "LLLG" alike.
+    ("exaone4-defaults", 8192, 7 * 2048 * 8192 + 23 * 2048 * 4096, 65536, 7 * 2048 * 65536 + 23 * 2048 * 4096),
+    ("exaone4-lllg", 8192, 7 * 2048 * 8192 + 23 * 2048 * 4096, 1000, 30 * 2048 * 1000),
+    # Qwen3-VL text without head_dim: 28 layers x 2 x 8 x 128 x 2 B = 114,688 B per token (64 would halve it)
+    ("qwen3-vl-no-head-dim", 8192, 28 * 4096 * 8192, 1000, 28 * 4096 * 1000),
     # Nemotron 3 Nano: '*' x 6 of 52 blocks; 2 KV heads x head_dim 128 -> 1,024 B per layer per token
     ("nemotron3-nano-30b-a3b", 1000, 6 * 1024 * 1000, 131072, 6 * 1024 * 131072),
     # LFM2 (text of LFM2.5-VL-1.6B): 6 full_attention of 16; 8 KV heads x 64 (2048 / 32) -> 2,048 B

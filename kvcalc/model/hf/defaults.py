@@ -49,6 +49,8 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     # Qwen3Config's head_dim is 128, not hidden_size / heads (Qwen3-4B: 2560 / 32 = 80).
     "qwen2": {"tie_word_embeddings": False, "max_window_layers": 28},
     "qwen3": {"tie_word_embeddings": False, "max_window_layers": 28, "head_dim": 128},
+    # Qwen3VLTextConfig (a Qwen3-VL config's text_config) has Qwen3's head_dim of 128 too.
+    "qwen3_vl_text": {"head_dim": 128},
     "qwen2_moe": {"tie_word_embeddings": False},
     "qwen3_moe": {"tie_word_embeddings": False},
     # Qwen3NextConfig / Qwen3_5TextConfig: without layer_types, every 4th layer is full attention.
@@ -68,6 +70,9 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "nemotron_h": {"tie_word_embeddings": False},
     "chatglm": {"tie_word_embeddings": False},
     "qwen": {"tie_word_embeddings": False},
+    # Exaone4Config (transformers 5.25): sliding_window 4096 and, without layer_types, every 4th layer full
+    # attention (sliding_window_pattern 4, or spelled out as "LLLG").
+    "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4},
     # Cohere2Config: sliding_window 4096; without layer_types every 4th layer is full attention.
     "cohere2": {"tie_word_embeddings": True, "sliding_window": 4096, "sliding_window_pattern": 4},
     # GraniteMoeHybridConfig.__init__ defaults (granite-4.0-h).

@@ -58,11 +58,14 @@ def sliding_pattern(cfg: Config, model_type: str, layers: int, known_type: bool)
     if model_type in ("gemma3_text", "cohere2") or cfg.get("sliding_window_pattern") is not None:
         # Gemma3Config and Cohere2Config derive layer_types alike: layer i is full attention when
         # (i + 1) % sliding_window_pattern == 0, sliding otherwise.
-        every = cfg.int_field("sliding_window_pattern", "_sliding_window_pattern", default=6)
-        return [
-            LayerRun() if (i + 1) % every == 0 else LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win))
-            for i in range(layers)
-        ]
+        # Exaone4Config also takes the pattern spelled out ("LLLG": three local layers, then a global one).
+        spelled = cfg.get("sliding_window_pattern")
+        if isinstance(spelled, str) and spelled and set(spelled.upper()) <= {"L", "G"}:
+            local = [spelled[i % len(spelled)].upper() == "L" for i in range(layers)]
+        else:
+            every = cfg.int_field("sliding_window_pattern", "_sliding_window_pattern", default=6)
+            local = [(i + 1) % every != 0 for i in range(layers)]
+        return [LayerRun(kind=LayerKind.SLIDING, window_tokens=window(cfg, win)) if s else LayerRun() for s in local]
     if model_type in QWEN_SLIDE or cfg.get("use_sliding_window") is not None:
         if cfg.get("use_sliding_window") and win:
             first = cfg.get("max_window_layers", default=layers)
