@@ -201,8 +201,9 @@ def names_for(points) -> list[str]:
     if any(p.sf.decode.stage_bytes[0][6] for p in points):
         names += [f"moe_layer_s.{e}" for e in engines]
         names += [f"moe_prefill_expert_s.{e}" for e in engines]
-    if any(p.sf.decode.index_layers for p in points):  # DeepSeek Sparse Attention's indexer kernels
-        names += [f"index_layer_s.{e}" for e in engines]
+    # DeepSeek Sparse Attention's indexer kernels: fitted for the engines whose points run them; the others
+    # take the shared value (the fitted engines' mean), the same DeepGEMM / FlashMLA kernels.
+    names += [f"index_layer_s.{e}" for e in sorted({p.engine for p in points if p.sf.decode.index_layers})]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
     a2a = sorted({p.sf.decode.link for p in points if p.sf.decode.a2a[0]})  # expert parallelism's all-to-all
     names += [f"a2a_alpha_s.{k}" for k in a2a] + [f"a2a_bw_eff.{k}" for k in a2a]

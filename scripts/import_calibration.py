@@ -31,9 +31,9 @@ HOLDOUT = ROOT / "benchmarks" / "holdout" / "points.csv"
 # TTFT under load and throughput got worse (17.9% -> 19.8%, 35.2% -> 40.8%, 23.1% -> 30.5%; TTFT at a fixed
 # batch and static totals better, 40.2% -> 35.6% and 50.6% -> 47.1%); the Falcon rows carry TensorRT-LLM 0.9's GQA decode, which read each KV head once per query head
 # (docs/speed.md, "Not modelled"); those figures predate reading each aiconfigurator run once. GLM-5's
-# aiconfigurator rows (SGLang, 58 runs) joined them when DeepSeek Sparse Attention was modelled: held out, they
-# check that model on runs the fit never saw.
-HELD_OUT_MODELS = ("gpt-j-6b", "falcon-180b", "glm-5")
+# aiconfigurator rows (SGLang, 58 runs) were held out with them from DeepSeek Sparse Attention's modelling to
+# 2026-12-03; they now fit its indexer's cost (index_layer_s), the only DSA runs there are.
+HELD_OUT_MODELS = ("gpt-j-6b", "falcon-180b")
 # NOTE: llama.cpp's speed moved with its builds: CUDA graphs for batch-1 decode (PR #6766, May 2024) and
 # int8 tensor-core MMQ for quantized prompts (PRs #7676 / #7860, June 2024), then fused kernels. These
 # sources' llama-bench runs are 2023 and May 2024 snapshots (the README's "snapshots in May 2024", MLC's
@@ -370,10 +370,11 @@ def write_rows(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def write_held_out(held: list[dict]) -> None:
-    """The held-out set's rows of HELD_OUT_MODELS replaced by `held`; its other rows kept as they are."""
+def write_held_out(held: list[dict], fitted: set[str]) -> None:
+    """The held-out set's rows of HELD_OUT_MODELS replaced by `held`; its other rows kept as they are, less
+    those the fit now reads (ids in `fitted`: a model taken off HELD_OUT_MODELS moves to the calibration)."""
     with open(HOLDOUT, newline="") as fh:
-        kept = [r for r in csv.DictReader(fh) if r["model"] not in HELD_OUT_MODELS]
+        kept = [r for r in csv.DictReader(fh) if r["model"] not in HELD_OUT_MODELS and r["id"] not in fitted]
     write_rows(HOLDOUT, kept + held)
 
 
@@ -399,7 +400,7 @@ def main() -> int:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     write_rows(OUT, rows)
     print(f"{len(rows)} points -> {OUT.relative_to(ROOT)}")
-    write_held_out(held)
+    write_held_out(held, {r["id"] for r in rows})
     print(f"  held out {len(held)}: {', '.join(HELD_OUT_MODELS)} -> {HOLDOUT.relative_to(ROOT)}")
     for why, n in skipped.most_common():
         print(f"  skipped {n}: {why}")

