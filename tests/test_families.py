@@ -17,6 +17,10 @@ Provenance of the fixtures in tests/fixtures/configs/:
   the pattern spelled "LLLG".
 - qwen3-vl-no-head-dim.json: Qwen3-VL-2B's text shape (28 layers, 8 KV heads, hidden 2048 / 16 heads) with
   head_dim left out, written by hand: Qwen3VLTextConfig's head_dim is 128, not 2048 / 16.
+- gemma3n-e4b.json: Gemma 3n E4B's text shape (35 layers, 2 KV heads x 256, window 512, the last 15 layers
+  sharing K and V), no layer_types, written by hand from Gemma3nTextConfig.
+- gemma4-kv-shared.json: a 10-layer Gemma 4 with E2B's kind of KV sharing (the last 4 layers reuse earlier K and
+  V) and double-wide MLPs on them, written by hand.
 - bart-large.json: facebook/bart-large's dimensions (BartConfig's defaults are bart-large).
 - t5-encdec.json / whisper-encdec.json: t5-small's and whisper-tiny's dimensions, written by hand.
 """
@@ -47,6 +51,12 @@ CASES = [
     ("exaone4-lllg", 8192, 7 * 2048 * 8192 + 23 * 2048 * 4096, 1000, 30 * 2048 * 1000),
     # Qwen3-VL text without head_dim: 28 layers x 2 x 8 x 128 x 2 B = 114,688 B per token (64 would halve it)
     ("qwen3-vl-no-head-dim", 8192, 28 * 4096 * 8192, 1000, 28 * 4096 * 1000),
+    # Gemma 3n E4B: full when (i + 1) % 5 == 0; the last 15 layers reuse K and V, so layers 0-19 hold it: 4 full +
+    # 16 sliding (W 512), 2 x 2 x 256 x 2 B = 2,048 B each per token
+    ("gemma3n-e4b", 8192, 4 * 2048 * 8192 + 16 * 2048 * 512, 32768, 4 * 2048 * 32768 + 16 * 2048 * 512),
+    # the Gemma 4 sketch: layers 0-5 hold K and V (5 sliding, 1 x 256 x 2 = 512 elements; 1 full at global_head_dim
+    # 512 -> 1,024), layers 6-9 share: 2 B x (1,024 x S + 5 x 512 x 512)
+    ("gemma4-kv-shared", 8192, 2 * (1024 * 8192 + 5 * 512 * 512), 100, 2 * (1024 * 100 + 5 * 512 * 100)),
     # Nemotron 3 Nano: '*' x 6 of 52 blocks; 2 KV heads x head_dim 128 -> 1,024 B per layer per token
     ("nemotron3-nano-30b-a3b", 1000, 6 * 1024 * 1000, 131072, 6 * 1024 * 131072),
     # LFM2 (text of LFM2.5-VL-1.6B): 6 full_attention of 16; 8 KV heads x 64 (2048 / 32) -> 2,048 B
@@ -512,3 +522,22 @@ def test_glm5_without_index_topk_is_refused(tmp_path):
     result = run("cache", _write(tmp_path, config))
     assert result.exit_code == 1
     assert "needs index_n_heads, index_head_dim and index_topk beside MLA's kv_lora_rank" in result.stderr
+
+
+def test_kv_sharing_layers_hold_no_cache_and_gemma4_doubles_their_mlps():
+    # Gemma4TextConfig.kv_sharing_modes: the last num_kv_shared_layers layers "reuse"; use_double_wide_mlp
+    # makes their MLPs 2 x intermediate_size (Gemma4TextMLP); vLLM gives them no KV cache spec of their own
+    from kvcalc.model.hf.reader import spec_from_config
+
+    raw = json.loads((CONFIGS / "gemma4-kv-shared.json").read_text())
+    layers = spec_from_config(raw, "g", "gemma4-kv-shared.json").expanded_layers()
+    assert [r.kv_shared for r in layers] == [False] * 6 + [True] * 4
+    assert [r.intermediate_size for r in layers[6:]] == [2 * 6144] * 4 and layers[0].intermediate_size in (None, 6144)
+    served = run_json("generate", str(CONFIGS / "gemma4-kv-shared.json"), "--gpu", "l4", "--concurrency", "8")
+    assert served["estimate"]["tpot_s"] > served["tpot_s"] > 0
+    for bad, why in (
+        ({"num_kv_shared_layers": 10}, "leaves none"),
+        ({"model_type": "llama", "global_head_dim": None}, "KV sharing across layers"),
+    ):
+        with pytest.raises(Exception, match=why):
+            spec_from_config({**raw, **bad}, "g", "x.json")

@@ -136,7 +136,9 @@ def _one(
     all_layers_bytes = 0  # one token over every attention layer
     mamba_layers, mamba_state = 0, 0
     for run, n in spec.layer_groups():
-        if run.kind in (LayerKind.CROSS,):
+        # NOTE: a layer reading another's K and V (kv_sharing_target_layer_name: Hunyuan's CLA, Gemma 3n / 4's
+        # last layers) has no KV cache spec of its own (get_kv_cache_spec skips it).
+        if run.kind in (LayerKind.CROSS,) or run.kv_shared:
             continue
         if run.kind == LayerKind.STATELESS:
             if run.state_bytes:

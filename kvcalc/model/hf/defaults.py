@@ -40,6 +40,22 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 131072,
         "hidden_size_per_layer_input": 256,
     },
+    # Gemma3nTextConfig (transformers 5.25): without layer_types every 5th layer is full attention; the last
+    # num_kv_shared_layers layers reuse earlier K and V (reader._kv_shared_tail).
+    "gemma3n_text": {
+        "vocab_size": 262400,
+        "hidden_size": 2048,
+        "intermediate_size": 16384,
+        "num_hidden_layers": 35,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "sliding_window": 512,
+        "num_kv_shared_layers": 15,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+        "hidden_size_per_layer_input": 256,
+    },
     "gemma2": {"head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True},
     "gemma": {"head_dim": 256, "tie_word_embeddings": True},
     "llama": {"tie_word_embeddings": False},

@@ -67,4 +67,6 @@ def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
     value = cfg.get("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     if value is None:
         return 4 * hidden if model_type in UNGATED else None
+    if isinstance(value, list) and value and len(set(value)) == 1 and isinstance(value[0], int) and value[0] > 0:
+        return value[0]  # Gemma3nTextConfig: one width per layer, all alike in its checkpoints
     return cfg.int_field("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")

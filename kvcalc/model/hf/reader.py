@@ -119,6 +119,9 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     if types is None and isinstance(interval, int) and interval > 0:
         # Qwen3-Next: every `interval`-th layer is full attention, the rest linear attention.
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if types is None and model_type == "gemma3n_text":
+        # Gemma3nTextConfig: layer i is full attention when (i + 1) % 5 == 0, sliding otherwise.
+        types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(layers)]
     if types is None and model_type == "afmoe":
         # AfmoeConfig: layer i is full attention when (i + 1) % global_attn_every_n_layers == 0.
         every = cfg.int_field("global_attn_every_n_layers")
@@ -154,6 +157,24 @@ def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> li
     if any(r.kind != LayerKind.FULL for r in base):
         raise cfg.refuse("use_cla with windowed or hybrid layers is not read")
     return [r.model_copy(update={"kv_shared": i % factor != 0}) for i, r in enumerate(base)]
+
+
+def _kv_shared_tail(cfg: Config, model_type: str, runs: list[LayerRun], layers: int, inter: int) -> list[LayerRun]:
+    """Gemma 3n / Gemma 4 (their configs' kv_sharing_modes): the last num_kv_shared_layers layers "reuse" the K and
+    V of the last earlier layer of their own type, with no k/v projections and no cache of their own (vLLM
+    gemma3n.py / gemma4.py: kv_sharing_target_layer_name); under Gemma 4's use_double_wide_mlp their MLPs are
+    twice as wide."""
+    shared = cfg.int_field("num_kv_shared_layers")
+    if shared >= layers:
+        raise cfg.refuse(f"num_kv_shared_layers {shared} leaves none of the {layers} layers to hold K and V")
+    base = runs or [LayerRun()] * layers
+    first = layers - shared
+    if {r.kind for r in base[first:]} - {r.kind for r in base[:first]} or any(
+        not r.kind.self_head_kv for r in base[first:]
+    ):
+        raise cfg.refuse("num_kv_shared_layers: a sharing layer has no earlier layer of its own kind to read from")
+    wide = {"intermediate_size": 2 * inter} if model_type == "gemma4_text" and cfg.get("use_double_wide_mlp") else {}
+    return [r if i < first else r.model_copy(update={"kv_shared": True, **wide}) for i, r in enumerate(base)]
 
 
 def _state_dtypes(cfg: Config, model_type: str) -> StateDtypes:
@@ -322,6 +343,10 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields.update(hf_mla.mla_fields(cfg))
     if cfg.get("use_cla"):
         fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
+    if cfg.get("num_kv_shared_layers"):
+        fields["layer_pattern"] = _kv_shared_tail(
+            cfg, model_type, fields["layer_pattern"], layers, fields["intermediate_size"]
+        )
     ck = fields.get("checkpoint")
     if isinstance(raw.get("vision_config"), dict) and str(raw.get("model_type")) != "mllama":
         fields["description"] = (

@@ -5,6 +5,10 @@ from __future__ import annotations
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.hf.moe import leading_dense
 
+# Gemma3nTextConfig / Gemma4TextConfig: the last num_kv_shared_layers layers reuse an earlier layer's K and V
+# (reader._kv_shared_tail).
+KV_SHARING_TYPES = ("gemma3n_text", "gemma4_text")
+
 
 def refuse_unread(cfg: Config, model_type: str) -> None:
     """Fields whose effect on the cache kvcalc does not model: refuse rather than guess."""
@@ -86,8 +90,8 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "have their own KV shape) are not read",
             hint="its cache is not estimated, rather than guessed",
         )
-    if cfg.get("num_kv_shared_layers"):
-        raise cfg.refuse("num_kv_shared_layers (Gemma 3n's KV sharing across layers) is not read")
+    if cfg.get("num_kv_shared_layers") and model_type not in KV_SHARING_TYPES:
+        raise cfg.refuse(f"num_kv_shared_layers (KV sharing across layers) in a '{model_type}' config is not read")
     if cfg.get("linear_attn_config") or model_type == "kimi_linear":
         raise cfg.refuse("Kimi Linear's KDA linear attention is not read")
     attn_types = cfg.get("attn_type_list")
@@ -239,6 +243,8 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     doubts += [
         f"{key} (one value per layer) is not read"
         for key in unread_per_layer(cfg)
-        if f"{key} is not read" not in doubts and not (key == "moe_layers" and model_type == "llama4_text")
+        if f"{key} is not read" not in doubts
+        and not (key == "moe_layers" and model_type == "llama4_text")
+        and not (key == "intermediate_size" and len({str(v) for v in cfg.get(key)}) == 1)  # read: all alike
     ]
     return doubts
