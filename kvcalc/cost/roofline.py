@@ -99,12 +99,16 @@ def _row(
     comm: float,
     fits: bool,
     util: tuple[float, float] | None = None,
+    prompt: bool = False,
 ) -> RooflineRow:
     """A step from each stage's (weight bytes, KV bytes, state bytes, FLOPs) on one GPU: the stages
-    run one after another, each at max(memory, compute), plus the communication on the critical path."""
+    run one after another, each at max(memory, compute), plus the communication on the critical path.
+    A `prompt` over pp > 1 stages is bounded by its busiest stage alone: fed in chunks (vLLM's token budget,
+    several requests' prompts), every stage works at once, so the sum would be no bound."""
     times = [stage_seconds(gpu, compute_dtype, w + k + r, f) for w, k, r, f in per_stage]
     memory_s, compute_s = sum(m for m, _ in times), sum(c for _, c in times)
-    step = sum(max(m, c) for m, c in times) + comm
+    over = max if prompt else sum
+    step = over(max(m, c) for m, c in times) + comm
     # Per GPU: the stage that moves the most bytes (all of them when pp is 1).
     weight, kv, state, flops = max(per_stage, key=lambda t: t[0] + t[1] + t[2])
     row = RooflineRow(
@@ -124,7 +128,7 @@ def _row(
         fits=fits,
     )
     if util is not None:
-        est = sum(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
+        est = over(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
         row.estimate_step_seconds, row.estimate_tokens_per_s = est, batch / est
     return row
 
@@ -188,9 +192,8 @@ def prefill_row(
         for st in staged
     ]
     fit = memory_fit(gpu, dep, staged, batch, prompt, kv_dtype)
-    return _row(
-        gpu, compute_dtype, batch, prompt, per_stage, comm_seconds(spec, dep, batch * prompt, dtype), fit.fits, util
-    )
+    comm = comm_seconds(spec, dep, batch * prompt, dtype)
+    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm, fit.fits, util, prompt=True)
 
 
 def _explain_decode(

@@ -58,11 +58,13 @@ def static_estimate(
         from kvcalc.errors import UsageError
 
         raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
-    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk, prompt_chunks_overlap
 
     c, basis = constants_for(gpu, engine)
     gpu, chunk = gpu_as_run_by(gpu, engine), prompt_chunk(engine)
-    sf = setup_features(spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype, chunk)
+    sf = setup_features(
+        spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype, chunk, overlap=prompt_chunks_overlap(engine)
+    )
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")
     plo, phi = _factors(c, "prefill")

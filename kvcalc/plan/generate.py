@@ -399,11 +399,13 @@ def _explain(
     n = max(new - 1, 0)
     mbu, mfu = util
 
-    def terms(r, what: str) -> str:  # noqa: ANN001
+    def terms(r, what: str, prompt: bool = False) -> str:  # noqa: ANN001
         mem, comp = fmt_seconds(r.memory_seconds / mbu), fmt_seconds(r.compute_seconds / mfu)
         if fit.stages > 1:
-            # Stages run one after another: each stage's max, summed (memory and compute shown summed).
-            return f"sum over {fit.stages} stages of max(bytes / (bandwidth x {mbu:g}), FLOPs / (peak x {mfu:g})); memory {mem}, compute {comp} in all"
+            # Decode stages run one after another (each stage's max, summed); a prompt fed in chunks keeps
+            # every stage busy at once, so its bound is the busiest stage's (memory and compute shown summed).
+            how = "the busiest" if prompt else "sum over"
+            return f"{how} of {fit.stages} stages of max(bytes / (bandwidth x {mbu:g}), FLOPs / (peak x {mfu:g})); memory {mem}, compute {comp} in all"
         return (
             f"max({r.weight_bytes + r.kv_bytes + r.state_bytes:,} B / (bandwidth x {mbu:g}) = {mem}, {r.flops:,} FLOPs{what} / "
             f"(peak x {mfu:g}) = {comp})"
@@ -412,7 +414,7 @@ def _explain(
     comm_text = f" + communication {fmt_seconds(pre.comm_seconds)}" if pre.comm_seconds else ""
     steps.append(
         f"[{basis}] prefill of {batch:,} x {prompt:,} tokens, per GPU: "
-        + terms(pre, " (every prompt token through the layers, the LM head for the last one only)")
+        + terms(pre, " (every prompt token through the layers, the LM head for the last one only)", prompt=True)
         + f"{comm_text}: TTFT = {fmt_seconds(ttft)}"
     )
     steps += [f"[{basis}] per decode step: " + line.strip() for line in comm_lines_for]
