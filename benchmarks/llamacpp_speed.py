@@ -74,7 +74,7 @@ def path_figure(r: dict[str, str], c: dict[str, float], dtype: str) -> float:
     spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), "llamacpp")
     dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
     setup = Setup(batch=1, concurrency=None, prompt=int(r["prompt"]), new=int(r["new"]))
-    sf = setup_features(spec, gpu, dep, setup, dtype, r["kv_dtype"], 512, SCORES, overlap=False)
+    sf = setup_features(spec, gpu, dep, setup, dtype, r["kv_dtype"], 512, SCORES)
     return predict(sf, r["metric"], c, r["engine"])
 
 
@@ -95,7 +95,7 @@ def refit(rows: list[dict[str, str]], c: dict[str, float]) -> None:
             spec, gpu = get_model(r["model"]), gpu_as_run_by(get_gpu(r["gpu"]), "llamacpp")
             dep = Deployment(tp=1, pp=int(r["pp"]), link=link_for(gpu))
             setup = Setup(1, None, int(r["prompt"]), int(r["new"]))
-            sf = setup_features(spec, gpu, dep, setup, dtype, "bf16", 512, SCORES, overlap=False)
+            sf = setup_features(spec, gpu, dep, setup, dtype, "bf16", 512, SCORES)
             pts.append((r["gpu"], Point(sf, r["engine"], r["metric"], float(r["value"]))))
         inside = fit([p for _, p in pts], c, NAMES)
         held: dict[int, float] = {}

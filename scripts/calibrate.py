@@ -116,7 +116,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     from kvcalc.cost.fitting import Point, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
-    from kvcalc.engines.kernels import engine_of, gpu_as_run_by, prompt_chunk, prompt_chunks_overlap
+    from kvcalc.engines.kernels import engine_of, gpu_as_run_by, prompt_chunk
     from kvcalc.model.presets import get_gpu, get_model
     from kvcalc.plan.serve_fit import run_features
 
@@ -146,9 +146,7 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
                 if simulated:
                     cache[key] = run_features(spec, gpu, dep, setup, engine=engine, dtype=dtype, kv_dtype=kv)
                 else:
-                    cache[key] = setup_features(
-                        spec, gpu, dep, setup, dtype, kv, chunk, scores_of(engine), prompt_chunks_overlap(engine)
-                    )
+                    cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk, scores_of(engine))
             except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted
                 cache[key] = e
             families[key] = gpu_family(gpu)

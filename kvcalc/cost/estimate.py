@@ -10,13 +10,14 @@ measurements by scripts/calibrate.py; plan/calibration.py reads them and callers
   kv_eff[family]) plus a per-attention-layer floor;
 - compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` rows
   (a routed expert's rows are its share of the tokens, tokens x top-k / experts);
-- a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in decode,
-  eager prefill), a per-MoE-layer cost, a DSA indexer's kernels, in a prompt step a cost per expert a GPU runs;
-- communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink, NCCL on
-  PCIe, RCCL on Infinity Fabric) and the ring's bytes at the link's achieved bus bandwidth;
+- a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
+  decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost, a DSA indexer's kernels, and in
+  a prompt step a cost per expert a GPU runs;
+- communication: per all-reduce a latency by link kind and group size (custom all-reduce on NVLink,
+  NCCL on PCIe, RCCL on Infinity Fabric) and the ring's bytes at the link's achieved bus bandwidth;
 - the engine's CPU: a per-step cost (scheduling, sampling, output processing) growing per sequence.
-Every term is at least its ideal counterpart (the estimate is never below the ceiling) and grows with the
-tokens and the context (the estimate is monotone in batch and context).
+Every term is at least its ideal counterpart, so the estimate is never below the ceiling, and every
+term grows with the tokens and the context, so the estimate is monotone in batch and context.
 """
 
 from __future__ import annotations
@@ -119,7 +120,6 @@ class StepFeatures(NamedTuple):
     prefill: bool  # the step carries prompt tokens (eager launches, not a captured graph)
     ceiling_s: float
     microbatches: int = 1  # pp > 1: micro-batches in flight (decode) or prompt chunks (prefill)
-    overlap: bool = True  # prompt chunks overlap across stages (False: llama.cpp's, one after another)
     # Expert / DP-attention layouts (cost/ep_comm.py): ep < tp's partial-sum reduces (count, message,
     # ranks, bytes/s) and the MoE all-to-alls (layers, bytes one rank sends per dispatch, bytes/s, ideal alpha)
     sub_allreduce: tuple[int, int, int, float] = (0, 0, 0, 0.0)
@@ -168,7 +168,9 @@ def _pairs(decode_contexts: Sequence[int], decode_batch: int, decode_context: in
 def _layer_counts(spec: ModelSpec, stage: Stage) -> tuple[int, int, int]:
     layers = stage.end - stage.start
     attn = sum(t.layers for t in stage.terms if t.decode_flops)
-    moe = max(0, stage.end - max(stage.start, spec.dense_layers)) if spec.is_moe else 0
+    moe = 0
+    if spec.is_moe:
+        moe = max(0, stage.end - max(stage.start, spec.dense_layers))
     return layers, attn, moe
 
 
@@ -188,7 +190,6 @@ def features(
     decode_batch: int = 0,
     decode_context: int = 0,
     scores_ubatch: int = 0,
-    overlap: bool = True,
 ) -> StepFeatures:
     """The bytes, FLOPs and counts of one step: `decode_contexts` holds each decoding sequence's
     cached tokens; `prefill_tokens` prompt tokens (spread evenly over `prefill_seqs` sequences) are
@@ -197,8 +198,8 @@ def features(
     With pp > 1 and `microbatches` m > 1 the pipeline is kept full: for decode the sequences given
     are ONE of m micro-batches in flight, and a token of each takes max(sum of the stages, m x the
     slowest stage) (vLLM's virtual engines); for prefill the prompt tokens go through in m chunks,
-    (m + pp - 1) slots of the slowest stage, or with `overlap` False m passes through all the stages
-    (llama.cpp's n_ubatch). The ceiling is then the busiest stage's work alone.
+    (m + pp - 1) slots of the slowest stage (llama.cpp's n_ubatch). The ceiling is then the busiest
+    stage's work alone.
 
     `scores_ubatch` > 0: the prompt's attention scores go through memory (llama.cpp without flash
     attention, in micro-batches of that many tokens): their count is StepFeatures.scores."""
@@ -258,7 +259,6 @@ def features(
         prefill=bool(prefill_tokens),
         ceiling_s=ceiling,
         microbatches=m,
-        overlap=overlap,
         scores=scores,
         index_layers=sum(t.layers for st in staged for t in st.terms if t.index_bytes),
         **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
@@ -367,7 +367,7 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm", memo:
         memory = (w + state + k.gemv * layers) / (f.bandwidth * k.bw_eff) + kv / (f.bandwidth * k.kv_eff)
         compute = flops * pad / (f.peak * k.mfu)
         per_stage.append(max(memory, compute) + scores_s + layers * k.layer_s + attn * k.attn_s + moe * moe_s)
-    total = pipelined(per_stage, f.microbatches, f.prefill, serial=not f.overlap)
+    total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
         alpha = used(k.ar_alpha_s, "ar_alpha_s") * (1 + used(k.ar_alpha_tp, "ar_alpha_tp") * (f.tp - 2))
         busbw = f.link_bandwidth * min(1.0, used(k.ar_bw_eff, "ar_bw_eff"))

@@ -2,14 +2,14 @@
 predicted to show: TTFT, TPOT, total time and output tokens/s of a static batch or of closed-loop
 concurrency, from the step estimate (cost/estimate.py).
 
-Used by scripts/calibrate.py (the shipped fit), benchmarks/speed_accuracy.py (leave-one-source-out errors) and
-`kvcalc calibrate` (a user's own points). No file is read here.
+Used by scripts/calibrate.py (the shipped fit), benchmarks/speed_accuracy.py (leave-one-source-out
+errors) and `kvcalc calibrate` (a user's own points). No file is read here.
 
-Closed-loop concurrency C (each client sends its next request when the last ends) is fitted as `generate
---concurrency` prints it: the serving simulation's schedule as weighted steps (a WeightedRun, plan/serve_fit.py),
-each figure a weighted sum of step times. The planner, which weighs too many options to simulate each, uses a
-steady-state closed form instead (setup_features): a token of each request takes a decode step of the C sequences
-plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
+Closed-loop concurrency C (each client sends its next request when the last ends) is fitted as
+`generate --concurrency` prints it: the serving simulation's schedule as weighted steps (a
+WeightedRun, built by plan/serve_fit.py), each figure a weighted sum of step times. The planner, which
+weighs too many options to simulate each, uses a steady-state closed form instead (setup_features): a token of each request takes a decode step of the C
+sequences plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
 is its own prompt pass, plus half a step of waiting, plus queueing behind the other arriving prompts:
 `ttft_queue` x sqrt(C / new) prompt passes (an empirical form, fitted per engine).
 The ceiling of the same figures is the bare steps: no arriving prompts, no queueing.
@@ -42,8 +42,8 @@ class Setup(NamedTuple):
 
 
 class WeightedRun(NamedTuple):
-    """A closed-loop run as the serving simulation schedules it (plan/serve_fit.py): each figure a weighted sum
-    of step times, e.g. mean TTFT = sum(ttft[i] x time(steps[i]))."""
+    """A closed-loop run as the serving simulation schedules it (plan/serve_fit.py): each figure is a
+    weighted sum of step times, e.g. mean TTFT = sum(ttft[i] x time(steps[i]))."""
 
     steps: tuple[StepFeatures, ...]
     ttft: tuple[float, ...]  # mean TTFT
@@ -55,7 +55,8 @@ class WeightedRun(NamedTuple):
 
 class SetupFeatures(NamedTuple):
     setup: Setup
-    decode: StepFeatures  # every sequence's decode step (a micro-batch with pp > 1); a simulated run's at its TPOT mean
+    decode: StepFeatures  # a decode step of every sequence (one micro-batch of them with pp > 1);
+    # a simulated run's: its decode steps alone at their TPOT-weighted mean batch and context (the TPOT bound)
     first: StepFeatures  # the prompt pass that yields a request's first token
     prompts_per_step: float  # closed loop: prompts arriving per decode step (C / new)
     run: WeightedRun | None = None  # closed loop through the simulation: figures are its weighted sums
@@ -73,12 +74,11 @@ def setup_features(
     kv_dtype: str,
     chunk: int = 8192,
     scores_ubatch: int = 0,
-    overlap: bool = True,
 ) -> SetupFeatures:
     """The steps whose times make a setup's figures, computed once so a fit re-times them cheaply.
     With pp > 1 decode keeps min(pp, sequences) micro-batches in flight and a prompt goes through the
-    pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512, one after another: `overlap` False;
-    8192 for the others). `scores_ubatch`: the prompt's scores go through memory (estimate.features)."""
+    pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512; 8192 for the others).
+    `scores_ubatch`: the prompt's attention scores go through memory (estimate.features)."""
     staged = stages(spec, dep, dtype)
     p, n = setup.prompt, max(1, setup.new)
     ctx = p + n // 2
@@ -96,7 +96,6 @@ def setup_features(
             prefill_seqs=seqs,
             microbatches=-(-tokens // chunk),
             scores_ubatch=scores_ubatch,
-            overlap=overlap,
         )
 
     c = setup.concurrency or 1

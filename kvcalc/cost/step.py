@@ -376,15 +376,12 @@ def context_warning(spec: ModelSpec, context: int) -> str | None:
     return None
 
 
-def pipelined(stage_s: Sequence[float], m: int, prefill: bool, bound: bool = False, serial: bool = False) -> float:
+def pipelined(stage_s: Sequence[float], m: int, prefill: bool, bound: bool = False) -> float:
     """Stage times (one micro-batch or chunk each) to the time of the step: their sum without
     micro-batches; decode with m in flight max(sum, m x slowest); prefill in m chunks (m + pp - 1)
-    x slowest, or as a bound m x slowest (the busiest stage does every chunk); `serial` prefill chunks
-    one after another, m x the sum."""
+    x slowest, or as a bound m x slowest (the busiest stage does every chunk)."""
     if m <= 1:
         return sum(stage_s)
-    if prefill and serial:
-        return m * sum(stage_s)
     slowest = max(stage_s)
     if prefill:
         return (m if bound else m + len(stage_s) - 1) * slowest

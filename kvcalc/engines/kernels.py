@@ -25,15 +25,6 @@ def prompt_chunk(engine: str | None) -> int:
     return 512 if _llamacpp(engine) else 8192
 
 
-def prompt_chunks_overlap(engine: str | None) -> bool:
-    """Whether a prompt's chunks overlap across pipeline stages. llama.cpp's layer split runs each n_ubatch
-    through every GPU before the next starts: with pipeline parallelism on, a reused graph (every ubatch of
-    the same size) waits for the previous compute before setting its inputs (llama_context::process_ubatch,
-    ggml_backend_sched_synchronize). XiongjieDai's 70B pp4096 on 2 and 4 RTX 4090s took 7.9x their pp512, as
-    eight ubatches one after another do. vLLM's and SGLang's pipeline stages take the chunks in turn."""
-    return not _llamacpp(engine)
-
-
 def _llamacpp(engine: str | None) -> bool:
     return engine is not None and str(engine).lower() == "llamacpp"
 

@@ -40,7 +40,7 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
     from kvcalc.cost.fitting import Point, Setup, fit, interval, median_abs_error, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
-    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk, prompt_chunks_overlap
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
     from kvcalc.errors import UsageError
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.calibration import shipped
@@ -59,7 +59,7 @@ def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationRe
             # NOTE: a closed-loop run is fitted through the serving simulation generate --concurrency prints
             sf = run_features(spec, g, dep, setup, engine=engine, dtype=None, kv_dtype="bf16")
         else:
-            sf = setup_features(spec, g, dep, setup, None, "bf16", chunk, overlap=prompt_chunks_overlap(engine))
+            sf = setup_features(spec, g, dep, setup, None, "bf16", chunk)
         for metric, value in (("ttft_ms", r.ttft_ms), ("tpot_ms", r.tpot_ms)):
             if value:
                 points.append(Point(sf, engine, metric, value, 1.0, r.file))

@@ -36,13 +36,11 @@ def closed_loop_estimate(
     interval's ends scale the prefill and decode steps by the calibration's factors and never pass
     the ceiling (a run cannot beat it)."""
     from kvcalc.cost.fitting import Setup, setup_features
-    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk, prompt_chunks_overlap
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
     from kvcalc.plan.calibration import constants_for
 
     gpu, chunk = gpu_as_run_by(gpu, engine), prompt_chunk(engine)
-    sf = setup_features(
-        spec, gpu, dep, Setup(None, users, prompt, new), dtype, kv_dtype, chunk, overlap=prompt_chunks_overlap(engine)
-    )
+    sf = setup_features(spec, gpu, dep, Setup(None, users, prompt, new), dtype, kv_dtype, chunk)
     return estimate_of(sf, constants_for(gpu, engine), engine)
 
 

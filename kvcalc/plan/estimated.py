@@ -58,13 +58,11 @@ def static_estimate(
         from kvcalc.errors import UsageError
 
         raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINES)}")
-    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk, prompt_chunks_overlap
+    from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
 
     c, basis = constants_for(gpu, engine)
     gpu, chunk = gpu_as_run_by(gpu, engine), prompt_chunk(engine)
-    sf = setup_features(
-        spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype, chunk, overlap=prompt_chunks_overlap(engine)
-    )
+    sf = setup_features(spec, gpu, dep, Setup(batch, None, prompt, new), dtype, kv_dtype, chunk)
     est = figures(sf, lambda f: time_of(f, c, engine), c, engine)
     ceil = figures(sf, lambda f: f.ceiling_s, {}, "")
     plo, phi = _factors(c, "prefill")
