@@ -333,7 +333,7 @@ def generate(
     if concurrency is not None or rate is not None:
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed), steady_state, range_ratio)  # fmt: skip
-    result = generate_report(
+    return generate_report(
         spec,
         gpu_spec,
         batch=as_count(batch, "batch"),
@@ -346,11 +346,8 @@ def generate(
         mfu=util[1],
         dep=dep,
         engine=None if what_if or ceiling else engine,  # static_estimate checks the name
+        deployed_on=engine,
     )
-    from kvcalc.plan.calibration import refusal_warnings
-
-    result.warnings += refusal_warnings(engine, gpu_spec.name)
-    return result
 
 
 def _serve(

@@ -166,17 +166,25 @@ def generate(
     from kvcalc.cli.estimating import engine_for_estimate
 
     est_engine = engine_for_estimate(engine, ceiling)
-    results = [generate_report(spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep, engine=est_engine)]
+    results = [
+        generate_report(
+            spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep, engine=est_engine, deployed_on=engine
+        )
+    ]
     if util:
         results.append(
             generate_report(
-                spec, gpu_spec, **args, compute_dtype=compute, mbu=util[0], mfu=util[1], steps=steps, dep=dep
+                spec,
+                gpu_spec,
+                **args,
+                compute_dtype=compute,
+                mbu=util[0],
+                mfu=util[1],
+                steps=steps,
+                dep=dep,
+                deployed_on=engine,
             )
         )
-    from kvcalc.plan.calibration import refusal_warnings
-
-    for r in results:
-        r.warnings += refusal_warnings(engine, gpu_spec.name)
     payload = results[0].model_dump(mode="json")
     if util:
         payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu

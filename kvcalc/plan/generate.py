@@ -279,9 +279,11 @@ def generate_report(
     steps: list[str] | None = None,
     dep: Deployment = SINGLE,
     engine: str | None = None,
+    deployed_on: str | None = None,
 ) -> GenerateResult:
     """Prefill produces the first token; each of the other new - 1 tokens is one decode step over a
-    context of prompt + t tokens (t = 1 .. new - 1)."""
+    context of prompt + t tokens (t = 1 .. new - 1). `engine`: the engine whose estimate to add (None: the
+    ceiling alone); `deployed_on`: the engine named, estimate or not, warned of where the GPU has no build of it."""
     needs_link(dep, gpu)
     staged = stages(spec, dep, dtype)
     util = (mbu, mfu)
@@ -348,6 +350,8 @@ def generate_report(
             prealloc_bytes_written=new * per_position,
         )
         steps += _lesson_lines(flops_cached, lesson)
+    from kvcalc.plan.calibration import refusal_warnings
+
     return GenerateResult(
         engine=engine,
         estimate=estimate,
@@ -373,7 +377,9 @@ def generate_report(
         flops_cached=flops_cached,
         lesson=lesson,
         memory_note=fit.message("fits" if fit.fits else "DOES NOT FIT"),
-        warnings=[w for w in (context_warning(spec, prompt + new),) if w] + _node_warnings(dep, gpu.name),
+        warnings=[w for w in (context_warning(spec, prompt + new),) if w]
+        + _node_warnings(dep, gpu.name)
+        + refusal_warnings(deployed_on or engine, gpu.name),
     )
 
 

@@ -57,6 +57,13 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
     return cfg.int_field("num_key_value_heads", "num_kv_heads", "n_head_kv")
 
 
+def uniform_width(value: object) -> int | None:
+    """The width a per-layer list gives every layer alike (Gemma3nTextConfig's intermediate_size), else None."""
+    if isinstance(value, list) and value and len(set(value)) == 1 and isinstance(value[0], int) and value[0] > 0:
+        return value[0]
+    return None
+
+
 def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
     """The dense MLP width, or None when the config does not say (parameters are then unknown)."""
     if model_type == "mpt":
@@ -67,6 +74,6 @@ def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
     value = cfg.get("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     if value is None:
         return 4 * hidden if model_type in UNGATED else None
-    if isinstance(value, list) and value and len(set(value)) == 1 and isinstance(value[0], int) and value[0] > 0:
-        return value[0]  # Gemma3nTextConfig: one width per layer, all alike in its checkpoints
+    if (width := uniform_width(value)) is not None:
+        return width
     return cfg.int_field("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvcalc.model.hf.fields import Config
+from kvcalc.model.hf.legacy import uniform_width
 from kvcalc.model.hf.moe import leading_dense
 
 # Gemma3nTextConfig / Gemma4TextConfig: the last num_kv_shared_layers layers reuse an earlier layer's K and V
@@ -245,6 +246,6 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         for key in unread_per_layer(cfg)
         if f"{key} is not read" not in doubts
         and not (key == "moe_layers" and model_type == "llama4_text")
-        and not (key == "intermediate_size" and len({str(v) for v in cfg.get(key)}) == 1)  # read: all alike
+        and not (key == "intermediate_size" and uniform_width(cfg.get(key)) is not None)  # read: all alike
     ]
     return doubts
