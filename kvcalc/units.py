@@ -41,11 +41,25 @@ KIB, MIB, GIB, TIB = 2**10, 2**20, 2**30, 2**40
 _BINARY = {"b": 1, "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 
 
+# NOTE: names benchmark tables give a weight format that are not one format here. "FP4" is two: NVIDIA's
+# NVFP4 (fp8 scale per 16, Blackwell checkpoints such as nvidia/DeepSeek-R1-FP4) and OCP MXFP4 (e8m0 scale
+# per 32: AMD's checkpoints, gpt-oss's experts); AWQ and GPTQ are int4 with 16-bit group scales (w4a16).
+AMBIGUOUS_DTYPES: dict[str, tuple[tuple[str, ...], str]] = {
+    "fp4": (("nvfp4", "mxfp4"), "nvfp4 (NVIDIA's FP4, fp8 scales per 16) or mxfp4 (OCP MX, e8m0 scales per 32: AMD's, gpt-oss's)"),
+    "awq": (("int4",), "int4 (AWQ's 4-bit weights, a 16-bit scale per 128)"),
+    "gptq": (("int4",), "int4 (GPTQ's 4-bit weights, a 16-bit scale per 128)"),
+    "w4a16": (("int4",), "int4"),
+    "w8a8": (("fp8", "int8"), "fp8 or int8"),
+}  # fmt: skip
+
+
 def normalize_dtype(name: str, allowed: tuple[str, ...] = tuple(DTYPE_BITS)) -> str:
     text = str(name).strip().lower()  # NOTE: str(): the Python API may hand over None or a number
     key = DTYPE_ALIASES.get(text, text)
     if key not in allowed:
-        raise UsageError(f"unknown data type '{name}'", hint=f"allowed: {', '.join(allowed)}")
+        candidates, meant = AMBIGUOUS_DTYPES.get(key, ((), ""))
+        hint = f"did you mean {meant}? " if candidates and set(candidates) <= set(allowed) else ""
+        raise UsageError(f"unknown data type '{name}'", hint=f"{hint}allowed: {', '.join(allowed)}")
     return key
 
 

@@ -52,6 +52,10 @@ def test_version():
         (["cache", "7b", "--batch", "-3"], "--batch must be at least 1, got -3"),
         (["cache", "7b", "--seq", "64..8"], "--seq range '64..8' runs backwards"),
         (["cache", "7b", "--kv-dtype", "fp7"], "unknown data type 'fp7' (allowed: fp32, bf16, fp16, fp8, int8, int4)"),
+        # "FP4" is two formats: the hint names both; not on --kv-dtype, which takes neither
+        (["roofline", "7b", "--gpu", "b200", "--dtype", "fp4"], "'fp4'; did you mean nvfp4 (NVIDIA's FP4"),
+        (["cache", "7b", "--kv-dtype", "fp4"], "unknown data type 'fp4' (allowed: fp32, bf16, fp16, fp8, int8, int4)"),
+        (["cache", "7b", "--dtype", "gptq"], "'gptq'; did you mean int4"),
         (["cache", "7b", "--kv-heads", "5"], "num_heads (32) must be divisible by num_kv_heads (5)"),
         (["cache", "7b", "--kv-heads", "0"], "--kv-heads must be a positive integer, got 0"),
         (["compare", "gqa:5"], "64 query heads cannot be split into 5 KV-head groups"),

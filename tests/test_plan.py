@@ -262,3 +262,14 @@ def test_ttft_goal_is_decided_on_the_p99_where_simulated_and_the_mean_otherwise(
         ttft = e["ttft_p99_s"] if e["ttft_p99_s"] is not None else e["ttft_s"]
         assert o["meets"] == (e["tpot_s"] <= 0.050 and ttft <= 2.0)
         assert o["decided_on"] == e["method"]
+
+
+def test_a_gpu_without_a_sourced_link_rejects_its_multi_gpu_layouts():
+    # rtx-3060's preset has no interconnect figure: one card and replicas of one card are judged, a layout
+    # split over cards is refused with the reason (its all-reduces had been divided by a zero bandwidth)
+    result = run("plan", "llama-3.2-1b", "--seq", "8k", "--users", "4", "--gpu", "rtx-3060", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["options"] and {(o["tp"], o["pp"]) for o in data["options"]} == {(1, 1)}
+    lines = " ".join(r["line"] for r in data["rejected"])
+    assert "rtx-3060's preset has no sourced interconnect, needed for 2 x 1 GPUs" in lines

@@ -187,6 +187,7 @@ def plan(
     model_id: str | None = None,
 ) -> PlanResult:
     """Search the candidates, rank the options, group the rejections."""
+    from kvcalc.cost.step import needs_link
     from kvcalc.errors import KvcalcError
     from kvcalc.plan.closed_loop import closed_loop_estimate
     from kvcalc.plan.deploy import deployment
@@ -245,6 +246,7 @@ def plan(
                                 spec, gpu, tp=tp, pp=pp, interconnect=None, gpu_util=gpu_util, reserve="2GiB",
                                 ep=ep, dp_attention=dp,
                             )  # fmt: skip
+                            needs_link(dep, gpu)  # a preset without a sourced link cannot price tp x pp > 1
                             e = scaled(
                                 closed_loop_estimate(
                                     spec, gpu, dep, users=u, prompt=prompt, new=new, dtype=d, kv_dtype=f.kv_dtype,

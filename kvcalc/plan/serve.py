@@ -28,6 +28,8 @@ from typing import NamedTuple
 from kvcalc.plan.serve_load import Load, lengths
 from kvcalc.plan.serve_load import arrivals as load_arrivals
 from kvcalc.plan.serve_runs import StepTimer, run_seconds, steps_before
+from kvcalc.plan.serve_stats import ServeStats
+from kvcalc.plan.serve_stats import stats as _stats
 
 
 class Limits(NamedTuple):
@@ -40,25 +42,6 @@ class Limits(NamedTuple):
     policy: type | None = None  # the scheduler: None, vLLM V1's; plan/serve_policies.py: SGLang's, TRT-LLM's
 
 
-class ServeStats(NamedTuple):
-    """Figures over the measured requests (closed loop: steady state, see simulate)."""
-
-    ttft_s: float  # mean, queueing included
-    ttft_p50_s: float
-    ttft_p99_s: float
-    tpot_s: float  # mean over requests of (finish - first token) / (new - 1)
-    itl_s: float  # mean gap between consecutive output tokens, all requests pooled
-    total_s: float  # mean end-to-end latency of a request
-    tokens_per_s: float  # output tokens per second, all users
-    per_user_tokens_per_s: float  # 1 / TPOT
-    requests_per_s: float
-    mean_in_flight: float  # requests in the system (queued or running), averaged over time
-    preemptions: int
-    steps: int  # engine steps simulated
-    measured: int  # requests the figures are over
-    duration_s: float  # of the measured window
-
-
 class _Req:
     # A decoding request's computed and generated counts are as of engine step `sync`; both grow
     # by one a step after it (the engine materializes them when it needs them one by one).
@@ -68,17 +51,6 @@ class _Req:
         self.arrival, self.prompt, self.new = arrival, prompt, new
         self.first = self.finish = -1.0
         self.computed = self.generated = self.sync = self.key = self.version = 0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default, as `vllm bench serve` reports)."""
-    s = sorted(values)
-    if not s:
-        return 0.0
-    pos = (len(s) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def new_request(lengths: list[tuple[int, int]], i: int, t: float, spread: tuple[int, int] | None = None) -> _Req:
@@ -258,6 +230,37 @@ class _Engine(_Clients):
 
     # --- one step ---------------------------------------------------------------------------
 
+    aggregate_preemption = True  # False: every preempting step goes the slow way (tests compare the two)
+
+    def _preempt_newest(self, work: list[tuple[_Req, int]], want: int) -> bool:
+        """The slow way's preemption where the budget held every decoder, without listing them: the
+        newest running requests go, one at a time, until the blocks the others want fit (each request's
+        want is fixed before anyone goes, and vLLM pops from the end only when the one in hand does not
+        fit, so that is the fewest at the end whose pages cover the shortfall). False, changing nothing,
+        when every running request would go: the slow way decides that step."""
+        takes, victims, freed = dict(work), [], 0
+        for r in reversed(self.running):
+            if want <= self.free + freed:
+                break
+            held = r.computed if r in self.prefilling else r.computed + self.clock - r.sync
+            take = takes.get(r, 0) if r in self.prefilling else 1
+            want -= self._blocks(held, take)
+            freed += self._pages(held)
+            victims.append(r)
+        if want > self.free + freed or len(victims) >= len(self.running):
+            return False
+        for v in victims:  # newest first; each goes to the front of the queue, so they end in admission order
+            if v not in self.prefilling:
+                self._drop_decoder(v)
+            del self.running[v]
+            self.prefilling.pop(v, None)
+            self.free += self._pages(v.computed)
+            v.computed = 0
+            self.waiting.appendleft(v)
+            self.preemptions += 1
+        self.free -= want
+        return True
+
     def _blocks(self, computed: int, take: int) -> int:
         return self._pages(computed + take) - self._pages(computed)
 
@@ -282,6 +285,8 @@ class _Engine(_Clients):
             if want <= self.free:
                 self.free -= want
                 return work, False, left, False
+            if self.aggregate_preemption and self._preempt_newest(work, want):
+                return [(r, t) for r, t in work if r in self.running], True, left, False
         # The slow way: vLLM's loop over the running requests in order, preempting the newest.
         for r in list(self.running):
             if r not in self.prefilling:
@@ -411,39 +416,3 @@ class _Engine(_Clients):
         del self.running[r]
         self.prefilling.pop(r, None)
         super()._retire(r, now)
-
-
-def _stats(finished: list[_Req], load: Load, steps: int, preemptions: int, area: float, end: float) -> ServeStats:
-    c = load.concurrency
-    order = sorted(finished, key=lambda r: r.finish)
-    steady = c is not None and len(order) > 2 * c and not load.burst
-    if steady:
-        # Every client is busy from the c-th finish (the start-up burst is over) until the (N - c)-th,
-        # which sends the last request: the completions in between are the steady state.
-        start, end = order[c - 1].finish, order[len(order) - c - 1].finish
-        measured = [r for r in order if start < r.finish <= end] or order[c:-c]
-    else:
-        measured = order
-        start = 0.0 if c is not None else min(r.arrival for r in order)
-        end = order[-1].finish
-    window = max(end - start, 1e-30)
-    ttfts = [r.first - r.arrival for r in measured]
-    decode_gaps = [(r.finish - r.first) for r in measured]
-    tpots = [g / (r.new - 1) if r.new > 1 else 0.0 for g, r in zip(decode_gaps, measured)]
-    tpot = sum(tpots) / len(tpots)
-    return ServeStats(
-        ttft_s=sum(ttfts) / len(ttfts),
-        ttft_p50_s=percentile(ttfts, 50),
-        ttft_p99_s=percentile(ttfts, 99),
-        tpot_s=tpot,
-        itl_s=sum(decode_gaps) / max(sum(r.new - 1 for r in measured), 1),
-        total_s=sum(r.finish - r.arrival for r in measured) / len(measured),
-        tokens_per_s=sum(r.new for r in measured) / window,
-        per_user_tokens_per_s=1 / tpot if tpot > 0 else 0.0,
-        requests_per_s=len(measured) / window,
-        mean_in_flight=area / end if end > 0 else 0.0,
-        preemptions=preemptions,
-        steps=steps,
-        measured=len(measured),
-        duration_s=window,
-    )

@@ -26,16 +26,11 @@ from __future__ import annotations
 
 import heapq
 
-from kvcalc.plan.serve import (
-    Limits,
-    Load,
-    ServeStats,
-    _Clients,
-    _Req,
-    _stats,
-)
+from kvcalc.plan.serve import Limits, Load, _Clients, _Req
 from kvcalc.plan.serve_load import arrivals as load_arrivals
 from kvcalc.plan.serve_runs import StepTimer, run_seconds, steps_before
+from kvcalc.plan.serve_stats import ServeStats
+from kvcalc.plan.serve_stats import stats as _stats
 
 SGLANG_MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION

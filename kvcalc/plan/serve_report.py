@@ -9,7 +9,8 @@ from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.serve import Limits, Load, ServeStats, StepTimer
+from kvcalc.plan.serve import Limits, Load, StepTimer
+from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
 from kvcalc.results import Result
 

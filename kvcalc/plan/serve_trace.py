@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kvcalc.plan.serve import Limits, ServeStats, Trace, _Engine, _Req, _stats, simulate
+from kvcalc.plan.serve import Limits, Trace, _Engine, _Req, simulate
 from kvcalc.plan.serve_load import Load
 from kvcalc.plan.serve_runs import StepTimer, run_seconds
+from kvcalc.plan.serve_stats import ServeStats
+from kvcalc.plan.serve_stats import stats as _stats
 
 
 def trace(load: Load, limits: Limits) -> Trace:
