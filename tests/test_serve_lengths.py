@@ -101,11 +101,28 @@ def test_cli_range_ratio():
     assert "prompts 409-512 tokens, 204-256 new" in " ".join(text.stdout.split())
 
 
-@pytest.mark.parametrize("bad", ["0", "1.5", "-0.2"])
+@pytest.mark.parametrize("bad", ["1.5", "-0.2"])
 def test_cli_range_ratio_out_of_range_is_one_line(bad):
     r = run("generate", "llama-3-8b", "--gpu", "h100", "--concurrency", "4", "--range-ratio", bad)
     assert r.exit_code != 0 and r.exception is None or isinstance(r.exception, SystemExit)
     assert "Traceback" not in r.stderr and "range-ratio" in r.stderr
+
+
+def test_range_ratio_zero_is_sglangs_default_from_one_token_up():
+    # sglang.bench_serving's --random-range-ratio defaults to 0: each length uniform in [1, L]
+    from kvcalc.plan.serve_load import lengths
+
+    drawn = lengths(Load(prompt=1000, new=500, requests=400, concurrency=8, range_ratio=0.0))
+    prompts, news = [p for p, _ in drawn], [n for _, n in drawn]
+    assert min(prompts) >= 1 and max(prompts) <= 1000 and min(news) >= 1 and max(news) <= 500
+    assert min(prompts) < 100 and max(prompts) > 900  # the whole range, not [0.8 L, L]
+    assert 450 < sum(prompts) / len(prompts) < 550  # mean about (1 + L) / 2
+    r = run("generate", "llama-3-8b", "--gpu", "h100", "--concurrency", "4", "--range-ratio", "0",
+            "--prompt", "1000", "--new", "500", "--format", "json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    assert json.loads(r.stdout)["estimate"]["tpot_s"] > 0
 
 
 def test_inferencex_rows_are_in_the_points_with_their_client():

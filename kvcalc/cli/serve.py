@@ -46,7 +46,8 @@ RangeRatioOpt = Annotated[
         max=1.0,
         help="With --concurrency/--rate: each request's prompt and new tokens drawn uniformly from "
         "[ratio x --prompt, --prompt] and [ratio x --new, --new], as the random dataset of SGLang's and "
-        "InferenceX's bench_serving draws it (their random_range_ratio; InferenceX runs 0.8). Default 1: every request alike.",
+        "InferenceX's bench_serving draws it (their random_range_ratio; InferenceX runs 0.8; 0, SGLang's default, "
+        "draws from 1 token up). Default 1: every request alike.",
     ),
 ]
 

@@ -304,8 +304,9 @@ def serve_report(
         raise UsageError(f"--rate must be a positive number of requests per second, got {rate}")
     if new < 1 or prompt < 1:
         raise UsageError("--prompt and --new must be at least 1 token for serving")
-    if not 0 < range_ratio <= 1:
-        raise UsageError(f"--range-ratio must be above 0 and at most 1, got {range_ratio}")
+    if not 0 <= range_ratio <= 1:
+        # NOTE: 0 is SGLang bench_serving's default: each length uniform in [1, L]
+        raise UsageError(f"--range-ratio must be from 0 to 1, got {range_ratio}")
     n = requests if requests is not None else default_requests(concurrency)
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
