@@ -44,6 +44,8 @@ def command(r: dict) -> list[str]:
     args += ["--ep", r["ep"]] if r["ep"] not in ("", "0", "1") else []
     args += ["--dp-attention"] if r["dp_attention"] == "1" else []
     if r["regime"] == "closed_loop_concurrency":
+        # the client's length draw (SGLang bench_serving's default 0: uniform from 1 token up)
+        args += ["--range-ratio", r["range_ratio"]] if r.get("range_ratio") not in (None, "") else []
         return args + ["--concurrency", r["concurrency"]]
     return args + ["--batch", r["batch"] or "1"]
 
