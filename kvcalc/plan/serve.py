@@ -252,14 +252,18 @@ class _Engine(_Clients):
         for v in victims:  # newest first; each goes to the front of the queue, so they end in admission order
             if v not in self.prefilling:
                 self._drop_decoder(v)
-            del self.running[v]
-            self.prefilling.pop(v, None)
-            self.free += self._pages(v.computed)
-            v.computed = 0
-            self.waiting.appendleft(v)
-            self.preemptions += 1
+            self._preempt(v)
         self.free -= want
         return True
+
+    def _preempt(self, r: _Req) -> None:
+        """vLLM's RECOMPUTE preemption: its blocks freed, back to the front of the queue to start over."""
+        del self.running[r]
+        self.prefilling.pop(r, None)
+        self.free += self._pages(r.computed)
+        r.computed = 0
+        self.waiting.appendleft(r)
+        self.preemptions += 1
 
     def _blocks(self, computed: int, take: int) -> int:
         return self._pages(computed + take) - self._pages(computed)
@@ -301,12 +305,7 @@ class _Engine(_Clients):
             want = self._blocks(r.computed, take)
             while want > self.free:
                 victim = queue.pop()
-                del self.running[victim]
-                self.prefilling.pop(victim, None)
-                self.free += self._pages(victim.computed)
-                victim.computed = 0
-                self.waiting.appendleft(victim)
-                self.preemptions += 1
+                self._preempt(victim)
                 preempted = True
                 if victim is r:
                     break
