@@ -195,6 +195,18 @@ def test_mla_has_no_kv_heads_in_any_listing():
     assert "none: an MLA latent of 512 + 64 elements per token" in run("show", "deepseek-v3").stdout
 
 
+def test_kv_heads_listed_are_the_cached_ones():
+    # Nemotron Super 49B's block_configs give every attention layer 64 / n_heads_in_group 8 = 8 KV heads; its
+    # config has no num_key_value_heads, so the model-level figure is its 64 query heads, which no layer caches
+    # (`show` and `models` listed 64). Gemma 4 26B's sliding layers cache 8, its full layers 2.
+    rows = {r["name"]: r for r in run_json("models")["rows"]}
+    assert rows["llama-3.3-nemotron-super-49b"]["kv_heads"] == 8 and rows["gemma-4-26b-a4b"]["kv_heads"] == 8
+    show = run("show", "llama-3.3-nemotron-super-49b", env={"COLUMNS": "200"}).stdout
+    assert re.search(r"^ KV heads \(effective\)\s+8\s*$", show, re.M)
+    show = run("show", "gemma-4-26b-a4b", env={"COLUMNS": "200"}).stdout
+    assert re.search(r"^ KV heads \(effective\)\s+8; 2 on the layers that set their own\s*$", show, re.M)
+
+
 def test_show_lists_nested_fields_one_per_row():
     # deepseek-v3's checkpoint is block-quantized fp8 with 128-wide groups: one row each, no Python dict
     out = run("show", "deepseek-v3", env={"COLUMNS": "200"}).stdout

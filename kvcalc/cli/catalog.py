@@ -61,7 +61,7 @@ def models(fmt: FmtOpt = Fmt.table) -> None:
                 "num_layers": spec.num_layers,
                 "num_heads": spec.num_heads,
                 # NOTE: an MLA cache holds one latent per token, not KV heads (as in `compare` and `cache`)
-                "kv_heads": None if spec.is_mla else spec.kv_heads,
+                "kv_heads": None if spec.is_mla else spec.cached_kv_heads,
                 "head_dim": spec.head_dim_effective,
                 "attention": "+".join(kinds),
                 "params": spec.params or (counts.total if counts else None),

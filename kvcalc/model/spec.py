@@ -220,6 +220,14 @@ class ModelSpec(BaseModel):
         return self.num_kv_heads or self.num_heads
 
     @property
+    def cached_kv_heads(self) -> int:
+        """The KV heads an attention layer caches: the model's, or the one figure every attention layer sets
+        itself (Nemotron NAS's block_configs, where the model-level figure is its query heads)."""
+        own = {run.kv_heads for run, _ in self.layer_groups() if run.kind.per_head_kv and not run.kv_shared}
+        heads = own.pop() if len(own) == 1 else None
+        return heads if heads is not None else self.kv_heads
+
+    @property
     def head_dim_effective(self) -> int:
         # NOTE: take head_dim from the config when present: Gemma, Qwen3 and Llama-3.2 set it
         # independently of hidden_size / num_heads.

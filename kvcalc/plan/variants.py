@@ -129,7 +129,7 @@ def compare_report(
         out.append(
             CompareRow(
                 name=label,
-                kv_heads=None if spec.is_mla and not spec.layer_pattern else spec.kv_heads,
+                kv_heads=None if spec.is_mla and not spec.layer_pattern else spec.cached_kv_heads,
                 kv_dtype=kv_dtype,
                 bytes_per_token=cache.bytes_per_token,
                 total_bytes=cache.total_bytes,

@@ -273,6 +273,17 @@ def _field_rows(key: str, value: object) -> list[list[str]]:
     return [row for k, v in value.items() if v not in (None, False, [], {}, "") for row in _field_rows(f"{key}.{k}", v)]
 
 
+def _kv_heads_shown(spec) -> str:  # noqa: ANN001
+    """The KV heads the cache holds: the model's (ModelSpec.cached_kv_heads), and the layers' own where some
+    set a different figure (Gemma 4's full layers)."""
+    if spec.is_mla:
+        return f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
+    heads = spec.cached_kv_heads
+    own = {run.kv_heads for run, _ in spec.layer_groups() if run.kind.per_head_kv and not run.kv_shared}
+    named = sorted(k for k in own if k is not None and k != heads)
+    return f"{heads}; {', '.join(map(str, named))} on the layers that set their own" if named else str(heads)
+
+
 def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> Sheet:  # noqa: ANN001
     spec = resolved.spec
     sheet = Sheet(
@@ -285,14 +296,7 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
         if key not in skip and value not in (None, 0, [], "") or key in ("num_layers", "num_heads"):
             sheet.rows += _field_rows(key, value)
     sheet.rows.append(["head_dim (effective)", str(spec.head_dim_effective)])
-    sheet.rows.append(
-        [
-            "KV heads (effective)",
-            f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
-            if spec.is_mla
-            else str(spec.kv_heads),
-        ]
-    )
+    sheet.rows.append(["KV heads (effective)", _kv_heads_shown(spec)])
     for run, n in spec.layer_groups():
         detail = f"{n} x {run.kind.value}"
         if run.window_tokens:
