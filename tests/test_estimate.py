@@ -329,3 +329,24 @@ def test_a_prompt_over_pipeline_stages_never_beats_its_ceiling():
     one = kvcalc.generate("llama-3-70b", "h100", pp=4, prompt=512, new=2)
     busiest = kvcalc.generate("llama-3-70b", "h100", pp=1, prompt=512, new=2, ceiling=True).ttft_s / 4
     assert one.ttft_s == pytest.approx(busiest, rel=0.1) and one.estimate.ttft_s > 4 * one.ttft_s
+
+
+def test_per_layer_costs_count_blocks_and_the_layers_that_run_experts():
+    # Nemotron-3-Nano's 52 layers are each ONE sub-block: 23 Mamba-2 (M), 23 MoE (E), 6 attention (*) in its
+    # hybrid_override_pattern, so their per-layer kernel costs are those of 26 transformer blocks, and only
+    # the 23 E layers route experts (all 52 had been charged a MoE layer's cost: TPOT at one client on
+    # 2 x B200 read 4.5 ms, measured 2.91 ms by Vultr's cookbook, benchmarks/holdout). Nemotron Super 49B:
+    # 49 attention + MLP layers, 31 whose attention is a no-op (MLP only): 49 + 31 / 2 = 64.5 blocks.
+    from collections import Counter
+
+    from kvcalc.cost.estimate import _layer_counts
+    from kvcalc.cost.step import SINGLE, stages
+
+    nano = get_model("nemotron-3-nano-30b-a3b")
+    assert Counter(r.block_share for r in nano.expanded_layers()) == {0.5: 52}
+    assert _layer_counts(nano, stages(nano, SINGLE, None)[0]) == (26.0, 6, 23)
+    nas = get_model("llama-3.3-nemotron-super-49b")
+    assert _layer_counts(nas, stages(nas, SINGLE, None)[0]) == (64.5, 49, 0)
+    # a transformer's layers are whole blocks; DeepSeek-V3's first 3 are dense, 58 route experts
+    v3 = get_model("deepseek-v3")
+    assert _layer_counts(v3, stages(v3, SINGLE, None)[0]) == (61.0, 61, 58)

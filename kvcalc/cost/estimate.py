@@ -112,7 +112,7 @@ class StepFeatures(NamedTuple):
     link: str  # nvlink / pcie / if
     link_bandwidth: float  # one direction's bytes/s for a tp group (0 without a link)
     send_bandwidth: float  # one direction's bytes/s between two pipeline stages (0 without a link)
-    stage_bytes: tuple[tuple[int, int, int, int, int, int, int], ...]  # weights, kv, state, flops, layers, attn, moe
+    stage_bytes: tuple[tuple[int, int, int, int, float, int, int], ...]  # weights, kv, state, flops, blocks, attn, moe
     allreduces: int  # per step, all stages
     message_bytes: int  # one all-reduce's message
     tokens: int  # tokens in the step (decode sequences + prefill tokens)
@@ -165,13 +165,12 @@ def _pairs(decode_contexts: Sequence[int], decode_batch: int, decode_context: in
     return list(counts.items())
 
 
-def _layer_counts(spec: ModelSpec, stage: Stage) -> tuple[int, int, int]:
-    layers = stage.end - stage.start
+def _layer_counts(spec: ModelSpec, stage: Stage) -> tuple[float, int, int]:
+    """(blocks: layers weighted by LayerRun.block_share, attention layers, layers that run routed experts)."""
+    runs = list(enumerate(spec.expanded_layers()))[stage.start : stage.end]
     attn = sum(t.layers for t in stage.terms if t.decode_flops)
-    moe = 0
-    if spec.is_moe:
-        moe = max(0, stage.end - max(stage.start, spec.dense_layers))
-    return layers, attn, moe
+    moe = sum(spec.is_moe and i >= spec.dense_layers and run.intermediate_size is None for i, run in runs)
+    return sum(run.block_share for _, run in runs), attn, moe
 
 
 def features(
@@ -243,8 +242,9 @@ def features(
     scores = 0.0
     if scores_ubatch and pseqs:
         # one chunk's share of the whole prompt's pairs where the pipeline takes it in m chunks
-        per_seq_prompt, layers = -(-whole_prompt // pseqs), sum(r[5] for r in rows)
-        scores = materialized_scores(spec, layers, per_seq_prompt, prefill_context, scores_ubatch, dep.tp) * pseqs / m
+        per_seq_prompt, attn_layers = -(-whole_prompt // pseqs), sum(r[5] for r in rows)
+        scores = materialized_scores(spec, attn_layers, per_seq_prompt, prefill_context, scores_ubatch, dep.tp)
+        scores *= pseqs / m
     ceiling = pipelined(ideal, m, bool(prefill_tokens), bound=True) + comm_seconds(spec, dep, tokens, dtype)
     link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
     return StepFeatures(

@@ -77,6 +77,14 @@ class LayerRun(BaseModel):
     v_is_k: bool = False
 
     @property
+    def block_share(self) -> float:
+        """The share of a transformer block (a token mixer and an MLP) this layer runs, for the per-layer
+        kernel costs: 1, or 0.5 for a layer of one sub-block (Nemotron-H's Mamba-, attention- or MoE-only
+        layers; a NAS layer whose attention is a no-op), 0 for a layer that is both no-ops."""
+        mixer = not (self.kind == LayerKind.STATELESS and self.mixer_params == 0)
+        return (mixer + (self.intermediate_size != 0)) / 2
+
+    @property
     def window(self) -> int:
         """The window of a sliding or chunked layer (the validator below makes sure it is set)."""
         return _required(self.window_tokens, f"a {self.kind.value} layer's window_tokens")
