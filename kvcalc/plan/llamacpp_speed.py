@@ -179,7 +179,8 @@ def step_features(
     def row(layer_ids: list[int], w: float, kv_b: float, mm: float) -> None:
         a = sum(attends[i] for i in layer_ids)
         flops = mm + attn_total * a / n_attn
-        rows.append((int(w), int(kv_b), 0, int(flops), len(layer_ids), a, sum(moe[i] for i in layer_ids)))
+        blocks = sum(runs[i].block_share for i in layer_ids)  # per-layer costs by block, as cost/estimate counts them
+        rows.append((int(w), int(kv_b), 0, int(flops), blocks, a, sum(moe[i] for i in layer_ids)))
         ideal.append(max((w + kv_b) / bw, flops / peak))
 
     for g in gpus:
