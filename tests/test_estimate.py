@@ -343,7 +343,7 @@ def test_per_layer_costs_count_blocks_and_the_layers_that_run_experts():
     from kvcalc.cost.step import SINGLE, stages
 
     nano = get_model("nemotron-3-nano-30b-a3b")
-    assert Counter(r.block_share for r in nano.expanded_layers()) == {0.5: 52}
+    assert Counter(nano.sub_blocks()) == {1: 52}
     assert _layer_counts(nano, stages(nano, SINGLE, None)[0]) == (26.0, 6, 23)
     nas = get_model("llama-3.3-nemotron-super-49b")
     assert _layer_counts(nas, stages(nas, SINGLE, None)[0]) == (64.5, 49, 0)

@@ -166,11 +166,10 @@ def _pairs(decode_contexts: Sequence[int], decode_batch: int, decode_context: in
 
 
 def _layer_counts(spec: ModelSpec, stage: Stage) -> tuple[float, int, int]:
-    """(blocks: layers weighted by LayerRun.block_share, attention layers, layers that run routed experts)."""
-    runs = list(enumerate(spec.expanded_layers()))[stage.start : stage.end]
+    """(blocks: sub-blocks / 2, ModelSpec.sub_blocks; attention layers; layers that run routed experts)."""
     attn = sum(t.layers for t in stage.terms if t.decode_flops)
-    moe = sum(spec.is_moe and i >= spec.dense_layers and run.intermediate_size is None for i, run in runs)
-    return sum(run.block_share for _, run in runs), attn, moe
+    moe = sum(spec.routes_experts()[stage.start : stage.end])
+    return sum(spec.sub_blocks()[stage.start : stage.end]) / 2, attn, moe
 
 
 def features(

@@ -146,10 +146,10 @@ def group_allreduce_seconds(message: int, tp: int, link: Link, scale_out: Link |
 def mlp_layers(spec: ModelSpec) -> tuple[int, int]:
     """(layers with a dense MLP, layers with routed experts), as shard.allreduces_per_step counts them."""
     dense = moe = 0
-    for i, run in enumerate(spec.expanded_layers()):
+    for run, routed in zip(spec.expanded_layers(), spec.routes_experts()):
         if run.intermediate_size is not None:
             dense += run.intermediate_size > 0
-        elif spec.is_moe and i >= spec.dense_layers:
+        elif routed:
             moe += 1
         else:
             dense += spec.intermediate_size > 0

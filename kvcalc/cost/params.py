@@ -104,11 +104,11 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     lm_head = 0 if spec.tie_embeddings else embedding
     attention = dense = router = shared = experts = moe_layers = 0
     one_expert = expert_params(spec) if spec.is_moe else 0
-    for i, run in enumerate(spec.expanded_layers()):
+    for run, routed in zip(spec.expanded_layers(), spec.routes_experts()):
         attention += attention_params(spec, run)
         if run.intermediate_size is not None:
             dense += _mlp(spec, run.intermediate_size)
-        elif spec.is_moe and i >= spec.dense_layers:
+        elif routed:
             moe_layers += 1
             router += hidden * spec.experts + latent_proj_params(spec)  # the gate, and LatentMoE's projections
             experts += spec.experts * one_expert

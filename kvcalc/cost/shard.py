@@ -181,10 +181,9 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_
 def _stage_layers(spec: ModelSpec, start: int, end: int) -> list[tuple[LayerRun, bool, int]]:
     """Layers start .. end - 1 grouped by shape and by whether their MLP is routed experts."""
     groups: dict[tuple[LayerRun, bool], int] = {}
-    layers = spec.expanded_layers()
+    layers, routed = spec.expanded_layers(), spec.routes_experts()
     for i in range(start, end):
-        run = layers[i]
-        key = (run, spec.is_moe and run.intermediate_size is None and i >= spec.dense_layers)
+        key = (layers[i], routed[i])
         groups[key] = groups.get(key, 0) + 1
     return [(run, moe, n) for (run, moe), n in groups.items()]
 
@@ -367,14 +366,7 @@ def allreduces_per_step(spec: ModelSpec) -> int:
     hit = _ALLREDUCES.get(key)
     if hit is not None and hit[0]() is spec:
         return hit[1]
-    n = 0
-    for i, run in enumerate(spec.expanded_layers()):
-        mixer = run.kind != LayerKind.STATELESS or bool(run.mixer_params)
-        if run.intermediate_size is not None:
-            mlp = run.intermediate_size > 0
-        else:
-            mlp = (spec.is_moe and i >= spec.dense_layers) or spec.intermediate_size > 0
-        n += mixer + mlp
+    n = sum(spec.sub_blocks())
     _ALLREDUCES[key] = (weakref.ref(spec, lambda _: _ALLREDUCES.pop(key, None)), n)
     return n
 

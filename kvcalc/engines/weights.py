@@ -86,7 +86,7 @@ def weight_bytes(
 
     attention = mlp = experts = router = mixers = absorbed = 0
     norms = (h if last else 0) + 2 * h * len(layers)
-    expanded = spec.expanded_layers()
+    expanded, routed = spec.expanded_layers(), spec.routes_experts()
     for i in layers:
         run = expanded[i]
         if run.kind == LayerKind.STATELESS:
@@ -123,7 +123,7 @@ def weight_bytes(
                 attention += allocated((hr + 2 * g) * dr * 2)
         if run.intermediate_size is not None:
             mlp += _mlp(spec, linear, run.intermediate_size, tp)
-        elif spec.is_moe and i >= spec.dense_layers:
+        elif routed[i]:
             inter = spec.expert_intermediate_size or spec.intermediate_size
             per, w = math.ceil(inter / tp), spec.expert_width
             # fused MoE: one w13 [E, 2I/tp, w] (gate and up; [E, I/tp, w] for a non-gated activation such as

@@ -77,14 +77,6 @@ class LayerRun(BaseModel):
     v_is_k: bool = False
 
     @property
-    def block_share(self) -> float:
-        """The share of a transformer block (a token mixer and an MLP) this layer runs, for the per-layer
-        kernel costs: 1, or 0.5 for a layer of one sub-block (Nemotron-H's Mamba-, attention- or MoE-only
-        layers; a NAS layer whose attention is a no-op), 0 for a layer that is both no-ops."""
-        mixer = not (self.kind == LayerKind.STATELESS and self.mixer_params == 0)
-        return (mixer + (self.intermediate_size != 0)) / 2
-
-    @property
     def window(self) -> int:
         """The window of a sliding or chunked layer (the validator below makes sure it is set)."""
         return _required(self.window_tokens, f"a {self.kind.value} layer's window_tokens")
@@ -228,12 +220,37 @@ class ModelSpec(BaseModel):
         return self.num_kv_heads or self.num_heads
 
     @property
+    def layer_kv_heads(self) -> set[int | None]:
+        """The KV heads each caching attention layer sets itself (None: it takes the model's)."""
+        return {run.kv_heads for run, _ in self.layer_groups() if run.kind.per_head_kv and not run.kv_shared}
+
+    @property
     def cached_kv_heads(self) -> int:
         """The KV heads an attention layer caches: the model's, or the one figure every attention layer sets
         itself (Nemotron NAS's block_configs, where the model-level figure is its query heads)."""
-        own = {run.kv_heads for run, _ in self.layer_groups() if run.kind.per_head_kv and not run.kv_shared}
+        own = self.layer_kv_heads
         heads = own.pop() if len(own) == 1 else None
         return heads if heads is not None else self.kv_heads
+
+    def sub_blocks(self) -> list[int]:
+        """Per layer, the sub-blocks it runs, 0 to 2: a token mixer (attention, MLA, SSM, linear attention) and
+        an MLP or routed experts. Most decoders' layers run both; Nemotron-H's one (its M, *, - and E blocks),
+        a NAS layer with a no-op attention its MLP alone. Each ends in a row-parallel output (an all-reduce
+        under tensor parallelism), and the per-layer kernel costs count them in blocks of two."""
+        out = []
+        for run, routed in zip(self.expanded_layers(), self.routes_experts()):
+            mixer = run.kind != LayerKind.STATELESS or bool(run.mixer_params)
+            size = run.intermediate_size
+            out.append(int(mixer) + int(size > 0 if size is not None else routed or self.intermediate_size > 0))
+        return out
+
+    def routes_experts(self) -> list[bool]:
+        """Per layer: whether it runs the routed experts (a MoE model's layers past the dense ones, unless the
+        layer sets its own MLP width: Jamba's dense layers, Nemotron-H's Mamba and attention layers)."""
+        return [
+            self.is_moe and i >= self.dense_layers and run.intermediate_size is None
+            for i, run in enumerate(self.expanded_layers())
+        ]
 
     @property
     def head_dim_effective(self) -> int:

@@ -167,7 +167,7 @@ def step_features(
     kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill).items()}
     runs = spec.expanded_layers()
     attends = [run.kind != LayerKind.STATELESS for run in runs]
-    moe = [spec.is_moe and run.intermediate_size is None and i >= spec.dense_layers for i, run in enumerate(runs)]
+    moe, sub = spec.routes_experts(), spec.sub_blocks()
     attn_total = _attention_flops(spec, context, tokens, prefill) * (1 if prefill else seqs)
     n_attn = max(1, sum(attends))
     bw = float(gpu.bandwidth_bytes_per_s)
@@ -179,7 +179,7 @@ def step_features(
     def row(layer_ids: list[int], w: float, kv_b: float, mm: float) -> None:
         a = sum(attends[i] for i in layer_ids)
         flops = mm + attn_total * a / n_attn
-        blocks = sum(runs[i].block_share for i in layer_ids)  # per-layer costs by block, as cost/estimate counts them
+        blocks = sum(sub[i] for i in layer_ids) / 2  # per-layer costs by block, as cost/estimate counts them
         rows.append((int(w), int(kv_b), 0, int(flops), blocks, a, sum(moe[i] for i in layer_ids)))
         ideal.append(max((w + kv_b) / bw, flops / peak))
 

@@ -279,8 +279,7 @@ def _kv_heads_shown(spec) -> str:  # noqa: ANN001
     if spec.is_mla:
         return f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
     heads = spec.cached_kv_heads
-    own = {run.kv_heads for run, _ in spec.layer_groups() if run.kind.per_head_kv and not run.kv_shared}
-    named = sorted(k for k in own if k is not None and k != heads)
+    named = sorted(k for k in spec.layer_kv_heads if k is not None and k != heads)
     return f"{heads}; {', '.join(map(str, named))} on the layers that set their own" if named else str(heads)
 
 

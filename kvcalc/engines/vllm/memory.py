@@ -114,7 +114,7 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
     if tp > 1:
         stream += tokens * h * act  # the all-reduce output
     peak = 0
-    expanded = spec.expanded_layers()
+    expanded, routed = spec.expanded_layers(), spec.routes_experts()
     for i in layers:
         run = expanded[i]
         if run.kind == LayerKind.MLA:
@@ -128,7 +128,7 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
             g, d = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run)
             attn = tokens * ((hr + 2 * g) * d + hr * d) * act
         inter = run.intermediate_size
-        if inter is None and not (spec.is_moe and i >= spec.dense_layers):
+        if inter is None and not routed[i]:
             inter = spec.intermediate_size
         mlp = 0
         if inter:

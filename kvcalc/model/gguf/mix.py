@@ -144,7 +144,7 @@ def mix_shard(spec: ModelSpec, ftype: str) -> MixShard:
     mixers = attn_bytes / attn_params if attn_params else base
     n = spec.num_layers
     # NOTE: which layers are dense and which MoE, as cost/params.param_counts walks them.
-    moe = [i for i, r in enumerate(runs) if r.intermediate_size is None and spec.is_moe and i >= spec.dense_layers]
+    moe = [i for i, routed in enumerate(spec.routes_experts()) if routed]
     dense_layers = [i for i in range(len(runs)) if i not in set(moe)]
     if moe and spec.shared_expert_intermediate_size and not dense_layers:
         dense = _mlp_rate(spec, ftype, spec.shared_expert_intermediate_size, moe, n)
@@ -179,6 +179,7 @@ def tensor_table(spec: ModelSpec, ftype: str) -> list[tuple[str, int, str, int]]
     out.append(t("token_embd.weight", hidden, spec.vocab_size, embd_role))
     if not spec.tie_embeddings:
         out.append(t("output.weight", hidden, spec.vocab_size, Role("output", 0, 1)))
+    routed = spec.routes_experts()
     for il, run in enumerate(runs):
         g = run.kv_heads or spec.kv_heads
         b = f"blk.{il}."
@@ -187,7 +188,7 @@ def tensor_table(spec: ModelSpec, ftype: str) -> list[tuple[str, int, str, int]]
             out.append(t(b + "attn_k.weight", hidden, g * d, Role("attn_k", il, n)))
             out.append(t(b + "attn_v.weight", hidden, g * d, Role("attn_v", il, n)))
         out.append(t(b + "attn_output.weight", h * d, hidden, Role("attn_output", il, n)))
-        moe = run.intermediate_size is None and spec.is_moe and il >= spec.dense_layers
+        moe = routed[il]
         inter = (
             (spec.expert_intermediate_size or spec.intermediate_size)
             if moe
