@@ -232,25 +232,34 @@ class ModelSpec(BaseModel):
         heads = own.pop() if len(own) == 1 else None
         return heads if heads is not None else self.kv_heads
 
-    def sub_blocks(self) -> list[int]:
+    def sub_blocks(self) -> tuple[int, ...]:
         """Per layer, the sub-blocks it runs, 0 to 2: a token mixer (attention, MLA, SSM, linear attention) and
         an MLP or routed experts. Most decoders' layers run both; Nemotron-H's one (its M, *, - and E blocks),
         a NAS layer with a no-op attention its MLP alone. Each ends in a row-parallel output (an all-reduce
         under tensor parallelism), and the per-layer kernel costs count them in blocks of two."""
+        return self._sub_blocks
+
+    @cached_property
+    def _sub_blocks(self) -> tuple[int, ...]:
+        # NOTE: cached (specs are never mutated): every step the estimate prices asks it
         out = []
         for run, routed in zip(self.expanded_layers(), self.routes_experts()):
             mixer = run.kind != LayerKind.STATELESS or bool(run.mixer_params)
             size = run.intermediate_size
             out.append(int(mixer) + int(size > 0 if size is not None else routed or self.intermediate_size > 0))
-        return out
+        return tuple(out)
 
-    def routes_experts(self) -> list[bool]:
+    def routes_experts(self) -> tuple[bool, ...]:
         """Per layer: whether it runs the routed experts (a MoE model's layers past the dense ones, unless the
         layer sets its own MLP width: Jamba's dense layers, Nemotron-H's Mamba and attention layers)."""
-        return [
+        return self._routes_experts
+
+    @cached_property
+    def _routes_experts(self) -> tuple[bool, ...]:
+        return tuple(
             self.is_moe and i >= self.dense_layers and run.intermediate_size is None
             for i, run in enumerate(self.expanded_layers())
-        ]
+        )
 
     @property
     def head_dim_effective(self) -> int:
