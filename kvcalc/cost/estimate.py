@@ -438,11 +438,11 @@ def step_time(
     return timed(f, calibration if calibration is not None else (dict(STARTING), UNCALIBRATED), engine)
 
 
-def timed(f: StepFeatures, calibration: Calibration, engine: str) -> StepTime:
+def timed(f: StepFeatures, calibration: Calibration, engine: str, memo: ConstantsMemo | None = None) -> StepTime:
     """A step's features timed with (constants, basis): the estimate, its 80% interval (never below the
-    ceiling, never excluding the estimate) and the ceiling."""
+    ceiling, never excluding the estimate) and the ceiling. `memo`: as time_of's."""
     c, basis = calibration
-    est = time_of(f, c, engine)
+    est = time_of(f, c, engine, memo)
     phase = "prefill" if f.prefill else "decode"
     lo = max(f.ceiling_s, est * c.get(f"interval.{phase}.lo", 0.8))
     hi = max(est, est * c.get(f"interval.{phase}.hi", 1.25))

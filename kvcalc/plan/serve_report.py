@@ -5,6 +5,7 @@ from the engine's memory model, and the figures as result models."""
 from collections.abc import Callable
 from functools import lru_cache
 
+from kvcalc.cost.constants import ConstantsMemo
 from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
@@ -79,6 +80,7 @@ def step_timers(
     staged = stages(spec, dep, dtype)
     consts, basis_line = constants_for(gpu, engine)
     constants = (dict(served_view(consts, engine)), basis_line)  # a served request's steps
+    memo: ConstantsMemo = {}  # the constants resolved once per (family, engine, phase, link), for every step
 
     @lru_cache(maxsize=1 << 12)
     def base(pre: int, context: int, seqs: int):  # noqa: ANN202
@@ -94,7 +96,7 @@ def step_timers(
         return uniform_step_time(
             spec, gpu, dep, engine=engine, decodes=n, context_sum=context_sum, prefill_tokens=pre,
             prefill_context=context, prefill_seqs=seqs, dtype=dtype, kv_dtype=kv_dtype, staged=staged,
-            constants=constants, base=base(pre, context, seqs), comm=comm,
+            constants=constants, base=base(pre, context, seqs), comm=comm, memo=memo,
         )  # fmt: skip
 
     basis = timed(1, 1, 0, 0, 0).basis

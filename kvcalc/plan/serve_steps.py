@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kvcalc.cost.constants import ConstantsMemo
 from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, timed
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import (
@@ -43,10 +44,12 @@ def uniform_step_time(
     constants: tuple[dict[str, float], str] | None = None,
     base: StepFeatures | None = None,
     comm: Callable[[int], float] | None = None,
+    memo: ConstantsMemo | None = None,
 ) -> StepTime:
     """step_time for `decodes` sequences whose contexts sum to `context_sum`, spread evenly.
-    `constants` (calibration.constants_for), `base` (prompt_features) and `comm` (step.comm_seconds
-    by the step's tokens) may be passed in when timing many steps of one setup."""
+    `constants` (calibration.constants_for), `base` (prompt_features), `comm` (step.comm_seconds
+    by the step's tokens) and `memo` (estimate.time_of's, for those constants) may be passed in when timing
+    many steps of one setup."""
     from kvcalc.plan.calibration import constants_for
 
     if engine not in ENGINES:
@@ -80,7 +83,7 @@ def uniform_step_time(
         ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True)
         + (comm(tokens) if comm else comm_seconds(spec, dep, tokens, dtype)),
     )
-    return timed(f, constants or constants_for(gpu, engine), engine)
+    return timed(f, constants or constants_for(gpu, engine), engine, memo if constants else None)
 
 
 def prompt_features(
