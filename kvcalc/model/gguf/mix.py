@@ -145,7 +145,7 @@ def mix_shard(spec: ModelSpec, ftype: str) -> MixShard:
     n = spec.num_layers
     # NOTE: which layers are dense and which MoE, as cost/params.param_counts walks them.
     moe = [i for i, routed in enumerate(spec.routes_experts()) if routed]
-    dense_layers = [i for i in range(len(runs)) if i not in set(moe)]
+    dense_layers = [i for i, routed in enumerate(spec.routes_experts()) if not routed]
     if moe and spec.shared_expert_intermediate_size and not dense_layers:
         dense = _mlp_rate(spec, ftype, spec.shared_expert_intermediate_size, moe, n)
     else:
