@@ -39,5 +39,5 @@ class CacheResult(Result):
     layers: list[LayerCache]
     gpu: str | None = None
     gpu_memory_bytes: int | None = None
-    gpu_memory_share: float | None = None
+    gpu_memory_share: float | None = None  # (KV + recurrent state) / one GPU's memory
     warnings: list[str] = []  # a context beyond max_position_embeddings, as roofline and generate warn

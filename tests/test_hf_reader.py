@@ -138,7 +138,6 @@ def test_overrides_fill_and_change():
         ("falcon-h1", "Falcon-H1 runs attention and Mamba-2 side by side in every layer"),
         ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
         ("minimax-m3-sparse", "sparse_attention_config (MiniMax-M3's block-sparse attention"),
-        ("falcon-mamba", "'falcon_mamba' is a pure state-space model: it has no KV cache"),
         ("unknown-sliding", "sliding_window 64 in a 'mystery' config without layer_types: which layers slide"),
         (
             "unknown-missing",

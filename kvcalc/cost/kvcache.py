@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from kvcalc.errors import UsageError
@@ -30,6 +31,8 @@ def _divisors(n: int) -> list[int]:
 
 def valid_tp(spec: ModelSpec) -> list[int]:
     """Tensor-parallel sizes vLLM accepts for this model (up to its query-head count)."""
+    if spec.attention_free:  # its mixers split by width (vLLM's MambaMixer: d_inner / tp)
+        return _divisors(spec.hidden_size)
     kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
     return [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
 
@@ -41,6 +44,13 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
     if tp < 1:
         raise UsageError(f"tensor parallelism must be at least 1, got {tp}")
     allowed = ", ".join(map(str, valid_tp(spec)))
+    if spec.attention_free:
+        if spec.hidden_size % tp:
+            raise UsageError(
+                f"tensor parallelism {tp} does not divide {spec.name}'s hidden size {spec.hidden_size}",
+                hint=f"allowed: {allowed}",
+            )
+        return
     if spec.num_heads % tp:
         raise UsageError(
             f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
@@ -138,9 +148,10 @@ def index_token_bytes(spec: ModelSpec) -> int:
     return sum(n * index_bytes_per_token(spec, run) for run, n in spec.layer_groups())
 
 
-def state_bytes(spec: ModelSpec, batch: int) -> int:
-    """Constant recurrent state (SSM / linear attention) for batch sequences."""
-    return batch * sum(n * run.state_bytes for run, n in spec.layer_groups())
+def state_bytes(spec: ModelSpec, batch: int, tp: int = 1) -> int:
+    """Constant recurrent state (SSM / linear attention) for batch sequences on one of tp ranks (its heads or
+    width split over them, as vLLM's state shapes divide them)."""
+    return batch * sum(n * math.ceil(run.state_bytes / tp) for run, n in spec.layer_groups())
 
 
 def _element_bytes(kv_dtype: str) -> str:
@@ -173,7 +184,7 @@ def cache_report(
                 bytes_per_token=elements_to_bytes(n * per_token, kv_dtype) + n * index_bytes_per_token(spec, run),
                 total_bytes=elements_to_bytes(batch * n * per_token * held, kv_dtype)
                 + batch * n * index_bytes_per_token(spec, run) * held,
-                state_bytes=batch * n * run.state_bytes,
+                state_bytes=batch * n * math.ceil(run.state_bytes / tp),
             )
         )
     kv_token_bytes = elements_to_bytes(per_token_elements, kv_dtype)
@@ -199,7 +210,7 @@ def cache_report(
         kv_heads_replicated=replicates_kv_heads(spec, tp),
         bytes_per_token=per_token_bytes,
         total_bytes=total,
-        state_bytes=state_bytes(spec, batch),
+        state_bytes=state_bytes(spec, batch, tp),
         layers=layers,
     )
 
@@ -257,11 +268,14 @@ def _explain_group(
 
 
 def with_gpu_share(result: CacheResult, gpu: GpuSpec, steps: list[str] | None = None) -> CacheResult:
-    """The cache as a share of one GPU's memory (the CLI's `cache --gpu`)."""
+    """The cache (and any recurrent state) as a share of one GPU's memory (the CLI's `cache --gpu`)."""
     result.gpu, result.gpu_memory_bytes = gpu.name, gpu.capacity_bytes
-    result.gpu_memory_share = result.total_bytes / gpu.capacity_bytes
+    held = result.total_bytes + result.state_bytes
+    result.gpu_memory_share = held / gpu.capacity_bytes
     if steps is not None:
+        state = f" + {result.state_bytes:,} B of state" if result.state_bytes else ""
         steps.append(
-            f"share of one {gpu.name}: {result.total_bytes:,} / {gpu.capacity_bytes:,} B = {result.gpu_memory_share:.1%}"
+            f"share of one {gpu.name}: {result.total_bytes:,}{state} / {gpu.capacity_bytes:,} B = "
+            f"{result.gpu_memory_share:.1%}"
         )
     return result

@@ -115,7 +115,8 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
             shared += _mlp(spec, spec.shared_expert_intermediate_size)
         else:
             dense += _mlp(spec, spec.intermediate_size)
-    norms = (2 * spec.num_layers + 1) * hidden
+    # one norm before each sub-block (mixer, MLP), and the final one
+    norms = (sum(spec.sub_blocks()) + 1) * hidden
     extra = int(extra_params(spec))
     total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.

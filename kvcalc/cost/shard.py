@@ -138,7 +138,7 @@ def _layer_rank(
     whole on every rank (attention tensor parallelism 1)."""
     hidden = spec.hidden_size
     mixer = _mixer_rank(spec, run, 1 if dp_attention else tp)
-    dense = Fraction(2 * hidden)  # two norms, whole
+    dense = Fraction(spec.blocks_of(run, moe) * hidden)  # a norm before each sub-block, whole
     experts = Fraction(0)
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)

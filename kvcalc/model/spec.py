@@ -59,6 +59,9 @@ class LayerRun(BaseModel):
     window_tokens: Pos | None = None
     kv_heads: Pos | None = None
     state_bytes: NonNeg = 0
+    # The same state in elements (conv window + SSM state), for an engine that keeps its own dtype (llama.cpp:
+    # f32); 0: not known apart from state_bytes (a preset), which is then taken as it is.
+    state_elements: NonNeg = 0
     mixer_params: NonNeg | None = None
     intermediate_size: NonNeg | None = None
     # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
@@ -88,7 +91,7 @@ class LayerRun(BaseModel):
             raise ValueError(f"a {self.kind.value} layer needs window_tokens")
         if not windowed and self.window_tokens is not None:
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
-        if self.state_bytes and self.kind != LayerKind.STATELESS:
+        if (self.state_bytes or self.state_elements) and self.kind != LayerKind.STATELESS:
             raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
         if self.kv_shared and not self.kind.self_head_kv:
             raise ValueError("kv_shared is only for attention layers")
@@ -242,12 +245,13 @@ class ModelSpec(BaseModel):
     @cached_property
     def _sub_blocks(self) -> tuple[int, ...]:
         # NOTE: cached (specs are never mutated): every step the estimate prices asks it
-        out = []
-        for run, routed in zip(self.expanded_layers(), self.routes_experts()):
-            mixer = run.kind != LayerKind.STATELESS or bool(run.mixer_params)
-            size = run.intermediate_size
-            out.append(int(mixer) + int(size > 0 if size is not None else routed or self.intermediate_size > 0))
-        return tuple(out)
+        return tuple(self.blocks_of(run, routed) for run, routed in zip(self.expanded_layers(), self.routes_experts()))
+
+    def blocks_of(self, run: LayerRun, routed: bool) -> int:
+        """The sub-blocks (sub_blocks) of one layer of this run, routing the experts or not; each has its norm."""
+        mixer = run.kind != LayerKind.STATELESS or bool(run.mixer_params)
+        size = run.intermediate_size
+        return int(mixer) + int(size > 0 if size is not None else routed or self.intermediate_size > 0)
 
     def routes_experts(self) -> tuple[bool, ...]:
         """Per layer: whether it runs the routed experts (a MoE model's layers past the dense ones, unless the
@@ -260,6 +264,11 @@ class ModelSpec(BaseModel):
             self.is_moe and i >= self.dense_layers and run.intermediate_size is None
             for i, run in enumerate(self.expanded_layers())
         )
+
+    @property
+    def attention_free(self) -> bool:
+        """No layer attends (Mamba, Mamba-2): no KV cache at all, only each layer's constant state."""
+        return not any(run.kind.attends for run, _ in self.layer_groups())
 
     @property
     def head_dim_effective(self) -> int:

@@ -21,7 +21,8 @@ class CompareRow(Result):
     kv_dtype: str
     bytes_per_token: int
     total_bytes: int
-    ratio: float  # total_bytes / first row's total_bytes
+    ratio: float | None  # total_bytes / first row's total_bytes; None when the first caches nothing (Mamba)
+    # kv_heads: None for an MLA latent, 0 for a model without attention
 
 
 class CompareResult(Result):
@@ -129,11 +130,15 @@ def compare_report(
         out.append(
             CompareRow(
                 name=label,
-                kv_heads=None if spec.is_mla and not spec.layer_pattern else spec.cached_kv_heads,
+                kv_heads=0
+                if spec.attention_free
+                else None
+                if spec.is_mla and not spec.layer_pattern
+                else spec.cached_kv_heads,
                 kv_dtype=kv_dtype,
                 bytes_per_token=cache.bytes_per_token,
                 total_bytes=cache.total_bytes,
-                ratio=cache.total_bytes / out[0].total_bytes if out and out[0].total_bytes else 1.0,
+                ratio=(cache.total_bytes / out[0].total_bytes if out[0].total_bytes else None) if out else 1.0,
             )
         )
     return CompareResult(model=base_name, batch=batch, seq=seq, rows=out)

@@ -37,9 +37,12 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
                 f"{layer.tokens_held:,}" if layer.elements_per_token else "-",
             ]
         )
-    sheet.notes.append(
-        f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)"
-    )
+    if all(layer.kind == "stateless" for layer in first.layers):
+        sheet.notes.append("No KV cache: no layer attends; each holds a constant state per sequence.")
+    else:
+        sheet.notes.append(
+            f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)"
+        )
     for r in results:
         line = f"Batch {r.batch:,} x {r.seq:,} tokens: {_bytes(r.total_bytes)} ({r.total_bytes:,} B)"
         if r.state_bytes:
@@ -185,8 +188,9 @@ def compare_sheet(result: CompareResult) -> Sheet:
 
 
 def _compare_cells(r: CompareRow) -> list[str]:
-    kv_heads = "latent" if r.kv_heads is None else str(r.kv_heads)
-    return [r.name, kv_heads, r.kv_dtype, _bytes(r.bytes_per_token), _bytes(r.total_bytes), f"{r.ratio:.3g}x"]
+    kv_heads = "latent" if r.kv_heads is None else str(r.kv_heads or "none")
+    ratio = "-" if r.ratio is None else f"{r.ratio:.3g}x"
+    return [r.name, kv_heads, r.kv_dtype, _bytes(r.bytes_per_token), _bytes(r.total_bytes), ratio]
 
 
 def compare_grid_sheet(results: list[CompareResult]) -> Sheet:
@@ -291,11 +295,16 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
         text_columns=(0, 1),
     )
     skip = {"name", "layer_pattern", "aliases", "description"}
+    if spec.attention_free:  # its num_heads is a placeholder, and it has no MLP to gate
+        skip |= {"num_heads", "mlp_gated"}
     for key, value in spec.model_dump(mode="json").items():
-        if key not in skip and value not in (None, 0, [], "") or key in ("num_layers", "num_heads"):
+        if key not in skip and value not in (None, 0, [], "") or key in {"num_layers", "num_heads"} - skip:
             sheet.rows += _field_rows(key, value)
-    sheet.rows.append(["head_dim (effective)", str(spec.head_dim_effective)])
-    sheet.rows.append(["KV heads (effective)", _kv_heads_shown(spec)])
+    if spec.attention_free:
+        sheet.rows.append(["attention", "none: state-space layers only, no KV cache"])
+    else:
+        sheet.rows.append(["head_dim (effective)", str(spec.head_dim_effective)])
+        sheet.rows.append(["KV heads (effective)", _kv_heads_shown(spec)])
     for run, n in spec.layer_groups():
         detail = f"{n} x {run.kind.value}"
         if run.window_tokens:

@@ -123,9 +123,9 @@ def _largest_context(result) -> str:  # noqa: ANN001
     """The capped figure, saying when memory would hold more than the model's maximum context."""
     memory = result.max_seq_memory
     if result.max_seq is None:
-        return "unbounded by memory (windowed layers only)"
+        return "unbounded by memory (no layer's cache grows with the context)"
     if memory is None or memory > result.max_seq:
-        held = "any length (windowed layers only)" if memory is None else f"{memory:,}"
+        held = "any length: no layer's cache grows with it" if memory is None else f"{memory:,}"
         return f"{result.max_seq:,} tokens, the model's max_position_embeddings (memory would hold {held})"
     return f"{result.max_seq:,} tokens"
 

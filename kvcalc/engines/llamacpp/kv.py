@@ -111,8 +111,12 @@ def kv_parts(
     layers = spec.expanded_layers()
     groups: dict[tuple, list[int]] = {}
     for il, run in enumerate(layers):
-        if run.kind == LayerKind.STATELESS:
-            groups.setdefault(("recurrent", run.state_bytes), []).append(il)
+        if run.kind == LayerKind.STATELESS and run.state_bytes:
+            # NOTE: llama.cpp keeps recurrent state in f32 (llama-memory-recurrent.cpp type_r / type_s),
+            # whatever dtype another engine gives it
+            groups.setdefault(("recurrent", 4 * run.state_elements or run.state_bytes), []).append(il)
+        elif run.kind == LayerKind.STATELESS:
+            continue  # an MLP-only layer (Nemotron-H's '-' and 'E'): nothing cached
         elif run.kind == LayerKind.CROSS or run.kv_shared:
             continue
         elif run.kind.windowed and era.iswa != "none":

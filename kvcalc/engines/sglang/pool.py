@@ -191,6 +191,15 @@ def predict(
 ) -> SglangPool:
     """SGLang's pool and start-up lines for `spec` on `gpu`; `pre_load_free_bytes` / `weights_bytes`
     replace kvcalc's figures with logged ones ("Load weight begin/end" lines)."""
+    if spec.attention_free:
+        # NOTE: SGLang's model registry (srt/models, 0.5.x) runs Mamba-2 mixers only inside hybrids
+        # (Nemotron-H, Falcon-H1): no class serves Mamba, Falcon-Mamba or Mamba-2 alone, and
+        # its pool sizing divides by the full-attention layers.
+        raise UsageError(
+            f"--engine sglang: {spec.name} has no attention layers (a pure state-space model); SGLang serves "
+            "none (no Mamba / Mamba-2 class in its model registry)",
+            hint="use --engine vllm or llamacpp, or kvcalc's own estimate without --engine",
+        )
     version = rel.parse_release(settings.release)
     tp, pp = settings.tp, settings.pp
     dp = tp if settings.dp_attention else 1

@@ -20,6 +20,7 @@ counts their blocks the same way as the others. Pure.
 from typing import NamedTuple
 
 from kvcalc.cost.step import Deployment, held_kv_bytes, stages
+from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 
@@ -53,6 +54,14 @@ def kv_memory(capacity: int, resident: int, reserve: int, fraction: float = FREE
 def predict(spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, dtype: str | None, kv_dtype: str) -> TrtllmPool:
     """The pool of a deployment, `dep.gpu_util` taken as free_gpu_memory_fraction and `dep.reserve_bytes`
     as the profiling run's peak beyond the weights."""
+    if spec.attention_free:
+        # NOTE: the PyTorch backend's models (tensorrt_llm/_torch/models) run Mamba-2 mixers inside hybrids
+        # only (Nemotron-H); pure Mamba runs through the legacy TensorRT engine builds (examples/mamba)
+        raise UsageError(
+            f"--engine trtllm: {spec.name} has no attention layers (a pure state-space model); trtllm-serve's "
+            "PyTorch backend has no Mamba / Mamba-2 model (its TensorRT engine builds are not modelled)",
+            hint="use --engine vllm or llamacpp, or kvcalc's own estimate without --engine",
+        )
     per_stage = []
     for st in stages(spec, dep, dtype):
         memory = kv_memory(gpu.capacity_bytes, st.resident_bytes, dep.reserve_bytes, dep.gpu_util)

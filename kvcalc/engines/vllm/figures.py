@@ -100,7 +100,7 @@ def vllm_figures(
             for layers, avail in stages
         ]
         low = min(per, key=lambda f: f.num_blocks)
-        tokens = low.num_blocks // low.kv_cache_groups * block_size
+        tokens = low.num_blocks // low.kv_cache_groups * low.block_size
         concurrency = low.num_blocks / per[0].blocks_per_request
         return per[0].model_copy(
             update={
@@ -111,6 +111,29 @@ def vllm_figures(
             }
         )
     return _one(spec, available_bytes, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
+
+
+def _attention_free(spec: ModelSpec, available_bytes: int, layers: int, state: int, seq: int) -> VllmFigures:
+    """A model without attention (Mamba, Mamba-2). vLLM turns prefix caching off for it
+    (ModelConfig.is_prefix_caching_supported), so MambaModelConfig makes its block max_model_len tokens:
+    every layer's MambaSpec is one group (one page: a layer's state on this rank) and a request holds one
+    block, whatever its length."""
+    if not layers:
+        raise UsageError(f"--engine vllm: {spec.name} caches nothing (no attention and no recurrent state)")
+    num_blocks = max(available_bytes, 0) // (state * layers)
+    return VllmFigures(
+        version=VLLM_VERSION,
+        available_kv_bytes=available_bytes,
+        block_size=seq,
+        page_bytes_per_layer=state,
+        group_size=layers,
+        kv_cache_groups=1,
+        num_blocks=num_blocks,
+        kv_cache_tokens=num_blocks * seq,
+        blocks_per_request=1,
+        max_concurrency=float(num_blocks),
+        log_lines=_lines(available_bytes, num_blocks * seq, seq, float(num_blocks)),
+    )
 
 
 def _lines(available_bytes: int, tokens: int, seq: int, concurrency: float) -> list[str]:
@@ -154,6 +177,8 @@ def _one(
         key = (run.kind, run.window_tokens)
         types[key] = types.get(key, 0) + n
         type_bytes.setdefault(key, set()).add(layer_bytes)
+    if not per_token:
+        return _attention_free(spec, available_bytes, mamba_layers, mamba_state, seq)
     # NOTE: layers of one attention type whose pages differ (DSA layers with and without their own indexer,
     # GLM-5.2) form one UniformTypeKVCacheSpecs group: a block is every layer's page, summed.
     uniform_type = len(per_token) > 1 and len(types) == 1 and not mamba_layers

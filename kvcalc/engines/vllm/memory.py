@@ -282,7 +282,7 @@ def _unsized(spec: ModelSpec, quant: Quantization | None) -> list[str]:
             "the MoE backend's re-layout of the mxfp4 experts (padding, swizzled scale copies); counted as plain mxfp4"
         )
     ck = spec.checkpoint
-    if not spec.max_position_embeddings:
+    if not spec.max_position_embeddings and not spec.attention_free:
         out.append("the rotary cos/sin cache (max_position_embeddings unknown for this model)")
     if ck and ck.vision:
         if not spec.extra_params and not ck.vision_params:

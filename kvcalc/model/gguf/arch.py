@@ -32,7 +32,7 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
 SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
     "gemma-embedding", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
-    "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
+    "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2",
     "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
 }  # fmt: skip
@@ -93,6 +93,13 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     arch = header.architecture
     if arch is None:
         raise SpecError(f"{name}: GGUF header has no general.architecture")
+    if arch == "falcon-h1":
+        # NOTE: every Falcon-H1 layer is both an attention layer and a recurrent one (llama.cpp's hybrid
+        # memory); kvcalc's layers are one or the other, and its config reader refuses the family alike
+        raise SpecError(
+            f"{name}: Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
+            hint="its cache and state are not estimated, rather than guessed",
+        )
     if arch not in SUPPORTED:
         raise SpecError(
             f"{name}: GGUF architecture '{arch}' is not one kvcalc reads",
@@ -190,7 +197,7 @@ def _pattern(
         if arch == "nemotron_h" and kv[il] == 0 and ff[il] != 0:
             runs.append(LayerRun(kind=LayerKind.STATELESS))  # an MLP-only layer: no cache, no state
         elif recurrent:
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state))
+            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, state_elements=state // 4))
         elif mla:
             runs.append(LayerRun(kind=LayerKind.MLA))
         elif swa and swa[il]:

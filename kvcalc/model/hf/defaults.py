@@ -140,4 +140,18 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_d_conv": 4,
         "mamba_expand": 2,
     },
+    # MambaConfig / FalconMambaConfig and Mamba2Config (Mamba-Codestral-7B's shape): read by model/hf/ssm.py
+    "mamba": {"vocab_size": 50280, "hidden_size": 768, "num_hidden_layers": 32, "state_size": 16, "expand": 2},
+    "falcon_mamba": {"vocab_size": 50280, "hidden_size": 768, "num_hidden_layers": 32, "state_size": 16, "expand": 2},
+    "mamba2": {
+        "vocab_size": 32768,
+        "hidden_size": 4096,
+        "num_hidden_layers": 64,
+        "num_heads": 128,
+        "head_dim": 64,
+        "state_size": 128,
+        "n_groups": 8,
+        "expand": 2,
+        "tie_word_embeddings": False,
+    },
 }

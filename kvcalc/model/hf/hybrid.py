@@ -21,49 +21,124 @@ class StateDtypes(NamedTuple):
     ssm: float  # bytes per element of SSM / linear-attention state
 
 
-def mamba2(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
-    """(state bytes per sequence, mixer params) of one Mamba-2 layer (Nemotron-H and Granite-4.0-H names)."""
+class Mixer(NamedTuple):
+    """One recurrent mixer: its state per sequence (bytes in the dtypes vLLM gives it, and elements, which
+    an engine that picks its own dtype sizes from: llama.cpp keeps f32) and its parameters."""
+
+    state_bytes: int
+    state_elements: int
+    params: int
+
+    @classmethod
+    def of(cls, ssm: int, conv: int, params: int, el: StateDtypes) -> "Mixer":
+        """From the SSM / linear-attention state's and the conv window's elements."""
+        return cls(math.ceil(ssm * el.ssm) + math.ceil(conv * el.conv), ssm + conv, params)
+
+    def run(self, **fields: Any) -> LayerRun:
+        """A stateless layer running this mixer (fields: its MLP width, when it sets its own)."""
+        return LayerRun(
+            kind=LayerKind.STATELESS,
+            state_bytes=self.state_bytes,
+            state_elements=self.state_elements,
+            mixer_params=self.params,
+            **fields,
+        )
+
+
+def mamba2(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
+    """One Mamba-2 layer's mixer, under Nemotron-H's and Granite-4.0-H's names."""
     heads = cfg.int_field("mamba_num_heads", "mamba_n_heads")
     d_inner_default = cfg.get("mamba_expand", "expand", default=2) * hidden
     head_dim = d_inner_default // heads
     if cfg.get("mamba_head_dim", "mamba_d_head") not in (None, "auto"):  # "auto": GraniteMoeHybridConfig's default
         head_dim = cfg.int_field("mamba_head_dim", "mamba_d_head")
-    d_state = cfg.int_field("ssm_state_size", "state_size", "mamba_d_state")
-    groups = cfg.get("n_groups", "mamba_n_groups", default=1)
-    kernel = cfg.get("conv_kernel", "mamba_d_conv", default=4)
-    d_inner = heads * head_dim
-    conv_dim = d_inner + 2 * groups * d_state
-    state = math.ceil(heads * head_dim * d_state * el.ssm) + math.ceil((kernel - 1) * conv_dim * el.conv)
-    params = (
-        hidden * (2 * d_inner + 2 * groups * d_state + heads)
-        + conv_dim * (kernel + 1)
-        + 3 * heads
-        + d_inner
-        + d_inner * hidden
+    shape = Mamba2(
+        hidden,
+        heads,
+        head_dim,
+        cfg.int_field("ssm_state_size", "state_size", "mamba_d_state"),
+        cfg.get("n_groups", "mamba_n_groups", default=1),
+        cfg.get("conv_kernel", "mamba_d_conv", default=4),
     )
-    return state, params
+    return shape.mixer(el, conv_bias=True, proj_bias=False)
 
 
-def mamba1(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+class Mamba2(NamedTuple):
+    """One Mamba-2 mixer (transformers Mamba2Mixer; vLLM MambaMixer2 and mamba2_state_shape)."""
+
+    hidden: int
+    heads: int
+    head_dim: int
+    d_state: int
+    groups: int
+    kernel: int
+
+    @property
+    def conv_dim(self) -> int:
+        """The channels the conv runs over: x, then B and C per group."""
+        return self.heads * self.head_dim + 2 * self.groups * self.d_state
+
+    def mixer(self, el: StateDtypes, conv_bias: bool, proj_bias: bool) -> Mixer:
+        """State: a heads x head_dim x d_state SSM state and a (kernel - 1) x conv_dim conv window per
+        sequence. Parameters: in_proj (gate, x, B, C and dt per head), the depthwise conv, dt_bias, A_log and
+        D per head, the gated RMS norm, out_proj."""
+        d_inner, h = self.heads * self.head_dim, self.hidden
+        in_proj = d_inner + self.conv_dim + self.heads
+        params = (
+            h * in_proj
+            + self.conv_dim * self.kernel
+            + 3 * self.heads
+            + d_inner
+            + d_inner * h
+            + (self.conv_dim if conv_bias else 0)
+            + (in_proj + h if proj_bias else 0)
+        )
+        return Mixer.of(self.heads * self.head_dim * self.d_state, (self.kernel - 1) * self.conv_dim, params, el)
+
+
+def mamba1(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
+    """One Jamba Mamba-1 layer's mixer (JambaMambaMixer: Mamba-1's, plus RMS norms over dt, B and C)."""
     d_inner = cfg.get("mamba_expand", default=2) * hidden
     d_state = cfg.get("mamba_d_state", default=16)
-    d_conv = cfg.get("mamba_d_conv", default=4)
     dt_rank = cfg.get("mamba_dt_rank", default="auto")
     dt_rank = math.ceil(hidden / 16) if dt_rank == "auto" else dt_rank  # JambaConfig: "auto" is hidden / 16
-    state = math.ceil(d_inner * d_state * el.ssm) + math.ceil((d_conv - 1) * d_inner * el.conv)
-    params = (
-        hidden * 2 * d_inner
-        + d_inner * d_conv
-        + d_inner * (dt_rank + 2 * d_state)
-        + dt_rank * d_inner
-        + d_inner * d_state
-        + 2 * d_inner
-        + d_inner * hidden
-    )
-    return state, params
+    shape = Mamba1(hidden, d_inner, d_state, cfg.get("mamba_d_conv", default=4), dt_rank)
+    conv_bias = bool(cfg.get("mamba_conv_bias", default=True))
+    proj_bias = bool(cfg.get("mamba_proj_bias", default=False))
+    mixer = shape.mixer(el, conv_bias, proj_bias)
+    return mixer._replace(params=mixer.params + dt_rank + 2 * d_state)
 
 
-def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+class Mamba1(NamedTuple):
+    """One Mamba-1 mixer (transformers MambaMixer; vLLM MambaMixer and mamba1_state_shape)."""
+
+    hidden: int
+    d_inner: int
+    d_state: int
+    kernel: int
+    dt_rank: int
+
+    def mixer(self, el: StateDtypes, conv_bias: bool, proj_bias: bool) -> Mixer:
+        """State: a d_inner x d_state SSM state and a (kernel - 1) x d_inner conv window per sequence.
+        Parameters: in_proj (x and gate), the depthwise conv, x_proj (dt, B, C), dt_proj with its bias,
+        A_log, D, out_proj."""
+        d, h = self.d_inner, self.hidden
+        params = (
+            h * 2 * d
+            + d * self.kernel
+            + d * (self.dt_rank + 2 * self.d_state)
+            + self.dt_rank * d
+            + d  # dt_proj's bias
+            + d * self.d_state  # A_log
+            + d  # D
+            + d * h
+            + (d if conv_bias else 0)
+            + (2 * d + h if proj_bias else 0)
+        )
+        return Mixer.of(d * self.d_state, (self.kernel - 1) * d, params, el)
+
+
+def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """Qwen3-Next / Qwen3.5 linear attention: a (k x v) state per value head plus a conv window."""
     k_heads = cfg.int_field("linear_num_key_heads")
     v_heads = cfg.int_field("linear_num_value_heads")
@@ -72,7 +147,6 @@ def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]
     kernel = cfg.get("linear_conv_kernel_dim", default=4)
     key_dim, value_dim = k_heads * dk, v_heads * dv
     conv_dim = 2 * key_dim + value_dim
-    state = math.ceil(v_heads * dk * dv * el.ssm) + math.ceil((kernel - 1) * conv_dim * el.conv)
     params = (
         hidden * (2 * key_dim + 2 * value_dim)
         + hidden * 2 * v_heads
@@ -81,10 +155,10 @@ def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]
         + dv
         + value_dim * hidden
     )
-    return state, params
+    return Mixer.of(v_heads * dk * dv, (kernel - 1) * conv_dim, params, el)
 
 
-def short_conv(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
+def short_conv(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """LFM2's gated short convolution: in_proj to B, C, x; a depthwise conv of conv_L_cache taps;
     out_proj. vLLM keeps conv_L_cache - 1 past steps of conv_dim channels (lfm2.py,
     short_conv_state_shape)."""
@@ -92,7 +166,7 @@ def short_conv(cfg: Config, hidden: int, el: StateDtypes) -> tuple[int, int]:
     taps = cfg.int_field("conv_L_cache", default=3)
     bias = bool(cfg.get("conv_bias", default=False))
     params = hidden * 3 * dim + dim * taps + dim * hidden + (3 * dim + dim + hidden if bias else 0)
-    return math.ceil((taps - 1) * dim * el.conv), params
+    return Mixer.of(0, (taps - 1) * dim, params, el)
 
 
 def lfm2_intermediate(cfg: Config) -> int:
@@ -143,14 +217,14 @@ def nemotron_h(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[L
         raise cfg.refuse("a nemotron_h config needs hybrid_override_pattern or layers_block_type")
     if len(pattern) != layers:
         raise cfg.refuse(f"hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers says {layers}")
-    state, params = mamba2(cfg, hidden, el)
+    mamba = mamba2(cfg, hidden, el)
     inter = cfg.int_field("intermediate_size") if "-" in pattern else 0  # only MLP blocks ('-') need it
     runs = []
     for ch in pattern:
         if ch == "*":  # attention only, no MLP in this block
             runs.append(LayerRun(kind=LayerKind.FULL, intermediate_size=0))
         elif ch == "M":
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params, intermediate_size=0))
+            runs.append(mamba.run(intermediate_size=0))
         elif ch == "-":  # MLP only
             runs.append(LayerRun(kind=LayerKind.STATELESS, mixer_params=0, intermediate_size=inter))
         elif ch == "E":  # mixture of experts only (Nemotron 3): the spec's MoE fields describe it
@@ -163,7 +237,7 @@ def nemotron_h(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[L
 def jamba(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
     """Jamba: attention at layer i when i % attn_layer_period == attn_layer_offset, Mamba-1 elsewhere."""
     period, offset = cfg.get("attn_layer_period"), cfg.get("attn_layer_offset", default=0)
-    state, params = mamba1(cfg, hidden, el)
+    mamba = mamba1(cfg, hidden, el)
     moe_period, moe_offset = cfg.get("expert_layer_period", default=1), cfg.get("expert_layer_offset", default=0)
     inter = cfg.int_field("intermediate_size")
     experts = cfg.get("num_experts", default=0)
@@ -175,5 +249,5 @@ def jamba(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerR
         if i % period == offset:
             runs.append(LayerRun(kind=LayerKind.FULL, **dense))
         else:
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params, **dense))
+            runs.append(mamba.run(**dense))
     return runs

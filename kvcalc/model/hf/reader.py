@@ -19,6 +19,7 @@ from kvcalc.model.hf import windows as hf_windows
 from kvcalc.model.hf.defaults import TYPE_DEFAULTS
 from kvcalc.model.hf.fields import Config, check_types, declared_dtype, quantization, window
 from kvcalc.model.hf.hybrid import StateDtypes
+from kvcalc.model.hf.ssm import SSM_TYPES, ssm_fields
 from kvcalc.model.hf.unread import parameter_doubts, refuse_unplaced_state, refuse_unread, refuse_unread_shape
 from kvcalc.model.quant import checkpoint_info
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
@@ -89,14 +90,11 @@ def _layer_types(
             runs.append(LayerRun(kind=LayerKind.CHUNKED, window_tokens=cfg.int_field("attention_chunk_size")))
         elif t in ("mamba", "linear_attention") and model_type in MAMBA_TYPES:
             # transformers 5 saves Mamba layers under the new name linear_attention (remap_legacy_layer_types)
-            state, params = hf_hybrid.mamba2(cfg, hidden, el)
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+            runs.append(hf_hybrid.mamba2(cfg, hidden, el).run())
         elif t == "linear_attention":
-            state, params = hf_hybrid.gated_deltanet(cfg, hidden, el)
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+            runs.append(hf_hybrid.gated_deltanet(cfg, hidden, el).run())
         elif t == "conv" and model_type in CONV_TYPES:
-            state, params = hf_hybrid.short_conv(cfg, hidden, el)
-            runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, mixer_params=params))
+            runs.append(hf_hybrid.short_conv(cfg, hidden, el).run())
         else:
             raise cfg.refuse(f"layer type '{t}' in layer_types of a '{model_type}' model is not supported")
     return runs
@@ -258,7 +256,13 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         if "head_dim" in overrides:
             fields["head_dim"] = overrides["head_dim"]
         return build(ModelSpec, fields, where)
-    decoder = _decoder_fields(cfg, model_type, raw)
+    if model_type in SSM_TYPES:
+        layers = overrides.get("layers") or cfg.int_field("num_hidden_layers", "n_layer", override="--layers")
+        if layers > MAX_LAYERS:
+            raise cfg.refuse(f"{layers:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})")
+        decoder = ssm_fields(cfg, model_type, layers, _state_dtypes(cfg, model_type))
+    else:
+        decoder = _decoder_fields(cfg, model_type, raw)
     missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
     missing += parameter_doubts(cfg, model_type)
     fields.update(decoder)

@@ -98,10 +98,6 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(t != 1 for t in attn_types):
         raise cfg.refuse("attn_type_list has lightning (linear) attention layers (MiniMax-01); they are not read")
-    if model_type in ("mamba", "mamba2", "falcon_mamba"):
-        raise cfg.refuse(
-            f"'{model_type}' is a pure state-space model: it has no KV cache, and its state is not modelled"
-        )
     if cfg.get("kv_reuse_group") or cfg.get("global_attn_idx") is not None:
         raise cfg.refuse("kv_reuse_group / global_attn_idx (Hymba's shared and windowed KV) are not read")
     refuse_per_layer_kv(cfg)
