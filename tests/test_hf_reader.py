@@ -34,6 +34,8 @@ FAMILIES = [
     ("qwen3next-hybrid", 100, 2 * 512 * 100, 10_000, 2 * 512 * 10_000),
     # nemotron-h "M-M*-*": 2 attention layers, 2 KV heads x attention_head_dim 32
     ("nemotronh-hybrid", 100, 2 * 256 * 100, 10_000, 2 * 256 * 10_000),
+    # falcon-h1: attention in all 4 layers (a Mamba-2 mixer beside each); 2 KV heads x d 32 (256/8): 256 B/layer/token
+    ("falcon-h1", 100, 4 * 256 * 100, 10_000, 4 * 256 * 10_000),
     # jamba: attention at i % 4 == 2 -> layers 2 and 6; 1 KV head x d 32 (128/4): 128 B/layer/token
     ("jamba-hybrid", 100, 2 * 128 * 100, 10_000, 2 * 128 * 10_000),
     # nemotron-nas block_configs: KV heads 8/4, no-op, 8/8, 8/2 -> 2 + 1 + 4 = 7 heads x d 32 x 2 x 2 B
@@ -95,6 +97,8 @@ def test_folder_holding_config(tmp_path):
         ("nemotronh-hybrid", (8 * 16 * 16 + 3 * (128 + 2 * 2 * 16)) * 2, 2),
         # Mamba-1: d_inner 256 x d_state 8 + 3 conv steps x 256
         ("jamba-hybrid", (256 * 8 + 3 * 256) * 2, 6),
+        # Falcon-H1's mixer beside every attention layer: 8 heads x 64 x 16 + 3 conv steps x (512 + 2 x 16)
+        ("falcon-h1", (8 * 64 * 16 + 3 * (512 + 2 * 16)) * 2, 4),
     ],
 )
 def test_constant_state_is_separate(name, per_layer_state, layers):
@@ -135,7 +139,6 @@ def test_overrides_fill_and_change():
     ("name", "message"),
     [
         ("marian-encdec", "'marian' is an encoder-decoder kvcalc does not read yet"),
-        ("falcon-h1", "Falcon-H1 runs attention and Mamba-2 side by side in every layer"),
         ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
         ("minimax-m3-sparse", "sparse_attention_config (MiniMax-M3's block-sparse attention"),
         ("unknown-sliding", "sliding_window 64 in a 'mystery' config without layer_types: which layers slide"),

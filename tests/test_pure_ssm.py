@@ -7,9 +7,7 @@ tiiuae/falcon-mamba-7b's config.json as public test helpers quote it (hub: 7.27B
 
 import json
 
-import pytest
 from conftest import FIXTURES, GiB, MiB, run, run_json
-from gguf_writer import gguf_bytes, llama_like
 
 from kvcalc.cost.params import param_counts
 from kvcalc.engines.vllm.figures import vllm_figures
@@ -132,16 +130,6 @@ def test_show_says_there_is_no_attention():
     assert out.exit_code == 0
     assert "none: state-space layers only, no KV cache" in out.stdout
     assert "KV heads" not in out.stdout and "num_heads" not in out.stdout
-
-
-@pytest.mark.parametrize("arch", ["falcon-h1"])
-def test_gguf_falcon_h1_is_refused_not_read_as_attention_only(tmp_path, arch):
-    md, t = llama_like(arch)
-    path = tmp_path / "falcon-h1.gguf"
-    path.write_bytes(gguf_bytes(md, t, data=False)[0])
-    result = run("cache", path)
-    assert result.exit_code != 0 and result.stderr.count("\n") == 1
-    assert "Falcon-H1 runs attention and Mamba-2 side by side in every layer" in result.stderr
 
 
 def test_tensor_parallelism_splits_the_mixers_by_width():

@@ -49,7 +49,8 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     bias = (h * d + kv * d) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
     gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
-    return hidden * h * d + gate + hidden * kv * d + h * d * hidden + bias
+    parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
+    return hidden * h * d + gate + hidden * kv * d + h * d * hidden + bias + parallel
 
 
 def indexer_params(spec: ModelSpec) -> int:

@@ -114,7 +114,8 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         # Qwen3-Next / Qwen3.5: q_proj also yields a per-head output gate, split by heads like Q.
         gate = hidden * h * d if spec.attn_output_gate else 0
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
-        return Fraction(2 * hidden * h * d + gate, tp) + hidden * kv * d + bias
+        parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads
+        return Fraction(2 * hidden * h * d + gate, tp) + hidden * kv * d + bias + parallel
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
     return Fraction(attention_params(spec, run), tp)
 

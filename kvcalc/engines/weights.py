@@ -85,13 +85,13 @@ def weight_bytes(
     lm_head = lin(head_fmt, vocab_rows, h) if last and (not spec.tie_embeddings or not first) else 0
 
     attention = mlp = experts = router = mixers = absorbed = 0
-    norms = (h if last else 0) + 2 * h * len(layers)
     expanded, routed = spec.expanded_layers(), spec.routes_experts()
+    norms = (h if last else 0) + h * sum(spec.blocks_of(expanded[i], routed[i]) for i in layers)
     for i in layers:
         run = expanded[i]
-        if run.kind == LayerKind.STATELESS:
+        if run.kind == LayerKind.STATELESS or run.parallel_mixer:  # a mixer alone, or beside the attention
             mixers += math.ceil((run.mixer_params or 0) * 2 / tp)
-        elif run.kind == LayerKind.MLA:
+        if run.kind == LayerKind.MLA:
             nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
             v = spec.v_head_dim or nope
             if spec.q_lora_rank:
@@ -115,7 +115,7 @@ def weight_bytes(
                 # process_weights_after_loading) dequantizes kv_b_proj into bf16 W_UK / W_UV
                 # and keeps them beside the quantized original.
                 absorbed += allocated(hr * (nope + v) * spec.kv_lora_rank * 2)
-        else:
+        elif run.kind != LayerKind.STATELESS:
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
             g, dr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run)
             attention += lin(attn, (hr + 2 * g) * dr, h) + lin(attn, h, hr * dr)

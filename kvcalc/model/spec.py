@@ -58,10 +58,14 @@ class LayerRun(BaseModel):
     count: Pos = 1
     window_tokens: Pos | None = None
     kv_heads: Pos | None = None
+    # A recurrent mixer's state per sequence: a stateless layer's (SSM / linear attention), or on an attention
+    # layer that of the Mamba-2 mixer running beside its attention (Falcon-H1's parallel hybrid).
     state_bytes: NonNeg = 0
     # The same state in elements (conv window + SSM state), for an engine that keeps its own dtype (llama.cpp:
     # f32); 0: not known apart from state_bytes (a preset), which is then taken as it is.
     state_elements: NonNeg = 0
+    # A stateless layer's token-mixer parameters; on an attention layer, its parallel mixer's (beside the
+    # attention's own, which the spec's head fields give).
     mixer_params: NonNeg | None = None
     intermediate_size: NonNeg | None = None
     # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
@@ -80,6 +84,11 @@ class LayerRun(BaseModel):
     v_is_k: bool = False
 
     @property
+    def parallel_mixer(self) -> bool:
+        """An attention layer with a recurrent mixer running beside it (Falcon-H1)."""
+        return self.kind != LayerKind.STATELESS and bool(self.state_bytes or self.mixer_params)
+
+    @property
     def window(self) -> int:
         """The window of a sliding or chunked layer (the validator below makes sure it is set)."""
         return _required(self.window_tokens, f"a {self.kind.value} layer's window_tokens")
@@ -91,8 +100,13 @@ class LayerRun(BaseModel):
             raise ValueError(f"a {self.kind.value} layer needs window_tokens")
         if not windowed and self.window_tokens is not None:
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
-        if (self.state_bytes or self.state_elements) and self.kind != LayerKind.STATELESS:
-            raise ValueError("state_bytes is only for stateless (SSM / linear-attention) layers")
+        if (self.state_bytes or self.state_elements or self.mixer_params) and not (
+            self.kind == LayerKind.STATELESS or self.kind.self_head_kv
+        ):
+            raise ValueError(
+                "state_bytes / mixer_params are for stateless (SSM / linear-attention) layers, or self-attention "
+                "layers with a mixer beside them"
+            )
         if self.kv_shared and not self.kind.self_head_kv:
             raise ValueError("kv_shared is only for attention layers")
         if self.index_shared and self.kind != LayerKind.MLA:

@@ -316,7 +316,8 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
         if run.v_is_k:
             detail += ", V = K (one projection; both cached)"
         if run.state_bytes:
-            detail += f", state {fmt_bytes(run.state_bytes)} per sequence"
+            beside = " (a Mamba-2 mixer beside the attention)" if run.parallel_mixer else ""
+            detail += f", state {fmt_bytes(run.state_bytes)} per sequence{beside}"
         if run.kv_shared:
             detail += ", reading an earlier layer's K and V (no cache of their own)"
         if run.kind.value == "mla" and spec.is_sparse:

@@ -111,6 +111,9 @@ def kv_parts(
     layers = spec.expanded_layers()
     groups: dict[tuple, list[int]] = {}
     for il, run in enumerate(layers):
+        if run.parallel_mixer and run.state_bytes:
+            # NOTE: a Falcon-H1 layer is in both llama.cpp's recurrent and attention caches (llama_memory_hybrid)
+            groups.setdefault(("recurrent", 4 * run.state_elements or run.state_bytes), []).append(il)
         if run.kind == LayerKind.STATELESS and run.state_bytes:
             # NOTE: llama.cpp keeps recurrent state in f32 (llama-memory-recurrent.cpp type_r / type_s),
             # whatever dtype another engine gives it

@@ -236,7 +236,7 @@ def predict(
     if pre is None:
         pre = total - CUDA_CONTEXT_BYTES - _dist_init_bytes(gpu, tp, pp)
     notes = _not_modelled(spec, version, settings, default)
-    state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups() if run.kind == LayerKind.STATELESS)
+    state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups())  # stateless or beside attention
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
     # NOTE: 0.5.23 kv_cache_configurator.mm_runtime_reservation_gb: a multimodal model also keeps
     # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).

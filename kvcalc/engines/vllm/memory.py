@@ -209,7 +209,7 @@ def predict(
         unsized.append(f"NCCL ring buffers of the tensor-parallel group ({gpu.interconnect or 'no NVLink SHARP'})")
     if pp > 1:
         unsized.append("NCCL send/receive buffers between pipeline stages")
-    if any(run.kind == LayerKind.STATELESS and run.state_bytes for run, _ in spec.layer_groups()):
+    if any(run.state_bytes for run, _ in spec.layer_groups()):
         unsized.append("the SSM / linear-attention mixers' activations in the profiling forward")
     stages: list[StageMemory] = []
     first_weights: WeightBytes | None = None

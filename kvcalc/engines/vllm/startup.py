@@ -90,6 +90,8 @@ def needed_bytes(spec: ModelSpec, layers: range, length: int, page: int, block: 
         run = expanded[i]
         if run.kind == LayerKind.CROSS or run.kv_shared:
             continue
+        if run.parallel_mixer and run.state_bytes:  # its Mamba-2 mixer's block (Falcon-H1)
+            total += _blocks(LayerKind.STATELESS, None, length, block, batched) * page
         if run.kind == LayerKind.STATELESS and not run.state_bytes:
             continue
         total += _blocks(run.kind, run.window_tokens, length, block, batched) * page

@@ -32,7 +32,7 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
 SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
     "gemma-embedding", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
-    "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2",
+    "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
     "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
 }  # fmt: skip
@@ -93,13 +93,6 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     arch = header.architecture
     if arch is None:
         raise SpecError(f"{name}: GGUF header has no general.architecture")
-    if arch == "falcon-h1":
-        # NOTE: every Falcon-H1 layer is both an attention layer and a recurrent one (llama.cpp's hybrid
-        # memory); kvcalc's layers are one or the other, and its config reader refuses the family alike
-        raise SpecError(
-            f"{name}: Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
-            hint="its cache and state are not estimated, rather than guessed",
-        )
     if arch not in SUPPORTED:
         raise SpecError(
             f"{name}: GGUF architecture '{arch}' is not one kvcalc reads",
@@ -203,8 +196,11 @@ def _pattern(
         elif swa and swa[il]:
             runs.append(LayerRun(kind=kind_swa, window_tokens=window, kv_heads=kv[il] if kv[il] != kv_max else None))
         else:
-            runs.append(LayerRun(kind=LayerKind.FULL, kv_heads=kv[il] if kv[il] != kv_max else None))
-    if all(r == runs[0] for r in runs) and runs[0].kind in (LayerKind.FULL, LayerKind.MLA):
+            # NOTE: a Falcon-H1 layer is attention and a Mamba-2 mixer side by side: its state rides on the layer
+            beside = state if arch == "falcon-h1" else 0
+            heads = kv[il] if kv[il] != kv_max else None
+            runs.append(LayerRun(kind=LayerKind.FULL, kv_heads=heads, state_bytes=beside, state_elements=beside // 4))
+    if all(r == runs[0] for r in runs) and runs[0].kind in (LayerKind.FULL, LayerKind.MLA) and not runs[0].state_bytes:
         return []
     # NOTE: the shortest period that repeats (gemma2: [sliding, full]), else one run per layer
     for period in range(1, n + 1):

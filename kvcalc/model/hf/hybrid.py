@@ -34,10 +34,11 @@ class Mixer(NamedTuple):
         """From the SSM / linear-attention state's and the conv window's elements."""
         return cls(math.ceil(ssm * el.ssm) + math.ceil(conv * el.conv), ssm + conv, params)
 
-    def run(self, **fields: Any) -> LayerRun:
-        """A stateless layer running this mixer (fields: its MLP width, when it sets its own)."""
+    def run(self, kind: LayerKind = LayerKind.STATELESS, **fields: Any) -> LayerRun:
+        """A stateless layer running this mixer, or an attention layer running it beside its attention (fields:
+        its MLP width, when it sets its own)."""
         return LayerRun(
-            kind=LayerKind.STATELESS,
+            kind=kind,
             state_bytes=self.state_bytes,
             state_elements=self.state_elements,
             mixer_params=self.params,
@@ -60,7 +61,7 @@ def mamba2(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
         cfg.get("n_groups", "mamba_n_groups", default=1),
         cfg.get("conv_kernel", "mamba_d_conv", default=4),
     )
-    return shape.mixer(el, conv_bias=True, proj_bias=False)
+    return shape.mixer(el, conv_bias=True, in_bias=False, out_bias=False)
 
 
 class Mamba2(NamedTuple):
@@ -78,20 +79,21 @@ class Mamba2(NamedTuple):
         """The channels the conv runs over: x, then B and C per group."""
         return self.heads * self.head_dim + 2 * self.groups * self.d_state
 
-    def mixer(self, el: StateDtypes, conv_bias: bool, proj_bias: bool) -> Mixer:
+    def mixer(self, el: StateDtypes, conv_bias: bool, in_bias: bool, out_bias: bool, norm: bool = True) -> Mixer:
         """State: a heads x head_dim x d_state SSM state and a (kernel - 1) x conv_dim conv window per
         sequence. Parameters: in_proj (gate, x, B, C and dt per head), the depthwise conv, dt_bias, A_log and
-        D per head, the gated RMS norm, out_proj."""
+        D per head, the gated RMS norm (optional in Falcon-H1), out_proj."""
         d_inner, h = self.heads * self.head_dim, self.hidden
         in_proj = d_inner + self.conv_dim + self.heads
         params = (
             h * in_proj
             + self.conv_dim * self.kernel
             + 3 * self.heads
-            + d_inner
+            + (d_inner if norm else 0)
             + d_inner * h
             + (self.conv_dim if conv_bias else 0)
-            + (in_proj + h if proj_bias else 0)
+            + (in_proj if in_bias else 0)
+            + (h if out_bias else 0)
         )
         return Mixer.of(self.heads * self.head_dim * self.d_state, (self.kernel - 1) * self.conv_dim, params, el)
 
@@ -251,3 +253,35 @@ def jamba(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerR
         else:
             runs.append(mamba.run(**dense))
     return runs
+
+
+def falcon_h1(cfg: Config, hidden: int, el: StateDtypes) -> list[LayerRun]:
+    """Falcon-H1: every layer runs its attention and a Mamba-2 mixer side by side on one normed input (their
+    outputs summed), then its MLP (transformers FalconH1DecoderLayer; vLLM FalconH1ParallelHybrid). The mixer
+    is mamba_d_ssm wide (FalconH1Config: 1024 when the file omits it, expand x hidden when it is null), its
+    gated norm optional (mamba_rms_norm), in_proj biased by mamba_proj_bias and out_proj by projectors_bias."""
+    width = cfg.data.get("mamba_d_ssm", FALCON_H1_D_SSM)
+    width = width if width is not None else cfg.get("mamba_expand", default=2) * hidden
+    heads = cfg.int_field("mamba_n_heads")
+    head_dim = cfg.get("mamba_d_head", default="auto")
+    head_dim = width // heads if head_dim == "auto" else cfg.int_field("mamba_d_head")
+    if not isinstance(width, int) or heads * head_dim != width:
+        raise cfg.refuse(
+            f"mamba_n_heads x mamba_d_head ({heads} x {head_dim}) differs from the mixer width {width!r} "
+            "(mamba_d_ssm; FalconH1Config takes 1024 when the file omits it, and refuses such a config)"
+        )
+    shape = Mamba2(
+        hidden, heads, head_dim, cfg.int_field("mamba_d_state"), cfg.int_field("mamba_n_groups", default=1),
+        cfg.int_field("mamba_d_conv", default=4),
+    )  # fmt: skip
+    mixer = shape.mixer(
+        el,
+        conv_bias=bool(cfg.get("mamba_conv_bias", default=True)),
+        in_bias=bool(cfg.get("mamba_proj_bias", default=False)),
+        out_bias=bool(cfg.get("projectors_bias", default=False)),
+        norm=bool(cfg.get("mamba_rms_norm", default=False)),
+    )
+    return [mixer.run(kind=LayerKind.FULL)]
+
+
+FALCON_H1_D_SSM = 1024  # FalconH1Config's mamba_d_ssm default

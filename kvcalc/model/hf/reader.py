@@ -110,6 +110,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_windows.llama4_chunked(cfg, layers)
     if model_type == "nemotron_h":
         return hf_hybrid.nemotron_h(cfg, layers, hidden, el)
+    if model_type == "falcon_h1":
+        return hf_hybrid.falcon_h1(cfg, hidden, el)
     types = cfg.get("layer_types", "layers_block_type")
     if model_type == "gemma4_text":
         types = hf_windows.gemma4_types(cfg, layers)

@@ -48,7 +48,7 @@ def ssm_fields(cfg: Config, model_type: str, layers: int, el: StateDtypes) -> di
                 f"num_heads x head_dim ({shape.heads} x {shape.head_dim}) differs from expand x hidden_size "
                 f"({expand} x {hidden})"
             )
-        mixer = shape.mixer(el, conv_bias, proj_bias)
+        mixer = shape.mixer(el, conv_bias, proj_bias, proj_bias)
     else:
         # MambaConfig always takes expand x hidden_size as its width; FalconMambaConfig takes
         # intermediate_size when the file gives one.

@@ -52,9 +52,9 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
     moe = isinstance(pattern, str) and "E" in pattern or isinstance(pattern, list) and "moe" in pattern
     if moe and not cfg.get("n_routed_experts", "num_experts"):
         raise cfg.refuse("hybrid_override_pattern has MoE layers (E) but no n_routed_experts")
-    if model_type == "falcon_h1" or cfg.get("mamba_d_ssm"):
+    if cfg.get("mamba_d_ssm") and model_type != "falcon_h1":
         raise cfg.refuse(
-            "Falcon-H1 runs attention and Mamba-2 side by side in every layer; that layout is not read",
+            f"mamba_d_ssm (Falcon-H1's parallel Mamba-2 mixer) in a '{model_type}' config is not read",
             hint="its cache and state are not estimated, rather than guessed",
         )
     sparse = cfg.get("sparse_attention_config")
