@@ -36,6 +36,8 @@ FAMILIES = [
     ("nemotronh-hybrid", 100, 2 * 256 * 100, 10_000, 2 * 256 * 10_000),
     # falcon-h1: attention in all 4 layers (a Mamba-2 mixer beside each); 2 KV heads x d 32 (256/8): 256 B/layer/token
     ("falcon-h1", 100, 4 * 256 * 100, 10_000, 4 * 256 * 10_000),
+    # minimax (MiniMax-01): attn_type_list 0 lightning, 1 full -> layers 1 and 3; 8 KV heads x d 32: 1,024 B/layer/token
+    ("minimax-lightning", 100, 2 * 1024 * 100, 10_000, 2 * 1024 * 10_000),
     # jamba: attention at i % 4 == 2 -> layers 2 and 6; 1 KV head x d 32 (128/4): 128 B/layer/token
     ("jamba-hybrid", 100, 2 * 128 * 100, 10_000, 2 * 128 * 10_000),
     # nemotron-nas block_configs: KV heads 8/4, no-op, 8/8, 8/2 -> 2 + 1 + 4 = 7 heads x d 32 x 2 x 2 B
@@ -97,6 +99,8 @@ def test_folder_holding_config(tmp_path):
         ("nemotronh-hybrid", (8 * 16 * 16 + 3 * (128 + 2 * 2 * 16)) * 2, 2),
         # Mamba-1: d_inner 256 x d_state 8 + 3 conv steps x 256
         ("jamba-hybrid", (256 * 8 + 3 * 256) * 2, 6),
+        # MiniMax-01's lightning attention: one 32 x 32 state per head, 8 heads, no conv window
+        ("minimax-lightning", 8 * 32 * 32 * 2, 2),
         # Falcon-H1's mixer beside every attention layer: 8 heads x 64 x 16 + 3 conv steps x (512 + 2 x 16)
         ("falcon-h1", (8 * 64 * 16 + 3 * (512 + 2 * 16)) * 2, 4),
     ],
@@ -139,7 +143,6 @@ def test_overrides_fill_and_change():
     ("name", "message"),
     [
         ("marian-encdec", "'marian' is an encoder-decoder kvcalc does not read yet"),
-        ("minimax-lightning", "attn_type_list has lightning (linear) attention layers"),
         ("minimax-m3-sparse", "sparse_attention_config (MiniMax-M3's block-sparse attention"),
         ("unknown-sliding", "sliding_window 64 in a 'mystery' config without layer_types: which layers slide"),
         (

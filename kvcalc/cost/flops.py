@@ -23,7 +23,7 @@ def _qk_v_dims(spec: ModelSpec, absorbed: bool = False, run: LayerRun | None = N
         qk = (spec.qk_nope_head_dim or 0) + spec.rope_dim
         return qk, spec.v_head_dim or spec.qk_nope_head_dim or qk
     d = spec.run_head_dim(run) if run is not None else spec.head_dim_effective
-    return d, d
+    return d, spec.run_v_dim(run) if run is not None else spec.v_head_dim or d
 
 
 def attention_form(spec: ModelSpec, phase: str) -> str:

@@ -73,7 +73,7 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
     if run.kv_shared:
         return 0  # it reads the K and V an earlier layer cached
     if run.kind.per_head_kv:
-        return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.run_head_dim(run)
+        return kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * (spec.run_head_dim(run) + spec.run_v_dim(run))
     if run.kind == LayerKind.MLA:
         # NOTE: the latent is shared by all heads, so every rank stores it whole.
         return spec.latent_rank + spec.rope_dim
@@ -245,10 +245,11 @@ def _explain_group(
             steps.append(
                 f"tensor parallel {tp}: max(1, {heads} KV heads // {tp}) = {plural(rank_heads, 'KV head')} per rank{note}"
             )
-        steps.append(
-            f"{run.kind.value} layers: 2 (K and V) × {n} layers × {rank_heads} KV heads × "
-            f"{spec.run_head_dim(run)} head dim = {n * per_token:,} elements per token"
-        )
+        d, v = spec.run_head_dim(run), spec.run_v_dim(run)
+        width = f"2 (K and V) × {n} layers × {rank_heads} KV heads × {d} head dim"
+        if v != d:
+            width = f"{n} layers × {rank_heads} KV heads × ({d} K + {v} V)"
+        steps.append(f"{run.kind.value} layers: {width} = {n * per_token:,} elements per token")
         if run.kind == LayerKind.CROSS:
             source = f"{run.cross_tokens:,} encoder/image tokens" if run.cross_tokens is not None else "the sequence"
             steps.append(f"  each cross-attention layer holds {source}, not the text: {held:,} tokens")

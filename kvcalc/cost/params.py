@@ -45,12 +45,13 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
         kv_b = spec.latent_rank * h * (nope + v)
         return q + kv_a + kv_b + h * v * hidden + (0 if run.index_shared else indexer_params(spec))
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
-    kv = g if run.v_is_k else 2 * g  # Gemma 4's k_eq_v layers have k_proj only
-    bias = (h * d + kv * d) if spec.attention_bias else 0
+    vd = spec.run_v_dim(run)
+    kv = g * d + (0 if run.v_is_k else g * vd)  # Gemma 4's k_eq_v layers have k_proj only
+    bias = (h * d + kv) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
     gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
     parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
-    return hidden * h * d + gate + hidden * kv * d + h * d * hidden + bias + parallel
+    return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel
 
 
 def indexer_params(spec: ModelSpec) -> int:

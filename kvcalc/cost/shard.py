@@ -108,14 +108,15 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         # A KV-sharing layer (Hunyuan's cross-layer attention) has no k/v projections (params.attention_params);
         # a k_eq_v layer (Gemma 4) has k_proj only.
         g = 0 if run.kv_shared else kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
-        kv = g if run.v_is_k else 2 * g
-        bias = (Fraction(h * d, tp) + kv * d) if spec.attention_bias else 0
+        vd = spec.run_v_dim(run)
+        kv = g * d + (0 if run.v_is_k else g * vd)
+        bias = (Fraction(h * d, tp) + kv) if spec.attention_bias else 0
         bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
         # Qwen3-Next / Qwen3.5: q_proj also yields a per-head output gate, split by heads like Q.
         gate = hidden * h * d if spec.attn_output_gate else 0
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads
-        return Fraction(2 * hidden * h * d + gate, tp) + hidden * kv * d + bias + parallel
+        return Fraction(hidden * h * (d + vd) + gate, tp) + hidden * kv + bias + parallel
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
     return Fraction(attention_params(spec, run), tp)
 

@@ -117,10 +117,10 @@ def weight_bytes(
                 absorbed += allocated(hr * (nope + v) * spec.kv_lora_rank * 2)
         elif run.kind != LayerKind.STATELESS:
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
-            g, dr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run)
-            attention += lin(attn, (hr + 2 * g) * dr, h) + lin(attn, h, hr * dr)
+            g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
+            attention += lin(attn, (hr + g) * dr + g * vr, h) + lin(attn, h, hr * vr)
             if spec.attention_bias:
-                attention += allocated((hr + 2 * g) * dr * 2)
+                attention += allocated(((hr + g) * dr + g * vr) * 2)
         if run.intermediate_size is not None:
             mlp += _mlp(spec, linear, run.intermediate_size, tp)
         elif routed[i]:

@@ -211,6 +211,8 @@ class ModelSpec(BaseModel):
                 )
             if run.kind == LayerKind.MLA and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
                 raise ValueError("MLA layers need kv_lora_rank and qk_rope_head_dim")
+        if self.v_head_dim is not None and not self.is_mla and any(run.head_dim for run in self.layer_pattern):
+            raise ValueError("v_head_dim beside layers with a head width of their own is not modelled")
         indexer = (self.index_heads, self.index_head_dim, self.index_topk)
         if any(v is not None for v in indexer):
             if None in indexer:
@@ -321,6 +323,11 @@ class ModelSpec(BaseModel):
     def run_head_dim(self, run: LayerRun) -> int:
         """The head width of one layer run: its own (Gemma 4's global layers), else the model's."""
         return run.head_dim or self.head_dim_effective
+
+    def run_v_dim(self, run: LayerRun) -> int:
+        """The width of one head's values in a per-head attention layer: v_head_dim where the model's values
+        are narrower than its keys (MiMo-V2-Flash: K 192, V 128), else the head width."""
+        return self.v_head_dim if self.v_head_dim is not None and not self.is_mla else self.run_head_dim(run)
 
     @property
     def expert_width(self) -> int:

@@ -59,7 +59,11 @@ def _with_kv_heads(base: ModelSpec, kv_heads: int, name: str) -> ModelSpec:
         )
     # NOTE: the heads replace the latent, and with it DeepSeek Sparse Attention's indexer (it selects latent rows).
     no_indexer = {"index_heads": None, "index_head_dim": None, "index_topk": None}
-    return base.with_changes(name=name, num_kv_heads=kv_heads, kv_lora_rank=None, layer_pattern=pattern, **no_indexer)
+    # an MLA model's v_head_dim is its up-projected values' width: its per-head stand-in caches K and V alike
+    v = {"v_head_dim": None} if base.is_mla else {}
+    return base.with_changes(
+        name=name, num_kv_heads=kv_heads, kv_lora_rank=None, layer_pattern=pattern, **no_indexer, **v
+    )
 
 
 def apply_variant(base: ModelSpec, item: str) -> ModelSpec:

@@ -76,7 +76,7 @@ def _widths(spec: ModelSpec, run: LayerRun, era: Era) -> tuple[int, int]:
             return spec.num_heads * (nope + spec.qk_rope_head_dim), spec.num_heads * (spec.v_head_dim or nope)
         return latent, 0 if era.mla == "k" else spec.kv_lora_rank
     heads = run.kv_heads or spec.kv_heads
-    return heads * spec.run_head_dim(run), heads * spec.run_head_dim(run)
+    return heads * spec.run_head_dim(run), heads * spec.run_v_dim(run)
 
 
 def kv_parts(

@@ -33,6 +33,9 @@ from kvcalc.units import dtype_bits
 
 GIB = 2**30
 MIB = 2**20
+# Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
+# lightning attention (SGLang serves MiniMax-M2 only)
+SGLANG_UNSERVED = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
 SWA_FULL_TOKENS_RATIO = 0.8  # server_args.py swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio (0.5.5)
 # NOTE: "Load weight end. ... mem usage" is a drop in free memory, not torch's allocation: it also holds
@@ -151,7 +154,7 @@ def cell_bytes(
             heads = max(1, (run.kv_heads or spec.kv_heads) // attn_tp)
             d = spec.run_head_dim(run)
             k_bits += heads * d * bits
-            total_bits += 2 * heads * d * bits
+            total_bits += heads * (d + spec.run_v_dim(run)) * bits  # MHATokenToKVPool's own v_head_dim
     return total_bits // 8, k_bits // 8, mla
 
 
@@ -191,6 +194,11 @@ def predict(
 ) -> SglangPool:
     """SGLang's pool and start-up lines for `spec` on `gpu`; `pre_load_free_bytes` / `weights_bytes`
     replace kvcalc's figures with logged ones ("Load weight begin/end" lines)."""
+    if spec.architecture in SGLANG_UNSERVED:
+        raise UsageError(
+            f"--engine sglang: SGLang has no model class for {spec.architecture} (its srt/models, 0.5.x)",
+            hint="use --engine vllm, or kvcalc's own estimate without --engine",
+        )
     if spec.attention_free:
         # NOTE: SGLang's model registry (srt/models, 0.5.x) runs Mamba-2 mixers only inside hybrids
         # (Nemotron-H, Falcon-H1): no class serves Mamba, Falcon-Mamba or Mamba-2 alone, and
@@ -278,7 +286,7 @@ def predict(
     shapes = {elements_per_token(spec, expanded[i], attn_tp) for i in full_layers + swa_layers}
     if full_layers and swa_layers and len(shapes) > 1:
         raise UsageError(
-            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4); "
+            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4, MiMo-V2-Flash below tp 8); "
             "SGLang's split of the pool between them is not modelled",
             hint="use --engine vllm, or kvcalc's own estimate without --engine",
         )
@@ -305,9 +313,9 @@ def predict(
         kv_b = slots * cell
     elif swa_tokens is not None:
         # full layers hold `tokens` slots, SWA layers `swa_tokens` (the SWA pool's page is 1)
-        per_layer_k = k_cell // len(layers0)
-        k_b = (slots * len(full_layers) + (swa_tokens + 1) * len(swa_layers)) * per_layer_k
-        v_b, kv_b = k_b, None
+        per_layer_k, per_layer_v = k_cell // len(layers0), (cell - k_cell) // len(layers0)
+        held = slots * len(full_layers) + (swa_tokens + 1) * len(swa_layers)
+        k_b, v_b, kv_b = held * per_layer_k, held * per_layer_v, None
     else:
         k_b, v_b, kv_b = slots * k_cell, slots * (cell - k_cell), None
     del bits

@@ -17,10 +17,10 @@ and its blocks per request are counted with that block (unify_kv_cache_spec_page
 
 import math
 
-from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
+from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token, kv_heads_per_rank
 from kvcalc.engines.vllm.startup import VllmStartup
 from kvcalc.errors import UsageError
-from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 from kvcalc.results import Result
 from kvcalc.units import elements_to_bytes
 
@@ -113,6 +113,14 @@ def vllm_figures(
     return _one(spec, available_bytes, kv_dtype, tp, seq, block_size, max_num_batched_tokens)
 
 
+def _elements(spec: ModelSpec, run: LayerRun, tp: int) -> int:
+    """One token's cache in one layer on one rank, as vLLM pages it: values narrower than keys are padded to the
+    key width (mimo_v2_flash.py builds its Attention with head_size = head_dim and pads V to it)."""
+    if run.kind.per_head_kv and spec.run_v_dim(run) < spec.run_head_dim(run):
+        return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.run_head_dim(run)
+    return elements_per_token(spec, run, tp)
+
+
 def _attention_free(spec: ModelSpec, available_bytes: int, layers: int, state: int, seq: int) -> VllmFigures:
     """A model without attention (Mamba, Mamba-2). vLLM turns prefix caching off for it
     (ModelConfig.is_prefix_caching_supported), so MambaModelConfig makes its block max_model_len tokens:
@@ -175,7 +183,7 @@ def _one(
             continue
         # DeepSeek Sparse Attention: each layer's indexer cache (DeepseekV32IndexerCache, 132 B a token)
         # joins the MLA layers' group (UniformTypeKVCacheSpecs: one page is the sum of both).
-        layer_bytes = elements_to_bytes(elements_per_token(spec, run, tp), kv_dtype) + index_bytes_per_token(spec, run)
+        layer_bytes = elements_to_bytes(_elements(spec, run, tp), kv_dtype) + index_bytes_per_token(spec, run)
         per_token.add(layer_bytes)
         all_layers_bytes += n * layer_bytes
         key = (run.kind, run.window_tokens)

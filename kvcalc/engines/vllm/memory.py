@@ -125,8 +125,8 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
         elif run.kind == LayerKind.STATELESS:
             attn = 0
         else:
-            g, d = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run)
-            attn = tokens * ((hr + 2 * g) * d + hr * d) * act
+            g, d, v = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
+            attn = tokens * ((hr + g) * d + g * v + hr * v) * act
         inter = run.intermediate_size
         if inter is None and not routed[i]:
             inter = spec.intermediate_size

@@ -104,6 +104,16 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_expand": 2,
     },
     "lfm2": {"tie_word_embeddings": True, "conv_L_cache": 3},
+    # Lfm2MoeConfig (transformers 5): LFM2-8B-A1B's shape; its dense layers' MLP is intermediate_size wide
+    "lfm2_moe": {
+        "tie_word_embeddings": True,
+        "conv_L_cache": 3,
+        "num_dense_layers": 2,
+        "num_experts": 32,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1792,
+        "intermediate_size": 7168,
+    },
     # BambaConfig.__init__ defaults.
     "bamba": {
         "tie_word_embeddings": False,

@@ -160,6 +160,16 @@ def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     return Mixer.of(v_heads * dk * dv, (kernel - 1) * conv_dim, params, el)
 
 
+def lightning(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
+    """MiniMax-01's lightning attention (vLLM MiniMaxText01LinearAttention): qkv_proj and output_gate from hidden
+    to heads x head_dim (x 3 and x 1), an RMS norm over that width, out_proj back; its state one head_dim x head_dim
+    matrix per head (linear_attention_state_shape), in the cache dtype, no conv window."""
+    heads = cfg.int_field("num_attention_heads")
+    inner = heads * cfg.int_field("head_dim", default=hidden // heads)
+    params = hidden * 3 * inner + hidden * inner + inner + inner * hidden
+    return Mixer.of(heads * (inner // heads) ** 2, 0, params, el)
+
+
 def short_conv(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """LFM2's gated short convolution: in_proj to B, C, x; a depthwise conv of conv_L_cache taps;
     out_proj. vLLM keeps conv_L_cache - 1 past steps of conv_dim channels (lfm2.py,

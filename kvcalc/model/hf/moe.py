@@ -16,9 +16,10 @@ def _uniform(cfg: Config, name: str, value: Any) -> Any:
     return value
 
 
-def leading_dense(layout: list[Any]) -> int:
-    """How many layers at the start of an mlp_layer_types list are dense."""
-    return next((i for i, t in enumerate(layout) if t != "dense"), len(layout))
+def leading_dense(layout: list[Any], dense: Any = "dense") -> int:
+    """How many layers at the start of a per-layer MLP list are dense (mlp_layer_types' "dense";
+    MiMo-V2-Flash's moe_layer_freq: 0)."""
+    return next((i for i, t in enumerate(layout) if t != dense), len(layout))
 
 
 def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
@@ -68,6 +69,8 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         # transformers 5 lists each layer's MLP ("dense" / "sparse") and reads it over first_k_dense_replace;
         # a layout other than leading dense layers makes the parameters unknown (hf_unread.parameter_doubts).
         dense = leading_dense(layout)
+    if isinstance(freq := cfg.get("moe_layer_freq"), list):
+        dense = leading_dense(freq, 0)  # MiMo-V2-Flash: 0 dense, 1 MoE, per layer (other layouts: parameter_doubts)
     if dense:
         out["dense_layers"] = dense
     if cfg.get("moe_latent_size"):  # Nemotron 3 Super / Ultra (vLLM nemotron_h.py: use_latent_moe)

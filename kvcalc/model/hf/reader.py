@@ -20,7 +20,13 @@ from kvcalc.model.hf.defaults import TYPE_DEFAULTS
 from kvcalc.model.hf.fields import Config, check_types, declared_dtype, quantization, window
 from kvcalc.model.hf.hybrid import StateDtypes
 from kvcalc.model.hf.ssm import SSM_TYPES, ssm_fields
-from kvcalc.model.hf.unread import parameter_doubts, refuse_unplaced_state, refuse_unread, refuse_unread_shape
+from kvcalc.model.hf.unread import (
+    LIGHTNING_TYPES,
+    parameter_doubts,
+    refuse_unplaced_state,
+    refuse_unread,
+    refuse_unread_shape,
+)
 from kvcalc.model.quant import checkpoint_info
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
@@ -40,8 +46,10 @@ O_PROJ_BIAS = {
 # The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
 MAX_LAYERS = 100_000
 # Layer-type names each family uses in layer_types, beyond attention ones.
+# Families whose values may be narrower than their keys (v_head_dim beside head_dim, without MLA).
+V_NARROWER = ("mimo_v2_flash",)
 MAMBA_TYPES = {"granitemoehybrid", "bamba"}
-CONV_TYPES = {"lfm2"}
+CONV_TYPES = {"lfm2", "lfm2_moe"}
 ENCODER_DECODER = {
     "whisper",
     "t5",
@@ -91,6 +99,8 @@ def _layer_types(
         elif t in ("mamba", "linear_attention") and model_type in MAMBA_TYPES:
             # transformers 5 saves Mamba layers under the new name linear_attention (remap_legacy_layer_types)
             runs.append(hf_hybrid.mamba2(cfg, hidden, el).run())
+        elif t == "linear_attention" and model_type in LIGHTNING_TYPES:
+            runs.append(hf_hybrid.lightning(cfg, hidden, el).run())
         elif t == "linear_attention":
             runs.append(hf_hybrid.gated_deltanet(cfg, hidden, el).run())
         elif t == "conv" and model_type in CONV_TYPES:
@@ -106,6 +116,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):
         return hf_nas.block_configs(cfg, layers, hidden)
+    if model_type == "mimo_v2_flash":
+        return hf_windows.mimo_v2(cfg, layers)
     if model_type == "llama4_text" or (cfg.get("attention_chunk_size") and cfg.get("layer_types") is None):
         return hf_windows.llama4_chunked(cfg, layers)
     if model_type == "nemotron_h":
@@ -113,6 +125,11 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     if model_type == "falcon_h1":
         return hf_hybrid.falcon_h1(cfg, hidden, el)
     types = cfg.get("layer_types", "layers_block_type")
+    if types is None and model_type in LIGHTNING_TYPES and isinstance(attn := cfg.get("attn_type_list"), list):
+        # MiniMax-01's own config: 0 a lightning (linear) attention layer, 1 softmax attention (vLLM minimax_text_01.py)
+        if set(attn) - {0, 1}:
+            raise cfg.refuse("attn_type_list must hold 0 (lightning attention) or 1 (full attention) per layer")
+        types = ["full_attention" if t == 1 else "linear_attention" for t in attn]
     if model_type == "gemma4_text":
         types = hf_windows.gemma4_types(cfg, layers)
     interval = cfg.get("full_attention_interval")
@@ -333,7 +350,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
     # block_configs give every layer its own FFN width; there is no global one.
     if cfg.get("block_configs"):
         fields["intermediate_size"] = 0
-    elif model_type in CONV_TYPES:
+    elif model_type == "lfm2":  # LFM2's own width rule; LFM2-MoE's dense layers take intermediate_size as it is
         fields["intermediate_size"] = hf_hybrid.lfm2_intermediate(cfg)
     elif model_type == "granitemoehybrid" and not fields.get("experts"):
         fields["intermediate_size"] = cfg.int_field("shared_intermediate_size")  # dense: the shared MLP is the MLP
@@ -347,6 +364,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields["intermediate_size"] = inter
     if hf_mla.is_mla(cfg):
         fields.update(hf_mla.mla_fields(cfg))
+    elif model_type in V_NARROWER and cfg.get("v_head_dim") not in (None, fields["head_dim"]):
+        fields["v_head_dim"] = cfg.int_field("v_head_dim")
     if cfg.get("use_cla"):
         fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
     if cfg.get("num_kv_shared_layers"):

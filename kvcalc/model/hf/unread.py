@@ -6,6 +6,8 @@ from kvcalc.model.hf.fields import Config
 from kvcalc.model.hf.legacy import uniform_width
 from kvcalc.model.hf.moe import leading_dense
 
+# MiniMax-01 (MiniMax-Text-01, MiniMax-M1; transformers' MiniMaxConfig): lightning attention layers (hf_hybrid.lightning)
+LIGHTNING_TYPES = ("minimax_text_01", "minimax_m1", "minimax")
 # Gemma3nTextConfig / Gemma4TextConfig: the last num_kv_shared_layers layers reuse an earlier layer's K and V
 # (reader._kv_shared_tail).
 KV_SHARING_TYPES = ("gemma3n_text", "gemma4_text")
@@ -31,13 +33,21 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             hint="its cache is not estimated, rather than guessed",
         )
     shapes = [k for k, v in cfg.data.items() if k.startswith("swa_") and v is not None and "head" in k]
+    if model_type == "mimo_v2_flash":
+        # its sliding layers' own KV heads are read (hf_windows.mimo_v2); the rest must be the full layers'
+        same = {
+            "swa_num_attention_heads": "num_attention_heads",
+            "swa_head_dim": "head_dim",
+            "swa_v_head_dim": "v_head_dim",
+        }
+        shapes = [k for k in shapes if k in same and cfg.get(k) != cfg.get(same[k])]
     if shapes:
         raise cfg.refuse(
             f"{shapes[0]} (sliding layers with their own attention shape, MiMo-V2-Flash) is not read",
             hint="its cache is not estimated, rather than guessed",
         )
     v_dim = cfg.get("v_head_dim")
-    if v_dim is not None and not cfg.get("kv_lora_rank"):
+    if v_dim is not None and not cfg.get("kv_lora_rank") and model_type != "mimo_v2_flash":
         k_dim = cfg.get("head_dim", "kv_channels", "attention_head_dim")
         hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
         if k_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
@@ -96,12 +106,12 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
     if cfg.get("linear_attn_config") or model_type == "kimi_linear":
         raise cfg.refuse("Kimi Linear's KDA linear attention is not read")
     attn_types = cfg.get("attn_type_list")
-    if isinstance(attn_types, list) and any(t != 1 for t in attn_types):
-        raise cfg.refuse("attn_type_list has lightning (linear) attention layers (MiniMax-01); they are not read")
+    if isinstance(attn_types, list) and any(t != 1 for t in attn_types) and model_type not in LIGHTNING_TYPES:
+        raise cfg.refuse(f"attn_type_list has lightning (linear) attention layers in a '{model_type}' config; not read")
     if cfg.get("kv_reuse_group") or cfg.get("global_attn_idx") is not None:
         raise cfg.refuse("kv_reuse_group / global_attn_idx (Hymba's shared and windowed KV) are not read")
-    refuse_per_layer_kv(cfg)
-    if model_type in ("lfm2_moe", "lfm2_vl_moe"):
+    refuse_per_layer_kv(cfg, model_type)
+    if model_type == "lfm2_vl_moe":
         raise cfg.refuse(
             f"'{model_type}' (LFM2 with experts) is not read yet",
             hint="its cache is not estimated, rather than guessed",
@@ -160,7 +170,7 @@ MOE_KEYS_READ = {
     "moe_top_k", "num_selected_experts", "moe_topk", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_shared_expert",
     "use_mixed_mlp_moe", "shared_intermediate_size", "expert_layer_period", "expert_layer_offset",
-    "moe_drop_tokens", "moe_latent_size", "top_k_experts", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
+    "moe_drop_tokens", "moe_latent_size", "moe_layer_freq", "top_k_experts", "moe_random_routing_dropped_token", "moe_router_topk_scaling_factor",
 }  # fmt: skip
 
 
@@ -168,6 +178,7 @@ MOE_KEYS_READ = {
 PER_LAYER_READ = {
     "layer_types", "layers_block_type", "no_rope_layers", "moe_intermediate_size", "moe_topk", "num_shared_expert",
     "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types", "indexer_types",
+    "moe_layer_freq",
 }  # fmt: skip
 # Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression, which
 # layers are which: MiMo-V2-Flash's hybrid_layer_pattern).
@@ -179,9 +190,14 @@ def _layer_count(cfg: Config) -> int | None:
     return layers if isinstance(layers, int) and not isinstance(layers, bool) else None
 
 
-def unread_per_layer(cfg: Config) -> list[str]:
+# Per-layer lists read for one family only.
+PER_LAYER_READ_BY_TYPE = {"mimo_v2_flash": {"hybrid_layer_pattern"}}
+
+
+def unread_per_layer(cfg: Config, model_type: str = "") -> list[str]:
     """Keys holding one value per layer that the reader does not read: a layer-by-layer variation
     (Laguna's num_attention_heads_per_layer, gating_types) that no global field describes."""
+    read = PER_LAYER_READ | PER_LAYER_READ_BY_TYPE.get(model_type, set())
     layers = _layer_count(cfg)
     if layers is None:
         return []
@@ -192,14 +208,14 @@ def unread_per_layer(cfg: Config) -> list[str]:
         for key, value in cfg.data.items()
         if isinstance(value, list)
         and len(value) in lengths
-        and key not in PER_LAYER_READ
+        and key not in read
         and not key.endswith(("token_id", "token_ids", "tokens"))
     ]
 
 
-def refuse_per_layer_kv(cfg: Config) -> None:
+def refuse_per_layer_kv(cfg: Config, model_type: str) -> None:
     """A per-layer list about the KV shape that is not read would change the cache: refuse."""
-    for key in unread_per_layer(cfg):
+    for key in unread_per_layer(cfg, model_type):
         if any(word in key.lower() for word in KV_WORDS):
             raise cfg.refuse(
                 f"{key} (one value per layer) is not read; it may change the cache",
@@ -219,8 +235,11 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         cfg.get("vocab_size_per_layer_input") and cfg.get("hidden_size_per_layer_input") is None
     ):
         doubts.append("per-layer input embeddings (Gemma 3n / 4) are not counted")
-    if cfg.get("moe_layer_freq") not in (None, 1):
-        doubts.append("moe_layer_freq other than 1 is not read")
+    freq = cfg.get("moe_layer_freq")
+    if freq not in (None, 1) and not (
+        isinstance(freq, list) and freq[leading_dense(freq, 0) :] == [1] * len(freq[leading_dense(freq, 0) :])
+    ):
+        doubts.append("moe_layer_freq other than 1, or leading dense layers (0) then MoE layers (1), is not read")
     layout = cfg.get("mlp_layer_types")
     if isinstance(layout, list):
         experts = cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0)
@@ -239,7 +258,7 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
             doubts.append(f"{key} is not read")
     doubts += [
         f"{key} (one value per layer) is not read"
-        for key in unread_per_layer(cfg)
+        for key in unread_per_layer(cfg, model_type)
         if f"{key} is not read" not in doubts
         and not (key == "moe_layers" and model_type == "llama4_text")
         and not (key == "intermediate_size" and uniform_width(cfg.get(key)) is not None)  # read: all alike

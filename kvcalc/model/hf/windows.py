@@ -107,3 +107,17 @@ def gemma4_full(cfg: Config) -> dict[str, Any]:
         if cfg.get("num_global_key_value_heads") is not None:
             out["kv_heads"] = cfg.int_field("num_global_key_value_heads")
     return out
+
+
+def mimo_v2(cfg: Config, layers: int) -> list[LayerRun]:
+    """MiMo-V2-Flash: hybrid_layer_pattern marks each layer full attention (0) or sliding (1, over
+    sliding_window_size tokens, with swa_num_key_value_heads KV heads of its own); vLLM mimo_v2_flash.py builds
+    them so. The sliding layers' query heads, head width and value width must be the full layers' (refused
+    otherwise in model/hf/unread.py)."""
+    pattern = cfg.get("hybrid_layer_pattern")
+    if not isinstance(pattern, list) or len(pattern) != layers or set(pattern) - {0, 1}:
+        raise cfg.refuse(f"hybrid_layer_pattern must list 0 (full) or 1 (sliding) for each of the {layers} layers")
+    win = window(cfg, cfg.overrides.get("window") or cfg.get("sliding_window_size", "sliding_window"))
+    heads = cfg.int_field("swa_num_key_value_heads", default=cfg.int_field("num_key_value_heads"))
+    sliding = LayerRun(kind=LayerKind.SLIDING, window_tokens=win, kv_heads=heads)
+    return [sliding if p == 1 else LayerRun() for p in pattern]
