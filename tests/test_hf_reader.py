@@ -212,3 +212,12 @@ def test_wrongly_typed_fields_are_refused_by_name(tmp_path, change, message):
     result = run("cache", path)
     assert result.exit_code == 1 and message in result.stderr and "internal error" not in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_llamacpp_quant_applies_to_a_config_as_to_its_preset():
+    # --dtype q4_k_m is priced per tensor beside the spec (model/gguf/mix.py); it had been refused for a
+    # config.json as an unknown element type, while the preset built from the same file took it
+    args = ("roofline", "--gpu", "h100", "--dtype", "q4_k_m", "--batch", "1", "--seq", "8192")
+    by_file = run_json(args[0], FIXTURES / "real_configs" / "llama-3.1-70b.json", *args[1:])
+    by_preset = run_json(args[0], "llama-3.1-70b", *args[1:])
+    assert by_file["rows"] == by_preset["rows"] and by_file["rows"][0]["weight_bytes"] > 0

@@ -38,7 +38,10 @@ def _read_config(path: Path, name: str, source: str, overrides: dict[str, Any]) 
         raise SpecError(f"{path}: not a model config: JSON nested too deeply to read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot be read: {exc}") from None
-    spec = spec_from_config(raw, name, str(path), overrides)
+    # NOTE: a llama.cpp quant (--dtype q4_k_m) is no element type of the spec (apply_overrides): the reader
+    # keeps the checkpoint's, and the cost layer prices the quant from the --dtype beside the spec
+    read = {k: v for k, v in overrides.items() if k != "dtype" or not _is_ftype(v)}
+    spec = spec_from_config(raw, name, str(path), read)
     if "images" in overrides or "encoder_seq" in overrides:
         spec = spec.with_changes(layer_pattern=_cross_tokens(spec, _per_layer(spec), overrides))
     return Resolved(spec, source, str(path))
