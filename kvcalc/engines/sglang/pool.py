@@ -286,8 +286,8 @@ def predict(
     shapes = {elements_per_token(spec, expanded[i], attn_tp) for i in full_layers + swa_layers}
     if full_layers and swa_layers and len(shapes) > 1:
         raise UsageError(
-            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4, MiMo-V2-Flash below tp 8); "
-            "SGLang's split of the pool between them is not modelled",
+            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4; "
+            "MiMo-V2-Flash below tp 8); SGLang's split of the pool between them is not modelled",
             hint="use --engine vllm, or kvcalc's own estimate without --engine",
         )
     if full_layers and swa_layers and tokens > 0:
