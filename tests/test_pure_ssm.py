@@ -130,6 +130,8 @@ def test_show_says_there_is_no_attention():
     assert out.exit_code == 0
     assert "none: state-space layers only, no KV cache" in out.stdout
     assert "KV heads" not in out.stdout and "num_heads" not in out.stdout
+    assert run_json("show", FALCON_MAMBA)["attention_free"] is True
+    assert run_json("show", "llama-3.1-8b")["attention_free"] is False
 
 
 def test_tensor_parallelism_splits_the_mixers_by_width():

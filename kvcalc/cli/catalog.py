@@ -135,6 +135,8 @@ def show(
         "spec": resolved.spec.model_dump(mode="json"),
         "params": counts.model_dump() if counts else None,
         "kv_bytes_per_token_bf16": bytes_per_token(resolved.spec, "bf16"),
+        # no layer attends (Mamba): spec.num_heads is then a placeholder
+        "attention_free": resolved.spec.attention_free,
     }
     sheet = show_sheet(resolved, counts, payload["kv_bytes_per_token_bf16"])
     _emit(fmt, payload, [sheet], [{"field": r[0], "value": r[1]} for r in sheet.rows])
