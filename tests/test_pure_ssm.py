@@ -158,3 +158,10 @@ def test_jamba_parameters_by_hand():
     mlp = 3 * 4096 * 14336
     total = 2 * 65536 * 4096 + 4 * attention + 28 * mamba + 16 * (16 * mlp + 4096 * 16) + 16 * mlp + 65 * 4096
     assert param_counts(spec).total == total == 51_570_323_328  # the hub's "51.6B"
+
+
+def test_plan_offers_no_kv_dtype_to_a_model_without_kv():
+    # an fp8 KV cache changes nothing when nothing is cached: the planner lists one option per weight dtype
+    out = run_json("plan", FALCON_MAMBA, "--seq", "8k", "--users", "64", "--tpot-ms", "40", "--gpu", "h100")
+    kinds = [(o["gpus"], o["tp"], o["replicas"], o["dtype"]) for o in out["options"]]
+    assert {o["kv_dtype"] for o in out["options"]} == {"bf16"} and len(kinds) == len(set(kinds))

@@ -202,7 +202,10 @@ def plan(
     for gpu in gpus:
         domain = gpu.scale_up_domain or 8
         for d in weight_dtypes(spec, gpu, dtypes, engine):
-            for kv in kv_dtypes(gpu, kv_dtypes_given, engine):
+            # NOTE: a model without attention caches no KV: its state keeps its own dtype, so fp8 KV changes nothing
+            for kv in (
+                [None] if spec.attention_free and not kv_dtypes_given else kv_dtypes(gpu, kv_dtypes_given, engine)
+            ):
                 met_at: dict[tuple, int] = {}  # layout kind -> the first count that met
                 facts: dict[tuple, object] = {}  # a replica's facts do not depend on how many there are
                 for n in (c for c in COUNTS if c <= max_gpus):
