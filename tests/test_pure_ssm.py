@@ -165,3 +165,15 @@ def test_plan_offers_no_kv_dtype_to_a_model_without_kv():
     out = run_json("plan", FALCON_MAMBA, "--seq", "8k", "--users", "64", "--tpot-ms", "40", "--gpu", "h100")
     kinds = [(o["gpus"], o["tp"], o["replicas"], o["dtype"]) for o in out["options"]]
     assert {o["kv_dtype"] for o in out["options"]} == {"bf16"} and len(kinds) == len(set(kinds))
+
+
+def test_a_float32_checkpoint_keeps_its_state_in_16_bits():
+    # state-spaces/mamba-2.8b-hf's config (as a public Mamba fork's README quotes it) declares float32; vLLM serves
+    # a float32 checkpoint in bf16 (_resolve_auto_dtype), and its 'auto' state dtypes follow the served dtype
+    path = CONFIGS / "mamba-2.8b-hf.json"
+    spec = spec_from_config(json.loads(path.read_text()), "mamba-2.8b-hf", str(path))
+    d = 5120
+    mixer = 2560 * 2 * d + d * 4 + d + d * (160 + 32) + 160 * d + d + d * 16 + d + d * 2560
+    assert param_counts(spec).total == 64 * (mixer + 2560) + 50280 * 2560 + 2560 == 2_768_345_600  # "2.77B", tied
+    out = run_json("cache", path, "--seq", "2048")
+    assert out["kv_dtype"] == "bf16" and out["state_bytes"] == 64 * (d * 16 + 3 * d) * 2

@@ -201,6 +201,10 @@ def _state_dtypes(cfg: Config, model_type: str) -> StateDtypes:
     Qwen3_5ForConditionalGenerationConfig takes the text config's mamba_ssm_dtype (PR #34489: Qwen3.5 says
     float32); every other family keeps the model's dtype, whatever its config names."""
     activation = declared_dtype(cfg)
+    if activation == "fp32":
+        # vLLM's _resolve_auto_dtype serves a float32 checkpoint in the platform's 16-bit type (as kvcalc's
+        # auto KV dtype does): its conv state and an 'auto' SSM state follow
+        activation = "bf16"
     if model_type == "nemotron_h":
         raw = str(cfg.get("mamba_ssm_cache_dtype", default="float16"))
     elif model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
