@@ -71,3 +71,17 @@ def test_sliding_layers_with_another_shape_are_refused(tmp_path):
     path.write_text(json.dumps({**raw, "hybrid_layer_pattern": [0, 1]}))
     result = run("cache", path)
     assert "hybrid_layer_pattern must list 0 (full) or 1 (sliding) for each of the 48 layers" in result.stderr
+
+
+def test_dense_layers_between_moe_layers_make_the_parameters_unknown(tmp_path):
+    # moe_layer_freq is read as leading dense layers (0) then MoE layers (1); another layout is not guessed at
+    raw = json.loads(CONFIG.read_text())
+    path = tmp_path / "mixed" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({**raw, "moe_layer_freq": [0, 1] * 24}))
+    out = run_json("show", path)
+    assert out["params"] is None
+    assert (
+        "moe_layer_freq other than 1, or leading dense layers (0) then MoE layers (1)" in out["spec"]["params_unknown"]
+    )
+    assert run_json("cache", path, "--seq", "8192")["total_bytes"] == 214_302_720  # the cache still answered

@@ -236,9 +236,7 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     ):
         doubts.append("per-layer input embeddings (Gemma 3n / 4) are not counted")
     freq = cfg.get("moe_layer_freq")
-    if freq not in (None, 1) and not (
-        isinstance(freq, list) and freq[leading_dense(freq, 0) :] == [1] * len(freq[leading_dense(freq, 0) :])
-    ):
+    if freq not in (None, 1) and not (isinstance(freq, list) and all(f == 1 for f in freq[leading_dense(freq, 0) :])):
         doubts.append("moe_layer_freq other than 1, or leading dense layers (0) then MoE layers (1), is not read")
     layout = cfg.get("mlp_layer_types")
     if isinstance(layout, list):
