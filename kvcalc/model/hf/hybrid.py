@@ -170,6 +170,52 @@ def lightning(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     return Mixer.of(heads * (inner // heads) ** 2, 0, params, el)
 
 
+def kda(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
+    """Kimi Linear's KDA (Kimi Delta Attention, vLLM 0.19 layers/kda.py): q, k, v projections to heads x head_dim,
+    each through its own short conv; a low-rank decay gate (f_a, f_b) with a per-channel dt_bias, a per-head beta
+    (b_proj), A_log per head, a low-rank output gate (g_a, g_b), a gated RMS norm of head_dim, o_proj. State
+    (kda_state_shape): three conv windows of (kernel - 1) x heads x head_dim, and one head_dim x head_dim matrix per
+    head, which vLLM keeps in float32 (kda_state_dtype) whatever the model's dtype."""
+    lin: dict[str, Any] = cfg.get("linear_attn_config") or {}
+    values = [lin.get("num_heads"), lin.get("head_dim"), lin.get("short_conv_kernel_size", 4)]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        raise cfg.refuse("linear_attn_config needs positive integers num_heads, head_dim and short_conv_kernel_size")
+    heads, d, kernel = (int(v) for v in values)
+    p = heads * d
+    params = (
+        3 * hidden * p  # q, k, v
+        + hidden * d + d * p + p  # the decay gate's f_a, f_b and dt_bias
+        + hidden * heads  # b_proj
+        + 3 * p * kernel  # the q, k and v short convs
+        + heads  # A_log
+        + hidden * d + d * p  # the output gate's g_a, g_b
+        + d  # o_norm
+        + p * hidden  # o_proj
+    )  # fmt: skip
+    recurrent = StateDtypes(conv=el.conv, ssm=4.0)  # float32 recurrent state
+    return Mixer.of(heads * d * d, 3 * (kernel - 1) * p, params, recurrent)
+
+
+def kimi_linear(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
+    """Kimi Linear: linear_attn_config lists, 1-based as vLLM's KimiLinearConfig reads them, the KDA layers and
+    the full-attention (MLA) ones."""
+    lin = cfg.get("linear_attn_config")
+    if not isinstance(lin, dict):
+        raise cfg.refuse("a kimi_linear config needs linear_attn_config (its KDA and full-attention layers)")
+    kda_layers, full = lin.get("kda_layers"), lin.get("full_attn_layers")
+    if not isinstance(full, list):
+        raise cfg.refuse("linear_attn_config needs full_attn_layers (1-based layer numbers)")
+    if kda_layers is None:  # the KDA layers are the others (KimiLinearConfig.is_kda_layer needs the list)
+        kda_layers = [i + 1 for i in range(layers) if i + 1 not in full]
+    if not isinstance(kda_layers, list) or sorted(kda_layers + full) != list(range(1, layers + 1)):
+        raise cfg.refuse(
+            f"linear_attn_config's kda_layers and full_attn_layers must number each of the {layers} layers once "
+            "(1-based)"
+        )
+    mixer = kda(cfg, hidden, el)
+    return [mixer.run() if i + 1 in kda_layers else LayerRun(kind=LayerKind.MLA) for i in range(layers)]
+
+
 def short_conv(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """LFM2's gated short convolution: in_proj to B, C, x; a depthwise conv of conv_L_cache taps;
     out_proj. vLLM keeps conv_L_cache - 1 past steps of conv_dim channels (lfm2.py,

@@ -30,7 +30,13 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         cfg,
         "moe_topk",
         cfg.get(
-            "num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk", "top_k_experts"
+            "num_experts_per_tok",
+            "experts_per_token",
+            "moe_top_k",
+            "num_selected_experts",
+            "moe_topk",
+            "top_k_experts",
+            "num_experts_per_token",  # KimiLinearConfig
         ),
     )
     if not k:
@@ -54,8 +60,8 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     elif model_type == "gemma4_text":
         # Gemma4DecoderLayer: the dense MLP (intermediate_size) runs beside the experts in every layer.
         shared = cfg.int_field("intermediate_size")
-    elif model_type == "afmoe":
-        # AfmoeMoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
+    elif model_type in ("afmoe", "kimi_linear"):
+        # AfmoeMoE, KimiMoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
         shared = cfg.get("num_shared_experts", default=0) * (moe_inter or 0)
     elif cfg.get("n_shared_experts"):
         shared = cfg.get("n_shared_experts") * (moe_inter or 0)

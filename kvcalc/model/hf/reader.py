@@ -112,6 +112,8 @@ def _layer_types(
 
 def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
     """One LayerRun per layer (count 1), or [] for a uniform model."""
+    if model_type == "kimi_linear":
+        return hf_hybrid.kimi_linear(cfg, layers, hidden, el)
     if hf_mla.is_mla(cfg):
         return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):

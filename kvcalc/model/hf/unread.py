@@ -103,8 +103,17 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
     if cfg.get("num_kv_shared_layers") and model_type not in KV_SHARING_TYPES:
         raise cfg.refuse(f"num_kv_shared_layers (KV sharing across layers) in a '{model_type}' config is not read")
-    if cfg.get("linear_attn_config") or model_type == "kimi_linear":
-        raise cfg.refuse("Kimi Linear's KDA linear attention is not read")
+    lin = cfg.get("linear_attn_config")
+    if lin and model_type != "kimi_linear":
+        raise cfg.refuse(f"linear_attn_config (KDA linear attention) in a '{model_type}' config is not read")
+    k3 = [k for k in ("mla_use_output_gate", "routed_expert_hidden_size", "attn_res_block_size") if cfg.get(k)]
+    if isinstance(lin, dict) and lin.get("use_full_rank_gate"):
+        k3.insert(0, "linear_attn_config.use_full_rank_gate")
+    if model_type == "kimi_linear" and k3:
+        raise cfg.refuse(
+            f"{k3[0]} (Kimi-K3's KDA and MLA variants, beyond vLLM 0.19's Kimi Linear) is not read",
+            hint="its cache and parameters are not estimated, rather than guessed",
+        )
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(t != 1 for t in attn_types) and model_type not in LIGHTNING_TYPES:
         raise cfg.refuse(f"attn_type_list has lightning (linear) attention layers in a '{model_type}' config; not read")
@@ -244,7 +253,11 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         sparse = layout[leading_dense(layout) :]
         if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
             doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
-    read = MOE_KEYS_READ | {"llama4_text": {"moe_layers"}, "afmoe": {"num_shared_experts"}}.get(model_type, set())
+    read = MOE_KEYS_READ | {
+        "llama4_text": {"moe_layers"},
+        "afmoe": {"num_shared_experts"},
+        "kimi_linear": {"num_shared_experts", "num_experts_per_token"},
+    }.get(model_type, set())
     for key, value in cfg.data.items():
         if key in read or not ("expert" in key or key.startswith("moe_")):
             continue
