@@ -457,3 +457,12 @@ def test_preempting_the_newest_in_aggregate_is_the_slow_way():
         assert all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(fast, slow))
         preempting += fast.preemptions > 0
     assert preempting >= 12  # the pool bound in a good share of them (16 of 60 with this seed)
+
+
+def test_fit_with_a_latency_goal_still_gives_the_verdict_when_nothing_fits():
+    # Llama-3.1-70B in bf16 on one RTX 4090: not one 32k request fits, so there is no concurrency to search; the
+    # memory verdict answers (exit 3), where the search had stopped fit with a usage error
+    result = run("fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--seq", "32k", "--tpot-ms", "30", "--format", "json")
+    assert result.exit_code == 3 and result.stderr == ""
+    out = json.loads(result.stdout)
+    assert out["fits"] is False and out["max_batch"] == 0 and out["concurrency_slo"] is None

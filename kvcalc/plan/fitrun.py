@@ -196,6 +196,8 @@ def concurrency_searches(results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engi
 
     found: dict[int, object] = {}
     for r in results:
+        if r.max_batch == 0:
+            continue  # not one request of this length fits: the verdict says so, and there is nothing to search
         if r.seq not in found:
             p = prompt if prompt is not None and prompt < r.seq else max(r.seq // 2, 1)
             found[r.seq] = largest_concurrency(
