@@ -89,8 +89,8 @@ def weight_bytes(
     norms = (h if last else 0) + h * sum(spec.blocks_of(expanded[i], routed[i]) for i in layers)
     for i in layers:
         run = expanded[i]
-        if run.kind == LayerKind.STATELESS or run.parallel_mixer:  # a mixer alone, or beside the attention
-            mixers += math.ceil((run.mixer_params or 0) * 2 / tp)
+        # a recurrent mixer, alone (a stateless layer) or beside the attention (Falcon-H1)
+        mixers += math.ceil((run.mixer_params or 0) * 2 / tp)
         if run.kind == LayerKind.MLA:
             nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
             v = spec.v_head_dim or nope

@@ -111,15 +111,12 @@ def kv_parts(
     layers = spec.expanded_layers()
     groups: dict[tuple, list[int]] = {}
     for il, run in enumerate(layers):
-        if run.parallel_mixer and run.state_bytes:
-            # NOTE: a Falcon-H1 layer is in both llama.cpp's recurrent and attention caches (llama_memory_hybrid)
+        if run.state_bytes:
+            # NOTE: llama.cpp keeps recurrent state in f32 (llama-memory-recurrent.cpp type_r / type_s), whatever
+            # dtype another engine gives it; a Falcon-H1 layer is in both its recurrent and attention caches
             groups.setdefault(("recurrent", 4 * run.state_elements or run.state_bytes), []).append(il)
-        if run.kind == LayerKind.STATELESS and run.state_bytes:
-            # NOTE: llama.cpp keeps recurrent state in f32 (llama-memory-recurrent.cpp type_r / type_s),
-            # whatever dtype another engine gives it
-            groups.setdefault(("recurrent", 4 * run.state_elements or run.state_bytes), []).append(il)
-        elif run.kind == LayerKind.STATELESS:
-            continue  # an MLP-only layer (Nemotron-H's '-' and 'E'): nothing cached
+        if run.kind == LayerKind.STATELESS:
+            continue  # its state is placed above; an MLP-only layer (Nemotron-H's '-' and 'E') caches nothing
         elif run.kind == LayerKind.CROSS or run.kv_shared:
             continue
         elif run.kind.windowed and era.iswa != "none":

@@ -171,15 +171,12 @@ def _one(
         # last layers) has no KV cache spec of its own (get_kv_cache_spec skips it).
         if run.kind in (LayerKind.CROSS,) or run.kv_shared:
             continue
-        if run.parallel_mixer and run.state_bytes:
-            # NOTE: Falcon-H1's layers register an Attention and a MambaMixer2 each: a KV spec apiece
+        if run.state_bytes:
+            # SSM / linear-attention state of one layer on one rank (heads split over tp); Falcon-H1's layers
+            # register an Attention and a MambaMixer2 each: a KV spec apiece
             mamba_layers += n
             mamba_state = max(mamba_state, math.ceil(run.state_bytes / tp))
         if run.kind == LayerKind.STATELESS:
-            if run.state_bytes:
-                # SSM / linear-attention state of one layer on one rank (heads split over tp)
-                mamba_layers += n
-                mamba_state = max(mamba_state, math.ceil(run.state_bytes / tp))
             continue
         # DeepSeek Sparse Attention: each layer's indexer cache (DeepseekV32IndexerCache, 132 B a token)
         # joins the MLA layers' group (UniformTypeKVCacheSpecs: one page is the sum of both).
