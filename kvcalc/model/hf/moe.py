@@ -22,8 +22,35 @@ def leading_dense(layout: list[Any], dense: Any = "dense") -> int:
     return next((i for i, t in enumerate(layout) if t != dense), len(layout))
 
 
+# ERNIE 4.5 (Ernie4_5_MoeConfig): its own names for the expert fields, and MoE layers from
+# moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th.
+ERNIE_TYPES = ("ernie4_5_moe",)
+ERNIE_MOE_KEYS = (
+    "moe_num_experts", "moe_k", "moe_num_shared_experts", "moe_layer_start_index", "moe_layer_end_index",
+    "moe_layer_interval",
+)  # fmt: skip
+
+
+def ernie_dense_layers(cfg: Config) -> int | None:
+    """ERNIE 4.5's leading dense layers: layer i holds experts when (i + 1) % moe_layer_interval == 0 and
+    moe_layer_start_index <= i <= moe_layer_end_index (vLLM ernie45_moe.py; transformers' class defaults
+    1, -1 for the last layer, 1). None for any other layout (dense layers after or between MoE layers)."""
+    layers = cfg.get("num_hidden_layers")
+    start = cfg.get("moe_layer_start_index", default=1)
+    end = cfg.get("moe_layer_end_index", default=-1)
+    interval = cfg.get("moe_layer_interval", default=1)
+    if not isinstance(layers, int) or interval != 1 or end not in (-1, layers - 1):
+        return None
+    return start if isinstance(start, int) and 0 <= start <= layers else None
+
+
 def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
-    experts = _uniform(cfg, "num_experts", cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0))
+    experts = cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0)
+    if model_type in ERNIE_TYPES:
+        experts = cfg.get("moe_num_experts", default=0)
+        if not isinstance(experts, int):  # ERNIE-VL's text and vision experts: hf_unread.parameter_doubts
+            return {}
+    experts = _uniform(cfg, "num_experts", experts)
     if not experts or experts <= 1:
         return {}
     k = _uniform(
@@ -37,6 +64,7 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
             "moe_topk",
             "top_k_experts",
             "num_experts_per_token",  # KimiLinearConfig
+            "moe_k",  # Ernie4_5_MoeConfig
         ),
     )
     if not k:
@@ -45,7 +73,15 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     if model_type in ("llama4_text", "granitemoehybrid", "granitemoe", "granitemoeshared"):
         moe_inter = cfg.get("intermediate_size")  # these name the expert width intermediate_size
     shared = 0
-    if cfg.get("moe_shared_expert_intermediate_size"):  # Nemotron 3: the shared expert's full width
+    if model_type == "bailing_moe":
+        # vLLM bailing_moe.py (Ling): num_shared_experts MLPs of moe_shared_expert_intermediate_size, else of
+        # the experts' own width, as one MLP.
+        width = cfg.get("moe_shared_expert_intermediate_size", default=moe_inter or 0)
+        shared = cfg.get("num_shared_experts", default=0) * width
+    elif model_type in ERNIE_TYPES:
+        # Ernie4_5_MoeSparseMoeBlock: one MLP of moe_intermediate_size x moe_num_shared_experts (default 2).
+        shared = cfg.get("moe_num_shared_experts", default=2) * (moe_inter or 0)
+    elif cfg.get("moe_shared_expert_intermediate_size"):  # Nemotron 3: the shared expert's full width
         shared = cfg.get("moe_shared_expert_intermediate_size")
     elif cfg.get("shared_expert_intermediate_size"):
         shared = cfg.get("shared_expert_intermediate_size")
@@ -77,6 +113,8 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         dense = leading_dense(layout)
     if isinstance(freq := cfg.get("moe_layer_freq"), list):
         dense = leading_dense(freq, 0)  # MiMo-V2-Flash: 0 dense, 1 MoE, per layer (other layouts: parameter_doubts)
+    if model_type in ERNIE_TYPES:
+        dense = ernie_dense_layers(cfg) or 0  # other layouts: parameter_doubts
     if dense:
         out["dense_layers"] = dense
     if cfg.get("moe_latent_size"):  # Nemotron 3 Super / Ultra (vLLM nemotron_h.py: use_latent_moe)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.hf.legacy import uniform_width
-from kvcalc.model.hf.moe import leading_dense
+from kvcalc.model.hf.moe import ERNIE_MOE_KEYS, ERNIE_TYPES, ernie_dense_layers, leading_dense
 
 # MiniMax-01 (MiniMax-Text-01, MiniMax-M1; transformers' MiniMaxConfig): lightning attention layers (hf_hybrid.lightning)
 LIGHTNING_TYPES = ("minimax_text_01", "minimax_m1", "minimax")
@@ -253,10 +253,22 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         sparse = layout[leading_dense(layout) :]
         if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
             doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
+    if model_type in ERNIE_TYPES:
+        experts = cfg.get("moe_num_experts")
+        if isinstance(experts, list):
+            doubts.append("moe_num_experts as a list (ERNIE-VL's text and vision experts) is not read")
+        elif experts and ernie_dense_layers(cfg) is None:
+            doubts.append(
+                "moe_layer_start_index / moe_layer_end_index / moe_layer_interval other than leading dense "
+                "layers then MoE layers are not read"
+            )
     read = MOE_KEYS_READ | {
         "llama4_text": {"moe_layers"},
         "afmoe": {"num_shared_experts"},
         "kimi_linear": {"num_shared_experts", "num_experts_per_token"},
+        "bailing_moe": {"num_shared_experts"},
+        # moe_capacity: the training-time token capacity per expert, no weights
+        **dict.fromkeys(ERNIE_TYPES, {*ERNIE_MOE_KEYS, "moe_capacity"}),
     }.get(model_type, set())
     for key, value in cfg.data.items():
         if key in read or not ("expert" in key or key.startswith("moe_")):
