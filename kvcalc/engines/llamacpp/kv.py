@@ -66,12 +66,17 @@ def swa_cells(
     return pad(min(size_base, want), 256)  # "the SWA cache is always padded to 256" (issue 17037)
 
 
+# MLA's low-rank projections run as plain multi-head attention in every build: models/minicpm3.cpp decompresses
+# each head's K (nope + rope) and V and caches those (build_attn with k_states, v_states), never the latent.
+MLA_AS_MHA = ("MiniCPM3ForCausalLM",)
+
+
 def _widths(spec: ModelSpec, run: LayerRun, era: Era) -> tuple[int, int]:
     """(K, V) elements per token of one layer: n_embd_k_gqa, n_embd_v_gqa (0: no V tensor)."""
     if run.kind == LayerKind.MLA:
         assert spec.kv_lora_rank is not None and spec.qk_rope_head_dim is not None
         latent = spec.kv_lora_rank + spec.qk_rope_head_dim
-        if era.mla == "mha":  # pre PR #12801: every head's K (nope + rope) and V
+        if era.mla == "mha" or spec.architecture in MLA_AS_MHA:  # pre PR #12801: every head's K (nope + rope) and V
             nope = spec.qk_nope_head_dim or (spec.head_dim_effective - spec.qk_rope_head_dim)
             return spec.num_heads * (nope + spec.qk_rope_head_dim), spec.num_heads * (spec.v_head_dim or nope)
         return latent, 0 if era.mla == "k" else spec.kv_lora_rank
@@ -106,7 +111,13 @@ def kv_parts(
             f"{spec.name}: llama.cpp's cache for layers whose V is their K (Gemma 4) is not modelled",
             hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
         )
-    refusal = FA_REFUSAL if is_quantized(type_v) and not flash_attn and not (spec.is_mla and era.mla == "k") else None
+    refusal = (
+        FA_REFUSAL
+        if is_quantized(type_v)
+        and not flash_attn
+        and not (spec.is_mla and era.mla == "k" and spec.architecture not in MLA_AS_MHA)
+        else None
+    )
     base_cells, streams = context_cells(n_ctx, parallel, unified, flash_attn, era)
     layers = spec.expanded_layers()
     groups: dict[tuple, list[int]] = {}
