@@ -244,3 +244,21 @@ def test_hybrid_layers_recurrent_as_llamacpp_marks_them():
     assert [(r.kind.value, r.state_bytes) for r in spec.expanded_layers()] == [
         ("stateless", 4 * (3840 + 131072)), ("stateless", 0), ("full", 0), ("stateless", 0),
     ]  # fmt: skip
+
+
+def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
+    # GLM-4.5's GGUF keeps its MTP block after the trunk (block_count 93, nextn_predict_layers 1): llama.cpp caches
+    # the trunk's layers alone (n_layer() = n_layer_all - n_layer_nextn) and places every block with -ngl
+    md, t = llama_like("glm4moe", layers=5, hidden=256, heads=8, kv_heads=2)
+    md["glm4moe.nextn_predict_layers"] = 1
+    md["glm4moe.attention.head_count_kv"] = [2] * 5  # per-layer lists name the MTP block too
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    spec = spec_from_gguf(read_header(lambda s, n: path.read_bytes()[s : s + n], path.name, 1 << 20), path.name)
+    assert spec.num_layers == 4 and spec.checkpoint is not None and spec.checkpoint.mtp_blocks == 1
+    assert run_json("cache", path, "--seq", "1024")["bytes_per_token"] == 4 * 2 * 2 * 32 * 2
+    out = run_json("cache", path, "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")["llamacpp"]
+    (part,) = out["kv_parts"]
+    assert part["k_bytes"] == 4 * 1024 * 2 * 32 * 2  # 4 layers x 1,024 cells x 2 KV heads x 32 x f16
+    gpu = next(d for d in out["devices"] if d["name"] == "GPU0")
+    assert gpu["layers"] == 5  # the MTP block's weights are on the GPU too

@@ -139,6 +139,9 @@ class Checkpoint(BaseModel):
     vision_params: tuple[int, int] | None = None
     # the profiling run's dummy image, where known: (embeddings per image, pixel values per image)
     image_profile: tuple[int, int] | None = None
+    # multi-token-prediction blocks a GGUF keeps after the trunk's layers (nextn_predict_layers): llama.cpp
+    # places them on devices with the layers (-ngl counts them) but caches and runs the trunk alone
+    mtp_blocks: int = 0
 
 
 def _ignored(patterns: list[str], *names: str) -> bool:

@@ -81,7 +81,9 @@ def llamacpp_memory(
     unified_memory: bool = False,
 ) -> LlamaCppResult:
     """Buffers per device for -c n_ctx; capacity_bytes: each GPU's (or the Mac's working set)."""
-    n_layer = spec.num_layers
+    # -ngl places every block, the GGUF's trailing multi-token-prediction blocks too (llama_model's dev_layer
+    # spans n_layer_all); the cache holds the trunk's layers alone
+    n_layer = spec.num_layers + (spec.checkpoint.mtp_blocks if spec.checkpoint else 0)
     parts, refusal = kv_parts(
         spec,
         n_ctx,

@@ -13,6 +13,7 @@ from typing import Any
 
 from kvcalc.errors import SpecError
 from kvcalc.model.gguf.reader import Header, Skipped, Tensor
+from kvcalc.model.quant import Checkpoint
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 
 # Sliding-window layer pattern by GGUF architecture when the file has no sliding_window_pattern:
@@ -62,11 +63,12 @@ def _get(md: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
     return default if isinstance(value, Skipped) else value
 
 
-def _per_layer(value: Any, n: int, what: str, name: str) -> list[int]:
+def _per_layer(value: Any, n: int, what: str, name: str, nextn: int = 0) -> list[int]:
+    """One value per trunk layer (a list may also list the `nextn` MTP layers after them)."""
     if isinstance(value, list):
-        if len(value) != n:
+        if len(value) not in (n, n + nextn):
             raise SpecError(f"{name}: {what} has {len(value)} entries for {n} layers")
-        return [int(v) for v in value]
+        return [int(v) for v in value[:n]]
     return [int(value)] * n
 
 
@@ -102,8 +104,14 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     hidden = _get(md, arch, "embedding_length")
     if not isinstance(n, int) or not isinstance(hidden, int):
         raise SpecError(f"{name}: GGUF metadata lacks {arch}.block_count or {arch}.embedding_length")
-    heads = _per_layer(_get(md, arch, "attention.head_count", 0), n, "head_count", name)
-    kv = _per_layer(_get(md, arch, "attention.head_count_kv", max(heads) or 1), n, "head_count_kv", name)
+    # NOTE: block_count counts the multi-token-prediction blocks kept at the end (GLM-4.5's blk.92, Ling 2.0's):
+    # llama.cpp builds its cache over the trunk alone (llama_hparams::n_layer() = n_layer_all - n_layer_nextn, the
+    # memory's layer filter il < n_layer()) and runs only the trunk. Their tensors stay in the parameter total.
+    nextn = _get(md, arch, "nextn_predict_layers", 0)
+    nextn = nextn if isinstance(nextn, int) and 0 < nextn < n else 0
+    n -= nextn
+    heads = _per_layer(_get(md, arch, "attention.head_count", 0), n, "head_count", name, nextn)
+    kv = _per_layer(_get(md, arch, "attention.head_count_kv", max(heads) or 1), n, "head_count_kv", name, nextn)
     n_heads = max(heads) or 1
     ff = _get(md, arch, "feed_forward_length", 0)
     ff = max(ff) if isinstance(ff, list) else int(ff or 0)
@@ -153,6 +161,8 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
             shared_expert_intermediate_size=_get(md, arch, "expert_shared_feed_forward_length", 0) or 0,
             dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
         )
+    if nextn:
+        spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
     spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name)
     return build(ModelSpec, spec, f"{name} (GGUF)")
 
@@ -180,7 +190,8 @@ def _pattern(
         window = _get(md, arch, "attention.chunk_size", 8192)
         swa = [il % 4 < 3 for il in range(n)] if window else None
     state = _state_bytes(md, arch)
-    ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name)
+    mtp = (_get(md, arch, "block_count") or n) - n  # the MTP blocks after the trunk's n
+    ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name, mtp)
     interval = _get(md, arch, "full_attention_interval", 4) if arch == "qwen3next" else 0
     runs: list[LayerRun] = []
     for il in range(n):
