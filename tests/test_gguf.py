@@ -262,3 +262,35 @@ def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
     assert part["k_bytes"] == 4 * 1024 * 2 * 32 * 2  # 4 layers x 1,024 cells x 2 KV heads x 32 x f16
     gpu = next(d for d in out["devices"] if d["name"] == "GPU0")
     assert gpu["layers"] == 5  # the MTP block's weights are on the GPU too
+
+
+@pytest.mark.parametrize(
+    "arch", ["seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe"]
+)
+def test_full_attention_architectures_read_as_llama(arch):
+    # src/models/<arch>.cpp: every layer full attention with llama's keys: the cache is llama's
+    md, t = llama_like(arch, layers=4, hidden=256, heads=8, kv_heads=2)
+    data = gguf_bytes(md, t, data=False)[0]
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), f"{arch}-Q4_K_M.gguf")
+    assert spec.num_layers == 4 and {r.kind.value for r, _ in spec.layer_groups()} == {"full"}
+    assert spec.kv_heads == 2 and spec.head_dim_effective == 32
+
+
+@pytest.mark.parametrize(
+    "arch, keys, width",
+    [
+        # dots1 / deepseek2 / glm4moe: n_ff_exp x n_expert_shared, whatever else the file says
+        ("dots1", {"expert_shared_count": 2, "expert_feed_forward_length": 64}, 128),
+        ("glm4moe", {"expert_shared_count": 1, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 64),
+        # bailingmoe2: (expert_shared_feed_forward_length, else n_ff_exp) x n_expert_shared
+        ("bailingmoe2", {"expert_shared_count": 2, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 192),
+        # qwen2moe: the length alone
+        ("qwen2moe", {"expert_shared_count": 4, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 96),
+    ],
+)  # fmt: skip
+def test_shared_expert_width_as_each_architecture_builds_it(arch, keys, width):
+    extra = {f"{arch}.{k}": v for k, v in {"expert_count": 8, "expert_used_count": 2, **keys}.items()}
+    md, t = llama_like(arch, layers=2, hidden=256, heads=8, kv_heads=2, extra=extra)
+    data = gguf_bytes(md, t, data=False)[0]
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), f"{arch}-Q4_K_M.gguf")
+    assert spec.shared_expert_intermediate_size == width

@@ -36,6 +36,9 @@ SUPPORTED = {
     "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
     "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
+    # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
+    "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
+    "dots1", "minimax-m2", "bailingmoe", "bailingmoe2",
 }  # fmt: skip
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
 # general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
@@ -158,13 +161,29 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
             experts=experts,
             experts_per_token=_get(md, arch, "expert_used_count", 1),
             expert_intermediate_size=_get(md, arch, "expert_feed_forward_length"),
-            shared_expert_intermediate_size=_get(md, arch, "expert_shared_feed_forward_length", 0) or 0,
+            shared_expert_intermediate_size=_shared_width(md, arch),
             dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
         )
     if nextn:
         spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
     spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name)
     return build(ModelSpec, spec, f"{name} (GGUF)")
+
+
+# Architectures whose shared experts are expert_shared_count experts of expert_feed_forward_length, one MLP
+# (src/models/<arch>.cpp: ffn_*_shexp n_ff_exp x n_expert_shared wide); bailingmoe2 multiplies the count by
+# expert_shared_feed_forward_length where given. The others read that length alone (ernie4_5-moe, qwen2moe).
+SHARED_BY_COUNT = ("deepseek2", "glm4moe", "dots1", "bailingmoe", "bailingmoe2")
+
+
+def _shared_width(md: dict[str, Any], arch: str) -> int:
+    """The shared experts' MLP width, as llama.cpp builds the ffn_*_shexp tensors."""
+    width = int(_get(md, arch, "expert_shared_feed_forward_length", 0) or 0)
+    if arch not in SHARED_BY_COUNT:
+        return width
+    if arch != "bailingmoe2" or not width:
+        width = int(_get(md, arch, "expert_feed_forward_length", 0) or 0)
+    return int(_get(md, arch, "expert_shared_count", 0) or 0) * width
 
 
 def _weight_dtype(label: str | None) -> str:
