@@ -276,6 +276,16 @@ def test_full_attention_architectures_read_as_llama(arch):
     assert spec.kv_heads == 2 and spec.head_dim_effective == 32
 
 
+def test_phimoe_window_is_not_a_sliding_cache():
+    # Phi-3.5-MoE's converter writes sliding_window 131072; phimoe.cpp sets no SWA type, as phi3.cpp
+    md, t = llama_like(
+        "phimoe", layers=4, hidden=256, heads=8, kv_heads=2, extra={"phimoe.attention.sliding_window": 512}
+    )
+    data = gguf_bytes(md, t, data=False)[0]
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), "phimoe-Q4_K_M.gguf")
+    assert {r.kind.value for r, _ in spec.layer_groups()} == {"full"}
+
+
 @pytest.mark.parametrize(
     "arch, keys, width",
     [

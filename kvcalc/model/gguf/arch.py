@@ -77,7 +77,8 @@ def _per_layer(value: Any, n: int, what: str, name: str, nextn: int = 0) -> list
 
 def _swa_layers(md: dict[str, Any], arch: str, n: int) -> list[bool] | None:
     window = _get(md, arch, "attention.sliding_window")
-    if not window or arch == "phi3":  # phi3: llama.cpp disables its SWA (src/models/phi3.cpp)
+    # NOTE: phi3.cpp and phimoe.cpp set no SWA type: a window in their files is not a sliding cache
+    if not window or arch in ("phi3", "phimoe"):
         return None
     pattern = _get(md, arch, "attention.sliding_window_pattern")
     if isinstance(pattern, list):  # one bool per layer
