@@ -49,6 +49,13 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
     if model_type == "dbrx":
         # DBRX keeps its KV heads in attn_config (transformers DbrxAttentionConfig.kv_n_heads, default 1).
         return cast(int, (cfg.get("attn_config") or {}).get("kv_n_heads", 1))
+    if model_type == "step3_text":
+        # Step 3's multi-matrix factorization attention: one KV head for every query head (vLLM 0.19 step3_text.py
+        # builds each layer with num_kv_heads = 1 and refuses another count)
+        groups = cfg.get("num_attention_groups", default=1)
+        if groups != 1:
+            raise cfg.refuse(f"num_attention_groups {groups}: Step 3's attention is built with one KV head")
+        return 1
     if cfg.get("multi_query") is True:  # gpt_bigcode (StarCoder, SantaCoder)
         return 1
     value = cfg.get("num_key_value_heads", "num_kv_heads", "n_head_kv")

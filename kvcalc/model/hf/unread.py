@@ -253,6 +253,8 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         sparse = layout[leading_dense(layout) :]
         if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
             doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
+    if model_type == "step3_text" and cfg.get("share_q_dim"):
+        doubts.append("share_q_dim (Step 3's low-rank query projection) is not read")
     if model_type in ERNIE_TYPES:
         experts = cfg.get("moe_num_experts")
         if isinstance(experts, list):
