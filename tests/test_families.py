@@ -405,8 +405,6 @@ def test_recurrent_layers_without_a_read_layout_are_refused(tmp_path, extra, fie
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        # LongCat-Flash: two MLA blocks per layer, so num_layers x 576 would be half the cache vLLM holds
-        ({"model_type": "longcat_flash", "kv_lora_rank": 512, "qk_rope_head_dim": 64}, "two MLA attention blocks"),
         # MiMo-V2-Flash: sliding layers have 8 KV heads where full layers have 4
         ({"swa_num_key_value_heads": 8}, "swa_num_key_value_heads (sliding layers with their own attention shape"),
         # values 128 wide beside 192-wide keys: 2 x KV heads x head_dim would overcount V

@@ -56,6 +56,16 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 32768,
         "hidden_size_per_layer_input": 256,
     },
+    # vLLM 0.19's FlashConfig (models/longcat_flash.py): LongCat-Flash's MLA ranks
+    "longcat_flash": {
+        "num_layers": 28,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+        "vocab_size": 131072,
+    },
     # vLLM 0.19's Step3TextConfig (transformers_utils/configs/step3_vl.py): Step 3's text model
     "step3_text": {
         "hidden_size": 7168,

@@ -236,6 +236,12 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     for nested in ("ffn_config", "attn_config"):
         if data.get(nested) is not None and not isinstance(data[nested], dict):
             raise SpecError(f"{where}: field {nested} must be an object, got {data[nested]!r}")
+    if model_type == "longcat_flash":
+        # vLLM longcat_flash.py: each of FlashConfig's num_layers decoder layers holds two MLA attention blocks
+        # (self_attn, a ModuleList of 2), each with its own latent cache: 2 x num_layers cached layers.
+        pairs = data.get("num_hidden_layers") or data.get("num_layers")
+        if isinstance(pairs, int) and not isinstance(pairs, bool) and pairs > 0:
+            data["num_hidden_layers"] = 2 * pairs
     if model_type == "dbrx":
         # DbrxFFNConfig nests the experts: moe_num_experts, moe_top_k, ffn_hidden_size (each expert's width).
         ffn = data.get("ffn_config") or {}

@@ -21,12 +21,8 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
     if cfg.get("moe_layer_num_skipped"):
         raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
-    if model_type.startswith("longcat_flash"):
-        # vLLM longcat_flash.py: each of num_layers layers holds two MLA attention blocks (two caches).
-        raise cfg.refuse(
-            "LongCat-Flash's layers each hold two MLA attention blocks (num_layers counts the pairs); not read",
-            hint="its cache is not estimated, rather than guessed",
-        )
+    if model_type.startswith("longcat_flash") and model_type != "longcat_flash":
+        raise cfg.refuse(f"'{model_type}' (a LongCat-Flash variant) is not read")
     if isinstance(cfg.get("attention_other_setting"), dict):
         raise cfg.refuse(
             "attention_other_setting (Step 3.5's sliding layers with their own heads) is not read",
@@ -253,6 +249,11 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         sparse = layout[leading_dense(layout) :]
         if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
             doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
+    if model_type == "longcat_flash":
+        doubts.append(
+            "LongCat-Flash's layer pairs (two attention blocks and two MLPs beside a shortcut MoE with zero-computation "
+            "experts) are not counted"
+        )
     if model_type == "step3_text" and cfg.get("share_q_dim"):
         doubts.append("share_q_dim (Step 3's low-rank query projection) is not read")
     if model_type in ERNIE_TYPES:
