@@ -123,3 +123,10 @@ def test_ling_mini_20_by_hand():
     # "1.4B activated (789M non-embedding)": 8 of 256 experts; the MTP layer is not counted
     assert counts.active - embeddings == body - 19 * 248 * expert
     assert (counts.active - embeddings) // 1_000_000 == 789
+
+
+def test_ling_under_its_v2_model_type_reads_alike():
+    # a re-saved config may name the type bailing_moe_v2 (BailingMoeV2ForCausalLM; vLLM's bailing_moe.py serves it)
+    spec = spec_from_config({**LING_MINI_2, "model_type": "bailing_moe_v2"}, "ling", "ling/config.json")
+    same = spec_from_config(LING_MINI_2, "ling", "ling/config.json")
+    assert not spec.params_unknown and param_counts(spec) == param_counts(same)

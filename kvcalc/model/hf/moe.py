@@ -25,6 +25,7 @@ def leading_dense(layout: list[Any], dense: Any = "dense") -> int:
 # ERNIE 4.5 (Ernie4_5_MoeConfig): its own names for the expert fields, and MoE layers from
 # moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th.
 ERNIE_TYPES = ("ernie4_5_moe",)
+BAILING_TYPES = ("bailing_moe", "bailing_moe_v2")  # Ling (vLLM bailing_moe.py serves both)
 ERNIE_MOE_KEYS = (
     "moe_num_experts", "moe_k", "moe_num_shared_experts", "moe_layer_start_index", "moe_layer_end_index",
     "moe_layer_interval",
@@ -73,7 +74,7 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     if model_type in ("llama4_text", "granitemoehybrid", "granitemoe", "granitemoeshared"):
         moe_inter = cfg.get("intermediate_size")  # these name the expert width intermediate_size
     shared = 0
-    if model_type == "bailing_moe":
+    if model_type in BAILING_TYPES:
         # vLLM bailing_moe.py (Ling): num_shared_experts MLPs of moe_shared_expert_intermediate_size, else of
         # the experts' own width, as one MLP.
         width = cfg.get("moe_shared_expert_intermediate_size", default=moe_inter or 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.hf.legacy import uniform_width
-from kvcalc.model.hf.moe import ERNIE_MOE_KEYS, ERNIE_TYPES, ernie_dense_layers, leading_dense
+from kvcalc.model.hf.moe import BAILING_TYPES, ERNIE_MOE_KEYS, ERNIE_TYPES, ernie_dense_layers, leading_dense
 
 # MiniMax-01 (MiniMax-Text-01, MiniMax-M1; transformers' MiniMaxConfig): lightning attention layers (hf_hybrid.lightning)
 LIGHTNING_TYPES = ("minimax_text_01", "minimax_m1", "minimax")
@@ -269,7 +269,7 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         "llama4_text": {"moe_layers"},
         "afmoe": {"num_shared_experts"},
         "kimi_linear": {"num_shared_experts", "num_experts_per_token"},
-        "bailing_moe": {"num_shared_experts"},
+        **dict.fromkeys(BAILING_TYPES, {"num_shared_experts"}),
         # moe_capacity: the training-time token capacity per expert, no weights
         **dict.fromkeys(ERNIE_TYPES, {*ERNIE_MOE_KEYS, "moe_capacity"}),
     }.get(model_type, set())
