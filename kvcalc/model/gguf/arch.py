@@ -167,7 +167,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         )
     if nextn:
         spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
-    spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name)
+    spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name, nextn)
     return build(ModelSpec, spec, f"{name} (GGUF)")
 
 
@@ -201,7 +201,15 @@ def _weight_dtype(label: str | None) -> str:
 
 
 def _pattern(
-    md: dict[str, Any], arch: str, n: int, kv: list[int], n_heads: int, mla: bool, kv_max: int | None, name: str
+    md: dict[str, Any],
+    arch: str,
+    n: int,
+    kv: list[int],
+    n_heads: int,
+    mla: bool,
+    kv_max: int | None,
+    name: str,
+    nextn: int = 0,
 ) -> list[LayerRun]:
     swa = _swa_layers(md, arch, n)
     window = _get(md, arch, "attention.sliding_window")
@@ -210,8 +218,7 @@ def _pattern(
         window = _get(md, arch, "attention.chunk_size", 8192)
         swa = [il % 4 < 3 for il in range(n)] if window else None
     state = _state_bytes(md, arch)
-    mtp = (_get(md, arch, "block_count") or n) - n  # the MTP blocks after the trunk's n
-    ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name, mtp)
+    ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name, nextn)
     interval = _get(md, arch, "full_attention_interval", 4) if arch == "qwen3next" else 0
     runs: list[LayerRun] = []
     for il in range(n):
