@@ -294,6 +294,11 @@ def test_phimoe_window_is_not_a_sliding_cache():
         ("glm4moe", {"expert_shared_count": 1, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 64),
         # bailingmoe2: (expert_shared_feed_forward_length, else n_ff_exp) x n_expert_shared
         ("bailingmoe2", {"expert_shared_count": 2, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 192),
+        # afmoe: n_ff_exp x n_expert_shared; cohere2moe: the length, else that; exaone-moe: the length, else n_ff_exp
+        ("afmoe", {"expert_shared_count": 2, "expert_feed_forward_length": 64}, 128),
+        ("cohere2moe", {"expert_shared_count": 2, "expert_feed_forward_length": 64}, 128),
+        ("cohere2moe", {"expert_shared_count": 2, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 96),
+        ("exaone-moe", {"expert_shared_count": 2, "expert_feed_forward_length": [0, 64]}, 64),
         # qwen2moe: the length alone
         ("qwen2moe", {"expert_shared_count": 4, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 96),
     ],
@@ -304,3 +309,31 @@ def test_shared_expert_width_as_each_architecture_builds_it(arch, keys, width):
     data = gguf_bytes(md, t, data=False)[0]
     spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), f"{arch}-Q4_K_M.gguf")
     assert spec.shared_expert_intermediate_size == width
+
+
+@pytest.mark.parametrize(
+    "arch, sliding",
+    [
+        ("afmoe", [True, True, True, False, True, True, True, False]),  # load_swa_pattern(ml, 4): 3 sliding, 1 full
+        ("exaone-moe", [True, True, True, False, True, True, True, False]),
+        ("cohere2moe", [False, True, True, True, False, True, True, True]),  # dense first: layers 0 and 4 full
+    ],
+)
+def test_sliding_patterns_as_each_architecture_loads_them(arch, sliding):
+    md, t = llama_like(arch, layers=8, hidden=256, heads=8, kv_heads=2, extra={f"{arch}.attention.sliding_window": 128})
+    data = gguf_bytes(md, t, data=False)[0]
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), f"{arch}-Q4_K_M.gguf")
+    assert [r.kind.value == "sliding" for r in spec.expanded_layers()] == sliding
+    assert all(r.window_tokens == 128 for r in spec.expanded_layers() if r.kind.value == "sliding")
+
+
+def test_expert_widths_that_differ_between_layers_are_refused():
+    extra = {
+        "exaone-moe.expert_count": 8,
+        "exaone-moe.expert_used_count": 2,
+        "exaone-moe.expert_feed_forward_length": [64, 96],
+    }
+    md, t = llama_like("exaone-moe", layers=2, hidden=256, heads=8, kv_heads=2, extra=extra)
+    data = gguf_bytes(md, t, data=False)[0]
+    with pytest.raises(SpecError, match="expert_feed_forward_length differs between layers"):
+        spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), "exaone-moe-Q4_K_M.gguf")

@@ -27,6 +27,9 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
     "exaone4": (4, False, LayerKind.SLIDING),
     "olmo2": (4, False, LayerKind.SLIDING),
     "llama4": (4, False, LayerKind.CHUNKED),  # 3 chunked (attention_chunk_size) + 1 full
+    "afmoe": (4, False, LayerKind.SLIDING),  # where the file gives a window
+    "exaone-moe": (4, False, LayerKind.SLIDING),
+    "cohere2moe": (4, True, LayerKind.SLIDING),  # load_swa_pattern(ml, 4, true): every 4th layer from 0 is full
 }
 # Architectures read the same way as llama (dense or MoE, GQA, optional SWA): the families kvcalc
 # reads from config.json that llama.cpp serves. Others are refused by name.
@@ -39,6 +42,8 @@ SUPPORTED = {
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2",
+    # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
+    "afmoe", "exaone-moe", "cohere2moe",
 }  # fmt: skip
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
 # general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
@@ -161,8 +166,8 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec.update(
             experts=experts,
             experts_per_token=_get(md, arch, "expert_used_count", 1),
-            expert_intermediate_size=_get(md, arch, "expert_feed_forward_length"),
-            shared_expert_intermediate_size=_shared_width(md, arch),
+            expert_intermediate_size=(expert := _expert_width(md, arch, name)),
+            shared_expert_intermediate_size=_shared_width(md, arch, expert or 0),
             dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
         )
     if nextn:
@@ -171,20 +176,41 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     return build(ModelSpec, spec, f"{name} (GGUF)")
 
 
-# Architectures whose shared experts are expert_shared_count experts of expert_feed_forward_length, one MLP
-# (src/models/<arch>.cpp: ffn_*_shexp n_ff_exp x n_expert_shared wide); bailingmoe2 multiplies the count by
-# expert_shared_feed_forward_length where given. The others read that length alone (ernie4_5-moe, qwen2moe).
-SHARED_BY_COUNT = ("deepseek2", "glm4moe", "dots1", "bailingmoe", "bailingmoe2")
+# How src/models/<arch>.cpp sizes the shared experts' ffn_*_shexp (one MLP): "count" n_expert_shared x n_ff_exp;
+# "length x count" (expert_shared_feed_forward_length, else n_ff_exp) x n_expert_shared; "length or count" the
+# length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
+# (ernie4_5-moe, qwen2moe: no shared experts without it).
+SHARED_RULES = {
+    "deepseek2": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count", "afmoe": "count",
+    "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
+}  # fmt: skip
 
 
-def _shared_width(md: dict[str, Any], arch: str) -> int:
-    """The shared experts' MLP width, as llama.cpp builds the ffn_*_shexp tensors."""
-    width = int(_get(md, arch, "expert_shared_feed_forward_length", 0) or 0)
-    if arch not in SHARED_BY_COUNT:
-        return width
-    if arch != "bailingmoe2" or not width:
-        width = int(_get(md, arch, "expert_feed_forward_length", 0) or 0)
-    return int(_get(md, arch, "expert_shared_count", 0) or 0) * width
+def _shared_width(md: dict[str, Any], arch: str, expert: int) -> int:
+    """The shared experts' MLP width, as llama.cpp builds the ffn_*_shexp tensors (expert: n_ff_exp)."""
+    length = int(_get(md, arch, "expert_shared_feed_forward_length", 0) or 0)
+    count = int(_get(md, arch, "expert_shared_count", 0) or 0)
+    rule = SHARED_RULES.get(arch)
+    if rule == "count":
+        return count * expert
+    if rule == "length x count":
+        return count * (length or expert)
+    if rule == "length or count":
+        return length or count * expert
+    if rule == "length or one":
+        return length or expert
+    return length
+
+
+def _expert_width(md: dict[str, Any], arch: str, name: str) -> int | None:
+    """expert_feed_forward_length: one number, or one per layer (0 on dense layers) that must agree."""
+    value = _get(md, arch, "expert_feed_forward_length")
+    if not isinstance(value, list):
+        return int(value) if isinstance(value, int) else None
+    widths = {int(v) for v in value if v}
+    if len(widths) > 1:
+        raise SpecError(f"{name}: expert_feed_forward_length differs between layers ({sorted(widths)}); not read")
+    return widths.pop() if widths else None
 
 
 def _weight_dtype(label: str | None) -> str:
