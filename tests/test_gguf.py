@@ -337,3 +337,20 @@ def test_expert_widths_that_differ_between_layers_are_refused():
     data = gguf_bytes(md, t, data=False)[0]
     with pytest.raises(SpecError, match="expert_feed_forward_length differs between layers"):
         spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), "exaone-moe-Q4_K_M.gguf")
+
+
+def test_mimo2_values_narrower_than_keys_and_kv_heads_per_layer(tmp_path):
+    # mimo2.cpp: K n_embd_head_k, V n_embd_head_v per KV head; which layers slide from the per-layer pattern
+    extra = {
+        "mimo2.attention.key_length": 48, "mimo2.attention.value_length": 32, "mimo2.attention.head_count_kv": [2, 4, 4, 4],
+        "mimo2.attention.sliding_window": 128, "mimo2.attention.sliding_window_pattern": [False, True, True, True],
+    }  # fmt: skip
+    md, t = llama_like("mimo2", layers=4, hidden=256, heads=8, kv_heads=2, extra=extra)
+    path = tmp_path / "mimo-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    out = run_json("cache", path, "--seq", "100")
+    # layer 0 full with 2 KV heads, three sliding layers with 4: each head K 48 + V 32 wide, 2 B an element (bf16)
+    assert out["bytes_per_token"] == (2 + 3 * 4) * (48 + 32) * 2
+    parts = run_json("cache", path, "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")["llamacpp"]["kv_parts"]
+    full = next(p for p in parts if p["cache"] == "non-SWA")
+    assert (full["k_bytes"], full["v_bytes"]) == (1024 * 2 * 48 * 2, 1024 * 2 * 32 * 2)

@@ -44,6 +44,8 @@ SUPPORTED = {
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2",
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
     "afmoe", "exaone-moe", "cohere2moe",
+    # sliding layers listed per layer, KV heads per layer, values narrower than keys
+    "mimo2",
 }  # fmt: skip
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
 # general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
@@ -161,6 +163,8 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec["num_kv_heads"] = max(kv) or 1
         if key_len:
             spec["head_dim"] = key_len
+        if key_len and val_len and val_len != key_len:
+            spec["v_head_dim"] = val_len  # n_embd_head_v: values narrower than keys (mimo2: 128 beside 192)
     experts = _get(md, arch, "expert_count", 0) or 0
     if experts:
         spec.update(
