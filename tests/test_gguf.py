@@ -354,3 +354,17 @@ def test_mimo2_values_narrower_than_keys_and_kv_heads_per_layer(tmp_path):
     parts = run_json("cache", path, "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")["llamacpp"]["kv_parts"]
     full = next(p for p in parts if p["cache"] == "non-SWA")
     assert (full["k_bytes"], full["v_bytes"]) == (1024 * 2 * 48 * 2, 1024 * 2 * 32 * 2)
+
+
+def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):
+    # minicpm3.cpp decompresses each head's K (nope + rope) and V before build_attn: no latent in llama.cpp's cache
+    extra = {
+        "minicpm3.attention.q_lora_rank": 48, "minicpm3.attention.kv_lora_rank": 32, "minicpm3.rope.dimension_count": 8,
+        "minicpm3.attention.key_length": 24, "minicpm3.attention.value_length": 16, "minicpm3.attention.head_count_kv": 8,
+    }  # fmt: skip
+    md, t = llama_like("minicpm3", layers=4, hidden=256, heads=8, kv_heads=8, extra=extra)
+    path = tmp_path / "minicpm3-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    assert run_json("cache", path, "--seq", "100")["bytes_per_token"] == 4 * (32 + 8) * 2  # the latent, as SGLang
+    (part,) = run_json("cache", path, "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")["llamacpp"]["kv_parts"]
+    assert (part["k_bytes"], part["v_bytes"]) == (4 * 1024 * 8 * 24 * 2, 4 * 1024 * 8 * 16 * 2)

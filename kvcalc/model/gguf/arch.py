@@ -46,7 +46,11 @@ SUPPORTED = {
     "afmoe", "exaone-moe", "cohere2moe",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
     "mimo2",
+    # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
+    "minicpm3",
 }  # fmt: skip
+# The config.json class a GGUF architecture was converted from, where an engine's rule names it
+ARCHITECTURES = {"minicpm3": "MiniCPM3ForCausalLM"}
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
 # general.file_type (llama.h enum llama_ftype) -> the label files carry, for a name without one
 FILE_TYPES = {
@@ -176,6 +180,8 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         )
     if nextn:
         spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
+    if arch in ARCHITECTURES:
+        spec["architecture"] = ARCHITECTURES[arch]
     spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name, nextn)
     return build(ModelSpec, spec, f"{name} (GGUF)")
 
