@@ -297,6 +297,12 @@ class ModelSpec(BaseModel):
         return self.kv_lora_rank is not None
 
     @property
+    def mla_key_dim(self) -> int:
+        """One MLA head's decompressed key width (nope + rope): what an engine caching every head's K holds."""
+        rope = self.qk_rope_head_dim or 0
+        return (self.qk_nope_head_dim or (self.head_dim_effective - rope)) + rope
+
+    @property
     def latent_rank(self) -> int:
         """MLA's kv_lora_rank (set on every MLA model: the validator checks it)."""
         return _required(self.kv_lora_rank, f"model '{self.name}': kv_lora_rank")

@@ -77,8 +77,8 @@ def _widths(spec: ModelSpec, run: LayerRun, era: Era) -> tuple[int, int]:
         assert spec.kv_lora_rank is not None and spec.qk_rope_head_dim is not None
         latent = spec.kv_lora_rank + spec.qk_rope_head_dim
         if era.mla == "mha" or spec.architecture in MLA_AS_MHA:  # pre PR #12801: every head's K (nope + rope) and V
-            nope = spec.qk_nope_head_dim or (spec.head_dim_effective - spec.qk_rope_head_dim)
-            return spec.num_heads * (nope + spec.qk_rope_head_dim), spec.num_heads * (spec.v_head_dim or nope)
+            k = spec.mla_key_dim
+            return spec.num_heads * k, spec.num_heads * (spec.v_head_dim or k - spec.qk_rope_head_dim)
         return latent, 0 if era.mla == "k" else spec.kv_lora_rank
     heads = run.kv_heads or spec.kv_heads
     return heads * spec.run_head_dim(run), heads * spec.run_v_dim(run)

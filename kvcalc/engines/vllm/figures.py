@@ -123,9 +123,7 @@ def _elements(spec: ModelSpec, run: LayerRun, tp: int) -> int:
     """One token's cache in one layer on one rank, as vLLM pages it: values narrower than keys are padded to the
     key width (mimo_v2_flash.py builds its Attention with head_size = head_dim and pads V to it)."""
     if run.kind == LayerKind.MLA and spec.architecture in MLA_AS_MHA:
-        assert spec.qk_rope_head_dim is not None
-        nope = spec.qk_nope_head_dim or (spec.head_dim_effective - spec.qk_rope_head_dim)
-        return 2 * kv_heads_per_rank(spec.num_heads, tp) * (nope + spec.qk_rope_head_dim)
+        return 2 * kv_heads_per_rank(spec.num_heads, tp) * spec.mla_key_dim
     if run.kind.per_head_kv and spec.run_v_dim(run) < spec.run_head_dim(run):
         return 2 * kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp) * spec.run_head_dim(run)
     return elements_per_token(spec, run, tp)
