@@ -64,11 +64,11 @@ def test_ernie_45_21b_by_hand():
     body = (
         28 * _attention(2560, 20, 4, 128)
         + 3 * 2560 * 12288  # layer 0's dense MLP (moe_layer_start_index 1)
-        + 27 * (64 * expert + 3 * 2560 * 3072 + 2560 * 64)  # experts, shared MLP, router
+        + 27 * (64 * expert + 3 * 2560 * 3072 + 2561 * 64)  # experts, shared MLP, router and its correction bias
         + (2 * 28 + 1) * 2560  # norms
     )  # fmt: skip
     counts = param_counts(spec)
-    assert counts.total == body + 103424 * 2560 == 21_825_436_160  # "21B total" (tied embedding)
+    assert counts.total == body + 103424 * 2560 == 21_825_437_888  # "21B total" (tied embedding)
     assert counts.active == counts.total - 27 * 58 * expert  # 6 of 64 experts: "3B activated"
     assert bytes_per_token(spec, "bf16") == 2 * 28 * 4 * 128 * 2 == 57_344
 
@@ -78,7 +78,7 @@ def test_ernie_defaults_follow_its_config_class():
     bare = {k: v for k, v in ERNIE_21B.items() if not k.startswith("moe_layer") and k != "moe_num_shared_experts"}
     spec = spec_from_config(bare, "ernie", "ernie/config.json")
     assert (spec.dense_layers, spec.shared_expert_intermediate_size) == (1, 3072)
-    assert param_counts(spec).total == 21_825_436_160
+    assert param_counts(spec).total == 21_825_437_888
 
 
 @pytest.mark.parametrize(
@@ -111,10 +111,10 @@ def test_ling_lite_15_by_hand():
 def test_ling_mini_20_by_hand():
     spec = spec_from_config(LING_MINI_2, "ling-mini-2.0", "Ling-mini-2.0/config.json")
     expert = 3 * 2048 * 512
-    # NOTE: use_qk_norm's per-head query and key norm vectors (2 x 128 a layer, 5,120 in all) are not
-    # counted, as Qwen3's are not: kvcalc counts the hidden-size norms of each sub-block.
-    layer = _attention(2048, 16, 4, 128)
-    routed = 19 * (256 * expert + 3 * 2048 * 512 + 2048 * 256)  # 19 MoE layers after one dense layer
+    # use_qk_norm: a query and a key norm of head_dim 128 in each layer; moe_router_enable_expert_bias: a bias
+    # per expert on each router (vLLM bailing_moe.py gate.expert_bias)
+    layer = _attention(2048, 16, 4, 128) + 2 * 128
+    routed = 19 * (256 * expert + 3 * 2048 * 512 + 2049 * 256)  # 19 MoE layers after one dense layer
     body = 20 * layer + 3 * 2048 * 5120 + routed + (2 * 20 + 1) * 2048
     counts = param_counts(spec)
     embeddings = 2 * 157184 * 2048

@@ -175,8 +175,17 @@ def test_llama_vision_tower_in_parameters():
         3 * 14 * 14 * d + d + patches * d + 1 + 9 * 4 * patches * d + 2 * (9 * 4 * d + 1) + 4 * d
         + 32 * layer + 8 * (layer + 2) + 7680 * 256 + 256
     )  # fmt: skip
-    assert params["extra"] == tower
-    assert params["active"] == params["total"] - tower
+    # the text model's own extras: 8 more embedding rows (vocab_size + 8), and in each of the 2 cross-attention
+    # layers its two gates and q_norm / k_norm of head_dim 32 (256 / 8 heads)
+    text_extras = 8 * 256 + 2 * (2 + 2 * 32)
+    assert params["extra"] == tower + text_extras
+    assert params["active"] == params["total"] - tower - text_extras
+
+
+def test_llama_32_vision_matches_the_published_total():
+    # meta-llama/Llama-3.2-11B-Vision's checkpoint: 10,670,220,835 parameters. The tower above plus the text
+    # model's cross-layer gates and norms and 8 more embedding rows (34,832) make it to the parameter.
+    assert run_json("show", "llama-3.2-11b-vision")["params"]["total"] == 10_670_220_835
 
 
 def test_missing_vocab_answers_cache_and_reports_parameters_unknown(tmp_path):
@@ -192,11 +201,13 @@ def test_missing_vocab_answers_cache_and_reports_parameters_unknown(tmp_path):
 
 
 def test_gpt_oss_biases():
-    # gpt-oss-120b: 116.83B published. Expert gate_up (2 x 2,880) and down (2,880) biases for 128 experts in 36
-    # layers, and o_proj biases (2,880 x 36), on top of the weights; router biases and sinks (6,912) are left out.
+    # gpt-oss-120b: 116,829,156,672 published. Expert gate_up (2 x 2,880) and down (2,880) biases for 128 experts
+    # in 36 layers, and o_proj biases (2,880 x 36), on top of the weights; and the vectors: a router bias per
+    # expert (128 x 36) and a sink logit per query head (64 x 36).
     params = run_json("show", "gpt-oss-120b")["params"]
-    assert params["total"] == 116_829_149_760
-    assert abs(params["total"] - 116_829_156_672) == 128 * 36 + 64 * 36
+    assert params["total"] == 116_829_156_672
+    assert params["router"] == 36 * 128 * (2880 + 1)
+    assert params["attention"] == 36 * (2880 * 64 * 64 * 2 + 2880 * 8 * 64 * 2 + (64 + 16) * 64 + 2880 + 64)
 
 
 def test_hunyuan_cross_layer_attention():
@@ -446,15 +457,16 @@ def test_kv_shape_under_another_name(tmp_path):
 def test_apertus_mlp_is_ungated(tmp_path):
     # Apertus (swiss-ai/Apertus-8B shape): up_proj -> xIELU -> down_proj, no gate. By hand: 32 layers x
     # (attention 2 x 4096^2 + 2 x 4096 x 1024 = 41,943,040; MLP 2 x 4096 x 21,504 = 176,160,768) + untied
-    # embeddings 2 x 131,072 x 4096 + norms (2 x 32 + 1) x 4096 = 8,053,329,920 (8B published; with a gate
-    # it came out 10.87B).
+    # embeddings 2 x 131,072 x 4096 + norms (2 x 32 + 1) x 4096 and ApertusAttention's q_norm / k_norm of
+    # head_dim 128 in each layer = 8,053,338,112 (8B published; with a gate it came out 10.87B). xIELU's own
+    # scalars (alpha_p, alpha_n) are not counted.
     config = {
         "model_type": "apertus", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
         "num_key_value_heads": 8, "intermediate_size": 21504, "vocab_size": 131072, "hidden_act": "xielu",
         "tie_word_embeddings": False, "torch_dtype": "bfloat16",
     }  # fmt: skip
     params = run_json("show", _write(tmp_path, config))["params"]
-    assert params["total"] == 32 * (41_943_040 + 176_160_768) + 2 * 131_072 * 4096 + 65 * 4096
+    assert params["total"] == 32 * (41_943_040 + 176_160_768) + 2 * 131_072 * 4096 + 65 * 4096 + 32 * 2 * 128
 
 
 def test_qwen3_class_defaults(tmp_path):
@@ -490,16 +502,18 @@ def test_afmoe_trinity_by_hand(tmp_path):
     assert out["total_bytes"] == 14 * 1024 * 131072 + 42 * 1024 * 2048
     # Parameters: attention with its output gate_proj, 56 x (3 x 1,024 x 1,024 + 2 x 1,024 x 256); 2 dense
     # layers of 3 x 1,024 x 3,072; 54 MoE layers of 128 experts of 3 x 1,024 x 256, one shared expert of the
-    # same width and a 1,024 x 128 router; untied embeddings 2 x 200,192 x 1,024; norms (2 x 56 + 1) x 1,024.
-    # 6.12B total, 1.02B active: Arcee publishes 6B and 1B.
+    # same width and a 1,024 x 128 router with its expert_bias; untied embeddings 2 x 200,192 x 1,024; four norms
+    # a layer (AfmoeDecoderLayer: pre and post each sub-block) and the final one, (4 x 56 + 1) x 1,024, and q_norm /
+    # k_norm of head_dim 128. 6.12B total, 1.02B active: Arcee publishes 6B and 1B.
     params = run_json("show", tmp_path)["params"]
     expert = 3 * 1024 * 256
     by_hand = (
         56 * (3 * 1024 * 1024 + 2 * 1024 * 256)
         + 2 * 3 * 1024 * 3072
-        + 54 * (128 * expert + expert + 1024 * 128)
+        + 54 * (128 * expert + expert + 1025 * 128)
         + 2 * 200192 * 1024
-        + 113 * 1024
+        + 225 * 1024
+        + 56 * 2 * 128
     )
     assert params["total"] == by_hand
     assert params["active"] == by_hand - 54 * 120 * expert

@@ -368,3 +368,29 @@ def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):
     assert run_json("cache", path, "--seq", "100")["bytes_per_token"] == 4 * (32 + 8) * 2  # the latent, as SGLang
     (part,) = run_json("cache", path, "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")["llamacpp"]["kv_parts"]
     assert (part["k_bytes"], part["v_bytes"]) == (4 * 1024 * 8 * 24 * 2, 4 * 1024 * 8 * 16 * 2)
+
+
+def test_lfm2_short_convolution_layers_and_their_state():
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.kv import kv_parts
+
+    # lfm2.cpp: a layer without KV heads is a short-convolution layer (is_recr_impl = n_head_kv(il) == 0), its state
+    # the last l_cache - 1 inputs, n_embd wide, in f32 (llama_hparams::n_embd_r). LFM2-1.2B's layout: attention at
+    # layers 2, 5, 8, 10, 12 and 14 of 16, l_cache 3, 8 KV heads of 64.
+    kv = [8 if il in (2, 5, 8, 10, 12, 14) else 0 for il in range(16)]
+    extra = {"lfm2.attention.head_count_kv": kv, "lfm2.shortconv.l_cache": 3}
+    md, t = llama_like("lfm2", layers=16, hidden=2048, heads=32, kv_heads=8, extra=extra)
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "LFM2-1.2B-Q4_K_M.gguf")
+    kinds = [r.kind.value for r in spec.expanded_layers()]
+    assert [il for il, k in enumerate(kinds) if k == "full"] == [2, 5, 8, 10, 12, 14]
+    parts = {p.cache: p for p in kv_parts(spec, 4096, era(None), parallel=4)[0]}
+    assert parts["recurrent"].bytes == 10 * 4 * (2 * 2048) * 4  # 10 conv layers x 4 sequences x 2 inputs x 2,048, f32
+    assert parts["non-SWA"].layers == 6
+    # LFM2-8B-A1B's GGUF (lfm2moe): the same layers, experts after leading_dense_block_count dense ones
+    moe = {"lfm2moe.attention.head_count_kv": kv, "lfm2moe.shortconv.l_cache": 3, "lfm2moe.expert_count": 32,
+           "lfm2moe.expert_used_count": 4, "lfm2moe.expert_feed_forward_length": 1792,
+           "lfm2moe.leading_dense_block_count": 2}  # fmt: skip
+    md, t = llama_like("lfm2moe", layers=16, hidden=2048, heads=32, kv_heads=8, extra=moe)
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "LFM2-8B-A1B-Q4_K_M.gguf")
+    assert (spec.experts, spec.experts_per_token, spec.dense_layers) == (32, 4, 2)
+    assert sum(r.state_bytes for r in spec.expanded_layers()) == 10 * 2 * 2048 * 4

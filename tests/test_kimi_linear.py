@@ -39,11 +39,11 @@ def test_parameters_cache_and_state_by_hand():
     total = (
         20 * kda + 7 * mla
         + 3 * 2304 * 9216  # layer 0's dense MLP
-        + 26 * (256 * expert + expert + 2304 * 256)  # routed experts, the shared one, the router
+        + 26 * (256 * expert + expert + 2305 * 256)  # routed experts, the shared one, the router and its bias
         + 2 * 163840 * 2304 + (2 * 27 + 1) * 2304
     )  # fmt: skip
     counts = param_counts(_spec())
-    assert counts.total == total == 49_122_675_072
+    assert counts.total == total == 49_122_681_728
     assert counts.active == total - 26 * 248 * expert  # 8 of 256 experts: "A3B"
     assert bytes_per_token(_spec(), "bf16") == 7 * (512 + 64) * 2  # the MLA layers' latent, every rank whole
     assert state_bytes(_spec(), 1) == 20 * KDA_STATE == 43_417_600

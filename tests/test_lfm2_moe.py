@@ -26,14 +26,14 @@ def test_parameters_cache_and_state_by_hand():
     attention = 2 * 2048 * 2048 + 2 * 2048 * 8 * 64
     expert = 3 * 2048 * 1792
     total = (
-        18 * conv + 6 * attention
+        18 * conv + 6 * (attention + 2 * 64)  # q_layernorm and k_layernorm of head_dim 64
         + 2 * 3 * 2048 * 7168  # the two dense layers
-        + 22 * (32 * expert + 2048 * 32)  # experts and router
+        + 22 * (32 * expert + 2049 * 32)  # experts, router and its expert_bias (use_expert_bias)
         + 65536 * 2048  # tied embedding
         + (2 * 24 + 1) * 2048  # norms
     )  # fmt: skip
     counts = param_counts(spec)
-    assert counts.total == total == 8_339_929_088  # "8.3B"
+    assert counts.total == total == 8_339_930_560  # "8.3B"
     assert counts.active == total - 22 * 28 * expert  # "1.5B active": 4 of 32 experts
     assert bytes_per_token(spec, "bf16") == 6 * 2 * 8 * 64 * 2 == 12_288  # the 6 attention layers
     assert state_bytes(spec, 1) == 18 * 2 * 2048 * 2  # 2 conv steps x 2048 channels a conv layer, bf16

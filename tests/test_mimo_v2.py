@@ -22,17 +22,18 @@ def test_cache_by_hand():
 
 def test_parameters_by_hand():
     q, o = 4096 * 64 * 192, 64 * 128 * 4096  # o_proj takes heads x V width
-    full, sliding = q + o + 4096 * 4 * (192 + 128), q + o + 4096 * 8 * (192 + 128)
+    # sliding layers also hold a sink logit per query head (add_swa_attention_sink_bias)
+    full, sliding = q + o + 4096 * 4 * (192 + 128), q + o + 4096 * 8 * (192 + 128) + 64
     expert = 3 * 4096 * 2048
     total = (
         2 * 152576 * 4096  # untied embedding and LM head
         + 9 * full + 39 * sliding
         + 3 * 4096 * 16384  # layer 0's dense MLP (moe_layer_freq 0)
-        + 47 * (256 * expert + 4096 * 256)  # 47 MoE layers: experts and router
+        + 47 * (256 * expert + 4097 * 256)  # 47 MoE layers: experts, router and its correction bias
         + (2 * 48 + 1) * 4096  # norms
     )  # fmt: skip
     counts = param_counts(get_model("mimo-v2-flash"))
-    assert counts.total == total == 308_778_766_336  # "309B"
+    assert counts.total == total == 308_778_780_864  # "309B"
     assert counts.active == total - 47 * 248 * expert  # "15B active": 8 of 256 experts
     assert round(counts.active / 1e9, 2) == 15.45
 

@@ -47,3 +47,17 @@ def test_sglang_keeps_the_latent_and_llamacpp_every_head(tmp_path):
     out = run_json("cache", str(tmp_path), "--seq", "8192", "--gpu", "h100", "--engine", "llamacpp")
     (part,) = out["llamacpp"]["kv_parts"]
     assert (part["k_bytes"], part["v_bytes"]) == (62 * 8192 * 40 * 96 * 2, 62 * 8192 * 40 * 64 * 2)
+
+
+def test_vllm_keeps_no_absorbed_copy_of_its_projections():
+    # vLLM's MLA layer dequantizes a quantized kv_b_proj into 16-bit W_UK / W_UV and keeps both; MiniCPM3 runs plain
+    # attention there, so an fp8 MiniCPM3 holds no such copy, where a DeepSeek-shaped MLA model of its size would.
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.engines.weights import weight_bytes
+    from kvcalc.model.formats import quantization_of
+    from kvcalc.model.presets import get_gpu
+
+    spec, gpu = _spec(), get_gpu("h100")
+    assert predict(spec, gpu, Settings(), dtype="fp8").weights.mla_absorbed == 0
+    copies = weight_bytes(spec, "bf16", quantization_of(spec, "fp8")).mla_absorbed
+    assert copies == 62 * 40 * (64 + 64) * 256 * 2  # what the absorbed layout would add: 62 layers of W_UK and W_UV

@@ -56,13 +56,14 @@ def test_deepseek_v3_tp8_latent_whole_experts_split():
     mla = 7168 * 1536 + 1536 + 7168 * 576 + 512 + (1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168) // 8
     assert mla == 36_636_672
     dense_mlp = 3 * 7168 * 18432 // 8  # first 3 layers
-    # MoE layers (58): router 7168 x 256 whole, shared expert 3 x 7168 x 2048 / 8, 256 experts each / 8.
-    moe = 7168 * 256 + 3 * 7168 * 2048 // 8 + 256 * 3 * 7168 * 2048 // 8
+    # MoE layers (58): router 7168 x 256 and its correction bias (256) whole, shared expert 3 x 7168 x 2048 / 8,
+    # 256 experts each / 8.
+    moe = 7169 * 256 + 3 * 7168 * 2048 // 8 + 256 * 3 * 7168 * 2048 // 8
     linear = 61 * (mla + 2 * 7168) + 3 * dense_mlp + 58 * moe  # parameters in the fp8 format
     ends = 2 * 129_280 * 7168 // 8 + 7168  # embedding and LM head / 8, final norm: parameters in bf16
     expected = Fraction(linear) * (1 + Fraction(4, 128 * 128)) + 2 * ends
     spec = get_model("deepseek-v3")
-    assert rank_weight_bytes_resident(spec, tp=8) == math.ceil(expected) == 85_032_660_964
+    assert rank_weight_bytes_resident(spec, tp=8) == math.ceil(expected) == 85_032_675_816
     # The latent is cached whole on every rank: 61 x (512 + 64) x 2 B per token at tp 1 and at tp 8.
     assert bytes_per_token(spec, "bf16", 8) == bytes_per_token(spec, "bf16", 1) == 61 * 576 * 2
 

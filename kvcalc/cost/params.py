@@ -51,7 +51,35 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     bias += hidden if spec.o_proj_bias else 0
     gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
     parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
-    return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel
+    return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run)
+
+
+def sink_params(spec: ModelSpec, run: LayerRun) -> int:
+    """A self-attention layer's sink logits, one per query head (gpt-oss; MiMo-V2-Flash's on sliding layers)."""
+    every = spec.attention_sinks == "all" and run.kind.self_head_kv
+    return spec.num_heads if every or (spec.attention_sinks == "sliding" and run.kind == LayerKind.SLIDING) else 0
+
+
+def layer_norm_params(spec: ModelSpec, run: LayerRun, routed: bool) -> int:
+    """One layer's norm weights: one before each sub-block, and one after it too with sandwich norms; the query
+    and key norms of a self-attention layer (one head_dim wide each, or over all its heads)."""
+    norms = spec.blocks_of(run, routed) * (2 if spec.sandwich_norms else 1) * spec.hidden_size
+    if spec.qk_norm and run.kind.self_head_kv:
+        d = spec.run_head_dim(run)
+        norms += 2 * d if spec.qk_norm == "head" else (spec.num_heads + (run.kv_heads or spec.kv_heads)) * d
+    return norms
+
+
+def router_params(spec: ModelSpec) -> int:
+    """One MoE layer's routing weights: the gate (with a bias per expert where the family has one) and
+    LatentMoE's projections."""
+    return (spec.hidden_size + int(spec.router_bias)) * spec.experts + latent_proj_params(spec)
+
+
+def shared_expert_params(spec: ModelSpec) -> int:
+    """One MoE layer's shared experts as one MLP, with their gate where the family has one."""
+    width = spec.shared_expert_intermediate_size
+    return _mlp(spec, width) + (spec.hidden_size if spec.shared_expert_gate and width else 0)
 
 
 def indexer_params(spec: ModelSpec) -> int:
@@ -105,20 +133,20 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     embedding = spec.vocab_size * hidden
     lm_head = 0 if spec.tie_embeddings else embedding
     attention = dense = router = shared = experts = moe_layers = 0
+    norms = hidden  # the final norm, then each layer's
     one_expert = expert_params(spec) if spec.is_moe else 0
     for run, routed in zip(spec.expanded_layers(), spec.routes_experts()):
         attention += attention_params(spec, run)
+        norms += layer_norm_params(spec, run, routed)
         if run.intermediate_size is not None:
             dense += _mlp(spec, run.intermediate_size)
         elif routed:
             moe_layers += 1
-            router += hidden * spec.experts + latent_proj_params(spec)  # the gate, and LatentMoE's projections
+            router += router_params(spec)
             experts += spec.experts * one_expert
-            shared += _mlp(spec, spec.shared_expert_intermediate_size)
+            shared += shared_expert_params(spec)
         else:
             dense += _mlp(spec, spec.intermediate_size)
-    # one norm before each sub-block (mixer, MLP), and the final one
-    norms = (sum(spec.sub_blocks()) + 1) * hidden
     extra = int(extra_params(spec))
     total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.

@@ -27,10 +27,12 @@ from kvcalc.cost.params import (
     expected_experts,
     expert_params,
     extra_params,
-    latent_proj_params,
+    layer_norm_params,
     param_counts,
+    router_params,
     shard_bytes,
     shard_formats,
+    sink_params,
 )
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
@@ -116,7 +118,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         gate = hidden * h * d if spec.attn_output_gate else 0
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads
-        return Fraction(hidden * h * (d + vd) + gate, tp) + hidden * kv + bias + parallel
+        return Fraction(hidden * h * (d + vd) + gate + sink_params(spec, run), tp) + hidden * kv + bias + parallel
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
     return Fraction(attention_params(spec, run), tp)
 
@@ -140,14 +142,15 @@ def _layer_rank(
     whole on every rank (attention tensor parallelism 1)."""
     hidden = spec.hidden_size
     mixer = _mixer_rank(spec, run, 1 if dp_attention else tp)
-    dense = Fraction(spec.blocks_of(run, moe) * hidden)  # a norm before each sub-block, whole
+    dense = Fraction(layer_norm_params(spec, run, moe))  # norms, whole
     experts = Fraction(0)
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)
     elif moe:
         one = expert_params(spec)
-        dense += hidden * spec.experts + latent_proj_params(spec)  # the gate and LatentMoE's projections, whole
-        dense += Fraction(_mlp(spec, spec.shared_expert_intermediate_size), tp)
+        dense += router_params(spec)  # the gate and LatentMoE's projections, whole
+        width = spec.shared_expert_intermediate_size
+        dense += Fraction(_mlp(spec, width), tp) + (hidden if spec.shared_expert_gate and width else 0)  # gate whole
         reached = spec.experts if tokens is None else reached_experts(spec.experts, spec.experts_per_token, tokens)
         experts = reached * Fraction(one, tp)
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from kvcalc.cost.params import layer_norm_params, sink_params
 from kvcalc.model.formats import rotary_dim
 from kvcalc.model.quant import LinearFormat, Quantization, plain
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -64,8 +65,10 @@ def weight_bytes(
     *,
     tp: int = 1,
     layers: range | None = None,
+    absorbs: bool = True,
 ) -> WeightBytes:
-    """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps."""
+    """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
+    runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads)."""
     layers = layers if layers is not None else range(spec.num_layers)
     first, last = layers.start == 0, layers.stop == spec.num_layers
     a = plain(act_dtype)
@@ -86,7 +89,7 @@ def weight_bytes(
 
     attention = mlp = experts = router = mixers = absorbed = 0
     expanded, routed = spec.expanded_layers(), spec.routes_experts()
-    norms = (h if last else 0) + h * sum(spec.blocks_of(expanded[i], routed[i]) for i in layers)
+    norms = (h if last else 0) + sum(layer_norm_params(spec, expanded[i], routed[i]) for i in layers)
     for i in layers:
         run = expanded[i]
         # a recurrent mixer, alone (a stateless layer) or beside the attention (Falcon-H1)
@@ -110,7 +113,7 @@ def weight_bytes(
                 attention += lin(attn, ih, spec.q_lora_rank or h)
                 attention += lin(a, spec.index_head_dim + spec.index_heads, h)
                 norms += 2 * spec.index_head_dim
-            if attn.weight_bits < 16:
+            if attn.weight_bits < 16 and absorbs:
                 # NOTE: MLA (vllm/model_executor/layers/attention/mla_attention.py
                 # process_weights_after_loading) dequantizes kv_b_proj into bf16 W_UK / W_UV
                 # and keeps them beside the quantized original.
@@ -119,6 +122,8 @@ def weight_bytes(
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
             attention += lin(attn, (hr + g) * dr + g * vr, h) + lin(attn, h, hr * vr)
+            if sinks := sink_params(spec, run):  # sinks: one logit per local head (a 512 B block)
+                attention += allocated(math.ceil(sinks / tp) * 4)
             if spec.attention_bias:
                 attention += allocated(((hr + g) * dr + g * vr) * 2)
         if run.intermediate_size is not None:
@@ -130,12 +135,13 @@ def weight_bytes(
             # Nemotron 3's relu2: is_act_and_mul=False) and one w2 [E, w, I/tp] tensor per layer
             up = (2 if spec.mlp_gated else 1) * per
             experts += lin(expert, up, w, spec.experts) + lin(expert, w, per, spec.experts)
-            router += allocated(spec.experts * h * 2)
+            router += allocated(spec.experts * h * 2) + (allocated(spec.experts * 4) if spec.router_bias else 0)
             if spec.moe_latent_size:
                 # LatentMoE's fc1/fc2_latent_proj: ReplicatedLinear, left unquantized by ModelOpt checkpoints
                 router += lin(a, w, h) + lin(a, h, w)
             if spec.shared_expert_intermediate_size:
                 mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp)
+                mlp += allocated(h * 2) if spec.shared_expert_gate else 0  # ReplicatedLinear(hidden, 1)
         else:
             mlp += _mlp(spec, linear, spec.intermediate_size, tp)
     norms *= a.weight_bits // 8

@@ -5,7 +5,7 @@
 from collections import Counter
 from enum import Enum
 from functools import cached_property
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -141,6 +141,16 @@ class ModelSpec(BaseModel):
     o_proj_bias: bool = False
     attn_output_gate: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next, Qwen3.5)
     mlp_bias: bool = False  # biases on every MLP / expert projection (gpt-oss, BART, Whisper)
+    # Vectors beside the matrices, for exact parameter counts (hf/vectors.py says which families have them):
+    # query and key norms in each self-attention layer, "head" one head_dim wide each (Qwen3, Gemma 3) or "full"
+    # heads x head_dim and KV heads x head_dim (OLMo 2, MiniMax-M2); a second norm after each sub-block (Gemma,
+    # GLM-4); a sink logit per query head ("sliding": on sliding layers only); a bias per expert on each router
+    # (gpt-oss's router bias, DeepSeek-V3's correction bias); a hidden -> 1 gate on the shared expert (Qwen2-MoE).
+    qk_norm: Literal["head", "full"] | None = None
+    sandwich_norms: bool = False
+    attention_sinks: Literal["all", "sliding"] | None = None
+    router_bias: bool = False
+    shared_expert_gate: bool = False
     # Weights outside the decoder layers and token embeddings: a vision tower and projector, an
     # encoder, position tables. Held in memory, not read by a decode step.
     extra_params: NonNeg = 0

@@ -213,9 +213,13 @@ def predict(
         unsized.append("the SSM / linear-attention mixers' activations in the profiling forward")
     stages: list[StageMemory] = []
     first_weights: WeightBytes | None = None
+    from kvcalc.engines.vllm.figures import MLA_AS_MHA  # NOTE: here, not at the top: roofline starts without it
+
+    # MiniCPM3 runs its MLA projections as plain attention under vLLM: no absorbed 16-bit copies
+    absorbs = spec.architecture not in MLA_AS_MHA
     ranges = pp_layers(spec.num_layers, pp) if pp > 1 else [range(spec.num_layers)]
     for layers in ranges:
-        w = weight_bytes(spec, act_dtype, quant, tp=tp, layers=layers)
+        w = weight_bytes(spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs)
         first_weights = first_weights or w
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)
         workspace = moe_workspace_bytes(spec, act, tokens, tp, layers)

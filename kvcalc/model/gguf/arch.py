@@ -48,6 +48,8 @@ SUPPORTED = {
     "mimo2",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
     "minicpm3",
+    # short-convolution layers (no KV heads) beside attention layers, dense or MoE
+    "lfm2", "lfm2moe",
 }  # fmt: skip
 # The config.json class a GGUF architecture was converted from, where an engine's rule names it
 ARCHITECTURES = {"minicpm3": "MiniCPM3ForCausalLM"}
@@ -294,7 +296,11 @@ def _compress(runs: list[LayerRun]) -> list[LayerRun]:
 
 
 def _state_bytes(md: dict[str, Any], arch: str) -> int:
-    """Mamba-style recurrent state of one layer and one sequence, f32 (llama-hparams.cpp n_embd_r/s)."""
+    """Recurrent state of one layer and one sequence, f32 (llama-hparams.cpp n_embd_r/s): LFM2's short convolution
+    keeps its last l_cache - 1 inputs, n_embd wide; Mamba-style layers their conv inputs and SSM state."""
+    l_cache = _get(md, arch, "shortconv.l_cache", 0)
+    if l_cache:
+        return int(4 * _get(md, arch, "embedding_length", 0) * (l_cache - 1))
     d_conv, d_inner = _get(md, arch, "ssm.conv_kernel", 0), _get(md, arch, "ssm.inner_size", 0)
     d_state, groups = _get(md, arch, "ssm.state_size", 0), _get(md, arch, "ssm.group_count", 0)
     r = (d_conv - 1) * (d_inner + 2 * groups * d_state) if d_conv else 0

@@ -27,6 +27,7 @@ from kvcalc.model.hf.unread import (
     refuse_unread,
     refuse_unread_shape,
 )
+from kvcalc.model.hf.vectors import vector_fields
 from kvcalc.model.quant import checkpoint_info
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
@@ -357,6 +358,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),
         "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
         **hf_moe.moe_fields(cfg, model_type),
+        **vector_fields(cfg, model_type),
     }
     refuse_unplaced_state(cfg, sum(1 for r in fields["layer_pattern"] if r.state_bytes))
     # block_configs give every layer its own FFN width; there is no global one.

@@ -43,5 +43,10 @@ def mllama_fields(cfg: Config, vision: Any, text_hidden: int) -> dict[str, Any]:
         + out_dim * text_hidden
         + text_hidden  # multi_modal_projector
     )
+    # The text model's own extras: 8 more embedding rows (MllamaTextModel: vocab_size + 8, the image tokens'), and
+    # in each cross-attention layer its attention and MLP gates (one each) and q_norm / k_norm of head_dim each.
+    cross = cfg.get("cross_attention_layers", default=[])
+    head_dim = text_hidden // cfg.int_field("num_attention_heads")
+    text_extras = 8 * text_hidden + len(cross if isinstance(cross, list) else []) * (2 + 2 * head_dim)
     # NOTE: one image per sequence unless --images says otherwise (a text-only request holds none).
-    return {"extra_params": tower, "image_tokens": tiles * patches, "images": 1}
+    return {"extra_params": tower + text_extras, "image_tokens": tiles * patches, "images": 1}
