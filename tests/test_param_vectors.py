@@ -40,6 +40,11 @@ REAL = FIXTURES / "real_configs"
         ("gemma-3-27b", 27_432_406_640),  # google/gemma-3-27b-it, its vision tower included
         ("gemma-3-4b", 4_300_079_472),  # google/gemma-3-4b-it, its vision tower included
         ("llama-3.2-11b-vision", 10_670_220_835),  # meta-llama/Llama-3.2-11B-Vision
+        # pre-Llama: LayerNorm biases, linear biases, parallel blocks (vectors._legacy_fields)
+        ("bloom-7b1", 7_069_016_064),  # bigscience/bloom-7b1
+        ("starcoder2-7b", 7_173_923_840),  # bigcode/starcoder2-7b
+        ("gpt-j-6b", 6_050_882_784),  # EleutherAI/gpt-j-6b
+        ("command-r", 34_980_831_232),  # CohereForAI/c4ai-command-r-v01
     ],
 )
 def test_totals_are_the_checkpoints(preset, published):
@@ -146,3 +151,52 @@ def test_engines_hold_the_vectors():
     assert weight_bytes(oss, "bf16", None, tp=8).attention - weight_bytes(no_sinks, "bf16", None, tp=8).attention == (
         36 * 512
     )
+
+
+def test_gptj_by_hand():
+    # GPTJBlock: one LayerNorm (weight and bias) before attention and MLP side by side; q, k, v, out_proj without
+    # bias; fc_in and fc_out with; ln_f; an LM head with a bias. 28 layers, hidden 4,096, MLP 16,384, vocab 50,400.
+    counts = param_counts(get_model("gpt-j-6b"))
+    assert counts.norms == (28 + 1) * 2 * 4096
+    assert counts.attention == 28 * 4 * 4096 * 4096
+    assert counts.dense_mlp == 28 * (2 * 4096 * 16384 + 16384 + 4096)
+    assert counts.lm_head == 50400 * 4096 + 50400
+
+
+def test_bloom_by_hand():
+    # BloomBlock: two LayerNorms, query_key_value and dense with biases, dense_h_to_4h / dense_4h_to_h with biases;
+    # word_embeddings_layernorm and ln_f; tied head. 30 layers, hidden 4,096, vocab 250,880.
+    counts = param_counts(get_model("bloom-7b1"))
+    assert counts.norms == (2 * 30 + 2) * 2 * 4096
+    assert counts.attention == 30 * (4 * 4096 * 4096 + 4 * 4096)
+    assert counts.dense_mlp == 30 * (2 * 4096 * 16384 + 16384 + 4096)
+    assert counts.lm_head == 0 and counts.embedding == 250880 * 4096
+
+
+@pytest.mark.parametrize(
+    "preset, published",
+    [
+        ("qwen2-vl-2b", 2_208_985_600),  # Qwen/Qwen2-VL-2B-Instruct
+        ("qwen2.5-vl-7b", 8_292_166_656),  # Qwen/Qwen2.5-VL-7B-Instruct
+        ("qwen3-vl-2b", 2_127_532_032),  # Qwen/Qwen3-VL-2B-Instruct
+        ("qwen3-vl-4b", 4_437_815_808),  # Qwen/Qwen3-VL-4B-Instruct
+        ("qwen3-vl-8b", 8_767_123_696),  # Qwen/Qwen3-VL-8B-Instruct
+        ("qwen3-vl-30b-a3b", 31_070_754_032),  # Qwen/Qwen3-VL-30B-A3B-Instruct
+    ],
+)
+def test_qwen_vl_totals_with_their_vision_towers(preset, published):
+    assert param_counts(get_model(preset)).total == published
+
+
+def test_qwen2_vl_tower_by_hand():
+    # Qwen2-VL-2B's vision_config: embed_dim 1,280, depth 32, mlp_ratio 4, patches 14 x 14 x 2 frames x 3 channels,
+    # merger of 2 x 2 patches (5,120 wide) into the text's 1,536. vLLM splits qkv, fc1 (with their biases), proj and
+    # fc2 and the merger's two matrices; LayerNorms (weight and bias), the Conv3d and the row-parallel biases stay whole.
+    from kvcalc.model.hf.towers import vision_params
+
+    raw = json.loads((REAL / "qwen2-vl-2b.json").read_text())
+    d, inter, wide = 1280, 5120, 5120
+    split = 32 * (3 * d * d + 3 * d + d * d + 2 * inter * d + inter) + wide * wide + wide + wide * 1536
+    replicated = 32 * (4 * d + d + d) + 3 * 2 * 14 * 14 * d + 1536 + 2 * d
+    assert vision_params(raw, raw) == (split, replicated)
+    assert param_counts(get_model("qwen2-vl-2b")).extra == split + replicated == 665_271_296

@@ -61,13 +61,21 @@ def sink_params(spec: ModelSpec, run: LayerRun) -> int:
 
 
 def layer_norm_params(spec: ModelSpec, run: LayerRun, routed: bool) -> int:
-    """One layer's norm weights: one before each sub-block, and one after it too with sandwich norms; the query
-    and key norms of a self-attention layer (one head_dim wide each, or over all its heads)."""
-    norms = spec.blocks_of(run, routed) * (2 if spec.sandwich_norms else 1) * spec.hidden_size
+    """One layer's norm weights (and LayerNorm biases): one before each sub-block (one for both when they run side
+    by side), and one after it too with sandwich norms; the query and key norms of a self-attention layer (one
+    head_dim wide each, or over all its heads)."""
+    blocks = spec.blocks_of(run, routed)
+    blocks = min(blocks, 1) if spec.parallel_block else blocks * (2 if spec.sandwich_norms else 1)
+    norms = blocks * spec.hidden_size * (2 if spec.norm_bias else 1)
     if spec.qk_norm and run.kind.self_head_kv:
         d = spec.run_head_dim(run)
         norms += 2 * d if spec.qk_norm == "head" else (spec.num_heads + (run.kv_heads or spec.kv_heads)) * d
     return norms
+
+
+def end_norm_params(spec: ModelSpec) -> int:
+    """The norms outside the layers: the final one, and BLOOM's on the embeddings."""
+    return (1 + int(spec.embedding_norm)) * spec.hidden_size * (2 if spec.norm_bias else 1)
 
 
 def router_params(spec: ModelSpec) -> int:
@@ -131,9 +139,9 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         )
     hidden = spec.hidden_size
     embedding = spec.vocab_size * hidden
-    lm_head = 0 if spec.tie_embeddings else embedding
+    lm_head = 0 if spec.tie_embeddings else embedding + (spec.vocab_size if spec.lm_head_bias else 0)
     attention = dense = router = shared = experts = moe_layers = 0
-    norms = hidden  # the final norm, then each layer's
+    norms = end_norm_params(spec)  # the final norm, then each layer's
     one_expert = expert_params(spec) if spec.is_moe else 0
     for run, routed in zip(spec.expanded_layers(), spec.routes_experts()):
         attention += attention_params(spec, run)
@@ -279,15 +287,14 @@ def weight_bytes_resident(spec: ModelSpec, dtype: str | None = None) -> int:
     if spec.params:
         return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
     c = param_counts(spec)
-    hidden = spec.hidden_size
     # NOTE: weights outside the decoder (vision tower, encoder) stay 16-bit like the embedding.
-    ends = c.embedding + c.lm_head + hidden + c.extra
-    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(c, hidden), c.experts), dtype)
+    ends = c.embedding + c.lm_head + end_norm_params(spec) + c.extra
+    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(spec, c), c.experts), dtype)
 
 
-def _other_dense(c: ParamCounts, hidden: int) -> int:
+def _other_dense(spec: ModelSpec, c: ParamCounts) -> int:
     """Dense MLPs, shared experts, routers and the layers' norms (the final norm is with the ends)."""
-    return c.dense_mlp + c.shared_experts + c.router + c.norms - hidden
+    return c.dense_mlp + c.shared_experts + c.router + c.norms - end_norm_params(spec)
 
 
 def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) -> int:
@@ -302,8 +309,8 @@ def weight_bytes_read(spec: ModelSpec, tokens: int, dtype: str | None = None) ->
         return math.ceil(_bytes(spec.params, weight_dtypes(spec, dtype)[0]))
     c = param_counts(spec)
     hidden = spec.hidden_size
-    ends = (c.lm_head + min(tokens, spec.vocab) * hidden if c.lm_head else c.embedding) + hidden
+    ends = (c.lm_head + min(tokens, spec.vocab) * hidden if c.lm_head else c.embedding) + end_norm_params(spec)
     routed = Fraction(0)
     if spec.is_moe:
         routed = c.moe_layers * expected_experts(spec.experts, spec.experts_per_token, tokens) * c.expert_params
-    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(c, hidden), routed), dtype)
+    return shard_bytes(spec, Shard(ends, c.attention, _other_dense(spec, c), routed), dtype)

@@ -24,6 +24,7 @@ from kvcalc.cost.params import (
     Shard,
     _mlp,
     attention_params,
+    end_norm_params,
     expected_experts,
     expert_params,
     extra_params,
@@ -179,8 +180,14 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_
         rows = min(tokens, spec.vocab) * spec.hidden_size if tokens is not None else 0
         out += inp if tokens is None else Fraction(rows, 1 if dp_attention else tp)
     if last:
-        out += spec.hidden_size + table
+        out += _head(spec, tp)
     return out
+
+
+def _head(spec: ModelSpec, tp: int) -> Fraction:
+    """The last stage's final norm(s) and its slice of the LM head (with GPT-J's bias, split like the rows)."""
+    bias = spec.vocab if spec.lm_head_bias and not spec.tie_embeddings else 0
+    return end_norm_params(spec) + Fraction(spec.vocab * spec.hidden_size + bias, tp)
 
 
 def _stage_layers(spec: ModelSpec, start: int, end: int) -> list[tuple[LayerRun, bool, int]]:
@@ -286,7 +293,7 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
         if moe:
             total += n * spec.experts_per_token * Fraction(expert_params(spec), tp)
     if stage == pp - 1:
-        total += spec.hidden_size + Fraction(spec.vocab * spec.hidden_size, tp)
+        total += _head(spec, tp)
     return math.ceil(total)
 
 

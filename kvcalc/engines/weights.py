@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.cost.params import layer_norm_params, sink_params
+from kvcalc.cost.params import end_norm_params, layer_norm_params, sink_params
 from kvcalc.model.formats import rotary_dim
 from kvcalc.model.quant import LinearFormat, Quantization, plain
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -86,10 +86,13 @@ def weight_bytes(
     head_fmt = linear if quant and quant.lm_head_quantized else a
     # NOTE: a tied LM head is the embedding tensor itself, unless the two sit on different stages.
     lm_head = lin(head_fmt, vocab_rows, h) if last and (not spec.tie_embeddings or not first) else 0
+    lm_head += allocated(vocab_rows * 2) if last and spec.lm_head_bias and not spec.tie_embeddings else 0
 
     attention = mlp = experts = router = mixers = absorbed = 0
     expanded, routed = spec.expanded_layers(), spec.routes_experts()
-    norms = (h if last else 0) + sum(layer_norm_params(spec, expanded[i], routed[i]) for i in layers)
+    norms = (end_norm_params(spec) if last else 0) + sum(
+        layer_norm_params(spec, expanded[i], routed[i]) for i in layers
+    )
     for i in layers:
         run = expanded[i]
         # a recurrent mixer, alone (a stateless layer) or beside the attention (Falcon-H1)

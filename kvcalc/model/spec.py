@@ -145,9 +145,15 @@ class ModelSpec(BaseModel):
     # query and key norms in each self-attention layer, "head" one head_dim wide each (Qwen3, Gemma 3) or "full"
     # heads x head_dim and KV heads x head_dim (OLMo 2, MiniMax-M2); a second norm after each sub-block (Gemma,
     # GLM-4); a sink logit per query head ("sliding": on sliding layers only); a bias per expert on each router
-    # (gpt-oss's router bias, DeepSeek-V3's correction bias); a hidden -> 1 gate on the shared expert (Qwen2-MoE).
+    # (gpt-oss's router bias, DeepSeek-V3's correction bias); a hidden -> 1 gate on the shared expert (Qwen2-MoE);
+    # LayerNorms' biases; one norm before attention and MLP side by side (GPT-J, Cohere); an LM-head bias (GPT-J);
+    # a norm on the embeddings (BLOOM).
     qk_norm: Literal["head", "full"] | None = None
     sandwich_norms: bool = False
+    norm_bias: bool = False
+    parallel_block: bool = False
+    lm_head_bias: bool = False
+    embedding_norm: bool = False
     attention_sinks: Literal["all", "sliding"] | None = None
     router_bias: bool = False
     shared_expert_gate: bool = False

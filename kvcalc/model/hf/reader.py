@@ -32,6 +32,8 @@ from kvcalc.model.quant import checkpoint_info
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
+# Families whose q, k and v carry biases when the config does not say (Qwen2Attention and its VL text models').
+QKV_BIAS = ("qwen2", "qwen2_moe", "qwen", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text")
 # Families whose attention_bias also puts a bias on o_proj.
 O_PROJ_BIAS = {
     "llama",
@@ -344,9 +346,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # Lfm2Config reads LFM's original key tie_embedding as tie_word_embeddings.
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", "tie_embedding", default=True)),
         "mlp_gated": model_type not in hf_legacy.UNGATED,
-        "attention_bias": bool(
-            cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in ("qwen2", "qwen2_moe", "qwen"))
-        ),
+        "attention_bias": bool(cfg.get("attention_bias", "qkv_bias", "add_qkv_bias", default=model_type in QKV_BIAS)),
         # NOTE: attention_bias covers o_proj only where the modeling code says so (transformers
         # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
         # Qwen 1/2 bias q, k, v alone.
@@ -357,8 +357,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),
         "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
-        **hf_moe.moe_fields(cfg, model_type),
-        **vector_fields(cfg, model_type),
+        **(moe := hf_moe.moe_fields(cfg, model_type)),
+        **vector_fields(cfg, model_type, moe=bool(moe.get("experts"))),
     }
     refuse_unplaced_state(cfg, sum(1 for r in fields["layer_pattern"] if r.state_bytes))
     # block_configs give every layer its own FFN width; there is no global one.

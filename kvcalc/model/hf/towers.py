@@ -20,6 +20,8 @@ def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] 
         return _pixtral_vision(raw, vision, text)
     if str(raw.get("model_type")) in ("llava", "llava_next"):
         return _llava_vision(raw, vision, text)
+    if str(raw.get("model_type")) in QWEN_VL:
+        return _qwen_vl_vision(str(raw.get("model_type")), vision)
     if str(raw.get("model_type")) != "gemma3":
         return None
     if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
@@ -142,6 +144,42 @@ def _llava_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, A
             replicated += h + 4 * h * h + 4 * h + 2 * h + 2 * h * inter + inter + h
     split += n_features * h * text_hidden + text_hidden * text_hidden + (text_hidden if bias else 0)
     replicated += (text_hidden if bias else 0) + (text_hidden if raw.get("model_type") == "llava_next" else 0)
+    return split, replicated
+
+
+# Qwen's vision transformers: Qwen2-VL (LayerNorm, GELU MLP of mlp_ratio x embed_dim), Qwen2.5-VL (RMSNorm, gated
+# MLP of intermediate_size), Qwen3-VL and Qwen3.5 (LayerNorm, GELU MLP, a learned position table, a biased patch
+# Conv3d, deepstack mergers), each ending in a merger of spatial_merge_size^2 patches into the text width.
+QWEN_VL = {"qwen2_vl": 2, "qwen2_5_vl": 25, "qwen3_vl": 3, "qwen3_vl_moe": 3, "qwen3_5": 3, "qwen3_5_moe": 3}
+
+
+def _qwen_vl_vision(kind: str, vision: dict[str, Any]) -> tuple[int, int] | None:
+    """(split, replicated) as vLLM's qwen2_vl.py / qwen2_5_vl.py / qwen3_vl.py build them: qkv and the MLP's first
+    matrices column-parallel (their biases split too), proj and the last matrices row-parallel (biases whole);
+    norms, the patch Conv3d and the position table whole. Published totals it reproduces: Qwen2-VL-2B 665,271,296,
+    Qwen2.5-VL-7B 676,550,144, Qwen3-VL-8B 576,388,336 vision parameters (the hub totals less the text model)."""
+    gen = QWEN_VL[kind]
+    try:
+        depth, merge = int(vision["depth"]), int(vision.get("spatial_merge_size", 2))
+        patch, frames = int(vision["patch_size"]), int(vision.get("temporal_patch_size", 2))
+        channels = int(vision.get("in_chans", vision.get("in_channels", 3)))
+        if gen == 2:
+            d, out = int(vision["embed_dim"]), int(vision["hidden_size"])
+            inter = int(vision.get("mlp_ratio", 4) * d)
+        else:
+            d, inter, out = int(vision["hidden_size"]), int(vision["intermediate_size"]), int(vision["out_hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    norm = 2 * d if gen != 25 else d  # LayerNorm weight and bias; Qwen2.5-VL's RMSNorm a weight
+    up = 2 * inter if gen == 25 else inter  # Qwen2.5-VL: gate_up_proj
+    split = depth * (3 * d * d + 3 * d + d * d + up * d + up + inter * d)
+    replicated = depth * (2 * norm + d + d) + channels * frames * patch * patch * d
+    wide = d * merge * merge
+    mergers = 1 + (len(vision.get("deepstack_visual_indexes") or []) if gen == 3 else 0)
+    split += mergers * (wide * wide + wide + wide * out)
+    replicated += mergers * out + norm + (mergers - 1) * 2 * wide  # ln_q (deepstack mergers' norm is the wide one)
+    if gen == 3:
+        replicated += d + int(vision.get("num_position_embeddings", 0)) * d  # the Conv3d's bias, pos_embed
     return split, replicated
 
 

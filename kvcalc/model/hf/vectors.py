@@ -56,15 +56,39 @@ ROUTER_BIAS_FLAG: dict[str, tuple[str, Any, Any]] = {
 # shared_expert_gate: Linear(hidden, 1) scaling the shared expert (Qwen2MoeSparseMoeBlock, Qwen3Next's).
 SHARED_GATE = {"qwen2_moe", "qwen3_next", "qwen3_5_moe_text"}
 
+# Pre-Llama families. LayerNorm (a bias beside each weight) rather than RMSNorm:
+NORM_BIAS = {"bloom", "starcoder2", "gpt_bigcode", "gptj", "phi", "falcon", "gpt2", "gpt_neox", "opt", "gpt_neo"}
+NORM_BIAS |= {"codegen", "persimmon", "biogpt"}
+# One norm before attention and MLP running side by side (GPTJBlock's ln_1, PhiDecoderLayer's and
+# CohereDecoderLayer's input_layernorm; Falcon below).
+PARALLEL = {"gptj", "phi", "cohere", "cohere2", "codegen"}
+# Linear biases (q/k/v, o_proj, MLP) a family always has ...
+BIASES = {
+    "bloom": (True, True, True),
+    "gpt_bigcode": (True, True, True),
+    "gpt2": (True, True, True),
+    "phi": (True, True, True),
+    "persimmon": (True, True, True),
+    "gptj": (False, False, True),
+    "codegen": (False, False, True),
+    "gpt_neo": (False, True, True),
+}
+# ... or under its config flag (flag, default): Starcoder2Config.use_bias, FalconConfig.bias, OPTConfig.enable_bias
+BIAS_FLAG = {"starcoder2": ("use_bias", True), "falcon": ("bias", False), "opt": ("enable_bias", True)}
+LM_HEAD_BIAS = {"gptj", "phi", "codegen"}  # their lm_head is nn.Linear(..., bias=True)
+# Learned position tables (rows): GPT-2 and StarCoder's wpe; OPT's and BioGPT's with 2 rows of offset
+POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 0), "gpt_neo": ("max_position_embeddings", 0)}
+POSITIONS |= {"opt": ("max_position_embeddings", 2), "biogpt": ("max_position_embeddings", 2)}
+
 
 def _flag(cfg: Config, table: dict[str, tuple[str, Any]], model_type: str) -> bool:
     key, default = table[model_type]
     return bool(cfg.get(key, default=default))
 
 
-def vector_fields(cfg: Config, model_type: str) -> dict[str, Any]:
+def vector_fields(cfg: Config, model_type: str, moe: bool) -> dict[str, Any]:
     """The ModelSpec fields for this family's vectors (qk_norm, sandwich_norms, attention_sinks, router_bias,
-    shared_expert_gate); only those it has."""
+    shared_expert_gate); only those it has (the router's and shared expert's only with experts: `moe`)."""
     fields: dict[str, Any] = {}
     if model_type in HEAD_QK or (model_type in HEAD_QK_FLAG and _flag(cfg, HEAD_QK_FLAG, model_type)):
         fields["qk_norm"] = "head"
@@ -77,8 +101,43 @@ def vector_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     elif model_type == "mimo_v2_flash" and cfg.get("add_swa_attention_sink_bias", default=False):
         fields["attention_sinks"] = "sliding"  # vLLM MiMoV2Attention: attention_sink_bias on sliding layers only
     flagged = ROUTER_BIAS_FLAG.get(model_type)
-    if model_type in ROUTER_BIAS or (flagged and cfg.get(flagged[0], default=flagged[2]) == flagged[1]):
+    if moe and (model_type in ROUTER_BIAS or (flagged and cfg.get(flagged[0], default=flagged[2]) == flagged[1])):
         fields["router_bias"] = True
-    if model_type in SHARED_GATE:
+    if moe and model_type in SHARED_GATE:
         fields["shared_expert_gate"] = True
+    return fields | _legacy_fields(cfg, model_type)
+
+
+def _legacy_fields(cfg: Config, model_type: str) -> dict[str, Any]:
+    """LayerNorm biases, parallel blocks, linear and LM-head biases, the embedding norm, position tables."""
+    fields: dict[str, Any] = {}
+    if model_type in NORM_BIAS:
+        fields["norm_bias"] = True
+    if model_type in PARALLEL:
+        fields["parallel_block"] = True
+    elif model_type == "falcon":
+        # FalconDecoderLayer: ln_attn and ln_mlp under new_decoder_architecture (num_ln_in_parallel_attn, default 2),
+        # else one input_layernorm when parallel_attn (the default), else two norms in sequence
+        if cfg.get("new_decoder_architecture", default=False):
+            fields["parallel_block"] = cfg.get("num_ln_in_parallel_attn", default=2) == 1
+        else:
+            fields["parallel_block"] = bool(cfg.get("parallel_attn", default=True))
+    biases = BIASES.get(model_type)
+    if model_type in BIAS_FLAG:
+        on = bool(cfg.get(BIAS_FLAG[model_type][0], default=BIAS_FLAG[model_type][1]))
+        biases = (on, on, on)
+    elif model_type == "gpt_neox":  # GPTNeoXConfig.attention_bias (query_key_value and dense); MLP biases always
+        on = bool(cfg.get("attention_bias", default=True))
+        biases = (on, on, True)
+    if biases:
+        fields.update(attention_bias=biases[0], o_proj_bias=biases[1], mlp_bias=biases[2])
+    if model_type in LM_HEAD_BIAS:
+        fields["lm_head_bias"] = True
+    if model_type == "bloom":
+        fields["embedding_norm"] = True  # word_embeddings_layernorm
+    if model_type in POSITIONS:
+        key, offset = POSITIONS[model_type]
+        rows = cfg.get(key)
+        if isinstance(rows, int) and rows > 0:
+            fields["extra_params"] = (rows + offset) * cfg.int_field("hidden_size", "n_embd", "d_model")
     return fields
