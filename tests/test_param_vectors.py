@@ -63,6 +63,7 @@ def test_totals_are_the_checkpoints(preset, published):
         ("llama-3.2-1b", 1_235_814_400),
         ("llama-3.2-3b", 3_212_749_824),
         ("llama-4-scout", 108_641_793_536),  # its vision tower included
+        ("llama-4-maverick", 401_583_781_376),  # its vision tower included
         ("mistral-7b-v0.3", 7_248_023_552),
         ("mistral-small-24b", 23_572_403_200),
         ("mixtral-8x7b", 46_702_792_704),
@@ -200,3 +201,24 @@ def test_qwen2_vl_tower_by_hand():
     replicated = 32 * (4 * d + d + d) + 3 * 2 * 14 * 14 * d + 1536 + 2 * d
     assert vision_params(raw, raw) == (split, replicated)
     assert param_counts(get_model("qwen2-vl-2b")).extra == split + replicated == 665_271_296
+
+
+def test_glm45_with_its_mtp_layer_is_the_published_total():
+    # zai-org/GLM-4.5 holds 358,337,791,296 parameters with its multi-token-prediction layer (layer 92), which
+    # kvcalc leaves out of the model's count. That layer is one more MoE decoder layer (query/key norms, router
+    # correction bias and all), eh_proj (2 x 5,120 -> 5,120), enorm, hnorm and shared_head.norm, and its own copies
+    # of the embedding and LM head (2 x 151,552 x 5,120): with it the count is the published one to the parameter.
+    from kvcalc.cost.params import (
+        attention_params,
+        expert_params,
+        layer_norm_params,
+        router_params,
+        shared_expert_params,
+    )
+
+    spec = get_model("glm-4.5")
+    run, h = spec.expanded_layers()[-1], spec.hidden_size
+    layer = attention_params(spec, run) + layer_norm_params(spec, run, True)
+    layer += spec.experts * expert_params(spec) + router_params(spec) + shared_expert_params(spec)
+    mtp = layer + 2 * h * h + 3 * h + 2 * 151_552 * h
+    assert param_counts(spec).total + mtp == 358_337_791_296
