@@ -1,5 +1,7 @@
 """Vectors beside a decoder's matrices, by family: query and key norms, a second norm after each sub-block,
-attention sinks, a bias per expert on the router, a gate on the shared expert.
+attention sinks, a bias per expert on the router, a gate on the shared expert; for the pre-Llama families
+LayerNorm biases, linear and LM-head biases, one norm per parallel block, BLOOM's embedding norm and learned
+position tables (`_legacy_fields`).
 
 They hold a few thousand to a million parameters (Gemma 2 9B's second norms: 301,056; DeepSeek-V3's router
 biases: 14,848) and no cache, yet without them a count misses the checkpoint's total. Each family as
@@ -88,7 +90,8 @@ def _flag(cfg: Config, table: dict[str, tuple[str, Any]], model_type: str) -> bo
 
 def vector_fields(cfg: Config, model_type: str, moe: bool) -> dict[str, Any]:
     """The ModelSpec fields for this family's vectors (qk_norm, sandwich_norms, attention_sinks, router_bias,
-    shared_expert_gate); only those it has (the router's and shared expert's only with experts: `moe`)."""
+    shared_expert_gate, and _legacy_fields'); only those it has (the router's and shared expert's only with
+    experts: `moe`)."""
     fields: dict[str, Any] = {}
     if model_type in HEAD_QK or (model_type in HEAD_QK_FLAG and _flag(cfg, HEAD_QK_FLAG, model_type)):
         fields["qk_norm"] = "head"
