@@ -125,8 +125,10 @@ def weight_bytes(
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
             attention += lin(attn, (hr + g) * dr + g * vr, h) + lin(attn, h, hr * vr)
-            if sinks := sink_params(spec, run):  # sinks: one logit per local head (a 512 B block)
-                attention += allocated(math.ceil(sinks / tp) * 4)
+            if sinks := sink_params(spec, run):
+                # GptOssAttention.sinks: one logit per local head, in the model's dtype (torch.empty under vLLM's
+                # default dtype), a 512 B block of its own
+                attention += allocated(math.ceil(sinks / tp) * (a.weight_bits // 8))
             if spec.attention_bias:
                 attention += allocated(((hr + g) * dr + g * vr) * 2)
         if run.intermediate_size is not None:
