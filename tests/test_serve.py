@@ -130,6 +130,14 @@ def test_a_request_larger_than_the_pool_is_refused():
         simulate(unit, Load(prompt=100, new=10, requests=1, concurrency=1), BIG._replace(kv_blocks=2))
 
 
+def test_a_deployment_vllm_would_not_start_says_so():
+    # DeepSeek-V3 (671B, fp8) on 8 x H100: its 79.55 GiB of weights a GPU exceed vLLM's 0.9 x 79.19 GiB budget
+    r = run("generate", "deepseek-v3", "--gpu", "h100", "--tp", "8", "--concurrency", "4", "--format", "json")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "vLLM 0.19 would not start: No available memory for the cache blocks (weights 79.55 GiB" in r.stderr
+    assert "of 71.27 GiB at --gpu-util 0.9" in r.stderr and "Traceback" not in r.stderr
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 64, 1000, 4097])
 def test_jumped_runs_sum_like_step_by_step(k):
     # A max of a memory line and a compute line, plus a constant: the kink sits inside the run.

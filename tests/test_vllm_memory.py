@@ -12,6 +12,7 @@ from conftest import GiB, run, run_json, shared_path
 from kvcalc.cost.params import param_counts
 from kvcalc.engines.vllm.figures import _group_size
 from kvcalc.engines.weights import allocated, weight_bytes
+from kvcalc.model.formats import quantization_of
 from kvcalc.model.presets import get_model
 from kvcalc.model.quant import read_quantization
 
@@ -208,9 +209,55 @@ def test_mxfp4_experts_of_gpt_oss():
     assert q.linear is None and q.experts.name == "mxfp4" and not q.attention_quantized
     # 4-bit values plus one e8m0 scale per 32: 4.25 bits per expert weight
     assert q.experts.linear_bytes(5760, 2880) == 5760 * 2880 // 2 + 5760 * 2880 // 32
-    # vLLM re-lays the experts out for its MoE kernels (7.01 GiB logged at tp 2 vs 6.45 plain): said, not hidden
-    v = run_json("fit", shared_path("configs", "gpt-oss-20b.json"), "--gpu", "h100", "--engine", "vllm", "--tp", "2")
+    # vLLM re-lays the experts out for its MoE kernels (engines/weights.mxfp4_experts); where kvcalc does not know
+    # the layout (SM120 Blackwell) it counts plain mxfp4 and says so
+    v = run_json("fit", shared_path("configs", "gpt-oss-20b.json"), "--gpu", "rtx-5090", "--engine", "vllm")
     assert any("mxfp4 experts" in u for u in v["vllm"]["not_sized"])
+    h100 = run_json("fit", shared_path("configs", "gpt-oss-20b.json"), "--gpu", "h100", "--engine", "vllm", "--tp", "2")
+    assert not any("mxfp4 experts" in u for u in h100["vllm"]["not_sized"])
+
+
+def test_mxfp4_experts_in_vllms_kernel_layouts():
+    # gpt-oss-20b: 24 MoE layers of 32 gated experts, hidden 2,880, intermediate 2,880, with biases
+    spec = get_model("gpt-oss-20b")
+    # Hopper (triton_kernels) at tp 2: intermediate 1,440 padded to 1,472; values swizzled to [E, 1,440 -> 1,472,
+    # 2,944] and [E, 736 -> 768, 2,880] bytes; swizzled scales with rows padded to 256 ([E, 3,072, 90], [E, 3,072,
+    # 46]) beside the checkpoint's scales, still registered ([E, 2,944, 90], [E, 2,880, 46]); fp32 biases
+    hopper = (
+        allocated(32 * 1472 * 2944)
+        + allocated(32 * 768 * 2880)  # 67.5 MiB: a 68 MiB segment of its own
+        + 32 * 3072 * 90
+        + 32 * 3072 * 46
+        + 32 * 2944 * 90
+        + 32 * 2880 * 46
+        + 32 * 2944 * 4
+        + 32 * 2880 * 4
+    )
+    assert allocated(32 * 768 * 2880) == 68 * 2**20
+    w = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_backend="triton")
+    assert w.experts == 24 * hopper == 24 * 236_810_240
+    # ~7.0 GiB a rank in all, where the checkpoint's own layout would be 6.45 (a vLLM 0.19 log of this run on
+    # H100 read 7.01 GiB)
+    assert w.total / GiB == pytest.approx(7.0, abs=0.01)
+    # Ampere (Marlin) at tp 1: intermediate to 128 (2,944), hidden to 256 (3,072), same bytes per value, bf16 biases
+    marlin = (
+        32 * 5888 * 1536 + allocated(32 * 5888 * 96) + 32 * 3072 * 1472 + 32 * 3072 * 92 + 32 * 5888 * 2 + 32 * 3072 * 2
+    )
+    assert allocated(32 * 5888 * 96) == 18 * 2**20  # 17.25 MiB: the whole 18 MiB segment
+    assert weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_backend="marlin").experts == 24 * marlin
+    # Blackwell (FlashInfer TRT-LLM) at tp 1: both to 256 (3,072), fp32 biases, alpha/beta/clamp per expert, and the
+    # int64 row permutations cached for six shapes (three of 2 x 3,072 rows, three of 3,072)
+    trt = (
+        32 * 6144 * 1536
+        + 32 * 6144 * 96
+        + 32 * 3072 * 1536
+        + 32 * 3072 * 96
+        + 32 * 6144 * 4
+        + 32 * 3072 * 4
+        + 3 * 512
+        + 3 * (6144 * 8 + 3072 * 8)
+    )
+    assert weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_backend="trtllm").experts == 24 * trt
 
 
 def test_float32_checkpoint_is_served_in_16_bit(tmp_path):
@@ -658,3 +705,20 @@ def test_latent_moe_experts_work_in_the_latent_width():
     w = weight_bytes(spec, "bf16", None, tp=8)
     assert w.experts == 40 * (allocated(512 * 336 * 1024 * 2) + allocated(512 * 1024 * 336 * 2))
     assert w.router - weight_bytes(plain, "bf16", None, tp=8).router == 40 * 2 * allocated(4096 * 1024 * 2)
+
+
+def test_linear_biases_split_as_their_layers():
+    # StarCoder2-7B (use_bias): 32 layers, hidden 4,608, 36 heads / 4 KV heads of 128, a plain c_fc/c_proj MLP of
+    # 18,432. At tp 2 (linear.py): the column-parallel q/k/v and c_fc biases are split with their rows, the
+    # row-parallel o_proj and c_proj biases are whole on each rank; bf16, each tensor a 512 B multiple.
+    spec = get_model("starcoder2-7b")
+    assert spec.attention_bias and spec.o_proj_bias and spec.mlp_bias and not spec.mlp_gated
+    plain = spec.model_copy(update={"attention_bias": False, "o_proj_bias": False, "mlp_bias": False})
+    w, p = weight_bytes(spec, "bf16", None, tp=2), weight_bytes(plain, "bf16", None, tp=2)
+    assert w.attention - p.attention == 32 * ((18 + 2 + 2) * 128 * 2 + 4608 * 2) == 32 * (5632 + 9216)
+    assert w.mlp - p.mlp == 32 * (9216 * 2 + 4608 * 2)
+    # gpt-oss-20b's experts carry biases too (FusedMoE has_bias): [E, 2I] and [E, hidden] a layer, unsplit at tp 1
+    oss = get_model("gpt-oss-20b")
+    no_bias = oss.model_copy(update={"mlp_bias": False})
+    extra = weight_bytes(oss, "bf16", None).experts - weight_bytes(no_bias, "bf16", None).experts
+    assert extra == 24 * (allocated(32 * 2 * 2880 * 2) + allocated(32 * 2880 * 2))

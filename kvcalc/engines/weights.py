@@ -66,9 +66,11 @@ def weight_bytes(
     tp: int = 1,
     layers: range | None = None,
     absorbs: bool = True,
+    mxfp4_backend: str | None = None,
 ) -> WeightBytes:
     """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
-    runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads)."""
+    runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads).
+    `mxfp4_backend`: the MoE kernels vLLM lays mxfp4 experts out for (MXFP4_BACKENDS); None: the checkpoint's layout."""
     layers = layers if layers is not None else range(spec.num_layers)
     first, last = layers.start == 0, layers.stop == spec.num_layers
     a = plain(act_dtype)
@@ -76,7 +78,7 @@ def weight_bytes(
     attn = linear if quant is None or quant.attention_quantized else a
     expert = quant.experts if quant and quant.experts else linear
     h, heads = spec.hidden_size, spec.num_heads
-    hr = math.ceil(heads / tp)
+    hr, ab = math.ceil(heads / tp), a.weight_bits // 8
 
     def lin(fmt: LinearFormat, out_rows: int, in_cols: int, copies: int = 1) -> int:
         return sum(allocated(t) for t in fmt.tensor_bytes(out_rows, in_cols, copies))
@@ -86,7 +88,7 @@ def weight_bytes(
     head_fmt = linear if quant and quant.lm_head_quantized else a
     # NOTE: a tied LM head is the embedding tensor itself, unless the two sit on different stages.
     lm_head = lin(head_fmt, vocab_rows, h) if last and (not spec.tie_embeddings or not first) else 0
-    lm_head += allocated(vocab_rows * 2) if last and spec.lm_head_bias and not spec.tie_embeddings else 0
+    lm_head += allocated(vocab_rows * ab) if last and spec.lm_head_bias and not spec.tie_embeddings else 0
 
     attention = mlp = experts = router = mixers = absorbed = 0
     expanded, routed = spec.expanded_layers(), spec.routes_experts()
@@ -128,28 +130,37 @@ def weight_bytes(
             if sinks := sink_params(spec, run):
                 # GptOssAttention.sinks: one logit per local head, in the model's dtype (torch.empty under vLLM's
                 # default dtype), a 512 B block of its own
-                attention += allocated(math.ceil(sinks / tp) * (a.weight_bits // 8))
+                attention += allocated(math.ceil(sinks / tp) * ab)
+            # NOTE: linear.py: a column-parallel bias is split with its rows, a row-parallel one (o_proj) is
+            # whole on every rank (added once, after the all-reduce); both in the model's dtype
             if spec.attention_bias:
-                attention += allocated(((hr + g) * dr + g * vr) * 2)
+                attention += allocated(((hr + g) * dr + g * vr) * ab)
+            if spec.o_proj_bias:
+                attention += allocated(h * ab)
         if run.intermediate_size is not None:
-            mlp += _mlp(spec, linear, run.intermediate_size, tp)
+            mlp += _mlp(spec, linear, run.intermediate_size, tp, ab)
         elif routed[i]:
             inter = spec.expert_intermediate_size or spec.intermediate_size
             per, w = math.ceil(inter / tp), spec.expert_width
             # fused MoE: one w13 [E, 2I/tp, w] (gate and up; [E, I/tp, w] for a non-gated activation such as
             # Nemotron 3's relu2: is_act_and_mul=False) and one w2 [E, w, I/tp] tensor per layer
             up = (2 if spec.mlp_gated else 1) * per
-            experts += lin(expert, up, w, spec.experts) + lin(expert, w, per, spec.experts)
+            if mxfp4_backend and expert.name == "mxfp4":
+                experts += mxfp4_experts(mxfp4_backend, spec.experts, per, w, spec.mlp_gated, spec.mlp_bias, ab)
+            else:
+                experts += lin(expert, up, w, spec.experts) + lin(expert, w, per, spec.experts)
+                if spec.mlp_bias:  # FusedMoE(has_bias=True): w13_bias [E, up] and w2_bias [E, w]
+                    experts += allocated(spec.experts * up * ab) + allocated(spec.experts * w * ab)
             router += allocated(spec.experts * h * 2) + (allocated(spec.experts * 4) if spec.router_bias else 0)
             if spec.moe_latent_size:
                 # LatentMoE's fc1/fc2_latent_proj: ReplicatedLinear, left unquantized by ModelOpt checkpoints
                 router += lin(a, w, h) + lin(a, h, w)
             if spec.shared_expert_intermediate_size:
-                mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp)
+                mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp, ab)
                 mlp += allocated(h * 2) if spec.shared_expert_gate else 0  # ReplicatedLinear(hidden, 1)
         else:
-            mlp += _mlp(spec, linear, spec.intermediate_size, tp)
-    norms *= a.weight_bits // 8
+            mlp += _mlp(spec, linear, spec.intermediate_size, tp, ab)
+    norms *= ab
     rotary = None
     ck = spec.checkpoint
     if spec.max_position_embeddings:
@@ -158,15 +169,15 @@ def weight_bytes(
         # are max_position_embeddings unless the scaling lengthens the table (quant._rotary_rows).
         rows = (ck.rotary_rows if ck and ck.rotary_rows else None) or (spec.max_position_embeddings,)
         widths = (ck.rotary_widths if ck and ck.rotary_widths else None) or (rotary_dim(spec),) * len(rows)
-        rotary = sum(allocated(r * w * (a.weight_bits // 8)) for r, w in zip(rows, widths))
+        rotary = sum(allocated(r * w * ab) for r, w in zip(rows, widths))
     # NOTE: vLLM's vision encoders (mllama, SigLIP, Qwen-VL ViTs) use tensor-parallel linear layers
     # and sit on the first pipeline stage; checkpoints leave them unquantized.
     extra = 0
     if first and spec.extra_params:
-        extra = math.ceil(spec.extra_params * (a.weight_bits // 8) / tp)
+        extra = math.ceil(spec.extra_params * ab / tp)
     elif first and ck and ck.vision_params:
         split, replicated = ck.vision_params
-        extra = (math.ceil(split / tp) + replicated) * (a.weight_bits // 8)
+        extra = (math.ceil(split / tp) + replicated) * ab
     parts = (embedding, lm_head, attention, mlp, experts, router, norms, mixers, absorbed, rotary or 0, extra)
     return WeightBytes(
         embedding=embedding,
@@ -184,9 +195,57 @@ def weight_bytes(
     )
 
 
-def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int) -> int:
+def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int, bias_bytes: int) -> int:
     if not inter:
         return 0
     per = math.ceil(inter / tp)
     up = (2 if spec.mlp_gated else 1) * per
-    return sum(allocated(t) for t in fmt.tensor_bytes(up, spec.hidden_size) + fmt.tensor_bytes(spec.hidden_size, per))
+    out = sum(allocated(t) for t in fmt.tensor_bytes(up, spec.hidden_size) + fmt.tensor_bytes(spec.hidden_size, per))
+    if spec.mlp_bias:  # the up projection's bias split with its rows, the down projection's whole
+        out += allocated(up * bias_bytes) + allocated(spec.hidden_size * bias_bytes)
+    return out
+
+
+# vLLM 0.19's default MoE kernels for mxfp4 experts (fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend, first
+# supported of its priority list): FlashInfer's TRT-LLM kernels on SM100 (B200, GB200, B300), the vendored
+# triton_kernels on SM90 (H100, H200) and on ROCm, Marlin below SM90 (A100, L40S, RTX 4090).
+MXFP4_BACKENDS = ("trtllm", "triton", "marlin", "rocm", "rocm-cdna4")
+
+
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def mxfp4_experts(backend: str, e: int, inter: int, width: int, gated: bool, bias: bool, act_bytes: int) -> int:
+    """One MoE layer's mxfp4 experts on one rank as vLLM 0.19 holds them after loading: `inter` the rank's
+    intermediate size, `width` the experts' hidden width, 4-bit values and one e8m0 byte per 32.
+
+    mxfp4_round_up_hidden_size_and_intermediate_size pads the sizes first (Marlin: intermediate to 128, hidden
+    to 256; TRT-LLM and ROCm: both to 256; Hopper's triton: intermediate to 64). Then
+    convert_to_mxfp4_moe_kernel_format re-lays the tensors out:
+    - triton (Hopper): _swizzle_mxfp4 puts the values in triton_kernels' HopperMXValueLayout (the transposed
+      [E, K/2, N] padded to 64 both ways) and the scales in HopperMXScaleLayout (rows to 256, columns to 2);
+      the swizzled values replace the originals, but the checkpoint's scale Parameters stay registered beside
+      the swizzled copies (quantization/mxfp4.py _setup_kernel); biases become fp32;
+    - trtllm: values, scales and fp32 biases permuted per expert into new tensors of the padded shapes, plus
+      gemm1's alpha, beta and clamp limit (fp32 per expert) and the int64 row permutations the method caches
+      for each distinct tensor shape;
+    - marlin: repacked at the same byte counts, biases in the model dtype;
+    - rocm: a strided layout (a view); fp32 biases; on CDNA4 the scales get a CDNA4MXScaleLayout copy beside
+      the kept originals.
+    """
+    k = 2 if gated else 1
+    bias_bytes = act_bytes if backend == "marlin" else 4
+    if backend == "triton":
+        i, h = _up(inter, 64), width
+        out = allocated(e * _up(h // 2, 64) * _up(k * i, 64)) + allocated(e * _up(i // 2, 64) * _up(h, 64))
+        out += allocated(e * _up(k * i, 256) * _up(h // 32, 2)) + allocated(e * _up(h, 256) * _up(i // 32, 2))
+        out += allocated(e * k * i * (h // 32)) + allocated(e * h * (i // 32))  # the checkpoint's scales, kept
+    else:
+        i, h = (_up(inter, 128), _up(width, 256)) if backend == "marlin" else (_up(inter, 256), _up(width, 256))
+        scales = allocated(e * k * i * (h // 32)) + allocated(e * h * (i // 32))
+        out = allocated(e * k * i * h // 2) + allocated(e * h * i // 2) + scales
+        out += scales if backend == "rocm-cdna4" else 0
+        if backend == "trtllm":
+            out += 3 * allocated(e * 4) + (3 if bias else 2) * (allocated(k * i * 8) + allocated(h * 8))
+    return out + (allocated(e * k * i * bias_bytes) + allocated(e * h * bias_bytes) if bias else 0)

@@ -119,7 +119,8 @@ def kv_pool(
     limits and scheduler with trtllm; otherwise capacity x gpu_util less weights and --reserve, in
     vLLM-sized blocks under vLLM's limits and scheduler."""
     if engine == "vllm":
-        from kvcalc.engines.vllm.figures import vllm_figures
+        from kvcalc.engines.runtime import GIB
+        from kvcalc.engines.vllm.figures import VLLM_VERSION, vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
 
         seqs, tokens = default_limits(gpu)
@@ -127,6 +128,15 @@ def kv_pool(
             gpu_memory_utilization=dep.gpu_util, max_num_seqs=seqs, max_num_batched_tokens=tokens, tp=dep.tp, pp=dep.pp
         )
         terms = predict(spec, gpu, settings, dtype=dtype)
+        if short := next((s for s in terms.stages if s.available_kv_bytes <= 0), None):
+            # NOTE: vLLM's check_enough_kv_cache_memory (engines/vllm/startup.py) refuses a pool of no blocks
+            raise UsageError(
+                f"vLLM {VLLM_VERSION} would not start: No available memory for the cache blocks (weights "
+                f"{short.weights_bytes / GIB:.2f} GiB + peak {short.profile_peak_bytes / GIB:.2f} GiB + non-torch "
+                f"{short.non_torch_bytes / GIB:.2f} GiB a GPU, of {terms.requested_bytes / GIB:.2f} GiB at "
+                f"--gpu-util {dep.gpu_util:g})",
+                hint="more GPUs (--tp/--pp), a smaller --dtype, or a larger --gpu-util",
+            )
         per_stage = None
         if len(terms.stages) > 1:
             per_stage = [(r, s.available_kv_bytes) for r, s in zip(pp_layers(spec.num_layers, dep.pp), terms.stages)]

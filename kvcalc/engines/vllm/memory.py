@@ -202,7 +202,8 @@ def predict(
     tokens = settings.max_num_batched_tokens
     rows = min(settings.max_num_seqs, tokens)
     tp, pp = settings.tp, settings.pp
-    unsized = _unsized(spec, quant)
+    mxfp4 = mxfp4_backend(gpu)
+    unsized = _unsized(spec, quant, mxfp4)
     nvls = has_nvls(gpu)
     non_torch = NON_TORCH_BASE_BYTES + (NVLS_BYTES if tp > 1 and nvls else 0)
     if tp > 1 and not nvls:
@@ -219,7 +220,7 @@ def predict(
     absorbs = spec.architecture not in MLA_AS_MHA
     ranges = pp_layers(spec.num_layers, pp) if pp > 1 else [range(spec.num_layers)]
     for layers in ranges:
-        w = weight_bytes(spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs)
+        w = weight_bytes(spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_backend=mxfp4)
         first_weights = first_weights or w
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)
         workspace = moe_workspace_bytes(spec, act, tokens, tp, layers)
@@ -273,15 +274,22 @@ def _format_name(quant: Quantization | None, act_dtype: str) -> str:
     return " ".join(parts)
 
 
-def _unsized(spec: ModelSpec, quant: Quantization | None) -> list[str]:
+def mxfp4_backend(gpu: GpuSpec) -> str | None:
+    """The MoE kernels vLLM 0.19 picks for mxfp4 experts on `gpu` (engines/weights.MXFP4_BACKENDS), or None
+    where kvcalc does not size its layout (SM120 Blackwell: FlashInfer's CUTLASS or Marlin; Apple and others)."""
+    from kvcalc.cost.estimate import gpu_family
+
+    family, name = gpu_family(gpu), gpu.name.lower()
+    if family == "blackwell":
+        return None if name.startswith(("rtx-5", "rtx-pro")) else "trtllm"
+    return {"hopper": "triton", "ampere": "marlin", "ada": "marlin", "cdna3": "rocm", "cdna4": "rocm-cdna4"}.get(family)
+
+
+def _unsized(spec: ModelSpec, quant: Quantization | None, mxfp4: str | None) -> list[str]:
     out = []
     if quant is not None and quant.problem:
         out.append(f"quantized weights ({quant.method}: {quant.problem}); counted in the activation dtype")
-    if quant is not None and quant.experts is not None and quant.experts.name == "mxfp4":
-        # NOTE: quantization/mxfp4.py: on Hopper the triton_kernels backend pads the per-rank intermediate
-        # size to 64, swizzles the experts into a padded layout and keeps the checkpoint's scales beside
-        # the swizzled ones (Blackwell's FlashInfer path pads to 256): vLLM 0.19 logged 7.01 GiB for
-        # gpt-oss-20b at tp 2 where the plain mxfp4 bytes are 6.45 GiB.
+    if quant is not None and quant.experts is not None and quant.experts.name == "mxfp4" and mxfp4 is None:
         out.append(
             "the MoE backend's re-layout of the mxfp4 experts (padding, swizzled scale copies); counted as plain mxfp4"
         )
