@@ -64,7 +64,7 @@ def fit_rows(
     from kvcalc.cost.fabric import node_warnings, nodes_spanned
     from kvcalc.cost.step import stages
     from kvcalc.plan import vllm_fit
-    from kvcalc.plan.fit import adopt_engine_capacity, fit_report, verdict
+    from kvcalc.plan.fit import adopt_engine_capacity, capped_context, fit_report, verdict
 
     terms = None
     accounting = "kvcalc: --reserve as given"
@@ -145,6 +145,9 @@ def fit_rows(
                 )
                 result.vllm.startup = vllm_fit.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
                 v = result.vllm
+                if result.batch == 1:  # one request: the longest max_model_len vLLM's start-up check accepts
+                    mem = vllm_fit.largest_context(spec, terms, kv_logged, v, max_batched_tokens)
+                    result.max_seq_memory, result.max_seq = mem, capped_context(spec, mem)
                 adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
             held = None  # the requests of s tokens an engine's own pool holds, where one decides memory
             if pool == "trtllm":

@@ -205,20 +205,38 @@ def refuse_architecture(spec: ModelSpec) -> None:
         )
 
 
-def startup(spec: ModelSpec, terms, kv_logged: int | None, v: VllmFigures, seq: int, batched: int):  # noqa: ANN001, ANN201
-    """vLLM's start-up check with max_model_len = seq on every worker (each pipeline stage's layers)."""
+def _workers(spec: ModelSpec, terms, kv_logged: int | None, v: VllmFigures) -> list[tuple[range, int]]:  # noqa: ANN001
+    """Each worker's layers and available KV bytes: one per pipeline stage."""
     from kvcalc.engines.vllm.memory import pp_layers
-    from kvcalc.engines.vllm.startup import check_start
 
     if terms is not None and kv_logged is None and len(terms.stages) > 1:
         ranges = pp_layers(spec.num_layers, len(terms.stages))
-        workers = [(r, st.available_kv_bytes) for r, st in zip(ranges, terms.stages)]
-    else:
-        workers = [(range(spec.num_layers), v.available_kv_bytes)]
+        return [(r, st.available_kv_bytes) for r, st in zip(ranges, terms.stages)]
+    return [(range(spec.num_layers), v.available_kv_bytes)]
+
+
+def startup(spec: ModelSpec, terms, kv_logged: int | None, v: VllmFigures, seq: int, batched: int):  # noqa: ANN001, ANN201
+    """vLLM's start-up check with max_model_len = seq on every worker (each pipeline stage's layers)."""
+    from kvcalc.engines.vllm.startup import check_start
+
     return check_start(
         spec,
-        workers,
+        _workers(spec, terms, kv_logged, v),
         max_model_len=seq,
+        page=v.page_bytes_per_layer,
+        block=v.block_size,
+        max_num_batched_tokens=batched,
+    )
+
+
+def largest_context(spec: ModelSpec, terms, kv_logged: int | None, v: VllmFigures, batched: int) -> int:  # noqa: ANN001
+    """The longest --max-model-len vLLM starts with: its start-up check's own search (a sliding layer
+    books its window plus a step's batched tokens, so this is shorter than the cache bytes alone allow)."""
+    from kvcalc.engines.vllm.startup import largest_model_len
+
+    return largest_model_len(
+        spec,
+        _workers(spec, terms, kv_logged, v),
         page=v.page_bytes_per_layer,
         block=v.block_size,
         max_num_batched_tokens=batched,

@@ -150,6 +150,23 @@ def check_start(
     return VllmStartup(max_model_len=max_model_len, needed_kv_bytes=need, available_kv_bytes=available)
 
 
+def largest_model_len(
+    spec: ModelSpec, workers: list[tuple[range, int]], *, page: int, block: int, max_num_batched_tokens: int
+) -> int:
+    """The longest max_model_len the start-up check accepts on every worker, as its own estimate searches
+    (0: not one token); memory's answer, before any cap at max_position_embeddings."""
+    best = 1 << 24
+    for layers, available in workers:
+
+        def fits(n: int, layers: range = layers, available: int = available) -> bool:
+            return needed_bytes(spec, layers, n, page, block, max_num_batched_tokens) <= available
+
+        best = _largest(best, fits) if available > 0 else 0
+        if not best:
+            return 0
+    return best
+
+
 def _largest(limit: int, ok) -> int:  # noqa: ANN001
     """estimate_max_model_len's binary search over 1 .. limit; 0 when 1 does not fit."""
     if not ok(1):
