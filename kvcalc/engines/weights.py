@@ -22,6 +22,10 @@ VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 MIB = 2**20
 
 
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def allocated(size: int) -> int:
     """Bytes PyTorch's caching allocator books for one tensor (c10/cuda/CUDACachingAllocator.cpp).
 
@@ -30,10 +34,10 @@ def allocated(size: int) -> int:
     left over; otherwise the whole segment is the tensor's block, and vLLM's weight figure
     (torch.cuda.max_memory_allocated after loading) counts it.
     """
-    size = max(512, math.ceil(size / 512) * 512)
+    size = max(512, round_up(size, 512))
     if size < 10 * MIB:
         return size
-    segment = math.ceil(size / (2 * MIB)) * 2 * MIB
+    segment = round_up(size, 2 * MIB)
     return size if segment - size > MIB else segment
 
 
@@ -55,7 +59,7 @@ class WeightBytes(Result):
 
 
 def padded_vocab(vocab: int) -> int:
-    return math.ceil(vocab / VOCAB_PADDING) * VOCAB_PADDING
+    return round_up(vocab, VOCAB_PADDING)
 
 
 def weight_bytes(
@@ -212,10 +216,6 @@ def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int, bias_bytes: in
 MXFP4_BACKENDS = ("trtllm", "triton", "marlin", "rocm", "rocm-cdna4")
 
 
-def _up(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
 def mxfp4_experts(backend: str, e: int, inter: int, width: int, gated: bool, bias: bool, act_bytes: int) -> int:
     """One MoE layer's mxfp4 experts on one rank as vLLM 0.19 holds them after loading: `inter` the rank's
     intermediate size, `width` the experts' hidden width, 4-bit values and one e8m0 byte per 32.
@@ -237,12 +237,14 @@ def mxfp4_experts(backend: str, e: int, inter: int, width: int, gated: bool, bia
     k = 2 if gated else 1
     bias_bytes = act_bytes if backend == "marlin" else 4
     if backend == "triton":
-        i, h = _up(inter, 64), width
-        out = allocated(e * _up(h // 2, 64) * _up(k * i, 64)) + allocated(e * _up(i // 2, 64) * _up(h, 64))
-        out += allocated(e * _up(k * i, 256) * _up(h // 32, 2)) + allocated(e * _up(h, 256) * _up(i // 32, 2))
-        out += allocated(e * k * i * (h // 32)) + allocated(e * h * (i // 32))  # the checkpoint's scales, kept
+        i, h = round_up(inter, 64), width
+        values = (round_up(h // 2, 64) * round_up(k * i, 64), round_up(i // 2, 64) * round_up(h, 64))
+        swizzled = (round_up(k * i, 256) * round_up(h // 32, 2), round_up(h, 256) * round_up(i // 32, 2))
+        kept = (k * i * (h // 32), h * (i // 32))  # the checkpoint's scales, still registered
+        out = sum(allocated(e * t) for t in values + swizzled + kept)
     else:
-        i, h = (_up(inter, 128), _up(width, 256)) if backend == "marlin" else (_up(inter, 256), _up(width, 256))
+        pads = (128, 256) if backend == "marlin" else (256, 256)
+        i, h = round_up(inter, pads[0]), round_up(width, pads[1])
         scales = allocated(e * k * i * (h // 32)) + allocated(e * h * (i // 32))
         out = allocated(e * k * i * h // 2) + allocated(e * h * i // 2) + scales
         out += scales if backend == "rocm-cdna4" else 0

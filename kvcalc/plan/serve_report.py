@@ -122,6 +122,7 @@ def kv_pool(
         from kvcalc.engines.runtime import GIB
         from kvcalc.engines.vllm.figures import VLLM_VERSION, vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
+        from kvcalc.engines.vllm.startup import NO_CACHE_MEMORY
 
         seqs, tokens = default_limits(gpu)
         settings = Settings(
@@ -129,9 +130,9 @@ def kv_pool(
         )
         terms = predict(spec, gpu, settings, dtype=dtype)
         if short := next((s for s in terms.stages if s.available_kv_bytes <= 0), None):
-            # NOTE: vLLM's check_enough_kv_cache_memory (engines/vllm/startup.py) refuses a pool of no blocks
+            # NOTE: vLLM's check_enough_kv_cache_memory (engines/vllm/startup.check_start) refuses a pool of no blocks
             raise UsageError(
-                f"vLLM {VLLM_VERSION} would not start: No available memory for the cache blocks (weights "
+                f"vLLM {VLLM_VERSION} would not start: {NO_CACHE_MEMORY} (weights "
                 f"{short.weights_bytes / GIB:.2f} GiB + peak {short.profile_peak_bytes / GIB:.2f} GiB + non-torch "
                 f"{short.non_torch_bytes / GIB:.2f} GiB a GPU, of {terms.requested_bytes / GIB:.2f} GiB at "
                 f"--gpu-util {dep.gpu_util:g})",

@@ -22,6 +22,7 @@ from kvcalc.results import Result
 
 GIB = 2**30
 _DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+NO_CACHE_MEMORY = "No available memory for the cache blocks"  # vLLM's words for a pool of no blocks
 
 
 class VllmStartup(Result):
@@ -122,15 +123,10 @@ def check_start(
                 needed_kv_bytes=need,
                 available_kv_bytes=available,
                 estimated_max_model_len=0,
-                refusal="No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-                f"when initializing the engine. {_DOCS}",
+                refusal=f"{NO_CACHE_MEMORY}. Try increasing `gpu_memory_utilization` when initializing the engine. {_DOCS}",
             )
         if need > available:
-
-            def fits(n: int, layers: range = layers, available: int = available) -> bool:
-                return needed_bytes(spec, layers, n, page, block, max_num_batched_tokens) <= available
-
-            best = _largest(max_model_len, fits)
+            best = _longest(spec, layers, available, max_model_len, page, block, max_num_batched_tokens)
             estimated = (
                 f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
             )
@@ -157,14 +153,15 @@ def largest_model_len(
     (0: not one token); memory's answer, before any cap at max_position_embeddings."""
     best = 1 << 24
     for layers, available in workers:
-
-        def fits(n: int, layers: range = layers, available: int = available) -> bool:
-            return needed_bytes(spec, layers, n, page, block, max_num_batched_tokens) <= available
-
-        best = _largest(best, fits) if available > 0 else 0
+        best = _longest(spec, layers, available, best, page, block, max_num_batched_tokens) if available > 0 else 0
         if not best:
             return 0
     return best
+
+
+def _longest(spec: ModelSpec, layers: range, available: int, limit: int, page: int, block: int, batched: int) -> int:
+    """The longest max_model_len up to `limit` whose needed bytes on the worker holding `layers` fit `available`."""
+    return _largest(limit, lambda n: needed_bytes(spec, layers, n, page, block, batched) <= available)
 
 
 def _largest(limit: int, ok) -> int:  # noqa: ANN001
