@@ -722,3 +722,17 @@ def test_linear_biases_split_as_their_layers():
     no_bias = oss.model_copy(update={"mlp_bias": False})
     extra = weight_bytes(oss, "bf16", None).experts - weight_bytes(no_bias, "bf16", None).experts
     assert extra == 24 * (allocated(32 * 2 * 2880 * 2) + allocated(32 * 2880 * 2))
+
+
+def test_engines_that_build_the_gate_in_float32():
+    # MiniMax-M2.5: 62 MoE layers, 256 experts, hidden 3,072. vLLM's minimax_m2.py (and SGLang's) build the gate
+    # as ReplicatedLinear(..., params_dtype=torch.float32): 4 bytes a weight where a Llama-style MoE's is bf16
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+
+    spec = get_model("minimax-m2.5")
+    assert spec.num_layers == 62 and spec.experts == 256 and spec.hidden_size == 3072
+    vllm = predict(spec, get_gpu("h200"), Settings(tp=4)).weights
+    bf16 = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=4)
+    assert vllm.router - bf16.router == 62 * 256 * 3072 * 2 == 97_517_568
+    assert vllm.total - bf16.total == 97_517_568

@@ -71,10 +71,13 @@ def weight_bytes(
     layers: range | None = None,
     absorbs: bool = True,
     mxfp4_backend: str | None = None,
+    router_bytes: int | None = None,
 ) -> WeightBytes:
     """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
     runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads).
-    `mxfp4_backend`: the MoE kernels vLLM lays mxfp4 experts out for (MXFP4_BACKENDS); None: the checkpoint's layout."""
+    `mxfp4_backend`: the MoE kernels vLLM lays mxfp4 experts out for (MXFP4_BACKENDS); None: the checkpoint's layout.
+    `router_bytes`: bytes per router weight where the engine builds the gate in its own dtype (fp32: 4); None: the
+    model's."""
     layers = layers if layers is not None else range(spec.num_layers)
     first, last = layers.start == 0, layers.stop == spec.num_layers
     a = plain(act_dtype)
@@ -155,13 +158,14 @@ def weight_bytes(
                 experts += lin(expert, up, w, spec.experts) + lin(expert, w, per, spec.experts)
                 if spec.mlp_bias:  # FusedMoE(has_bias=True): w13_bias [E, up] and w2_bias [E, w]
                     experts += allocated(spec.experts * up * ab) + allocated(spec.experts * w * ab)
-            router += allocated(spec.experts * h * 2) + (allocated(spec.experts * 4) if spec.router_bias else 0)
+            router += allocated(spec.experts * h * (router_bytes or ab))
+            router += allocated(spec.experts * 4) if spec.router_bias else 0
             if spec.moe_latent_size:
                 # LatentMoE's fc1/fc2_latent_proj: ReplicatedLinear, left unquantized by ModelOpt checkpoints
                 router += lin(a, w, h) + lin(a, h, w)
             if spec.shared_expert_intermediate_size:
                 mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp, ab)
-                mlp += allocated(h * 2) if spec.shared_expert_gate else 0  # ReplicatedLinear(hidden, 1)
+                mlp += allocated(h * ab) if spec.shared_expert_gate else 0  # ReplicatedLinear(hidden, 1)
         else:
             mlp += _mlp(spec, linear, spec.intermediate_size, tp, ab)
     norms *= ab

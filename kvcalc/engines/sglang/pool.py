@@ -32,6 +32,9 @@ from kvcalc.results import Result
 from kvcalc.units import dtype_bits
 
 GIB = 2**30
+# Models whose MoE gate SGLang builds in float32 whatever the model dtype (ReplicatedLinear(..., params_dtype=
+# torch.float32) in models/minimax_m2.py and grok.py)
+FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Grok1ForCausalLM"})
 MIB = 2**20
 # Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
 # lightning attention (SGLang serves MiniMax-M2 only)
@@ -252,8 +255,9 @@ def predict(
     vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None
+    router = 4 if spec.architecture in FP32_ROUTERS else None
     for layers in ranges:
-        w = weight_bytes(spec, act, quant, tp=tp, layers=layers)
+        w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router)
         wb = w.total + LOAD_OVERHEAD_BYTES
         if attn_tp != tp:
             # DP attention: the attention projections are split over the attention-TP group only.

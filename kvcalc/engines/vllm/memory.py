@@ -220,7 +220,10 @@ def predict(
     absorbs = spec.architecture not in MLA_AS_MHA
     ranges = pp_layers(spec.num_layers, pp) if pp > 1 else [range(spec.num_layers)]
     for layers in ranges:
-        w = weight_bytes(spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_backend=mxfp4)
+        w = weight_bytes(
+            spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_backend=mxfp4,
+            router_bytes=4 if spec.architecture in FP32_ROUTERS else None,
+        )  # fmt: skip
         first_weights = first_weights or w
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)
         workspace = moe_workspace_bytes(spec, act, tokens, tp, layers)
@@ -272,6 +275,11 @@ def _format_name(quant: Quantization | None, act_dtype: str) -> str:
     if quant.experts:
         parts.append(f"experts {quant.experts.name}")
     return " ".join(parts)
+
+
+# Models whose MoE gate vLLM 0.19 builds in float32 whatever the model dtype (ReplicatedLinear(...,
+# params_dtype=torch.float32) in minimax_m2.py and ernie45_moe.py)
+FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Ernie4_5_MoeForCausalLM"})
 
 
 def mxfp4_backend(gpu: GpuSpec) -> str | None:
