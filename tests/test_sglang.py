@@ -289,3 +289,32 @@ def test_a_latency_goal_under_sglangs_pool_is_searched_and_worded_within_the_poo
     assert r.ok and "under SGLang 0.5.5 (49.38x concurrency" in r.verdict
     assert "meets TPOT 40 ms (estimate, sglang) up to batch 49; the ceiling would allow 49" in r.verdict
     assert r.slo is not None and (r.slo.batch, r.slo.ceiling_batch) == (49, 49)  # the search stops at the pool
+
+
+def test_gpt_oss_experts_in_sglangs_kernel_layouts():
+    # SGLang 0.5.5 on Hopper (triton_kernel, sgl-kernel's triton_kernels): gpt-oss-20b at tp 2, 24 layers of 32
+    # experts, hidden 2,880, intermediate 1,440 a rank (already a multiple of 32). Values swizzled with rows to 16
+    # and byte columns to 32 ([E, 2,880, 1,440] and [E, 2,880, 720 -> 736]); the checkpoint's scales ([E, 2,880,
+    # 90], [E, 2,880, 45]) kept beside swizzled copies (rows to 256, columns to 2: [E, 3,072, 90], [E, 3,072, 46]);
+    # fp32 biases. Unlike vLLM 0.19's copy, no 64-padding of the values.
+    from kvcalc.engines.weights import weight_bytes
+    from kvcalc.model.formats import quantization_of
+
+    per_layer = (
+        32 * 2880 * 1440
+        + 32 * 2880 * 736
+        + 32 * 2880 * 90
+        + 32 * 2880 * 45
+        + 32 * 3072 * 90
+        + 32 * 3072 * 46
+        + 2 * 32 * 2880 * 4
+    )
+    spec = get_model("gpt-oss-20b")
+    sglang = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_layout="sglang-triton")
+    assert sglang.experts == 24 * per_layer == 24 * 227_088_384
+    vllm = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_layout="vllm-triton")
+    assert vllm.experts - sglang.experts == 24 * (236_810_240 - 227_088_384)
+    # the pool reads each GPU's layout: H100's swizzled one against A100's strided view (same load overhead)
+    strided = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_layout="sglang-strided")
+    h100, a100 = (predict(spec, get_gpu(g), SglangSettings(tp=2), seq=8192).weights_bytes for g in ("h100", "a100"))
+    assert h100 - a100 == sglang.total - strided.total > 0

@@ -234,7 +234,7 @@ def test_mxfp4_experts_in_vllms_kernel_layouts():
         + 32 * 2880 * 4
     )
     assert allocated(32 * 768 * 2880) == 68 * 2**20
-    w = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_backend="triton")
+    w = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_layout="vllm-triton")
     assert w.experts == 24 * hopper == 24 * 236_810_240
     # ~7.0 GiB a rank in all, where the checkpoint's own layout would be 6.45 (a vLLM 0.19 log of this run on
     # H100 read 7.01 GiB)
@@ -244,7 +244,7 @@ def test_mxfp4_experts_in_vllms_kernel_layouts():
         32 * 5888 * 1536 + allocated(32 * 5888 * 96) + 32 * 3072 * 1472 + 32 * 3072 * 92 + 32 * 5888 * 2 + 32 * 3072 * 2
     )
     assert allocated(32 * 5888 * 96) == 18 * 2**20  # 17.25 MiB: the whole 18 MiB segment
-    assert weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_backend="marlin").experts == 24 * marlin
+    assert weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_layout="vllm-marlin").experts == 24 * marlin
     # Blackwell (FlashInfer TRT-LLM) at tp 1: both to 256 (3,072), fp32 biases, alpha/beta/clamp per expert, and the
     # int64 row permutations cached for six shapes (three of 2 x 3,072 rows, three of 3,072)
     trt = (
@@ -257,7 +257,7 @@ def test_mxfp4_experts_in_vllms_kernel_layouts():
         + 3 * 512
         + 3 * (6144 * 8 + 3072 * 8)
     )
-    assert weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_backend="trtllm").experts == 24 * trt
+    assert weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_layout="vllm-trtllm").experts == 24 * trt
 
 
 def test_float32_checkpoint_is_served_in_16_bit(tmp_path):

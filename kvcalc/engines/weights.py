@@ -11,6 +11,7 @@ embedding, the last the final norm and LM head.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from kvcalc.cost.params import end_norm_params, layer_norm_params, sink_params
 from kvcalc.model.formats import rotary_dim
@@ -70,12 +71,12 @@ def weight_bytes(
     tp: int = 1,
     layers: range | None = None,
     absorbs: bool = True,
-    mxfp4_backend: str | None = None,
+    mxfp4_layout: str | None = None,
     router_bytes: int | None = None,
 ) -> WeightBytes:
     """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
     runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads).
-    `mxfp4_backend`: the MoE kernels vLLM lays mxfp4 experts out for (MXFP4_BACKENDS); None: the checkpoint's layout.
+    `mxfp4_layout`: how the engine's MoE kernels hold mxfp4 experts (MXFP4_LAYOUTS); None: the checkpoint's layout.
     `router_bytes`: bytes per router weight where the engine builds the gate in its own dtype (fp32: 4); None: the
     model's."""
     layers = layers if layers is not None else range(spec.num_layers)
@@ -152,8 +153,8 @@ def weight_bytes(
             # fused MoE: one w13 [E, 2I/tp, w] (gate and up; [E, I/tp, w] for a non-gated activation such as
             # Nemotron 3's relu2: is_act_and_mul=False) and one w2 [E, w, I/tp] tensor per layer
             up = (2 if spec.mlp_gated else 1) * per
-            if mxfp4_backend and expert.name == "mxfp4":
-                experts += mxfp4_experts(mxfp4_backend, spec.experts, per, w, spec.mlp_gated, spec.mlp_bias, ab)
+            if mxfp4_layout and expert.name == "mxfp4":
+                experts += mxfp4_experts(mxfp4_layout, spec.experts, per, w, spec.mlp_gated, spec.mlp_bias, ab)
             else:
                 experts += lin(expert, up, w, spec.experts) + lin(expert, w, per, spec.experts)
                 if spec.mlp_bias:  # FusedMoE(has_bias=True): w13_bias [E, up] and w2_bias [E, w]
@@ -214,44 +215,56 @@ def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int, bias_bytes: in
     return out
 
 
-# vLLM 0.19's default MoE kernels for mxfp4 experts (fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend, first
-# supported of its priority list): FlashInfer's TRT-LLM kernels on SM100 (B200, GB200, B300), the vendored
-# triton_kernels on SM90 (H100, H200) and on ROCm, Marlin below SM90 (A100, L40S, RTX 4090).
-MXFP4_BACKENDS = ("trtllm", "triton", "marlin", "rocm", "rocm-cdna4")
+class Mxfp4Layout(NamedTuple):
+    """How an engine's MoE kernels hold mxfp4 experts after loading (4-bit values, one e8m0 byte per 32)."""
+
+    inter: int  # the rank's intermediate size is rounded up to a multiple of this
+    hidden: int  # and the hidden size to this
+    swizzle: tuple[int, int] | None  # triton_kernels' Hopper value layout: (rows, byte columns) padded to these
+    scale_copy: str | None  # a second set of scales beside the checkpoint's: "swizzled" (Hopper), "same" (CDNA4)
+    bias_bytes: int | None  # the experts' biases after loading: 4 (fp32); None: the model dtype
+    per_expert_fp32: int = 0  # fp32 [E] tensors the kernels add (TRT-LLM's gemm1 alpha, beta, clamp limit)
+    permute_cache: bool = False  # int64 row permutations cached for each distinct tensor shape (vLLM's FlashInfer)
 
 
-def mxfp4_experts(backend: str, e: int, inter: int, width: int, gated: bool, bias: bool, act_bytes: int) -> int:
-    """One MoE layer's mxfp4 experts on one rank as vLLM 0.19 holds them after loading: `inter` the rank's
-    intermediate size, `width` the experts' hidden width, 4-bit values and one e8m0 byte per 32.
+# The default layouts, by engine and GPU (engines/vllm/memory.mxfp4_layout, engines/sglang/pool.mxfp4_layout).
+# vLLM 0.19: fused_moe/oracle/mxfp4.py picks FlashInfer's TRT-LLM kernels on SM100, triton_kernels (vendored:
+# vllm/third_party/triton_kernels) on SM90 and ROCm, Marlin below SM90; mxfp4_round_up_hidden_size_and_
+# intermediate_size pads the sizes; Hopper's swizzled values are padded to 64 both ways and the checkpoint's scale
+# Parameters stay registered beside the swizzled copies (quantization/mxfp4.py _setup_kernel); CDNA4 keeps a
+# CDNA4MXScaleLayout copy. SGLang 0.5.5 (quantization/mxfp4.py, server_args.py's gpt-oss defaults): flashinfer_mxfp4
+# on SM100, triton_kernel elsewhere, with sgl-kernel 0.3.16's triton_kernels (rows to 16, byte columns to 32; a
+# strided view below SM90), the intermediate size to 32, the scales kept beside the swizzled ones likewise.
+MXFP4_LAYOUTS = {
+    "vllm-triton": Mxfp4Layout(64, 1, (64, 64), "swizzled", 4),
+    "vllm-trtllm": Mxfp4Layout(256, 256, None, None, 4, per_expert_fp32=3, permute_cache=True),
+    "vllm-marlin": Mxfp4Layout(128, 256, None, None, None),
+    "vllm-rocm": Mxfp4Layout(256, 256, None, None, 4),
+    "vllm-rocm-cdna4": Mxfp4Layout(256, 256, None, "same", 4),
+    "sglang-triton": Mxfp4Layout(32, 1, (16, 32), "swizzled", 4),
+    "sglang-flashinfer": Mxfp4Layout(256, 256, None, None, 4, per_expert_fp32=3),
+    "sglang-strided": Mxfp4Layout(32, 1, None, None, 4),
+}
 
-    mxfp4_round_up_hidden_size_and_intermediate_size pads the sizes first (Marlin: intermediate to 128, hidden
-    to 256; TRT-LLM and ROCm: both to 256; Hopper's triton: intermediate to 64). Then
-    convert_to_mxfp4_moe_kernel_format re-lays the tensors out:
-    - triton (Hopper): _swizzle_mxfp4 puts the values in triton_kernels' HopperMXValueLayout (the transposed
-      [E, K/2, N] padded to 64 both ways) and the scales in HopperMXScaleLayout (rows to 256, columns to 2);
-      the swizzled values replace the originals, but the checkpoint's scale Parameters stay registered beside
-      the swizzled copies (quantization/mxfp4.py _setup_kernel); biases become fp32;
-    - trtllm: values, scales and fp32 biases permuted per expert into new tensors of the padded shapes, plus
-      gemm1's alpha, beta and clamp limit (fp32 per expert) and the int64 row permutations the method caches
-      for each distinct tensor shape;
-    - marlin: repacked at the same byte counts, biases in the model dtype;
-    - rocm: a strided layout (a view); fp32 biases; on CDNA4 the scales get a CDNA4MXScaleLayout copy beside
-      the kept originals.
-    """
+
+def mxfp4_experts(layout: str, e: int, inter: int, width: int, gated: bool, bias: bool, act_bytes: int) -> int:
+    """One MoE layer's mxfp4 experts on one rank in an engine's layout (MXFP4_LAYOUTS): `inter` the rank's
+    intermediate size, `width` the experts' hidden width."""
+    lay = MXFP4_LAYOUTS[layout]
     k = 2 if gated else 1
-    bias_bytes = act_bytes if backend == "marlin" else 4
-    if backend == "triton":
-        i, h = round_up(inter, 64), width
-        values = (round_up(h // 2, 64) * round_up(k * i, 64), round_up(i // 2, 64) * round_up(h, 64))
-        swizzled = (round_up(k * i, 256) * round_up(h // 32, 2), round_up(h, 256) * round_up(i // 32, 2))
-        kept = (k * i * (h // 32), h * (i // 32))  # the checkpoint's scales, still registered
-        out = sum(allocated(e * t) for t in values + swizzled + kept)
-    else:
-        pads = (128, 256) if backend == "marlin" else (256, 256)
-        i, h = round_up(inter, pads[0]), round_up(width, pads[1])
-        scales = allocated(e * k * i * (h // 32)) + allocated(e * h * (i // 32))
-        out = allocated(e * k * i * h // 2) + allocated(e * h * i // 2) + scales
-        out += scales if backend == "rocm-cdna4" else 0
-        if backend == "trtllm":
-            out += 3 * allocated(e * 4) + (3 if bias else 2) * (allocated(k * i * 8) + allocated(h * 8))
-    return out + (allocated(e * k * i * bias_bytes) + allocated(e * h * bias_bytes) if bias else 0)
+    i, h = round_up(inter, lay.inter), round_up(width, lay.hidden)
+    scales = (k * i * (h // 32), h * (i // 32))
+    values = (k * i * h // 2, h * i // 2)
+    if lay.swizzle:  # the transposed [E, K/2 bytes, N] tensors, N padded to rows, K/2 to byte columns
+        n, c = lay.swizzle
+        values = (round_up(k * i, n) * round_up(h // 2, c), round_up(h, n) * round_up(i // 2, c))
+    copies = {
+        "swizzled": (round_up(k * i, 256) * round_up(h // 32, 2), round_up(h, 256) * round_up(i // 32, 2)),
+        "same": scales,
+        None: (),
+    }[lay.scale_copy]
+    out = sum(allocated(e * t) for t in values + scales + copies) + lay.per_expert_fp32 * allocated(e * 4)
+    if lay.permute_cache:
+        out += (3 if bias else 2) * (allocated(k * i * 8) + allocated(h * 8))
+    b = lay.bias_bytes or act_bytes
+    return out + (allocated(e * k * i * b) + allocated(e * h * b) if bias else 0)

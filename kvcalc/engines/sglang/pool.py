@@ -35,6 +35,20 @@ GIB = 2**30
 # Models whose MoE gate SGLang builds in float32 whatever the model dtype (ReplicatedLinear(..., params_dtype=
 # torch.float32) in models/minimax_m2.py and grok.py)
 FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Grok1ForCausalLM"})
+
+
+def mxfp4_layout(gpu: GpuSpec) -> str | None:
+    """How SGLang's default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read from
+    0.5.5's server_args.py and quantization/mxfp4.py): flashinfer_mxfp4 on SM100, triton_kernel on Hopper, its
+    strided layout below; None where not sized (SM120; ROCm, where 0.5.5 registers mxfp4 on gfx95x only)."""
+    from kvcalc.cost.estimate import gpu_family
+
+    family, name = gpu_family(gpu), gpu.name.lower()
+    if family == "blackwell":
+        return None if name.startswith(("rtx-5", "rtx-pro")) else "sglang-flashinfer"
+    return {"hopper": "sglang-triton", "ampere": "sglang-strided", "ada": "sglang-strided"}.get(family)
+
+
 MIB = 2**20
 # Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
 # lightning attention (SGLang serves MiniMax-M2 only)
@@ -255,9 +269,9 @@ def predict(
     vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None
-    router = 4 if spec.architecture in FP32_ROUTERS else None
+    router, mxfp4 = 4 if spec.architecture in FP32_ROUTERS else None, mxfp4_layout(gpu)
     for layers in ranges:
-        w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router)
+        w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4)
         wb = w.total + LOAD_OVERHEAD_BYTES
         if attn_tp != tp:
             # DP attention: the attention projections are split over the attention-TP group only.

@@ -202,7 +202,7 @@ def predict(
     tokens = settings.max_num_batched_tokens
     rows = min(settings.max_num_seqs, tokens)
     tp, pp = settings.tp, settings.pp
-    mxfp4 = mxfp4_backend(gpu)
+    mxfp4 = mxfp4_layout(gpu)
     unsized = _unsized(spec, quant, mxfp4)
     nvls = has_nvls(gpu)
     non_torch = NON_TORCH_BASE_BYTES + (NVLS_BYTES if tp > 1 and nvls else 0)
@@ -221,7 +221,7 @@ def predict(
     ranges = pp_layers(spec.num_layers, pp) if pp > 1 else [range(spec.num_layers)]
     for layers in ranges:
         w = weight_bytes(
-            spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_backend=mxfp4,
+            spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_layout=mxfp4,
             router_bytes=4 if spec.architecture in FP32_ROUTERS else None,
         )  # fmt: skip
         first_weights = first_weights or w
@@ -282,15 +282,16 @@ def _format_name(quant: Quantization | None, act_dtype: str) -> str:
 FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Ernie4_5_MoeForCausalLM"})
 
 
-def mxfp4_backend(gpu: GpuSpec) -> str | None:
-    """The MoE kernels vLLM 0.19 picks for mxfp4 experts on `gpu` (engines/weights.MXFP4_BACKENDS), or None
-    where kvcalc does not size its layout (SM120 Blackwell: FlashInfer's CUTLASS or Marlin; Apple and others)."""
+def mxfp4_layout(gpu: GpuSpec) -> str | None:
+    """How vLLM 0.19's default MoE kernels hold mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS), or None
+    where kvcalc does not size it (SM120 Blackwell: FlashInfer's CUTLASS or Marlin; Apple and others)."""
     from kvcalc.cost.estimate import gpu_family
 
     family, name = gpu_family(gpu), gpu.name.lower()
     if family == "blackwell":
-        return None if name.startswith(("rtx-5", "rtx-pro")) else "trtllm"
-    return {"hopper": "triton", "ampere": "marlin", "ada": "marlin", "cdna3": "rocm", "cdna4": "rocm-cdna4"}.get(family)
+        return None if name.startswith(("rtx-5", "rtx-pro")) else "vllm-trtllm"
+    kernels = {"hopper": "triton", "ampere": "marlin", "ada": "marlin", "cdna3": "rocm", "cdna4": "rocm-cdna4"}
+    return f"vllm-{kernels[family]}" if family in kernels else None
 
 
 def _unsized(spec: ModelSpec, quant: Quantization | None, mxfp4: str | None) -> list[str]:
