@@ -53,3 +53,14 @@ def build_of(engine: str, gpu_name: str) -> str:
     from kvcalc.cost.estimate import gpu_family
 
     return "vllm.rocm" if engine == "vllm" and gpu_family(gpu_name).startswith("cdna") else engine
+
+
+def kernel_family(gpu: GpuSpec) -> str:
+    """gpu_family with Blackwell split as kernel selection sees it: "blackwell" for the SM100 parts (B200, GB200,
+    B300, GB300), "blackwell-sm120" for the GeForce and RTX PRO ones, which many kernels do not run on."""
+    from kvcalc.cost.estimate import gpu_family
+
+    family = gpu_family(gpu)
+    if family == "blackwell" and gpu.name.lower().startswith(("rtx-5", "rtx-pro")):
+        return "blackwell-sm120"
+    return family

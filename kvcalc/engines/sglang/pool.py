@@ -41,12 +41,14 @@ def mxfp4_layout(gpu: GpuSpec) -> str | None:
     """How SGLang's default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read from
     0.5.5's server_args.py and quantization/mxfp4.py): flashinfer_mxfp4 on SM100, triton_kernel on Hopper, its
     strided layout below; None where not sized (SM120; ROCm, where 0.5.5 registers mxfp4 on gfx95x only)."""
-    from kvcalc.cost.estimate import gpu_family
+    from kvcalc.engines.kernels import kernel_family
 
-    family, name = gpu_family(gpu), gpu.name.lower()
-    if family == "blackwell":
-        return None if name.startswith(("rtx-5", "rtx-pro")) else "sglang-flashinfer"
-    return {"hopper": "sglang-triton", "ampere": "sglang-strided", "ada": "sglang-strided"}.get(family)
+    return {
+        "blackwell": "sglang-flashinfer",
+        "hopper": "sglang-triton",
+        "ampere": "sglang-strided",
+        "ada": "sglang-strided",
+    }.get(kernel_family(gpu))
 
 
 MIB = 2**20

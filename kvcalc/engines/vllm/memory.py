@@ -285,13 +285,16 @@ FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Ernie4_5_MoeForCausalLM"})
 def mxfp4_layout(gpu: GpuSpec) -> str | None:
     """How vLLM 0.19's default MoE kernels hold mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS), or None
     where kvcalc does not size it (SM120 Blackwell: FlashInfer's CUTLASS or Marlin; Apple and others)."""
-    from kvcalc.cost.estimate import gpu_family
+    from kvcalc.engines.kernels import kernel_family
 
-    family, name = gpu_family(gpu), gpu.name.lower()
-    if family == "blackwell":
-        return None if name.startswith(("rtx-5", "rtx-pro")) else "vllm-trtllm"
-    kernels = {"hopper": "triton", "ampere": "marlin", "ada": "marlin", "cdna3": "rocm", "cdna4": "rocm-cdna4"}
-    return f"vllm-{kernels[family]}" if family in kernels else None
+    return {
+        "blackwell": "vllm-trtllm",
+        "hopper": "vllm-triton",
+        "ampere": "vllm-marlin",
+        "ada": "vllm-marlin",
+        "cdna3": "vllm-rocm",
+        "cdna4": "vllm-rocm-cdna4",
+    }.get(kernel_family(gpu))
 
 
 def _unsized(spec: ModelSpec, quant: Quantization | None, mxfp4: str | None) -> list[str]:
