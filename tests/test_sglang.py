@@ -289,6 +289,9 @@ def test_a_latency_goal_under_sglangs_pool_is_searched_and_worded_within_the_poo
     assert r.ok and "under SGLang 0.5.5 (49.38x concurrency" in r.verdict
     assert "meets TPOT 40 ms (estimate, sglang) up to batch 49; the ceiling would allow 49" in r.verdict
     assert r.slo is not None and (r.slo.batch, r.slo.ceiling_batch) == (49, 49)  # the search stops at the pool
+    # one capacity per answer: the KV capacity and concurrency quoted are SGLang's pool's, as vLLM's are vLLM's
+    assert r.capacity_basis == "SGLang 0.5.5" and r.max_concurrency == r.sglang.max_concurrency
+    assert r.kv_capacity_tokens == r.sglang.kv_capacity_tokens == 404_556
 
 
 def test_gpt_oss_experts_in_sglangs_kernel_layouts():

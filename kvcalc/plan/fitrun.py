@@ -161,7 +161,9 @@ def fit_rows(
                 result.sglang = sglang_fit.predict(
                     spec, gpu, tp=dep.tp, pp=dep.pp, seq=s, batch=b, dtype=dtype, steps=steps, **(sglang or {})
                 )
-                held = math.floor(result.sglang.max_concurrency)
+                p = result.sglang
+                adopt_engine_capacity(result, f"SGLang {p.release}", p.kv_capacity_tokens, p.max_concurrency)
+                held = math.floor(p.max_concurrency)
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:
