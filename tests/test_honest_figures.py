@@ -44,7 +44,7 @@ def test_gpt_oss_120b_on_one_h100_is_refused_and_on_one_h200_holds_11_8_requests
         run("fit", "gpt-oss-120b", "--gpu", "h100", "--seq", "128k", "--engine", "vllm", "--format", "json").stdout
     )
     assert f"the estimated maximum model length is {refused['max_seq']}." in refused["vllm"]["startup"]["refusal"]
-    assert refused["max_seq"] == 51_552 and "Largest context at batch 1: 51,552 tokens." in r.stdout
+    assert refused["max_seq"] == 51_552 and "Largest context at batch 1 (vLLM 0.19's pool): 51,552 tokens." in r.stdout
     out = run_json("fit", "gpt-oss-120b", "--gpu", "h200", "--seq", "128k", "--engine", "vllm")
     # per request: full group ceil(131,072 / 16) = 8,192 blocks + sliding group (window 128, 8,192 batched
     # tokens) ceil((127 + 8,192) / 16) + 1 = 521; concurrency is the pool's blocks over that
@@ -141,3 +141,26 @@ def test_gemma3_4b_pool_against_vllms_log(model):
     assert -0.1 <= error <= 0.1  # was +0.64 GiB (promising more than vLLM has)
     assert v["kv_cache_tokens"] == pytest.approx(468_144, rel=0.002)
     assert v["max_concurrency"] == pytest.approx(57.05, rel=0.002)
+
+
+def test_the_largest_batch_and_context_under_vllm_are_its_pools():
+    # Llama-3.1-70B on 4 x H100 under vLLM 0.19: 28,114 blocks of 16 tokens. 8k requests take 512 blocks each:
+    # 28,114 // 512 = 54 at once; 60 requests get 28,114 // 60 = 468 blocks = 7,488 tokens each (the pool's
+    # whole blocks, not kvcalc's bytes). The JSON and the sheet say the same.
+    args = ("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "vllm")
+    row = json.loads(run(*args, "--format", "json").stdout)
+    row = row[0] if isinstance(row, list) else row
+    blocks = row["vllm"]["num_blocks"]
+    assert blocks == 28_114 and row["max_batch"] == blocks // 512 == 54 and not row["fits"]
+    assert row["max_seq"] == (blocks // 60) * 16 == 7_488
+    out = run(*args)
+    assert "Largest context at batch 60 (vLLM 0.19's pool): 7,488 tokens." in out.stdout
+    assert "the largest batch that fits is 54" in out.stdout
+    # vLLM's own cap: on an H100 a defaulted max_num_seqs is 1,024 (arg_utils' default for GPUs of 70 GiB and
+    # more), so 2,000 short requests of Llama-3.2-1B do not run at once though their bytes fit
+    cap = run("fit", "llama-3.2-1b", "--gpu", "h100", "--seq", "1k", "--batch", "2000", "--engine", "vllm")
+    assert cap.exit_code == 3 and "exceeds its cap on running requests (1,024)" in cap.stdout
+    assert "within this budget; DOES NOT FIT in vLLM 0.19's pool" in cap.stdout
+    assert (
+        "Largest context at batch 2,000 (vLLM 0.19's pool): none: 2,000 requests are never held at once." in cap.stdout
+    )

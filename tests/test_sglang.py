@@ -279,13 +279,14 @@ def test_fit_grid_shows_sglang_columns():
 
 def test_a_latency_goal_under_sglangs_pool_is_searched_and_worded_within_the_pool():
     # Llama-3.1-70B on 4 x H100 at 8k: kvcalc's own arithmetic holds 54 requests, SGLang 0.5.5's pool 49.38;
-    # TPOT 40 ms holds past both, so the goal is met up to the 49 the pool holds, not 54, and the verdict says so
+    # TPOT 40 ms holds past both, so the goal is met up to the 49 the pool holds, not 54, and the verdict says so;
+    # the largest batch the answer quotes is the pool's 49 too (one memory answer per sheet)
     import math
 
     import kvcalc
 
     r = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq=8192, engine="sglang", tpot_ms=40)
-    assert r.sglang is not None and math.floor(r.sglang.max_concurrency) == 49 and r.max_batch == 54
+    assert r.sglang is not None and math.floor(r.sglang.max_concurrency) == 49 and r.max_batch == 49
     assert r.ok and "under SGLang 0.5.5 (49.38x concurrency" in r.verdict
     assert "meets TPOT 40 ms (estimate, sglang) up to batch 49; the ceiling would allow 49" in r.verdict
     assert r.slo is not None and (r.slo.batch, r.slo.ceiling_batch) == (49, 49)  # the search stops at the pool
@@ -321,3 +322,20 @@ def test_gpt_oss_experts_in_sglangs_kernel_layouts():
     strided = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_layout="sglang-strided")
     h100, a100 = (predict(spec, get_gpu(g), SglangSettings(tp=2), seq=8192).weights_bytes for g in ("h100", "a100"))
     assert h100 - a100 == sglang.total - strided.total > 0
+
+
+def test_the_largest_batch_and_context_under_sglang_are_its_pools():
+    # Llama-3.1-70B on 4 x H100, 60 requests of 8k: SGLang 0.5.5's pool holds 404,556 tokens (page 1), so 49 whole
+    # requests (404,556 // 8,192) and, at batch 60, contexts of 404,556 // 60 = 6,742 tokens; kvcalc's own bytes
+    # would say 54 and 7,504. The sheet, the verdict and the JSON all give the pool's figures.
+    out = run(
+        "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "sglang"
+    )
+    assert out.exit_code == 3
+    assert "Largest batch at 8,192 tokens (SGLang 0.5.5's pool): 49." in out.stdout
+    assert "Largest context at batch 60 (SGLang 0.5.5's pool): 6,742 tokens." in out.stdout
+    assert "the largest batch it holds is 49" in out.stdout
+    r = json.loads(run("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "49",
+                       "--engine", "sglang", "--format", "json").stdout)  # fmt: skip
+    row = r[0] if isinstance(r, list) else r
+    assert row["fits"] and row["max_batch"] == 49 and row["max_seq"] == 404_556 // 49

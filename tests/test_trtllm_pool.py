@@ -155,10 +155,28 @@ def test_dp_attention_gives_every_rank_a_pool_of_its_own():
 
 def test_a_latency_goal_under_trtllms_pool_reaches_what_the_pool_holds():
     # Llama-3.1-70B on 4 x H100 at 8k: kvcalc's own arithmetic holds 54 requests, TensorRT-LLM's pool 60.87;
-    # TPOT 40 ms holds past both, so the goal is met up to the 60 the engine really holds
+    # TPOT 40 ms holds past both, so the goal is met up to the 60 the engine really holds, the largest batch quoted
     import kvcalc
 
     r = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq=8192, engine="trtllm", tpot_ms=40)
-    assert r.max_batch == 54 and r.max_concurrency == pytest.approx(60.87, abs=0.01)
+    assert r.max_batch == 60 and r.max_concurrency == pytest.approx(60.87, abs=0.01)
     assert r.slo is not None and r.slo.batch == 60 and r.ok
     assert "meets TPOT 40 ms (estimate, trtllm) up to batch 60" in r.verdict
+
+
+def test_where_trtllms_pool_holds_what_kvcalcs_bytes_do_not_the_sheet_says_both():
+    # Llama-3.1-70B on 4 x H100, 60 x 8k: kvcalc's bytes (vLLM's reserve, no 0.9 of the rest) are over the
+    # budget, TensorRT-LLM's pool holds 15,583 blocks of 32 (498,656 tokens): 15,583 // 256 = 60 requests of 8k
+    # and, at batch 60, 15,583 // 60 = 259 blocks = 8,288 tokens each. The pool decides; the total row says both.
+    out = run(
+        "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "trtllm"
+    )
+    assert out.exit_code == 0
+    r = json.loads(run("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60",
+                       "--engine", "trtllm", "--format", "json").stdout)  # fmt: skip
+    row = r[0] if isinstance(r, list) else r
+    blocks = row["kv_capacity_tokens"] // 32
+    assert blocks == 15_583 and row["max_batch"] == blocks // 256 == 60 and row["fits"]
+    assert row["max_seq"] == (blocks // 60) * 32 == 8_288
+    assert "over this budget; fits in TensorRT-LLM 1.x's pool" in out.stdout
+    assert "Largest context at batch 60 (TensorRT-LLM 1.x's pool): 8,288 tokens." in out.stdout

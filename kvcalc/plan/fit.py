@@ -241,12 +241,34 @@ def capped_context(spec: ModelSpec, memory_seq: int | None) -> int | None:
     return limit if memory_seq is None else min(memory_seq, limit)
 
 
-def adopt_engine_capacity(result: FitResult, basis: str, kv_tokens: int, concurrency: float) -> None:
+def adopt_engine_capacity(
+    result: FitResult,
+    basis: str,
+    kv_tokens: int,
+    concurrency: float,
+    *,
+    spec: ModelSpec,
+    held_at: Callable[[int], int],
+    context: bool = True,
+) -> None:
     """One capacity and one concurrency per answer: when an engine is named, its own (its pool, its
-    blocks per request) replace kvcalc's, and `capacity_basis` says whose they are."""
+    blocks per request) replace kvcalc's, and `capacity_basis` says whose they are. `held_at(s)`: the
+    requests of s tokens the engine's pool holds at once, its cap on running requests included (monotone in s);
+    the row's fits, largest batch and (with `context`) largest context at its batch become the engine's too,
+    so that every memory answer on the sheet is the one the verdict gives."""
     result.kv_capacity_tokens = kv_tokens
     result.max_concurrency = concurrency
     result.capacity_basis = basis
+    result.max_batch = held_at(result.seq)
+    result.fits = result.batch <= result.max_batch
+    if context:
+        batch = result.batch
+        memory = (
+            None
+            if held_at(MAX_SEARCH_SEQ) >= batch
+            else largest_satisfying(MAX_SEARCH_SEQ, lambda s: held_at(s) >= batch)
+        )
+        result.max_seq_memory, result.max_seq = memory, capped_context(spec, memory)
 
 
 def _slo_figures(slo) -> str:  # noqa: ANN001
@@ -277,6 +299,16 @@ def verdict(result: FitResult) -> tuple[bool, str]:
                 "smaller weights (--dtype fp8/int4) or a larger GPU"
             )
         need = fixed + p.kv_bytes + p.state_bytes
+        if need <= p.budget_bytes:  # the engine's pool (its pages, its groups) or its cap, not these bytes, is short
+            short = (
+                f"its cap on running requests ({result.max_batch:,})"
+                if result.max_concurrency >= result.batch
+                else f"its pool of {result.kv_capacity_tokens:,} tokens ({result.max_concurrency:.2f}x concurrency)"
+            )
+            return False, (
+                f"DOES NOT FIT under {result.capacity_basis} on {where}: batch {result.batch:,} x {result.seq:,} tokens "
+                f"exceeds {short}; the largest batch it holds is {result.max_batch:,}"
+            )
         return False, (
             f"DOES NOT FIT on {where}: batch {result.batch:,} x {result.seq:,} tokens needs {fmt_bytes(p.kv_bytes)} "
             f"of KV{' and state' if p.state_bytes else ''} per GPU, over {budget} by {fmt_bytes(need - p.budget_bytes)}; "

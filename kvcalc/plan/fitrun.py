@@ -4,8 +4,6 @@ start-up figures and refusal, and the latency goals."""
 
 from __future__ import annotations
 
-import math
-
 from kvcalc.plan.fit import FitResult
 
 
@@ -145,16 +143,21 @@ def fit_rows(
                 )
                 result.vllm.startup = vllm_fit.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
                 v = result.vllm
-                if result.batch == 1:  # one request: the longest max_model_len vLLM's start-up check accepts
+                held_at = vllm_fit.held_at(spec, terms, kv_logged, available, kv_dtype, dep.tp, block_size,
+                                           max_batched_tokens, max_num_seqs)  # fmt: skip
+                # one request: the longest max_model_len vLLM's start-up check accepts (adopt keeps it)
+                one = result.batch == 1
+                if one:
                     mem = vllm_fit.largest_context(spec, terms, kv_logged, v, max_batched_tokens)
                     result.max_seq_memory, result.max_seq = mem, capped_context(spec, mem)
-                adopt_engine_capacity(result, f"vLLM {v.version}", v.kv_cache_tokens, v.max_concurrency)
-            held = None  # the requests of s tokens an engine's own pool holds, where one decides memory
+                basis = f"vLLM {v.version}"
+                adopt_engine_capacity(
+                    result, basis, v.kv_cache_tokens, v.max_concurrency, spec=spec, held_at=held_at, context=not one
+                )
             if pool == "trtllm":
                 from kvcalc.plan import trtllm_fit
 
                 trtllm_fit.adopt_pool(result, spec, gpu, dep, dtype)
-                held = math.floor(result.max_concurrency)
             elif pool == "sglang":
                 from kvcalc.plan import sglang as sglang_fit
 
@@ -162,8 +165,12 @@ def fit_rows(
                     spec, gpu, tp=dep.tp, pp=dep.pp, seq=s, batch=b, dtype=dtype, steps=steps, **(sglang or {})
                 )
                 p = result.sglang
-                adopt_engine_capacity(result, f"SGLang {p.release}", p.kv_capacity_tokens, p.max_concurrency)
-                held = math.floor(p.max_concurrency)
+                basis = f"SGLang {p.release}"
+                held_at = sglang_fit.held_at(p)
+                adopt_engine_capacity(
+                    result, basis, p.kv_capacity_tokens, p.max_concurrency, spec=spec, held_at=held_at
+                )
+                result.fits = p.fits  # its refusals too
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:
@@ -183,7 +190,6 @@ def fit_rows(
                     dep=dep,
                     steps=steps,
                     engine=estimate_engine,  # the calibrated estimate decides the latency goals (None: the ceiling)
-                    memory_batch=held,
                 )
             # an engine's own pool holds the requests and decides the verdict, where one does
             judge = trtllm_fit.verdict if pool == "trtllm" else sglang_fit.verdict if pool == "sglang" else verdict

@@ -111,6 +111,19 @@ def predict(
     return pool
 
 
+def held_at(p):  # noqa: ANN001, ANN201
+    """requests of s tokens -> how many SGLang's pool holds at once: each DP rank's pool in whole pages a
+    request, at most max_running_requests a rank (the rule of pool.fits)."""
+
+    def held(s: int) -> int:
+        if p.refusal:
+            return 0
+        pages = -(-s // p.page_size) * p.page_size
+        return p.dp_size * min(p.max_total_num_tokens // pages, p.max_running_requests)
+
+    return held
+
+
 def verdict(result) -> tuple[bool, str]:  # noqa: ANN001
     """fit's verdict under SGLang's pool: one --seq request per pool, --batch of them across the DP ranks."""
     p = result.sglang
@@ -128,6 +141,7 @@ def verdict(result) -> tuple[bool, str]:  # noqa: ANN001
     if not p.fits:
         return False, (
             f"DOES NOT FIT under {label}: batch {result.batch:,} x {result.seq:,} tokens exceeds the pool "
-            f"({p.max_concurrency:.2f}x concurrency, max_running_requests {p.max_running_requests:,})"
+            f"({p.max_concurrency:.2f}x concurrency, max_running_requests {p.max_running_requests:,}); the largest "
+            f"batch it holds is {result.max_batch:,}"
         )
     return engine_verdict(result, label, p.max_concurrency)  # the goals as fit words them; SGLang's pool, memory

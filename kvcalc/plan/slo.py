@@ -26,13 +26,12 @@ def largest_batch(
     dep: Deployment = SINGLE,
     steps: list[str] | None = None,
     engine: str | None = None,
-    memory_batch: int | None = None,
 ) -> SloResult:
     """Never refuses: when no batch meets the goals (or none fits), `met` is False and the figures
     are batch 1's, so the verdict can say by how much the goal is missed. With `engine` (and no
     mbu / mfu what-if) the calibrated estimate decides, and `ceiling_batch` says what the bound allows:
-    a ceiling can only prove a miss. `memory_batch`: the requests an engine's own pool holds, where one decides
-    memory (SGLang's, TensorRT-LLM's), in place of kvcalc's own arithmetic (fit.max_batch)."""
+    a ceiling can only prove a miss. The batches searched are those memory holds (fit.max_batch: the engine's
+    own pool where one is named)."""
     for name, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive, got {value:g}")
@@ -74,7 +73,7 @@ def largest_batch(
     def ok(b: int) -> bool:
         return meets(b, tpot, ttft)
 
-    limit = fit.max_batch if memory_batch is None else memory_batch
+    limit = fit.max_batch
     best = largest_satisfying(limit, ok)
     ceiling_batch = largest_satisfying(limit, lambda b: meets(b, tpot_bound, ttft_bound)) if calibrated else None
     basis = (

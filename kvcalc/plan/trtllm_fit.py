@@ -25,25 +25,36 @@ def replica_pool(
 
 
 def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
-    """The row's capacity and concurrency become TensorRT-LLM's, at the row's reserve (fit's, or --reserve)."""
+    """The row's capacity, concurrency, largest batch and context become TensorRT-LLM's, at the row's reserve
+    (fit's, or --reserve): each rank's pool holds whole requests of its blocks, at most max_batch_size."""
+    from kvcalc.engines.trtllm import pool as trt
+
     dep = dep._replace(reserve_bytes=result.per_gpu.reserve_bytes)
-    adopt_engine_capacity(result, LABEL, *replica_pool(spec, gpu, dep, dtype, result.kv_dtype, result.seq))
+    blocks = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=result.kv_dtype).blocks
+
+    def held_at(s: int) -> int:
+        return min(dep.kv_ranks * (blocks // -(-s // trt.TOKENS_PER_BLOCK)), trt.MAX_BATCH_SIZE)
+
+    tokens, concurrency = replica_pool(spec, gpu, dep, dtype, result.kv_dtype, result.seq)
+    adopt_engine_capacity(result, LABEL, tokens, concurrency, spec=spec, held_at=held_at)
 
 
 def verdict(result: FitResult) -> tuple[bool, str]:
     """fit's verdict under TensorRT-LLM's pool: --batch requests of --seq tokens held at once."""
     from kvcalc.engines.kernels import gpu_refusal
+    from kvcalc.engines.trtllm.pool import MAX_BATCH_SIZE
 
     where = gpus_named(result)
     if why := gpu_refusal("trtllm", result.gpu):
         return False, f"TensorRT-LLM would not start on {where}: {why}"
     held = result.max_concurrency
     pool = f"its pool of {result.kv_capacity_tokens:,} tokens (free_gpu_memory_fraction {result.gpu_util:g})"
-    if held < 1:
+    if result.max_batch < 1:
         return False, f"DOES NOT FIT under {LABEL} on {where}: one {result.seq:,}-token request needs more than {pool}"
-    if held < result.batch:
+    if not result.fits:
         return False, (
             f"DOES NOT FIT under {LABEL} on {where}: batch {result.batch:,} x {result.seq:,} tokens exceeds {pool}, "
-            f"{held:.2f}x concurrency"
+            f"{held:.2f}x concurrency (max_batch_size {MAX_BATCH_SIZE:,}); the largest batch it holds is "
+            f"{result.max_batch:,}"
         )
     return engine_verdict(result, LABEL, held)  # the goals as fit words them; the pool decided memory

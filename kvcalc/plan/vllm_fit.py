@@ -183,6 +183,30 @@ def figures(
     return v
 
 
+def held_at(
+    spec: ModelSpec,
+    terms,  # noqa: ANN001
+    kv_bytes: int | None,
+    available: int,
+    kv_dtype: str,
+    tp: int,
+    block_size: int,
+    max_batched_tokens: int,
+    max_num_seqs: int,
+):  # noqa: ANN201
+    """requests of s tokens -> how many vLLM's pool holds at once: whole requests of its blocks (the
+    same pool at every s), at most max_num_seqs."""
+
+    def held(s: int) -> int:
+        v = figures(
+            spec, terms, kv_bytes, available, kv_dtype=kv_dtype, tp=tp, seq=s, block_size=block_size,
+            max_batched_tokens=max_batched_tokens, steps=None,
+        )  # fmt: skip
+        return min(v.num_blocks // v.blocks_per_request, max_num_seqs) if v.blocks_per_request else max_num_seqs
+
+    return held
+
+
 def default_seqs(spec: ModelSpec, is_vllm: bool) -> list[int]:
     """--seq left out: 8k, or under --engine vllm vLLM's own default max_model_len (the model's
     max_position_embeddings: 131,072 for Llama-3.1-8B)."""

@@ -16,6 +16,15 @@ def _reserve_note(result) -> str:  # noqa: ANN001
     return "activations, graphs, buffers (--reserve)"
 
 
+def _total_note(result, within: bool) -> str:  # noqa: ANN001
+    """The total row's word: fits / DOES NOT FIT, and where an engine's own pool decides memory and disagrees
+    with these bytes (its pages, groups and fraction differ from kvcalc's), both, the pool's deciding."""
+    said = "fits" if result.fits else "DOES NOT FIT"
+    if result.capacity_basis == "kvcalc" or within == result.fits:
+        return said
+    return f"{'within' if within else 'over'} this budget; {said} in {result.capacity_basis}'s pool"
+
+
 def fit_sheet(result) -> Sheet:  # noqa: ANN001
     from kvcalc.plan.fit import FitResult
 
@@ -29,6 +38,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         columns=["per GPU", "bytes", ""],
         text_columns=(0, 2),
     )
+    total = p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes
     kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
     if result.kv_heads_per_rank is not None:
         kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
@@ -43,11 +53,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ["KV cache", _bytes(p.kv_bytes), kv_note],
         ["SSM / linear state", _bytes(p.state_bytes), "constant per sequence"] if p.state_bytes else None,
         ["reserve", _bytes(p.reserve_bytes), _reserve_note(result)],
-        [
-            "total",
-            _bytes(p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes),
-            "fits" if result.fits else "DOES NOT FIT",
-        ],
+        ["total", _bytes(total), _total_note(result, total <= p.budget_bytes)],
         ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
     ]
     sheet.rows = [r for r in sheet.rows if r]
@@ -57,8 +63,9 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ranks = f"DP attention over {result.tp} ranks (each keeps its own requests' KV)" if result.dp_attention else ""
         experts = f"expert parallelism {result.ep}" if result.ep > 1 else ""
         sheet.notes.append(f"Layout: {', '.join(x for x in (ranks, experts) if x)}; KV capacity counts every rank.")
-    sheet.notes.append(f"Largest batch at {result.seq:,} tokens: {result.max_batch:,}.")
-    sheet.notes.append(f"Largest context at batch {result.batch:,}: {_largest_context(result)}.")
+    whose = "" if result.capacity_basis == "kvcalc" else f" ({result.capacity_basis}'s pool)"
+    sheet.notes.append(f"Largest batch at {result.seq:,} tokens{whose}: {result.max_batch:,}.")
+    sheet.notes.append(f"Largest context at batch {result.batch:,}{whose}: {_largest_context(result)}.")
     basis = "" if result.capacity_basis == "kvcalc" else f" ({result.capacity_basis}'s definition)"
     sheet.notes.append(
         f"KV capacity{basis}: {result.kv_capacity_tokens:,} tokens; "
@@ -124,6 +131,8 @@ def _largest_context(result) -> str:  # noqa: ANN001
     memory = result.max_seq_memory
     if result.max_seq is None:
         return "unbounded by memory (no layer's cache grows with the context)"
+    if result.max_seq == 0:
+        return f"none: {result.batch:,} requests are never held at once"
     if memory is None or memory > result.max_seq:
         held = "any length: no layer's cache grows with it" if memory is None else f"{memory:,}"
         return f"{result.max_seq:,} tokens, the model's max_position_embeddings (memory would hold {held})"
