@@ -339,3 +339,26 @@ def test_the_largest_batch_and_context_under_sglang_are_its_pools():
                        "--engine", "sglang", "--format", "json").stdout)  # fmt: skip
     row = r[0] if isinstance(r, list) else r
     assert row["fits"] and row["max_batch"] == 49 and row["max_seq"] == 404_556 // 49
+
+
+def test_fit_under_sglang_divides_the_gpu_as_sglang_does():
+    # The per-GPU table under --engine sglang is SGLang's own division of one rank, summing to the CUDA total:
+    # in use before load + weights as loaded + (1 - mem_fraction_static) of the memory free before load + the
+    # pools (+ what whole pages leave). Llama-3.1-70B on 4 x H100, 60 x 8k: 491,520 tokens asked of 404,556.
+    from kvcalc.units import fmt_bytes
+
+    args = ("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "sglang")
+    p = json.loads(run(*args, "--format", "json").stdout)
+    p = (p[0] if isinstance(p, list) else p)["sglang"]
+    before = p["cuda_total_bytes"] - p["pre_load_free_bytes"]
+    held = int(p["pre_load_free_bytes"] * (1 - p["mem_fraction_static"]))
+    pool = p["k_bytes"] + p["v_bytes"]
+    assert pool == (404_556 + 1) * p["cell_bytes"]  # SGLang's buffers hold a padding slot beyond #tokens
+    left = p["cuda_total_bytes"] - before - p["weights_bytes"] - held - pool
+    assert abs(left) < p["cell_bytes"]  # whole tokens of the pool, and nothing else, are left (the padding slot: over)
+    out = run(*args).stdout
+    for word, n in (("before load", before), ("weights", p["weights_bytes"]), ("held back", held), ("KV pool", pool)):
+        (line,) = [x for x in out.splitlines() if x.strip().startswith(f"{word}  ")]
+        assert fmt_bytes(n) in line
+    assert "491,520 of the pool's 404,556, DOES NOT FIT" in out
+    assert "Accounting: SGLang 0.5.5: weights as it loads them" in out and "vLLM" not in out.split("Verdict")[0]

@@ -171,6 +171,9 @@ def fit_rows(
                     result, basis, p.kv_capacity_tokens, p.max_concurrency, spec=spec, held_at=held_at
                 )
                 result.fits = p.fits  # its refusals too
+                result.accounting = (
+                    f"SGLang {p.release}: weights as it loads them, mem_fraction_static of the memory free before load"
+                )
             if goals and s in slos:
                 result.slo = slos[s]
             elif goals:

@@ -57,6 +57,10 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
     ]
     sheet.rows = [r for r in sheet.rows if r]
+    if result.sglang is not None and not result.sglang.refusal:  # SGLang's pool decides: its own division
+        from kvcalc.present.sglang import table_rows
+
+        sheet.rows = table_rows(result)
     sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
     sheet.notes.append(f"Accounting: {result.accounting}.")
     if result.dp_attention or result.ep > 1:

@@ -1,6 +1,44 @@
-"""SGLang's predicted start-up figures as fit's sheet notes (fit --engine sglang)."""
+"""SGLang's predicted start-up figures on fit's sheet (fit --engine sglang): its per-GPU table and notes."""
 
 from __future__ import annotations
+
+from kvcalc.units import fmt_bytes
+
+
+def table_rows(result) -> list[list[str]]:  # noqa: ANN001
+    """fit's per-GPU table as SGLang divides one rank's memory: what was in use before the weights load
+    (CUDA context, NCCL), the weights as loaded, the share mem_fraction_static holds back (activations, CUDA
+    graphs), the state and KV pools, and what the requested batch takes of the pool, with the verdict word."""
+    p = result.sglang
+    pool = (p.k_bytes or 0) + (p.v_bytes or 0) + (p.kv_bytes or 0)
+    held = int(p.pre_load_free_bytes * (1 - p.mem_fraction_static))
+    before = p.cuda_total_bytes - p.pre_load_free_bytes
+    left = p.cuda_total_bytes - before - p.weights_bytes - held - p.mamba_bytes - pool
+    dp = f" (a DP rank's; {p.dp_size} ranks)" if p.dp_size > 1 else ""
+    tokens = -(-result.batch // p.dp_size) * (-(-result.seq // p.page_size) * p.page_size)
+    need = "" if p.swa_tokens is not None else fmt_bytes(tokens * p.cell_bytes)
+    word = "fits" if p.fits else "DOES NOT FIT"
+    rows = [
+        ["before load", fmt_bytes(before), "CUDA context, NCCL (in use before the weights load)"],
+        ["weights", fmt_bytes(p.weights_bytes), f"as SGLang {p.release} loads them"],
+        [
+            "held back",
+            fmt_bytes(held),
+            f"(1 - mem_fraction_static {p.mem_fraction_static:g}) x {fmt_bytes(p.pre_load_free_bytes)} free before "
+            "load: activations, CUDA graphs",
+        ],
+        ["state pool", fmt_bytes(p.mamba_bytes), "SSM / linear-attention states"] if p.mamba_bytes else None,
+        ["KV pool", fmt_bytes(pool), f"{p.max_total_num_tokens:,} tokens{dp}"],
+        ["not allocated", fmt_bytes(left), "the pool's whole pages and reserves"] if left > 0 else None,
+        ["GPU memory", fmt_bytes(p.cuda_total_bytes), f"CUDA total (nvidia-smi {p.gpu_mem_mib:,} MiB)"],
+        [
+            "batch's KV",
+            need,
+            f"{result.batch:,} x {result.seq:,} tokens: {tokens:,} of the pool's {p.max_total_num_tokens:,}"
+            f"{' a rank' if p.dp_size > 1 else ''}, {word}",
+        ],
+    ]
+    return [r for r in rows if r]
 
 
 def notes(p) -> list[str]:  # noqa: ANN001
