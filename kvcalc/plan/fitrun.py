@@ -4,6 +4,8 @@ start-up figures and refusal, and the latency goals."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from kvcalc.plan.fit import FitResult
 
 
@@ -129,22 +131,14 @@ def fit_rows(
             per = result.per_gpu
             available = per.budget_bytes - per.weight_bytes - per.reserve_bytes
             if is_vllm and (kv_logged is not None or available > 0):
-                result.vllm = vllm_fit.figures(
-                    spec,
-                    terms,
-                    kv_logged,
-                    available,
-                    kv_dtype=kv_dtype,
-                    tp=dep.tp,
-                    seq=s,
-                    block_size=block_size,
-                    max_batched_tokens=max_batched_tokens,
-                    steps=steps,
-                )
+                at = partial(  # vLLM's figures for requests of `seq` tokens, one pool at every seq
+                    vllm_fit.figures, spec, terms, kv_logged, available, kv_dtype=kv_dtype, tp=dep.tp,
+                    block_size=block_size, max_batched_tokens=max_batched_tokens, steps=None,
+                )  # fmt: skip
+                result.vllm = at(seq=s, steps=steps)
                 result.vllm.startup = vllm_fit.startup(spec, terms, kv_logged, result.vllm, s, max_batched_tokens)
                 v = result.vllm
-                held_at = vllm_fit.held_at(spec, terms, kv_logged, available, kv_dtype, dep.tp, block_size,
-                                           max_batched_tokens, max_num_seqs)  # fmt: skip
+                held_at = vllm_fit.held_at(at, max_num_seqs)
                 # one request: the longest max_model_len vLLM's start-up check accepts (adopt keeps it)
                 one = result.batch == 1
                 if one:

@@ -183,25 +183,12 @@ def figures(
     return v
 
 
-def held_at(
-    spec: ModelSpec,
-    terms,  # noqa: ANN001
-    kv_bytes: int | None,
-    available: int,
-    kv_dtype: str,
-    tp: int,
-    block_size: int,
-    max_batched_tokens: int,
-    max_num_seqs: int,
-):  # noqa: ANN201
-    """requests of s tokens -> how many vLLM's pool holds at once: whole requests of its blocks (the
-    same pool at every s), at most max_num_seqs."""
+def held_at(figures_at, max_num_seqs: int):  # noqa: ANN001, ANN201
+    """requests of s tokens -> how many vLLM's pool holds at once: whole requests of its blocks, at most
+    max_num_seqs. `figures_at(seq=s)`: figures() for that pool at s."""
 
     def held(s: int) -> int:
-        v = figures(
-            spec, terms, kv_bytes, available, kv_dtype=kv_dtype, tp=tp, seq=s, block_size=block_size,
-            max_batched_tokens=max_batched_tokens, steps=None,
-        )  # fmt: skip
+        v = figures_at(seq=s)
         return min(v.num_blocks // v.blocks_per_request, max_num_seqs) if v.blocks_per_request else max_num_seqs
 
     return held
