@@ -19,9 +19,13 @@ def replica_pool(
     times one rank's."""
     from kvcalc.engines.trtllm import pool as trt
 
-    p = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype)
-    r = dep.kv_ranks
-    return r * p.tokens, r * p.blocks / -(-seq // trt.TOKENS_PER_BLOCK)
+    return _replica(trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype).blocks, dep.kv_ranks, seq)
+
+
+def _replica(blocks: int, ranks: int, seq: int) -> tuple[int, float]:
+    from kvcalc.engines.trtllm.pool import TOKENS_PER_BLOCK
+
+    return ranks * blocks * TOKENS_PER_BLOCK, ranks * blocks / -(-seq // TOKENS_PER_BLOCK)
 
 
 def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
@@ -35,7 +39,7 @@ def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment
     def held_at(s: int) -> int:
         return min(dep.kv_ranks * (blocks // -(-s // trt.TOKENS_PER_BLOCK)), trt.MAX_BATCH_SIZE)
 
-    tokens, concurrency = replica_pool(spec, gpu, dep, dtype, result.kv_dtype, result.seq)
+    tokens, concurrency = _replica(blocks, dep.kv_ranks, result.seq)
     adopt_engine_capacity(result, LABEL, tokens, concurrency, spec=spec, held_at=held_at)
 
 
