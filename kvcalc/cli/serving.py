@@ -203,6 +203,10 @@ def fit(
     attention (each rank keeps its own requests' KV) and node boundaries. --gpu and --batch and --seq
     take lists and ranges: one row per combination.
 
+    Under --engine vllm, sglang or trtllm the engine's own pool answers every memory question: whether the
+    batch fits, the largest batch at --seq and the largest context at --batch (whole blocks or pages, the
+    engine's cap on running requests), the KV capacity and the concurrency.
+
     Always prints the table and a verdict. Exit status: 0 when every combination fits (and meets
     --tpot-ms / --ttft-ms), 3 when one does not fit or misses a goal, 2 for a usage error.
 
