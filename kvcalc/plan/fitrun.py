@@ -164,7 +164,6 @@ def fit_rows(
                 adopt_engine_capacity(
                     result, basis, p.kv_capacity_tokens, p.max_concurrency, spec=spec, held_at=held_at
                 )
-                result.fits = p.fits  # its refusals too
                 result.accounting = (
                     f"SGLang {p.release}: weights as it loads them, mem_fraction_static of the memory free before load"
                 )

@@ -112,14 +112,13 @@ def predict(
 
 
 def held_at(p):  # noqa: ANN001, ANN201
-    """requests of s tokens -> how many SGLang's pool holds at once: each DP rank's pool in whole pages a
-    request, at most max_running_requests a rank (the rule of pool.fits)."""
+    """requests of s tokens -> how many SGLang's pool holds at once (none where SGLang would not start)."""
+    from kvcalc.engines.sglang.pool import requests_held
 
     def held(s: int) -> int:
-        if p.refusal:
-            return 0
-        pages = -(-s // p.page_size) * p.page_size
-        return p.dp_size * min(p.max_total_num_tokens // pages, p.max_running_requests)
+        return (
+            0 if p.refusal else requests_held(p.max_total_num_tokens, p.page_size, p.max_running_requests, p.dp_size, s)
+        )
 
     return held
 

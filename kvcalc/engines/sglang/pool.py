@@ -200,6 +200,12 @@ def _act_dtype(spec: ModelSpec) -> str:
     return "bf16" if declared == "fp32" else declared
 
 
+def requests_held(tokens: int, page: int, max_running: int, dp: int, seq: int) -> int:
+    """Requests of `seq` tokens SGLang's pools hold at once: each of the dp ranks' pools of `tokens` in whole
+    pages a request, at most max_running_requests a rank."""
+    return dp * min(tokens // (math.ceil(seq / page) * page), max_running)
+
+
 def predict(
     spec: ModelSpec,
     gpu: GpuSpec,
@@ -340,8 +346,8 @@ def predict(
         k_b, v_b, kv_b = slots * k_cell, slots * (cell - k_cell), None
     del bits
     capacity = tokens * dp
-    per_pool = tokens // (math.ceil(seq / page) * page) if tokens else 0
-    fits = refusal is None and per_pool >= 1 and batch <= dp * min(per_pool, mrr)
+    held = requests_held(tokens, page, mrr, dp, seq)
+    fits = refusal is None and held >= 1 and batch <= held
     pool = SglangPool(
         release=settings.release,
         mem_fraction_static=fraction,
