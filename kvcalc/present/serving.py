@@ -25,24 +25,14 @@ def _total_note(result, within: bool) -> str:  # noqa: ANN001
     return f"{'within' if within else 'over'} this budget; {said} in {result.capacity_basis}'s pool"
 
 
-def fit_sheet(result) -> Sheet:  # noqa: ANN001
-    from kvcalc.plan.fit import FitResult
-
-    assert isinstance(result, FitResult)
+def _kvcalc_rows(result) -> list[list[str]]:  # noqa: ANN001
+    """fit's per-GPU table by kvcalc's arithmetic: weights, KV, state and reserve against the budget."""
     p = result.per_gpu
-    where = f"one {result.gpu}"
-    if result.tp * result.pp > 1:
-        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
-    sheet = Sheet(
-        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.weight_format or result.dtype} weights, {result.kv_dtype} KV",
-        columns=["per GPU", "bytes", ""],
-        text_columns=(0, 2),
-    )
     total = p.weight_bytes + p.kv_bytes + p.state_bytes + p.reserve_bytes
     kv_note = f"batch {result.batch:,}, blocks of {result.block_size}"
     if result.kv_heads_per_rank is not None:
         kv_note += f", {plural(result.kv_heads_per_rank, 'KV head')} per rank"
-    sheet.rows += [
+    rows = [
         [
             "weights",
             _bytes(p.weight_bytes),
@@ -56,11 +46,27 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         ["total", _bytes(total), _total_note(result, total <= p.budget_bytes)],
         ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
     ]
-    sheet.rows = [r for r in sheet.rows if r]
+    return [r for r in rows if r]
+
+
+def fit_sheet(result) -> Sheet:  # noqa: ANN001
+    from kvcalc.plan.fit import FitResult
+
+    assert isinstance(result, FitResult)
+    where = f"one {result.gpu}"
+    if result.tp * result.pp > 1:
+        where = f"{result.tp * result.pp} x {result.gpu} (tp {result.tp}, pp {result.pp}; the tightest GPU)"
+    sheet = Sheet(
+        title=f"Fit: {result.model} on {where}, {result.batch:,} x {result.seq:,} tokens, {result.weight_format or result.dtype} weights, {result.kv_dtype} KV",
+        columns=["per GPU", "bytes", ""],
+        text_columns=(0, 2),
+    )
     if result.sglang is not None and not result.sglang.refusal:  # SGLang's pool decides: its own division
         from kvcalc.present.sglang import table_rows
 
         sheet.rows = table_rows(result)
+    else:
+        sheet.rows = _kvcalc_rows(result)
     sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
     sheet.notes.append(f"Accounting: {result.accounting}.")
     if result.dp_attention or result.ep > 1:
