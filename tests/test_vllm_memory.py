@@ -736,3 +736,53 @@ def test_engines_that_build_the_gate_in_float32():
     bf16 = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=4)
     assert vllm.router - bf16.router == 62 * 256 * 3072 * 2 == 97_517_568
     assert vllm.total - bf16.total == 97_517_568
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "extra"),
+    [
+        # glm4_moe.py's gate is nn.Linear(..., dtype=torch.float32): GLM-4.5, 89 MoE layers of 160 experts, hidden 5,120
+        ("glm-4.5", "h200", 8, 89 * 160 * 5120 * 2),
+        # Glm4MoeLite inherits it: GLM-4.7-Flash, 46 MoE layers of 64 experts, hidden 2,048
+        ("glm-4.7-flash", "h100", 4, 46 * 64 * 2048 * 2),
+        # mimo_v2_flash.py: the config's moe_router_dtype, float32 when it names none (MiMo-V2-Flash's does not):
+        # 47 MoE layers of 256 experts, hidden 4,096
+        ("mimo-v2-flash", "h200", 8, 47 * 256 * 4096 * 2),
+        # nemotron_h.py's GateLinear(force_fp32_compute=True) keeps a bf16 weight only where the SM90 / SM100 router
+        # kernels run: float32 on an A100 or MI300X, bf16 on an H100. Nemotron 3 Nano: 23 MoE layers, 128 x 2,688
+        ("nemotron-3-nano-30b-a3b", "a100", 2, 23 * 128 * 2688 * 2),
+        ("nemotron-3-nano-30b-a3b", "mi300x", 1, 23 * 128 * 2688 * 2),
+        ("nemotron-3-nano-30b-a3b", "h100", 2, 0),
+        # GLM-5's gate is deepseek_v2.py's GateLinear in the model dtype, whatever the config's moe_router_dtype says
+        ("glm-5.2", "b200", 8, 0),
+    ],
+)
+def test_vllm_gate_dtype_by_family(model, gpu, tp, extra):
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+
+    spec = get_model(model)
+    vllm = predict(spec, get_gpu(gpu), Settings(tp=tp)).weights
+    model_dtype = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=tp)
+    assert vllm.router - model_dtype.router == extra
+
+
+def test_vllm_gate_dtype_the_config_declares():
+    # Ling 2.0 (bailing_moe.py): the gate in the model dtype unless the config's router_dtype is "fp32"
+    from test_ernie_bailing import LING_MINI_2
+
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.hf.reader import spec_from_config
+    from kvcalc.model.presets import get_gpu
+
+    plain = spec_from_config(LING_MINI_2, "ling-mini-2.0", "config.json")
+    fp32 = spec_from_config({**LING_MINI_2, "router_dtype": "fp32"}, "ling-mini-2.0", "config.json")
+    assert plain.checkpoint is not None and plain.checkpoint.router_dtype is None
+    assert fp32.checkpoint is not None and fp32.checkpoint.router_dtype == "fp32"
+    h100 = get_gpu("h100")
+    a, b = (predict(s, h100, Settings(tp=1)).weights.router for s in (plain, fp32))
+    assert b - a == 19 * 256 * 2048 * 2  # 19 MoE layers (first_k_dense_replace 1 of 20), 256 experts, hidden 2,048
+    # SGLang's bailing_moe.py reads the same key; its GLM-4.5 gate (Glm4MoeGate) is in the model dtype
+    from kvcalc.engines.gates import sglang_gate_bytes as gate_bytes
+
+    assert (gate_bytes(plain), gate_bytes(fp32), gate_bytes(get_model("glm-4.5"))) == (None, 4, None)

@@ -130,6 +130,7 @@ class Checkpoint(BaseModel):
     rotary_dim: int | None = None  # columns of vLLM's cos/sin cache (head_dim x partial_rotary_factor)
     vision: bool = False  # a vision_config: an encoder and projector are loaded and profiled too
     declared_dtype: str | None = None  # torch_dtype of the config (fp32, bf16, fp16)
+    router_dtype: str | None = None  # the MoE gate's dtype where the config names it (router_dtype, moe_router_dtype)
     # rows of each cos/sin cache vLLM builds, when not the one max_position_embeddings table
     rotary_rows: tuple[int, ...] | None = None
     # each of those caches' columns, when they differ (Gemma 4's full layers: global_head_dim); None: rotary_dim
@@ -322,9 +323,13 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         head_dim = hidden // heads
     rotary = _rotated(head_dim, text.get("partial_rotary_factor", 1.0)) if isinstance(head_dim, int) else None
     stored = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
-    declared = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(stored)
+    names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    declared = names.get(stored)
+    # Ling writes "fp32", MiMo and GLM-5.2 "float32"
+    router = str(text.get("moe_router_dtype") or text.get("router_dtype") or "").removeprefix("torch.")
     return Checkpoint(
         declared_dtype=declared,
+        router_dtype=names.get(router, router if router in names.values() else None),
         quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),

@@ -16,6 +16,7 @@ divides by 1 << 30). Pure.
 import math
 
 from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
+from kvcalc.engines.gates import sglang_gate_bytes
 from kvcalc.engines.runtime import (
     CUDA_CONTEXT_BYTES,
     SGLANG_TP_INIT_NVLS_BYTES,
@@ -32,9 +33,6 @@ from kvcalc.results import Result
 from kvcalc.units import dtype_bits
 
 GIB = 2**30
-# Models whose MoE gate SGLang builds in float32 whatever the model dtype (ReplicatedLinear(..., params_dtype=
-# torch.float32) in models/minimax_m2.py and grok.py)
-FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Grok1ForCausalLM"})
 
 
 def mxfp4_layout(gpu: GpuSpec) -> str | None:
@@ -277,7 +275,7 @@ def predict(
     vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None
-    router, mxfp4 = 4 if spec.architecture in FP32_ROUTERS else None, mxfp4_layout(gpu)
+    router, mxfp4 = sglang_gate_bytes(spec), mxfp4_layout(gpu)
     for layers in ranges:
         w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4)
         wb = w.total + LOAD_OVERHEAD_BYTES

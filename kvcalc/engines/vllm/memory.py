@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from kvcalc.engines.gates import vllm_gate_bytes
 from kvcalc.engines.runtime import NVLS_BYTES, has_nvls
 from kvcalc.engines.weights import WeightBytes, padded_vocab, weight_bytes
 from kvcalc.hardware.gpu import GpuSpec
@@ -222,7 +223,7 @@ def predict(
     for layers in ranges:
         w = weight_bytes(
             spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_layout=mxfp4,
-            router_bytes=4 if spec.architecture in FP32_ROUTERS else None,
+            router_bytes=vllm_gate_bytes(spec, gpu),
         )  # fmt: skip
         first_weights = first_weights or w
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)
@@ -275,11 +276,6 @@ def _format_name(quant: Quantization | None, act_dtype: str) -> str:
     if quant.experts:
         parts.append(f"experts {quant.experts.name}")
     return " ".join(parts)
-
-
-# Models whose MoE gate vLLM 0.19 builds in float32 whatever the model dtype (ReplicatedLinear(...,
-# params_dtype=torch.float32) in minimax_m2.py and ernie45_moe.py)
-FP32_ROUTERS = frozenset({"MiniMaxM2ForCausalLM", "Ernie4_5_MoeForCausalLM"})
 
 
 def mxfp4_layout(gpu: GpuSpec) -> str | None:

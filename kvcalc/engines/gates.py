@@ -1,0 +1,67 @@
+"""The dtype each engine builds an MoE model's gate (router) weight in, where it is not the model dtype.
+
+Read from the engines' model files: the gate is a replicated linear outside the quantized layers, so a float32
+one costs every rank 2 bytes more a weight than a bf16 one (GLM-4.5: 139 MiB a rank). `engines/weights.py`
+takes the answer as `router_bytes`.
+"""
+
+from __future__ import annotations
+
+from kvcalc.engines.kernels import kernel_family
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
+
+# Models whose MoE gate vLLM 0.19 builds in float32 whatever the model dtype: ReplicatedLinear(...,
+# params_dtype=torch.float32) in minimax_m2.py, minimax_text_01.py, ernie45_moe.py and step3p5.py; nn.Linear(...,
+# dtype=torch.float32) in glm4_moe.py (GLM-4.5 to 4.7; glm4_moe_lite.py's Glm4MoeLite inherits it) and afmoe.py
+VLLM_FP32 = frozenset(
+    {
+        "MiniMaxM2ForCausalLM",
+        "MiniMaxText01ForCausalLM",
+        "MiniMaxM1ForCausalLM",
+        "MiniMaxForCausalLM",
+        "Ernie4_5_MoeForCausalLM",
+        "Step3p5ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "Glm4MoeLiteForCausalLM",
+        "AfmoeForCausalLM",
+    }
+)
+# Models whose gate dtype the config chooses (router_dtype / moe_router_dtype), with vLLM's choice when it is
+# silent: mimo_v2_flash.py getattr(config, "moe_router_dtype", "float32"); bailing_moe_linear.py float32 unless
+# the config names another; bailing_moe.py and longcat_flash.py the model dtype unless it says float32
+VLLM_DECLARED: dict[str, str | None] = {
+    "MiMoV2FlashForCausalLM": "fp32",
+    "BailingMoeV2_5ForCausalLM": "fp32",
+    "BailingMoeForCausalLM": None,
+    "BailingMoeV2ForCausalLM": None,
+    "LongcatFlashForCausalLM": None,
+}
+# SGLang 0.5.5: ReplicatedLinear(..., params_dtype=torch.float32) in models/minimax_m2.py and grok.py; and where
+# the config asks for it, bailing_moe.py's BailingMoEGate (router_dtype "fp32", else the model dtype)
+SGLANG_FP32 = frozenset({"MiniMaxM2ForCausalLM", "Grok1ForCausalLM"})
+SGLANG_DECLARED = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"})
+
+
+def _declared(spec: ModelSpec) -> str | None:
+    return spec.checkpoint.router_dtype if spec.checkpoint else None
+
+
+def vllm_gate_bytes(spec: ModelSpec, gpu: GpuSpec) -> int | None:
+    """Bytes per MoE gate weight where vLLM 0.19 builds the gate in float32 (4), else None (the model dtype)."""
+    arch = spec.architecture or ""
+    if arch in VLLM_FP32:
+        return 4
+    if arch in VLLM_DECLARED:
+        return 4 if (_declared(spec) or VLLM_DECLARED[arch]) == "fp32" else None
+    if arch == "NemotronHForCausalLM" and spec.experts:
+        # nemotron_h.py: GateLinear(force_fp32_compute=True) stores its weight in float32 unless the SM90 / SM100
+        # router kernels can take the bf16 one (gate_linear.py: CUDA, Hopper or datacenter Blackwell, no bias)
+        return None if kernel_family(gpu) in ("hopper", "blackwell") else 4
+    return None
+
+
+def sglang_gate_bytes(spec: ModelSpec) -> int | None:
+    """Bytes per MoE gate weight where SGLang builds the gate in float32 (4), else None (the model dtype)."""
+    arch = spec.architecture or ""
+    return 4 if arch in SGLANG_FP32 or (arch in SGLANG_DECLARED and _declared(spec) == "fp32") else None
