@@ -724,23 +724,12 @@ def test_linear_biases_split_as_their_layers():
     assert extra == 24 * (allocated(32 * 2 * 2880 * 2) + allocated(32 * 2880 * 2))
 
 
-def test_engines_that_build_the_gate_in_float32():
-    # MiniMax-M2.5: 62 MoE layers, 256 experts, hidden 3,072. vLLM's minimax_m2.py (and SGLang's) build the gate
-    # as ReplicatedLinear(..., params_dtype=torch.float32): 4 bytes a weight where a Llama-style MoE's is bf16
-    from kvcalc.engines.vllm.memory import Settings, predict
-    from kvcalc.model.presets import get_gpu
-
-    spec = get_model("minimax-m2.5")
-    assert spec.num_layers == 62 and spec.experts == 256 and spec.hidden_size == 3072
-    vllm = predict(spec, get_gpu("h200"), Settings(tp=4)).weights
-    bf16 = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=4)
-    assert vllm.router - bf16.router == 62 * 256 * 3072 * 2 == 97_517_568
-    assert vllm.total - bf16.total == 97_517_568
-
-
 @pytest.mark.parametrize(
     ("model", "gpu", "tp", "extra"),
     [
+        # minimax_m2.py (vLLM's and SGLang's) builds the gate as ReplicatedLinear(..., params_dtype=torch.float32):
+        # MiniMax-M2.5, 62 MoE layers of 256 experts, hidden 3,072: 4 bytes a weight where a Llama-style MoE's is bf16
+        ("minimax-m2.5", "h200", 4, 62 * 256 * 3072 * 2),
         # glm4_moe.py's gate is nn.Linear(..., dtype=torch.float32): GLM-4.5, 89 MoE layers of 160 experts, hidden 5,120
         ("glm-4.5", "h200", 8, 89 * 160 * 5120 * 2),
         # Glm4MoeLite inherits it: GLM-4.7-Flash, 46 MoE layers of 64 experts, hidden 2,048
@@ -765,12 +754,14 @@ def test_vllm_gate_dtype_by_family(model, gpu, tp, extra):
     vllm = predict(spec, get_gpu(gpu), Settings(tp=tp)).weights
     model_dtype = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=tp)
     assert vllm.router - model_dtype.router == extra
+    assert vllm.total - model_dtype.total == extra
 
 
 def test_vllm_gate_dtype_the_config_declares():
     # Ling 2.0 (bailing_moe.py): the gate in the model dtype unless the config's router_dtype is "fp32"
     from test_ernie_bailing import LING_MINI_2
 
+    from kvcalc.engines.gates import sglang_gate_bytes
     from kvcalc.engines.vllm.memory import Settings, predict
     from kvcalc.model.hf.reader import spec_from_config
     from kvcalc.model.presets import get_gpu
@@ -783,6 +774,4 @@ def test_vllm_gate_dtype_the_config_declares():
     a, b = (predict(s, h100, Settings(tp=1)).weights.router for s in (plain, fp32))
     assert b - a == 19 * 256 * 2048 * 2  # 19 MoE layers (first_k_dense_replace 1 of 20), 256 experts, hidden 2,048
     # SGLang's bailing_moe.py reads the same key; its GLM-4.5 gate (Glm4MoeGate) is in the model dtype
-    from kvcalc.engines.gates import sglang_gate_bytes as gate_bytes
-
-    assert (gate_bytes(plain), gate_bytes(fp32), gate_bytes(get_model("glm-4.5"))) == (None, 4, None)
+    assert [sglang_gate_bytes(s) for s in (plain, fp32, get_model("glm-4.5"))] == [None, 4, None]
