@@ -773,5 +773,19 @@ def test_vllm_gate_dtype_the_config_declares():
     h100 = get_gpu("h100")
     a, b = (predict(s, h100, Settings(tp=1)).weights.router for s in (plain, fp32))
     assert b - a == 19 * 256 * 2048 * 2  # 19 MoE layers (first_k_dense_replace 1 of 20), 256 experts, hidden 2,048
-    # SGLang's bailing_moe.py reads the same key; its GLM-4.5 gate (Glm4MoeGate) is in the model dtype
-    assert [sglang_gate_bytes(s) for s in (plain, fp32, get_model("glm-4.5"))] == [None, 4, None]
+    # SGLang's bailing_moe.py reads the same key. Its GLM-4.5 gate (Glm4MoeGate) is in the model dtype up to
+    # 0.5.18 and float32 from 0.5.19 (read in the released wheels)
+    glm, v5, v18, v19 = get_model("glm-4.5"), (0, 5, 5), (0, 5, 18), (0, 5, 19)
+    assert [sglang_gate_bytes(s, v5) for s in (plain, fp32, glm)] == [None, 4, None]
+    assert (sglang_gate_bytes(glm, v18), sglang_gate_bytes(glm, v19)) == (None, 4)
+
+
+def test_sglang_weights_follow_its_release_gate_dtype():
+    # fit --engine sglang: GLM-4.5's gate, 89 MoE layers x 160 experts x hidden 5,120, 2 bytes more a weight
+    # from 0.5.19; the pool loses what the weights gained
+    a, b = (
+        run_json("fit", "glm-4.5", "--gpu", "h200", "--tp", "8", "--engine", "sglang", "--engine-version", v)["sglang"]
+        for v in ("0.5.18", "0.5.19")
+    )
+    assert b["weights_bytes"] - a["weights_bytes"] == 89 * 160 * 5120 * 2
+    assert b["max_total_num_tokens"] < a["max_total_num_tokens"]

@@ -37,10 +37,13 @@ VLLM_DECLARED: dict[str, str | None] = {
     "BailingMoeV2ForCausalLM": None,
     "LongcatFlashForCausalLM": None,
 }
-# SGLang 0.5.5: ReplicatedLinear(..., params_dtype=torch.float32) in models/minimax_m2.py and grok.py; and where
-# the config asks for it, bailing_moe.py's BailingMoEGate (router_dtype "fp32", else the model dtype)
+# SGLang: ReplicatedLinear(..., params_dtype=torch.float32) in models/minimax_m2.py and grok.py; and where the
+# config asks for it, bailing_moe.py's BailingMoEGate (router_dtype "fp32", else the model dtype)
 SGLANG_FP32 = frozenset({"MiniMaxM2ForCausalLM", "Grok1ForCausalLM"})
 SGLANG_DECLARED = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"})
+# and from a release on: Glm4MoeGate / Glm4MoeLiteGate hold their weight in float32 from 0.5.19 ("GLM requires
+# FP32 gate projection"; torch.empty in the model dtype up to 0.5.18, read in the released wheels)
+SGLANG_FP32_SINCE = {"Glm4MoeForCausalLM": (0, 5, 19), "Glm4MoeLiteForCausalLM": (0, 5, 19)}
 
 
 def _declared(spec: ModelSpec) -> str | None:
@@ -61,7 +64,10 @@ def vllm_gate_bytes(spec: ModelSpec, gpu: GpuSpec) -> int | None:
     return None
 
 
-def sglang_gate_bytes(spec: ModelSpec) -> int | None:
-    """Bytes per MoE gate weight where SGLang builds the gate in float32 (4), else None (the model dtype)."""
+def sglang_gate_bytes(spec: ModelSpec, release: tuple[int, int, int]) -> int | None:
+    """Bytes per MoE gate weight where SGLang `release` builds the gate in float32 (4), else None (the model
+    dtype)."""
     arch = spec.architecture or ""
-    return 4 if arch in SGLANG_FP32 or (arch in SGLANG_DECLARED and _declared(spec) == "fp32") else None
+    since = SGLANG_FP32_SINCE.get(arch)
+    fp32 = arch in SGLANG_FP32 or (since is not None and release >= since)
+    return 4 if fp32 or (arch in SGLANG_DECLARED and _declared(spec) == "fp32") else None

@@ -275,7 +275,7 @@ def predict(
     vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None
-    router, mxfp4 = sglang_gate_bytes(spec), mxfp4_layout(gpu)
+    router, mxfp4 = sglang_gate_bytes(spec, version), mxfp4_layout(gpu)
     for layers in ranges:
         w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4)
         wb = w.total + LOAD_OVERHEAD_BYTES
