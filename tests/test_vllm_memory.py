@@ -761,7 +761,7 @@ def test_vllm_gate_dtype_the_config_declares():
     # Ling 2.0 (bailing_moe.py): the gate in the model dtype unless the config's router_dtype is "fp32"
     from test_ernie_bailing import LING_MINI_2
 
-    from kvcalc.engines.gates import sglang_gate_bytes
+    from kvcalc.engines.fp32 import sglang_gate_bytes
     from kvcalc.engines.vllm.memory import Settings, predict
     from kvcalc.model.hf.reader import spec_from_config
     from kvcalc.model.presets import get_gpu
@@ -789,3 +789,20 @@ def test_sglang_weights_follow_its_release_gate_dtype():
     )
     assert b["weights_bytes"] - a["weights_bytes"] == 89 * 160 * 5120 * 2
     assert b["max_total_num_tokens"] < a["max_total_num_tokens"]
+
+
+def test_rope_caches_as_vllm_builds_them():
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.model.presets import get_gpu
+
+    h100 = get_gpu("h100")
+    # gpt_oss.py asks get_rope for float32: YaRN's 4,096 x 32 = 131,072 rows of 64 columns, 4 bytes each, where the
+    # model dtype would give 2 (the first forward swaps in a bf16 copy, after the load was measured)
+    oss = get_model("gpt-oss-20b")
+    assert predict(oss, h100, Settings(tp=1)).weights.rotary_cache == 131_072 * 64 * 4 == 33_554_432
+    assert weight_bytes(oss, "bf16", quantization_of(oss, None)).rotary_cache == 131_072 * 64 * 2
+    # MiniMax-M2.5's config gives rotary_dim 64 of its 128-wide heads (minimax_m2.py: partial_rotary_factor
+    # rotary_dim / head_dim): 196,608 rows x 64 columns in bf16
+    mm = get_model("minimax-m2.5")
+    assert mm.checkpoint is not None and mm.checkpoint.rotary_dim == 64
+    assert predict(mm, get_gpu("h200"), Settings(tp=4)).weights.rotary_cache == 196_608 * 64 * 2

@@ -73,12 +73,13 @@ def weight_bytes(
     absorbs: bool = True,
     mxfp4_layout: str | None = None,
     router_bytes: int | None = None,
+    rotary_bytes: int | None = None,
 ) -> WeightBytes:
     """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
     runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads).
     `mxfp4_layout`: how the engine's MoE kernels hold mxfp4 experts (MXFP4_LAYOUTS); None: the checkpoint's layout.
     `router_bytes`: bytes per router weight where the engine builds the gate in its own dtype (fp32: 4); None: the
-    model's."""
+    model's. `rotary_bytes`: the same for the rope's cos/sin cache."""
     layers = layers if layers is not None else range(spec.num_layers)
     first, last = layers.start == 0, layers.stop == spec.num_layers
     a = plain(act_dtype)
@@ -173,12 +174,12 @@ def weight_bytes(
     rotary = None
     ck = spec.checkpoint
     if spec.max_position_embeddings:
-        # NOTE: a cos/sin cache of rows x rotary_dim in the model dtype per distinct rope setting
+        # NOTE: a cos/sin cache of rows x rotary_dim in the model dtype (or `rotary_bytes`) per distinct rope setting
         # (rotary_embedding/base.py registers cos_sin_cache; get_rope shares equal instances). The rows
         # are max_position_embeddings unless the scaling lengthens the table (quant._rotary_rows).
         rows = (ck.rotary_rows if ck and ck.rotary_rows else None) or (spec.max_position_embeddings,)
         widths = (ck.rotary_widths if ck and ck.rotary_widths else None) or (rotary_dim(spec),) * len(rows)
-        rotary = sum(allocated(r * w * ab) for r, w in zip(rows, widths))
+        rotary = sum(allocated(r * w * (rotary_bytes or ab)) for r, w in zip(rows, widths))
     # NOTE: vLLM's vision encoders (mllama, SigLIP, Qwen-VL ViTs) use tensor-parallel linear layers
     # and sit on the first pipeline stage; checkpoints leave them unquantized.
     extra = 0

@@ -322,6 +322,10 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
         head_dim = hidden // heads
     rotary = _rotated(head_dim, text.get("partial_rotary_factor", 1.0)) if isinstance(head_dim, int) else None
+    given = text.get("rotary_dim")
+    if "partial_rotary_factor" not in text and isinstance(given, int) and isinstance(head_dim, int):
+        # GPT-J, MiniMax-M2 / Text-01: vLLM's gpt_j.py and minimax_*.py take the config's rotary_dim columns
+        rotary = given if 0 < given <= head_dim else rotary
     stored = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
     names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
     declared = names.get(stored)

@@ -16,7 +16,7 @@ divides by 1 << 30). Pure.
 import math
 
 from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
-from kvcalc.engines.gates import sglang_gate_bytes
+from kvcalc.engines.fp32 import sglang_gate_bytes
 from kvcalc.engines.runtime import (
     CUDA_CONTEXT_BYTES,
     SGLANG_TP_INIT_NVLS_BYTES,

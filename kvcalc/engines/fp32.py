@@ -1,8 +1,9 @@
-"""The dtype each engine builds an MoE model's gate (router) weight in, where it is not the model dtype.
+"""Tensors an engine builds in float32 whatever the model dtype, read from its model files.
 
-Read from the engines' model files: the gate is a replicated linear outside the quantized layers, so a float32
-one costs every rank 2 bytes more a weight than a bf16 one (GLM-4.5: 139 MiB a rank). `engines/weights.py`
-takes the answer as `router_bytes`.
+An MoE model's gate (router) weight: a replicated linear outside the quantized layers, so a float32 one costs
+every rank 2 bytes more a weight than a bf16 one (GLM-4.5: 139 MiB a rank). A rope's cos/sin cache where the
+model file asks get_rope for float32 (gpt-oss: 32 MiB where bf16 would be 16). `engines/weights.py` takes the
+answers as `router_bytes` and `rotary_bytes`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,18 @@ VLLM_FP32 = frozenset(
         "Glm4MoeForCausalLM",
         "Glm4MoeLiteForCausalLM",
         "AfmoeForCausalLM",
+    }
+)
+# Models whose rope cos/sin cache vLLM 0.19 builds in float32: get_rope(..., dtype=torch.float32) in gpt_oss.py,
+# minimax_text_01.py and bailing_moe_linear.py (rotary_embedding/base.py casts the cache to that dtype; the first
+# forward swaps in a copy in the query's dtype, after "Model loading took" has counted the float32 one)
+VLLM_FP32_ROPE = frozenset(
+    {
+        "GptOssForCausalLM",
+        "MiniMaxText01ForCausalLM",
+        "MiniMaxM1ForCausalLM",
+        "MiniMaxForCausalLM",
+        "BailingMoeV2_5ForCausalLM",
     }
 )
 # Models whose gate dtype the config chooses (router_dtype / moe_router_dtype), with vLLM's choice when it is
@@ -71,3 +84,9 @@ def sglang_gate_bytes(spec: ModelSpec, release: tuple[int, int, int]) -> int | N
     since = SGLANG_FP32_SINCE.get(arch)
     fp32 = arch in SGLANG_FP32 or (since is not None and release >= since)
     return 4 if fp32 or (arch in SGLANG_DECLARED and _declared(spec) == "fp32") else None
+
+
+def vllm_rotary_bytes(spec: ModelSpec) -> int | None:
+    """Bytes per cos/sin element where vLLM 0.19 builds the rope cache in float32 (4), else None (the model
+    dtype)."""
+    return 4 if spec.architecture in VLLM_FP32_ROPE else None
