@@ -29,8 +29,9 @@ VLLM_FP32 = frozenset(
     }
 )
 # Models whose rope cos/sin cache vLLM 0.19 builds in float32: get_rope(..., dtype=torch.float32) in gpt_oss.py,
-# minimax_text_01.py and bailing_moe_linear.py (rotary_embedding/base.py casts the cache to that dtype; the first
-# forward swaps in a copy in the query's dtype, after "Model loading took" has counted the float32 one)
+# minimax_text_01.py and bailing_moe_linear.py (rotary_embedding/base.py casts the cache to that dtype; the load's
+# "Model loading took" counts it, and under torch.compile, vLLM's default, _match_cos_sin_cache_dtype converts
+# per call instead of swapping the buffer for a copy in the query's dtype)
 VLLM_FP32_ROPE = frozenset(
     {
         "GptOssForCausalLM",
