@@ -11,7 +11,10 @@ from conftest import FIXTURES, GiB, MiB, run, run_json
 
 from kvcalc.cost.params import param_counts
 from kvcalc.engines.vllm.figures import vllm_figures
+from kvcalc.engines.vllm.memory import Settings, predict
+from kvcalc.engines.weights import weight_bytes
 from kvcalc.model.hf.reader import spec_from_config
+from kvcalc.model.presets import get_gpu
 
 CONFIGS = FIXTURES / "configs"
 FALCON_MAMBA = CONFIGS / "falcon-mamba-7b.json"
@@ -158,6 +161,24 @@ def test_jamba_parameters_by_hand():
     mlp = 3 * 4096 * 14336
     total = 2 * 65536 * 4096 + 4 * attention + 28 * mamba + 16 * (16 * mlp + 4096 * 16) + 16 * mlp + 65 * 4096
     assert param_counts(spec).total == total == 51_570_323_328  # the hub's "51.6B"
+
+
+def test_vllm_builds_the_mamba1_a_in_float32():
+    # vLLM 0.19's MambaMixer holds A as [d_inner / tp, d_state] in float32 (engines/fp32.py), the rest of the mixer
+    # in the model dtype: 2 B more for each of A's elements, each rank its share
+    falcon = spec_from_config(json.loads(FALCON_MAMBA.read_text()), "falcon-mamba-7b", str(FALCON_MAMBA))
+    raw = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "intermediate_size": 14336, "vocab_size": 65536}  # fmt: skip
+    jamba = spec_from_config(raw, "jamba-v0.1", "jamba/config.json")
+    assert weight_bytes(falcon, "bf16", None).mixers == 64 * FM_MIXER * 2  # the checkpoint's 16 bits
+    h100 = get_gpu("h100")
+    for spec, mamba_layers in ((falcon, 64), (jamba, 28)):
+        for tp in (1, 2, 4):
+            bf16 = weight_bytes(spec, "bf16", None, tp=tp)
+            vllm = predict(spec, h100, Settings(tp=tp)).weights
+            assert vllm.mixers - bf16.mixers == mamba_layers * (8192 // tp) * 16 * 2
+            assert vllm.total - bf16.total == vllm.mixers - bf16.mixers
+    assert 64 * 8192 * 16 * 2 == 16 * MiB  # Falcon-Mamba-7B on one GPU
 
 
 def test_plan_offers_no_kv_dtype_to_a_model_without_kv():

@@ -2,8 +2,8 @@
 
 An MoE model's gate (router) weight: a replicated linear outside the quantized layers, so a float32 one costs
 every rank 2 bytes more a weight than a bf16 one (GLM-4.5: 139 MiB a rank). A rope's cos/sin cache where the
-model file asks get_rope for float32 (gpt-oss: 32 MiB where bf16 would be 16). `engines/weights.py` takes the
-answers as `router_bytes` and `rotary_bytes`.
+model file asks get_rope for float32 (gpt-oss: 32 MiB where bf16 would be 16). A Mamba-1 mixer's A (Falcon-Mamba-7B:
+16 MiB more than bf16). `engines/weights.py` takes the answers as `router_bytes`, `rotary_bytes` and `ssm_a_bytes`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ VLLM_FP32_ROPE = frozenset(
         "BailingMoeV2_5ForCausalLM",
     }
 )
+# vLLM 0.19's MambaMixer (layers/mamba/mamba_mixer.py; Mamba, Falcon-Mamba, Jamba) builds A as
+# nn.Parameter(torch.empty(intermediate_size // tp, ssm_state_size, dtype=torch.float32)) and loads -exp(A_log)
+# into it; its D and the dt bias stay in the model dtype. (MambaMixer2's A, D and dt_bias are per head: a few
+# hundred bytes a layer, not counted.) SGLang's mixers are not read here.
+VLLM_SSM_A_BYTES = 4
 # Models whose gate dtype the config chooses (router_dtype / moe_router_dtype), with vLLM's choice when it is
 # silent: mimo_v2_flash.py getattr(config, "moe_router_dtype", "float32"); bailing_moe_linear.py float32 unless
 # the config names another; bailing_moe.py and longcat_flash.py the model dtype unless it says float32

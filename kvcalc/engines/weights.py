@@ -74,12 +74,13 @@ def weight_bytes(
     mxfp4_layout: str | None = None,
     router_bytes: int | None = None,
     rotary_bytes: int | None = None,
+    ssm_a_bytes: int | None = None,
 ) -> WeightBytes:
     """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
     runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads).
     `mxfp4_layout`: how the engine's MoE kernels hold mxfp4 experts (MXFP4_LAYOUTS); None: the checkpoint's layout.
     `router_bytes`: bytes per router weight where the engine builds the gate in its own dtype (fp32: 4); None: the
-    model's. `rotary_bytes`: the same for the rope's cos/sin cache."""
+    model's. `rotary_bytes`: the same for the rope's cos/sin cache, `ssm_a_bytes` for a Mamba-1 mixer's A."""
     layers = layers if layers is not None else range(spec.num_layers)
     first, last = layers.start == 0, layers.stop == spec.num_layers
     a = plain(act_dtype)
@@ -107,7 +108,7 @@ def weight_bytes(
     for i in layers:
         run = expanded[i]
         # a recurrent mixer, alone (a stateless layer) or beside the attention (Falcon-H1)
-        mixers += math.ceil((run.mixer_params or 0) * 2 / tp)
+        mixers += math.ceil(((run.mixer_params or 0) * 2 + run.ssm_a_params * ((ssm_a_bytes or 2) - 2)) / tp)
         if run.kind == LayerKind.MLA:
             nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
             v = spec.v_head_dim or nope

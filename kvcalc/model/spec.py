@@ -67,6 +67,9 @@ class LayerRun(BaseModel):
     # A stateless layer's token-mixer parameters; on an attention layer, its parallel mixer's (beside the
     # attention's own, which the spec's head fields give).
     mixer_params: NonNeg | None = None
+    # Of mixer_params, a Mamba-1 mixer's A (A_log: d_inner x d_state), which vLLM builds in float32 whatever the
+    # model dtype (engines/fp32.py); 0 for other mixers.
+    ssm_a_params: NonNeg = 0
     intermediate_size: NonNeg | None = None
     # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
     # the sequence itself (an encoder-decoder whose encoder input is as long as --seq).
@@ -100,6 +103,8 @@ class LayerRun(BaseModel):
             raise ValueError(f"a {self.kind.value} layer needs window_tokens")
         if not windowed and self.window_tokens is not None:
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
+        if self.ssm_a_params > (self.mixer_params or 0):
+            raise ValueError("ssm_a_params is a part of mixer_params: it cannot exceed them")
         if (self.state_bytes or self.state_elements or self.mixer_params) and not (
             self.kind == LayerKind.STATELESS or self.kind.self_head_kv
         ):

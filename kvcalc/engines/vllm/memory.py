@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.engines.fp32 import vllm_gate_bytes, vllm_rotary_bytes
+from kvcalc.engines.fp32 import VLLM_SSM_A_BYTES, vllm_gate_bytes, vllm_rotary_bytes
 from kvcalc.engines.runtime import NVLS_BYTES, has_nvls
 from kvcalc.engines.weights import WeightBytes, padded_vocab, weight_bytes
 from kvcalc.hardware.gpu import GpuSpec
@@ -223,7 +223,7 @@ def predict(
     for layers in ranges:
         w = weight_bytes(
             spec, act_dtype, quant, tp=tp, layers=layers, absorbs=absorbs, mxfp4_layout=mxfp4,
-            router_bytes=vllm_gate_bytes(spec, gpu), rotary_bytes=vllm_rotary_bytes(spec),
+            router_bytes=vllm_gate_bytes(spec, gpu), rotary_bytes=vllm_rotary_bytes(spec), ssm_a_bytes=VLLM_SSM_A_BYTES,
         )  # fmt: skip
         first_weights = first_weights or w
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)

@@ -28,6 +28,7 @@ class Mixer(NamedTuple):
     state_bytes: int
     state_elements: int
     params: int
+    ssm_a: int = 0  # of params, Mamba-1's A (d_inner x d_state): LayerRun.ssm_a_params
 
     @classmethod
     def of(cls, ssm: int, conv: int, params: int, el: StateDtypes) -> "Mixer":
@@ -42,6 +43,7 @@ class Mixer(NamedTuple):
             state_bytes=self.state_bytes,
             state_elements=self.state_elements,
             mixer_params=self.params,
+            ssm_a_params=self.ssm_a,
             **fields,
         )
 
@@ -137,7 +139,7 @@ class Mamba1(NamedTuple):
             + (d if conv_bias else 0)
             + (2 * d + h if proj_bias else 0)
         )
-        return Mixer.of(d * self.d_state, (self.kernel - 1) * d, params, el)
+        return Mixer.of(d * self.d_state, (self.kernel - 1) * d, params, el)._replace(ssm_a=d * self.d_state)
 
 
 def gated_deltanet(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
