@@ -2,7 +2,8 @@
 
 Each point is asked of the command line as the acceptance scorer asks it: `kvcalc generate MODEL --gpu G
 --tp T --pp P --prompt I --new O --engine E --format json`, with `--batch B` for a static batch and
-`--concurrency C` for a closed loop; the figure is read from `estimate` (tpot_s, ttft_s, total_s,
+`--concurrency C` for a closed loop, `--rate inf --requests N` for N requests sent at once (regime
+burst_all_at_once, N in the batch column); the figure is read from `estimate` (tpot_s, ttft_s, total_s,
 tokens_per_s) and the ceiling from the top level. Engines without a model of their own are asked as the
 nearest of the four: LMDeploy's TurboMind and gpt-fast (compiled, CUDA graphs) as trtllm, TGI as vllm.
 Reports, per source and metric: median |estimate / measured - 1|, the signed median, the share of
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 POINTS = ROOT / "benchmarks" / "holdout" / "points.csv"
 NEAREST = {"lmdeploy": "trtllm", "tgi": "vllm", "other": "trtllm"}
+REGIMES = {"closed_loop_concurrency": "all, closed loops", "burst_all_at_once": "all, bursts"}
 # metric -> (the estimate's field, the factor from seconds to the metric's unit)
 FIELDS = {
     "tpot_ms": ("tpot_s", 1e3),
@@ -47,6 +49,8 @@ def command(r: dict) -> list[str]:
         # the client's length draw (SGLang bench_serving's default 0: uniform from 1 token up)
         args += ["--range-ratio", r["range_ratio"]] if r.get("range_ratio") not in (None, "") else []
         return args + ["--concurrency", r["concurrency"]]
+    if r["regime"] == "burst_all_at_once":  # every request sent at once, no client cap: an open loop at rate inf
+        return args + ["--rate", "inf", "--requests", r["batch"]]
     return args + ["--batch", r["batch"] or "1"]
 
 
@@ -78,7 +82,7 @@ def main() -> int:
         measured = float(r["value"])
         faster = measured > ceil * 1.0001 if r["metric"] == "output_tok_s_total" else measured < ceil * 0.9999
         err = est / measured - 1
-        regime = "all, closed loops" if r["regime"] == "closed_loop_concurrency" else "all, static batches"
+        regime = REGIMES.get(r["regime"], "all, static batches")
         for key in ((r["source"], r["metric"]), ("all", r["metric"]), (regime, r["metric"])):
             groups[key].append((err, lo <= measured <= hi, faster))
         lines.append(

@@ -217,6 +217,12 @@ def names_for(points) -> list[str]:
 # such a constant takes its fallback: a family's efficiency the fitted families' mean, a build's fixed
 # cost its engine's.
 FEW_READERS = 5
+# NOTE: nor can one model's points tell a family's efficiency from that model's own costs. CDNA4's 18 points were
+# all DeepSeek-V3 under SGLang (InferenceX, MI355X), whose served TTFTs the API-server and MoE prompt costs
+# carry: fitted anyway, mfu.cdna4 went to 0.16 and bw_eff.cdna4 to its cap 1.0, and Llama-3.1-8B served by vLLM
+# on one MI355X (held out: benchmarks/holdout/, rocm.blogs.amd.com) read its throughput 51% slow, 10% with the
+# shared values. A family efficiency read by fewer than FEW_MODELS models takes the shared value too.
+FEW_MODELS = 2
 
 
 def builds_of(points) -> tuple[str, ...]:
@@ -225,9 +231,9 @@ def builds_of(points) -> tuple[str, ...]:
 
 
 def measured(points, names: list[str]) -> list[str]:
-    """`names` less those that fewer than FEW_READERS points read, among a family's efficiencies
-    (`bw_eff.<family>`, `mfu.<family>`: they fall back on the shared value, the fitted families' weighted
-    geometric mean, shared_means) and a build's fixed costs (`step_s.llamacpp.legacy`, `seq_s.vllm.rocm`: on
+    """`names` less those that fewer than FEW_READERS points read, among a family's efficiencies (`bw_eff.<family>`,
+    `mfu.<family>`, also where fewer than FEW_MODELS models read them: they fall back on the shared value, the fitted
+    families' weighted geometric mean, shared_means) and a build's fixed costs (`step_s.llamacpp.legacy`, `seq_s.vllm.rocm`: on
     its engine's, `step_s.llamacpp`). Which points read a constant is what timing them looks up (fitting.IncrementalLoss).
     An engine's or build's own efficiency (`bw_eff.ada.llamacpp`, `mfu.ada.llamacpp.legacy`) stays, however
     few read it: its fallback is another engine's or build's kernels (the legacy build dequantized to FP16
@@ -240,6 +246,9 @@ def measured(points, names: list[str]) -> list[str]:
     def readers(name: str) -> int:
         return sum(len(inc.groups[i]) for i in inc.readers.get(name, ()))
 
+    def models(name: str) -> int:
+        return len({inc.groups[i][0].label.split(" on ")[0] for i in inc.readers.get(name, ())})  # "MODEL on GPU ..."
+
     def efficiency(name: str) -> bool:
         return name.split(".")[0] in ("bw_eff", "mfu")
 
@@ -248,7 +257,10 @@ def measured(points, names: list[str]) -> list[str]:
     def optional(name: str) -> bool:
         return (efficiency(name) and name.count(".") == 1) or (name.endswith(builds) and not efficiency(name))
 
-    return [n for n in names if not optional(n) or readers(n) >= FEW_READERS]
+    def enough(name: str) -> bool:
+        return readers(name) >= FEW_READERS and (not efficiency(name) or models(name) >= FEW_MODELS)
+
+    return [n for n in names if not optional(n) or enough(n)]
 
 
 def shared_means(points, c: dict[str, float], names: list[str]) -> None:

@@ -155,21 +155,25 @@ def test_a_constant_read_by_fewer_than_five_points_takes_its_fallback(script):
     # efficiency fitted on two decode runs went to 0.18 once); llama.cpp's own efficiency on the 4090 stays,
     # as its fallback would be the serving engines' Ada value, not a mean of families. Two points of the
     # legacy build are too few for its fixed costs (they take today's build's), not for its efficiency; six
-    # of ROCm's vLLM build are enough for its own, two are not.
+    # of ROCm's vLLM build are enough for its own, two are not. Hopper's runs are of two models; CDNA3's of one,
+    # too few for a family's efficiency (it takes the shared value), not for a build's fixed costs.
     from kvcalc.cost.fitting import Point, Setup, setup_features
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
 
-    spec = get_model("llama-3.1-8b")
     points = []
     runs = (("h100", "vllm", (1, 8, 32)), ("a100", "vllm", (1,)), ("rtx-4090", "llamacpp", (1, 2, 4)))
     builds = (("rtx-4090", "llamacpp.legacy", (1,)), ("mi300x", "vllm.rocm", (1, 2, 4)))
     for gpu, engine, batches in (*runs, *builds):
-        for b in batches:
-            sf = setup_features(spec, get_gpu(gpu), Deployment(), Setup(b, None, 512, 128), None, "bf16")
-            points += [Point(sf, engine, m, 1.0) for m in ("tpot_ms", "ttft_ms")]
+        for i, b in enumerate(batches):
+            model = "qwen3-8b" if gpu == "h100" and i == 0 else "llama-3.1-8b"
+            sf = setup_features(get_model(model), get_gpu(gpu), Deployment(), Setup(b, None, 512, 128), None, "bf16")
+            points += [Point(sf, engine, m, 1.0, label=f"{model} on {gpu}") for m in ("tpot_ms", "ttft_ms")]
     names = script.names_for(points)
     kept = script.measured(points, names)
+    assert {"bw_eff.cdna3", "mfu.cdna3"} <= set(names) and not {"bw_eff.cdna3", "mfu.cdna3"} & set(kept)
+    one_model = [p._replace(label="llama-3.1-8b on h100") if p.label.startswith("qwen3") else p for p in points]
+    assert not {"bw_eff.hopper", "mfu.hopper"} & set(script.measured(one_model, names))
     assert {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada.llamacpp", "mfu.ada.llamacpp"} <= set(names)
     assert {"bw_eff.hopper", "mfu.hopper", "bw_eff.ada.llamacpp", "mfu.ada.llamacpp"} <= set(kept)
     assert not {"bw_eff.ampere", "mfu.ampere", "bw_eff.ada", "mfu.ada"} & set(kept)
