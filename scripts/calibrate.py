@@ -220,8 +220,8 @@ FEW_READERS = 5
 # NOTE: nor can one model's points tell a family's efficiency from that model's own costs. CDNA4's 18 points were
 # all DeepSeek-V3 under SGLang (InferenceX, MI355X), whose served TTFTs the API-server and MoE prompt costs
 # carry: fitted anyway, mfu.cdna4 went to 0.16 and bw_eff.cdna4 to its cap 1.0, and Llama-3.1-8B served by vLLM
-# on one MI355X (held out: benchmarks/holdout/, rocm.blogs.amd.com) read its throughput 51% slow, 10% with the
-# shared values. A family efficiency read by fewer than FEW_MODELS models takes the shared value too.
+# on one MI355X (held out: benchmarks/holdout/, rocm.blogs.amd.com) read its throughput 51% slow (the median of
+# three dtypes), 7.5% with the shared values. A family efficiency read by fewer than FEW_MODELS models takes the shared value too.
 FEW_MODELS = 2
 
 

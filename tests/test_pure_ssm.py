@@ -30,6 +30,9 @@ FM_MIXER = (
     + 8192 * 4096  # out_proj
 )  # fmt: skip
 FM_LAYER_STATE = 3 * 8192 * 2 + 8192 * 16 * 2  # conv window (kernel - 1) x d_inner + SSM d_inner x d_state, bf16
+# Jamba-v0.1's config as far as JambaConfig's defaults do not fill it
+JAMBA_V01 = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "intermediate_size": 14336, "vocab_size": 65536}  # fmt: skip
 
 
 def test_falcon_mamba_parameters_and_state_by_hand():
@@ -150,9 +153,7 @@ def test_tensor_parallelism_splits_the_mixers_by_width():
 def test_jamba_parameters_by_hand():
     # Jamba-v0.1 (JambaConfig's defaults fill the layout): 4 attention layers (i % 8 == 4), 28 Mamba-1, experts
     # on odd layers (16 x SwiGLU 14336, top 2), a dense MLP on even ones, untied embeddings of 65,536
-    raw = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-           "intermediate_size": 14336, "vocab_size": 65536}  # fmt: skip
-    spec = spec_from_config(raw, "jamba-v0.1", "jamba/config.json")
+    spec = spec_from_config(JAMBA_V01, "jamba-v0.1", "jamba/config.json")
     mamba = (
         4096 * 16384 + 8192 * 4 + 8192 + 8192 * (256 + 32) + 256 * 8192 + 8192 + 8192 * 16 + 8192 + 8192 * 4096
         + 256 + 2 * 16  # JambaMambaMixer's dt, B and C norms
@@ -167,9 +168,7 @@ def test_vllm_builds_the_mamba1_a_in_float32():
     # vLLM 0.19's MambaMixer holds A as [d_inner / tp, d_state] in float32 (engines/fp32.py), the rest of the mixer
     # in the model dtype: 2 B more for each of A's elements, each rank its share
     falcon = spec_from_config(json.loads(FALCON_MAMBA.read_text()), "falcon-mamba-7b", str(FALCON_MAMBA))
-    raw = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-           "intermediate_size": 14336, "vocab_size": 65536}  # fmt: skip
-    jamba = spec_from_config(raw, "jamba-v0.1", "jamba/config.json")
+    jamba = spec_from_config(JAMBA_V01, "jamba-v0.1", "jamba/config.json")
     assert weight_bytes(falcon, "bf16", None).mixers == 64 * FM_MIXER * 2  # the checkpoint's 16 bits
     h100 = get_gpu("h100")
     for spec, mamba_layers in ((falcon, 64), (jamba, 28)):
