@@ -79,7 +79,13 @@ def setup_of(r: dict, source_lengths: bool = False):
         prompt=int(r["prompt"]),
         new=int(r["new"]),
         range_ratio=float(r.get("range_ratio") or 1.0) if source_lengths else 1.0,
+        launch=launch_of(r.get("launch") or ""),
     )
+
+
+def launch_of(text: str) -> tuple[tuple[str, int], ...]:
+    """A points.csv `launch` cell ("max_num_seqs=128 max_num_batched_tokens=32768") as Setup.launch."""
+    return tuple((k, int(v)) for k, _, v in (item.partition("=") for item in text.split()))
 
 
 # A points.csv row's model, GPU, layout and formats: what its step features depend on besides the setup.
@@ -104,6 +110,9 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     """Points (with their step features) from the calibration CSV; setups shared by several
     metrics are built once. `simulate`: closed-loop points as the serving simulation runs them
     (plan/serve_fit.py); False: cost/fitting.py's closed form (what the planner's estimate uses).
+
+    Each closed-loop run is simulated under the scheduler limits it was launched with (column `launch`,
+    scripts/inferencex_launch.py), not the engine's defaults.
 
     `source_lengths`: each closed-loop run with its requests' lengths drawn as the source's client
     drew them (column range_ratio: InferenceX's 0.8). Off by default, so every run is read as
@@ -221,7 +230,7 @@ FEW_READERS = 5
 # all DeepSeek-V3 under SGLang (InferenceX, MI355X), whose served TTFTs the API-server and MoE prompt costs
 # carry: fitted anyway, mfu.cdna4 went to 0.16 and bw_eff.cdna4 to its cap 1.0, and Llama-3.1-8B served by vLLM
 # on one MI355X (held out: benchmarks/holdout/, rocm.blogs.amd.com) read its throughput 51% slow (the median of
-# three dtypes), 7.5% with the shared values. A family efficiency read by fewer than FEW_MODELS models takes the shared value too.
+# three dtypes), within 10% with the shared values. A family efficiency read by fewer than FEW_MODELS models takes the shared value too.
 FEW_MODELS = 2
 
 

@@ -21,6 +21,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inferencex_launch import launch  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "reference"
 OUT = ROOT / "benchmarks" / "calibration" / "points.csv"
@@ -43,7 +46,7 @@ LEGACY_LLAMACPP = ("github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference", "gi
 LLAMACPP_ROWS = ROOT / "benchmarks" / "calibration" / "llamacpp_rows.json"
 FIELDS = [
     "id", "source", "model", "gpu", "tp", "pp", "ep", "dp_attention", "engine", "dtype", "kv_dtype", "regime", "batch",
-    "concurrency", "prompt", "new", "range_ratio", "metric", "value", "source_url", "quote",
+    "concurrency", "prompt", "new", "range_ratio", "launch", "metric", "value", "source_url", "quote",
 ]  # fmt: skip
 
 # InferenceX's bench_serving client: --random-range-ratio 0.8 (SemiAnalysisAI/InferenceX,
@@ -193,11 +196,36 @@ def from_points(skipped: Counter) -> list[dict]:
     return rows
 
 
+def measured_on(r: dict) -> str:
+    """An aiconfigurator row's measured date (YYYY-MM-DD), "" where the row has none (the gap-analysis CSVs)."""
+    found = re.search(r"measured=(\d{4}-\d{2}-\d{2})", r["silicon_data_source"])
+    return found.group(1) if found else ""
+
+
 def aic_range_ratio(data_source: str) -> float | str:
     """InferenceX's runs (the DB dump's rows and the dated CSVs: its 1k/1k, 1k/8k, 8k/1k grid, the
     same TPOTs as its published rows) draw each request's lengths from [0.8 L, L]; the
     gap-analysis CSVs say nothing, so their lengths are taken as fixed ("")."""
     return "" if "gap-analysis" in data_source else INFERENCEX_RANGE_RATIO
+
+
+def delay_batching(model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, version: str) -> bool:
+    """Whether an InferenceX TensorRT-LLM run held new prompts back by TensorRT-LLM's delay batching
+    (batch_wait_timeout_iters, batch_wait_max_tokens_ratio; both 0, off, by default): a prompt waits up to
+    that many iterations for others to fill the token budget, so the run's TTFT measures the setting, not
+    the default scheduler kvcalc models. Its TTFT is not fitted; its TPOT is.
+    NOTE: InferenceX's launch scripts (github.com/SemiAnalysisAI/InferenceX): benchmarks/70b_fp8_b200_trt_slurm.sh,
+    70b_fp4_b200_trt_slurm.sh and 70b_fp8_h200_trt_slurm.sh, from 1b563c85 (2025-09-18) until Llama-3.1-70B left
+    the sweep (2582bce4, 2025-10-29; the sample's rows are all measured that day): `if ISL == 1024 && OSL == 1024
+    && TP < 8`: 20 iterations, ratio 0.9; benchmarks/dsr1_fp8_b200_trt.sh from ec7bafaa (2026-01-29, the
+    release:1.2.0rc6.post2 container on): 1k / 1k at CONC >= 64: 40 iterations, ratio 0.8. On the Llama runs it
+    shows: at 4 clients on one B200 the 1k / 1k TTFT is 383 ms, the 1k / 8k one 104 ms, same prompts."""
+    if isl != 1024 or osl != 1024:
+        return False
+    if model == "llama-3.1-70b":
+        return tp < 8
+    before = version == "" or version.startswith(("1.0", "1.1"))
+    return model == "deepseek-v3" and gpu == "b200" and dtype == "fp8" and conc >= 64 and not before
 
 
 def from_aic(skipped: Counter) -> list[dict]:
@@ -233,7 +261,8 @@ def from_aic(skipped: Counter) -> list[dict]:
             base = dict(source="github.com/ai-dynamo/aiconfigurator", model=model, gpu=gpu, tp=tp,
                         pp=1, ep=ep, dp_attention=int(dp_attention), engine=r["backend"], dtype=dtype, kv_dtype="fp8" if prec in ("fp8", "fp4") else "bf16",
                         regime="closed_loop_concurrency", batch="", concurrency=conc, prompt=int(r["isl"]),
-                        new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
+                        new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]),
+                        launch=launch(r["backend"], model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, measured_on(r)), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
             # NOTE: the sample gathers several snapshot files, and some runs are in two of them (ids such as
             # 2026_03_25_..._486 and 2026_04_06_..._1476, the same TTFT and TPOT to the last digit): one run, kept once.
@@ -243,7 +272,12 @@ def from_aic(skipped: Counter) -> list[dict]:
                 skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
                 continue
             seen.add(run)
-            rows.append(dict(base, id=r["id"] + ":ttft", metric="ttft_ms", value=float(r["silicon_ttft_ms"])))
+            if r["backend"] == "trtllm" and delay_batching(
+                model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, r["backend_version"]
+            ):
+                skipped["aiconfigurator: TTFT under TensorRT-LLM's delay batching (InferenceX's launch flags)"] += 1
+            else:
+                rows.append(dict(base, id=r["id"] + ":ttft", metric="ttft_ms", value=float(r["silicon_ttft_ms"])))
             rows.append(dict(base, id=r["id"] + ":tpot", metric="tpot_ms", value=float(r["silicon_tpot_ms"])))
     return rows
 
@@ -274,9 +308,15 @@ def from_inferencex(skipped: Counter) -> list[dict]:
         base = dict(source="github.com/vngcloud/InferenceX-app", model=model, gpu=hw, tp=tp, pp=1, ep=ep,
                     dp_attention=int(dp), engine=engine, dtype=dtype, kv_dtype=kv, regime="closed_loop_concurrency",
                     batch="", concurrency=x["conc"], prompt=x["isl"], new=x["osl"], range_ratio=INFERENCEX_RANGE_RATIO,
+                    launch=launch(engine, model, hw, dtype, x["isl"], x["osl"], tp, x["conc"], x["date"]),
                     source_url=data["source_url"])  # fmt: skip
         m = x["metrics"]
-        for metric, key in (("ttft_ms", "mean_ttft"), ("tpot_ms", "mean_tpot")):
+        metrics = [("ttft_ms", "mean_ttft"), ("tpot_ms", "mean_tpot")]
+        version = (x["image"] or "").rpartition("release:")[2]
+        if engine == "trtllm" and delay_batching(model, hw, dtype, x["isl"], x["osl"], tp, x["conc"], version):
+            skipped["InferenceX: TTFT under TensorRT-LLM's delay batching (its launch flags)"] += 1
+            metrics = metrics[1:]
+        for metric, key in metrics:
             quote = (
                 f"{hw} {x['framework']} dsr1 {x['precision']} {layout} isl {x['isl']} osl {x['osl']} conc {x['conc']}"
             )

@@ -175,6 +175,29 @@ def test_calibration_points_carry_their_layout():
     assert (blog["tp"], blog["ep"], blog["dp_attention"], blog["concurrency"]) == ("8", "8", "1", "1024")
 
 
+def test_calibration_points_carry_the_limits_their_runs_were_launched_with():
+    # scripts/inferencex_launch.py: only closed-loop runs of InferenceX (aiconfigurator's dump, InferenceX's own
+    # rows) carry launch flags, every one a Limits field the simulation takes; the TTFTs of runs that held their
+    # prompts back (TensorRT-LLM's delay batching: Llama-3.1-70B at 1k / 1k below tp 8) are not fitted, their
+    # TPOTs are.
+    from kvcalc.plan.serve import Limits
+
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    launched = [r for r in rows if r["launch"]]
+    assert {r["engine"] for r in launched} == {"vllm", "sglang", "trtllm"}
+    for r in launched:
+        assert r["regime"] == "closed_loop_concurrency"
+        assert r["source"] in ("github.com/ai-dynamo/aiconfigurator", "github.com/vngcloud/InferenceX-app")
+        for item in r["launch"].split():
+            name, _, value = item.partition("=")
+            assert name in Limits._fields and int(value) > 0
+    llama = [r for r in rows if r["model"] == "llama-3.1-70b" and r["engine"] == "trtllm" and r["prompt"] == "1024"]
+    held = [r for r in llama if r["new"] == "1024" and int(r["tp"]) < 8]
+    assert held and {r["metric"] for r in held} == {"tpot_ms"}
+    assert {r["metric"] for r in llama if r["new"] == "8192"} == {"tpot_ms", "ttft_ms"}
+    assert all(r["launch"] == "max_num_batched_tokens=16384" for r in llama)  # 70b_*_trt_slurm.sh
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
     # Each of the 8 DP-attention ranks runs its own scheduler over its own KV pool: the replica's limits

@@ -63,6 +63,17 @@ def test_sglang_chunks_a_long_prompt():
     assert (s.ttft_s, s.total_s) == (3.0, 7.0)
 
 
+def test_sglang_max_prefill_tokens_caps_a_prefill_batch():
+    # 8 clients at once, prompts of 8,000: with chunked_prefill_size and max_prefill_tokens 32,768 a prefill
+    # batch takes four whole prompts (32,000 tokens), so the 8 first tokens come after 2 steps, not the
+    # default budgets' 8 (max_prefill_tokens 16,384 stops a second prompt once 8,192 are chunked in).
+    load = Load(prompt=8000, new=3, requests=8, concurrency=8, burst=True)
+    wide = BIG._replace(policy=SglangPolicy, max_num_batched_tokens=32768, max_prefill_tokens=32768)
+    assert simulate(unit, load, wide).ttft_s == (1 + 2) / 2
+    default = simulate(unit, load, BIG._replace(policy=SglangPolicy))
+    assert default.ttft_s == sum(range(1, 9)) / 8
+
+
 def test_sglang_retracts_when_the_decayed_reservation_overcommits():
     # new_token_ratio decays to 0.098 over 600 decode steps, so admission overcommits a small pool and
     # the decode batch must retract; TRT-LLM's whole-request promise never does.
@@ -168,3 +179,21 @@ def test_trtllm_raises_max_num_tokens_for_long_prompts():
     spec, gpu = get_model("llama-3-8b"), get_gpu("h100")
     r = serve_report(spec, gpu, SINGLE, prompt=8192, new=128, concurrency=16, engine="trtllm", estimate=False)
     assert r.max_num_batched_tokens == 8192 + 2048 and "raised" in r.kv_pool
+
+
+def test_launch_flags_set_the_limits_a_run_was_started_with():
+    # A calibration run's launch flags (scripts/inferencex_launch.py) replace the engine's defaults; a
+    # TensorRT-LLM --max_num_tokens so set is not raised for long prompts, and SGLang's server-wide
+    # seats and chunk are split over its DP-attention ranks as SGLang splits them (the replica's limits
+    # are the ranks' sum again), its max_prefill_tokens each rank's own.
+    from kvcalc.cost.step import Deployment
+    from kvcalc.plan.serve_report import serving_limits
+
+    spec, gpu = get_model("llama-3-8b"), get_gpu("h100")
+    kw = dict(dtype=None, kv_dtype="bf16", prompt=8192, new=128)
+    trt, pool = serving_limits(spec, gpu, SINGLE, engine="trtllm", launch={"max_num_batched_tokens": 8192 + 64}, **kw)
+    assert trt.max_num_batched_tokens == 8256 and "raised" not in pool and "launched with" in pool
+    dsv3, dp = get_model("deepseek-v3"), Deployment(tp=8, ep=8, dp_attention=True)
+    flags = {"max_num_seqs": 128, "max_num_batched_tokens": 32768, "max_prefill_tokens": 32768}
+    sg, _ = serving_limits(dsv3, get_gpu("h200"), dp, engine="sglang", launch=flags, **kw)
+    assert (sg.max_num_seqs, sg.max_num_batched_tokens, sg.max_prefill_tokens) == (128, 32768, 8 * 32768)

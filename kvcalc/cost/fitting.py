@@ -39,6 +39,7 @@ class Setup(NamedTuple):
     prompt: int
     new: int
     range_ratio: float = 1.0  # closed loop: request lengths uniform in [int(ratio x L), L] (plan/serve_load.lengths)
+    launch: tuple[tuple[str, int], ...] = ()  # closed loop: the limits its launch flags set (plan/serve.Limits names)
 
 
 class WeightedRun(NamedTuple):

@@ -40,6 +40,7 @@ class Limits(NamedTuple):
     kv_blocks: int
     block_size: int = 16
     policy: type | None = None  # the scheduler: None, vLLM V1's; plan/serve_policies.py: SGLang's, TRT-LLM's
+    max_prefill_tokens: int = 16384  # SGLang's prompt tokens a prefill batch admits (server_args.max_prefill_tokens)
 
 
 class _Req:

@@ -37,8 +37,9 @@ def run_features(
     requests: int | None = None,
 ) -> SetupFeatures:
     """The closed-loop `setup` (concurrency C, prompt, new) as generate --concurrency C runs it by
-    default: the engine's limits and KV pool (plan/serve_report.serving_limits), C clients starting
-    together, `requests` requests (default_requests), figures over all of them."""
+    default: the engine's limits and KV pool (plan/serve_report.serving_limits; setup.launch: the limits
+    the run was launched with), C clients starting together, `requests` requests (default_requests),
+    figures over all of them."""
     from kvcalc.cost.estimate import features
     from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_report import default_requests, serving_limits
@@ -46,7 +47,9 @@ def run_features(
 
     c = setup.concurrency or 1
     p, n = max(1, setup.prompt), max(1, setup.new)
-    limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n)
+    limits, _ = serving_limits(
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n, launch=dict(setup.launch)
+    )
     total = requests if requests is not None else default_requests(c)
     tr = trace(Load(p, n, total, concurrency=c, burst=True, range_ratio=setup.range_ratio), limits)
     end = max(step[6] + step[5] for step in tr.steps)

@@ -5,7 +5,7 @@ tokens and blocks only, so a closed loop's schedule does not depend on step time
 SGLang (0.5.x, sglang/srt/managers/scheduler.py and schedule_policy.py, no --enable-mixed-chunk):
 each iteration runs EITHER a prefill batch OR a decode batch. A prefill batch is tried first: the
 unfinished chunked request, then waiting requests in order while seats (max_running_requests),
-chunked_prefill_size, max_prefill_tokens (16,384) and the pool allow. The pool test reserves, beside
+chunked_prefill_size, max_prefill_tokens (Limits: 16,384 by default) and the pool allow. The pool test reserves, beside
 each admitted prompt, its max_new_tokens, and for every running request its tokens still to come times
 new_token_ratio (0.7 at start, decaying by 0.7 x 0.86 / 600 a decode step to 0.098). A prompt longer
 than the chunk budget left is chunked; its later chunks come first in the next prefill. The running
@@ -32,7 +32,6 @@ from kvcalc.plan.serve_runs import StepTimer, run_seconds, steps_before
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_stats import stats as _stats
 
-SGLANG_MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 SGLANG_INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness 1.0
 SGLANG_MIN_NEW_TOKEN_RATIO = 0.7 * 0.14  # x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
@@ -191,7 +190,7 @@ class SglangPolicy(_Policy):
             return []
         free = self.free * self.bs
         offset, cur = self._reserved(), 0
-        rem_input, rem_chunk = SGLANG_MAX_PREFILL_TOKENS, self.limits.max_num_batched_tokens
+        rem_input, rem_chunk = self.limits.max_prefill_tokens, self.limits.max_num_batched_tokens
         work: list[tuple[_Req, int]] = []
 
         def take(r: _Req, t: int, reserve: int) -> None:

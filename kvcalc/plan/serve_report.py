@@ -2,7 +2,7 @@
 its steps timed by cost/estimate.step_time (ceiling, estimate and the interval's ends), the KV pool
 from the engine's memory model, and the figures as result models."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from kvcalc.cost.constants import ConstantsMemo
@@ -208,10 +208,25 @@ def serving_limits(
     kv_dtype: str,
     prompt: int,
     new: int,
+    launch: Mapping[str, int] | None = None,
 ) -> tuple[Limits, str]:
-    """kv_pool, refusing a request that alone outgrows the pool."""
+    """kv_pool, refusing a request that alone outgrows the pool. `launch`: Limits fields a run's launch
+    flags set (a calibration point's: scripts/import_calibration.py), the server's figures."""
     limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
-    if engine == "trtllm" and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
+    if launch:
+        # NOTE: SGLang splits its server-wide chunked_prefill_size and max_running_requests over the
+        # DP-attention ranks (server_args, scheduler); the other flags are one rank's. The limits here are
+        # one rank's until the DP-attention lines below; max_prefill_tokens, which they leave as it is, is
+        # taken for the ranks together.
+        r = dep.kv_ranks if dep.dp_attention else 1
+        split = {"max_num_seqs": r, "max_num_batched_tokens": r} if engine == "sglang" else {}
+        per_rank = {k: max(1, v // split.get(k, 1)) for k, v in launch.items()}
+        if "max_prefill_tokens" in per_rank:
+            per_rank["max_prefill_tokens"] *= r
+        limits = limits._replace(**per_rank)
+        pool += "; launched with " + ", ".join(f"{k} {v:,}" for k, v in launch.items())
+    budget_set = "max_num_batched_tokens" in (launch or {})
+    if engine == "trtllm" and not budget_set and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
         # NOTE: TRT-LLM schedules a prompt whole (context chunking is off by default) beside the running
         # decodes, so a deployment serving longer prompts raises max_num_tokens; taken as the prompt
         # plus a token for every seat, so a prompt never waits for the batch to drain.

@@ -1,0 +1,89 @@
+"""The scheduler limits InferenceX launched its engines with, for the calibration's runs that are InferenceX's
+(aiconfigurator's DB-dump rows, with a measured date, and InferenceX's own rows, up to READ_UNTIL): scripts/import_calibration.py
+writes them to points.csv's `launch` column, and the fit simulates each run under them
+(plan/serve_report.serving_limits) instead of under the engine's defaults.
+
+Read from github.com/SemiAnalysisAI/InferenceX, the launch script in effect on the run's date (benchmarks/*.sh,
+from 2026-02-19 benchmarks/single_node/fixed_seq_len/*.sh). Only flags that move the scheduler are kept, as
+kvcalc's Limits names: max_num_seqs (vLLM --max-num-seqs, SGLang --max-running-requests, TensorRT-LLM
+--max_batch_size), max_num_batched_tokens (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size,
+TensorRT-LLM --max_num_tokens) and max_prefill_tokens (SGLang --max-prefill-tokens). A flag that cannot bind
+(--max-num-seqs equal to the clients, or 512 against at most 512) is left out. Runs without a measured date (the
+gap-analysis CSVs: Llama-3.1-8B, Qwen3-32B, Qwen3-235B; InferenceX has no scripts for them) and combinations
+whose script was not read (DeepSeek-R1 under SGLang on B300 and GB200, GLM-5 on H200: no such flags) keep the
+engine's defaults. NOTE: the pool flags (--mem-fraction-static, free_gpu_memory_fraction,
+--gpu-memory-utilization) are not applied: the pool stays the engine model's default."""
+
+from __future__ import annotations
+
+READ_UNTIL = "2026-04-30"  # the scripts were read up to this date; later runs keep the defaults
+
+SG_32K = {"max_num_batched_tokens": 32768, "max_prefill_tokens": 32768}
+SG_16K = {"max_num_batched_tokens": 16384, "max_prefill_tokens": 16384}
+
+
+def _sglang(model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str) -> dict[str, int]:
+    if model == "deepseek-v3":
+        if gpu == "h200":  # dsr1_fp8_h200_slurm.sh (e9dd89c0 on): 512 seats at 1k / 1k, else 256
+            return {"max_num_seqs": 512 if (isl, osl) == (1024, 1024) else 256, **SG_32K}
+        if (
+            gpu == "b200" and dtype == "fp8"
+        ):  # dsr1_fp8_b200_docker.sh; its tp 4 8k / 1k recipe from 1d29967c (2026-01-13)
+            if tp == 4 and (isl, osl) == (8192, 1024) and date >= "2026-01-13":
+                return {"max_num_seqs": 32, "max_num_batched_tokens": 8192, "max_prefill_tokens": 8192}
+            return {"max_num_seqs": 128, **SG_32K}
+        if gpu == "b200" and dtype == "nvfp4":  # dsr1_fp4_b200_docker.sh: --max-prefill-tokens left at 16,384
+            return {"max_num_seqs": 256, "max_num_batched_tokens": 16384}
+        return {}
+    if model == "qwen3.5-397b-a17b":
+        if gpu == "h200":  # qwen3.5_fp8_h200.sh (f65d6b4b)
+            return {"max_num_seqs": 128, "max_num_batched_tokens": 16384}
+        if gpu == "b300" and dtype == "fp8":  # qwen3.5_fp8_b300.sh (c0f62a2e): --max-running-requests $CONC
+            return dict(SG_16K)
+        if gpu == "b200" and dtype == "fp8" and date >= "2026-04-30":  # 51529419: 16k budgets, seats unset
+            return dict(SG_16K)
+        return {"max_num_seqs": 128, **SG_32K}  # the B200 recipe (bf16, fp8, fp4; B300's bf16 and fp4)
+    if model == "glm-5" and gpu in ("b200", "b300"):
+        if dtype == "nvfp4" and date < "2026-04-09":  # d43805fc (2026-03-28): one 131,072-token chunk
+            return {"max_num_batched_tokens": 131072}
+        return dict(SG_32K)  # fp8 (13930ca6): --max-running-requests $CONC; fp4 from 475cc1db: seats unset
+    return {}
+
+
+def _vllm(model: str, gpu: str, dtype: str, isl: int, conc: int, date: str) -> dict[str, int]:
+    if model == "minimax-m2.5":
+        if gpu == "h100":  # minimaxm2.5_fp8_h100.sh (ac0d2a85)
+            return {"max_num_seqs": 256} if conc > 256 else {}
+        if gpu == "b300" or (gpu == "b200" and (dtype == "nvfp4" or date >= "2026-04-03")):
+            return {"max_num_batched_tokens": 2 * isl}  # bddbf403 (2026-04-03) on: --max-num-batched-tokens $((ISL*2))
+    if model == "kimi-k2.5" and gpu == "b200" and dtype == "nvfp4" and date >= "2026-04-20":
+        return {"max_num_batched_tokens": 2 * isl}  # 6c3acebf
+    return {}
+
+
+def _trtllm(model: str, gpu: str, dtype: str, isl: int, conc: int, date: str) -> dict[str, int]:
+    if model == "llama-3.1-70b":  # 70b_*_trt_slurm.sh: --max_num_tokens 16384, no --max_batch_size
+        return {"max_num_batched_tokens": 16384}
+    if model == "gpt-oss-120b":  # gptoss_fp4_{h200,b200}_trt_slurm.sh: --max_num_tokens 20000
+        return {"max_num_batched_tokens": 20000}
+    if model == "deepseek-v3" and dtype == "fp8" and gpu in ("h200", "b200"):
+        # dsr1_fp8_{h200,b200}_trt*.sh: --max_num_tokens C + ISL + 64 up to a multiple of 64 (at least 8,192 from
+        # 64af5a77, 2026-01-21)
+        tokens = -(-(conc + isl + 64) // 64) * 64
+        return {"max_num_batched_tokens": max(tokens, 8192) if date >= "2026-01-21" else tokens}
+    return {}
+
+
+def launch(engine: str, model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str) -> str:
+    """The points.csv `launch` cell of an InferenceX run measured on `date` (YYYY-MM-DD; "": unknown, no flags)."""
+    if not date or date > READ_UNTIL:
+        return ""
+    if engine == "sglang":
+        flags = _sglang(model, gpu, dtype, isl, osl, tp, conc, date)
+    elif engine == "vllm":
+        flags = _vllm(model, gpu, dtype, isl, conc, date)
+    elif engine == "trtllm":
+        flags = _trtllm(model, gpu, dtype, isl, conc, date)
+    else:
+        flags = {}
+    return " ".join(f"{k}={v}" for k, v in flags.items())
