@@ -262,7 +262,7 @@ def from_aic(skipped: Counter) -> list[dict]:
                         pp=1, ep=ep, dp_attention=int(dp_attention), engine=r["backend"], dtype=dtype, kv_dtype="fp8" if prec in ("fp8", "fp4") else "bf16",
                         regime="closed_loop_concurrency", batch="", concurrency=conc, prompt=int(r["isl"]),
                         new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]),
-                        launch=launch(r["backend"], model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, measured_on(r)), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
+                        launch=launch(r["backend"], model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, measured_on(r), dp_attention), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
             # NOTE: the sample gathers several snapshot files, and some runs are in two of them (ids such as
             # 2026_03_25_..._486 and 2026_04_06_..._1476, the same TTFT and TPOT to the last digit): one run, kept once.
@@ -308,7 +308,7 @@ def from_inferencex(skipped: Counter) -> list[dict]:
         base = dict(source="github.com/vngcloud/InferenceX-app", model=model, gpu=hw, tp=tp, pp=1, ep=ep,
                     dp_attention=int(dp), engine=engine, dtype=dtype, kv_dtype=kv, regime="closed_loop_concurrency",
                     batch="", concurrency=x["conc"], prompt=x["isl"], new=x["osl"], range_ratio=INFERENCEX_RANGE_RATIO,
-                    launch=launch(engine, model, hw, dtype, x["isl"], x["osl"], tp, x["conc"], x["date"]),
+                    launch=launch(engine, model, hw, dtype, x["isl"], x["osl"], tp, x["conc"], x["date"], dp),
                     source_url=data["source_url"])  # fmt: skip
         m = x["metrics"]
         metrics = [("ttft_ms", "mean_ttft"), ("tpot_ms", "mean_tpot")]

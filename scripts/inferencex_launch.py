@@ -7,7 +7,9 @@ Read from github.com/SemiAnalysisAI/InferenceX, the launch script in effect on t
 from 2026-02-19 benchmarks/single_node/fixed_seq_len/*.sh). Only flags that move the scheduler are kept, as
 kvcalc's Limits names: max_num_seqs (vLLM --max-num-seqs, SGLang --max-running-requests, TensorRT-LLM
 --max_batch_size), max_num_batched_tokens (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size,
-TensorRT-LLM --max_num_tokens) and max_prefill_tokens (SGLang --max-prefill-tokens). A flag that cannot bind
+TensorRT-LLM --max_num_tokens), max_prefill_tokens (SGLang --max-prefill-tokens) and recv_interval (SGLang
+--scheduler-recv-interval: new requests are read every that many decode iterations; SGLang refuses it with DP
+attention). A flag that cannot bind
 (--max-num-seqs equal to the clients, or 512 against at most 512) is left out. Runs without a measured date (the
 gap-analysis CSVs: Llama-3.1-8B, Qwen3-32B, Qwen3-235B; InferenceX has no scripts for them) and combinations
 whose script was not read (DeepSeek-R1 under SGLang on B300 and GB200, GLM-5 on H200: no such flags) keep the
@@ -20,6 +22,19 @@ READ_UNTIL = "2026-04-30"  # the scripts were read up to this date; later runs k
 
 SG_32K = {"max_num_batched_tokens": 32768, "max_prefill_tokens": 32768}
 SG_16K = {"max_num_batched_tokens": 16384, "max_prefill_tokens": 16384}
+
+
+def _recv(model: str, gpu: str, dtype: str, tp: int, conc: int, date: str) -> dict[str, int]:
+    """--scheduler-recv-interval: dsr1_fp{8,4}_b200*.sh ("recv every ~10 requests; if CONC >= 16, relax to ~30"; 10 on
+    the fp8 tp 4 recipe), qwen3.5_*_b200.sh and B300's bf16 / fp4 (30 above 4 clients, else 10), qwen3.5_fp8_b300.sh
+    (10), GLM-5 fp4 from 475cc1db (10)."""
+    if model == "deepseek-v3" and gpu == "b200":
+        return {"recv_interval": 10 if tp == 4 and dtype == "fp8" else (30 if conc >= 16 else 10)}
+    if model == "qwen3.5-397b-a17b" and gpu in ("b200", "b300"):
+        return {"recv_interval": 10 if (gpu, dtype) == ("b300", "fp8") else (30 if conc > 4 else 10)}
+    if model == "glm-5" and dtype == "nvfp4" and gpu in ("b200", "b300") and date >= "2026-04-09":
+        return {"recv_interval": 10}
+    return {}
 
 
 def _sglang(model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str) -> dict[str, int]:
@@ -74,12 +89,15 @@ def _trtllm(model: str, gpu: str, dtype: str, isl: int, conc: int, date: str) ->
     return {}
 
 
-def launch(engine: str, model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str) -> str:
+def launch(
+    engine: str, model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str, dp: bool
+) -> str:
     """The points.csv `launch` cell of an InferenceX run measured on `date` (YYYY-MM-DD; "": unknown, no flags)."""
     if not date or date > READ_UNTIL:
         return ""
     if engine == "sglang":
         flags = _sglang(model, gpu, dtype, isl, osl, tp, conc, date)
+        flags |= {} if dp else _recv(model, gpu, dtype, tp, conc, date)
     elif engine == "vllm":
         flags = _vllm(model, gpu, dtype, isl, conc, date)
     elif engine == "trtllm":

@@ -74,6 +74,19 @@ def test_sglang_max_prefill_tokens_caps_a_prefill_batch():
     assert default.ttft_s == sum(range(1, 9)) / 8
 
 
+def test_sglang_reads_new_requests_every_recv_interval_decode_iterations():
+    # --scheduler-recv-interval N: a request that reached the scheduler waits until N decode iterations have
+    # passed since its last read (or a prefill ran), then takes its prefill step: at most N + 1 one-second
+    # steps. 8 clients spread over 200 new tokens finish one every 25 decodes: N = 10 never delays a read,
+    # N = 30 holds each new request back: the TTFT grows with N and stays within N + 1 steps.
+    load = Load(prompt=100, new=200, requests=400, concurrency=8, turnaround=False)
+    sg = BIG._replace(policy=SglangPolicy)
+    runs = {n: simulate(unit, load, sg._replace(recv_interval=n)) for n in (1, 10, 30)}
+    assert runs[1].ttft_s == runs[10].ttft_s == 1.0 == simulate(unit, load, sg).ttft_s
+    assert 1.0 < runs[30].ttft_s <= 30 + 1 and runs[30].ttft_p99_s <= 30 + 1
+    assert runs[30].requests_per_s < runs[1].requests_per_s
+
+
 def test_sglang_retracts_when_the_decayed_reservation_overcommits():
     # new_token_ratio decays to 0.098 over 600 decode steps, so admission overcommits a small pool and
     # the decode batch must retract; TRT-LLM's whole-request promise never does.

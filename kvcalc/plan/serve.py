@@ -41,6 +41,7 @@ class Limits(NamedTuple):
     block_size: int = 16
     policy: type | None = None  # the scheduler: None, vLLM V1's; plan/serve_policies.py: SGLang's, TRT-LLM's
     max_prefill_tokens: int = 16384  # SGLang's prompt tokens a prefill batch admits (server_args.max_prefill_tokens)
+    recv_interval: int = 1  # SGLang's --scheduler-recv-interval: decode iterations between reads of new requests
 
 
 class _Req:

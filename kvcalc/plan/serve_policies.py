@@ -13,6 +13,9 @@ decodes are paused for that iteration: they gain no token. When admission fails 
 tokens the batch is marked full and no prefill is tried until a running request finishes. A decode
 batch that does not fit the pool retracts the requests with the fewest output tokens (recomputed
 later, back of the queue) and resets new_token_ratio to (decoded + 20 x running) / max_new summed.
+With --scheduler-recv-interval N > 1 (SchedulerRecvSkipper; 1, off, by default) the scheduler reads new
+requests only once the iterations since its last read weigh N: a decode iteration 1, a prefill 1,000 (so
+right after a prefill), an idle one 1 (an idle loop spins at once); a request that reached it waits for that.
 
 TensorRT-LLM (1.x, trtllm-serve PyTorch backend, tensorrt_llm/_torch/pyexecutor/scheduler.py): the
 capacity scheduler's default GUARANTEED_NO_EVICT admits a waiting request, in order, only if the
@@ -37,6 +40,7 @@ SGLANG_INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_cons
 SGLANG_MIN_NEW_TOKEN_RATIO = 0.7 * 0.14  # x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
 SGLANG_NEW_TOKEN_RATIO_DECAY = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_MIN_NEW_TOKEN_RATIO) / 600  # a decode step
 SGLANG_RETRACT_DECODE_STEPS = 20
+SGLANG_RECV_PREFILL_WEIGHT = 1000  # SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DEFAULT (a decode iteration weighs 1)
 
 
 class _Policy(_Clients):
@@ -151,6 +155,7 @@ class SglangPolicy(_Policy):
         self.full = False  # running_batch.batch_is_full
         self.ratio = SGLANG_INIT_NEW_TOKEN_RATIO
         self.dec_left = 0  # the decoders' new tokens still to come, summed, as of dclock
+        self.since = 0  # the recv skipper's count: iterations since the scheduler last read its requests, weighed
 
     def _add_decoder(self, r: _Req) -> None:
         super()._add_decoder(r)
@@ -167,6 +172,18 @@ class SglangPolicy(_Policy):
 
     def _idle(self) -> bool:
         return super()._idle() and self.chunked is None
+
+    def _deliver(self, idle: bool) -> None:
+        """Pending requests join the queue only when the scheduler reads (module docstring)."""
+        if idle or self.since >= self.limits.recv_interval:
+            self.since = 0
+            super()._deliver(idle)
+
+    def _pending_cap(self, k: int) -> int:
+        """A decode run cut at the step that reads the next pending request."""
+        if self.limits.recv_interval <= 1 or not self.pending:
+            return super()._pending_cap(k)
+        return max(1, min(k, self.limits.recv_interval - self.since))
 
     def _in_system(self) -> int:
         return super()._in_system() + (self.chunked is not None)
@@ -268,6 +285,7 @@ class SglangPolicy(_Policy):
             for r, t in work:
                 if r.computed + t < r.prompt + r.generated:
                     self.chunked = r
+            self.since += SGLANG_RECV_PREFILL_WEIGHT
             return 0, 0, pre, held, len(work), 1, timer(0, 0, pre, held, len(work)), work
         if not self.running:
             raise ValueError("a single request does not fit the KV pool")
@@ -285,6 +303,7 @@ class SglangPolicy(_Policy):
         seconds = run_seconds(timer, n, contexts, k)
         self.free -= self._opening(k)
         self._decode(k)
+        self.since += k
         return n, contexts, 0, 0, 0, k, seconds, []
 
 
