@@ -1,7 +1,7 @@
 """The scheduler limits InferenceX launched its engines with, for the calibration's runs that are InferenceX's
-(aiconfigurator's DB-dump rows, with a measured date, and InferenceX's own rows, up to READ_UNTIL): scripts/import_calibration.py
-writes them to points.csv's `launch` column, and the fit simulates each run under them
-(plan/serve_report.serving_limits) instead of under the engine's defaults.
+(aiconfigurator's DB-dump rows with a measured date, and InferenceX's own rows, up to READ_UNTIL):
+scripts/import_calibration.py writes them to points.csv's `launch` column, and the fit simulates each run under
+them (plan/serve_report.serving_limits) instead of under the engine's defaults.
 
 Read from github.com/SemiAnalysisAI/InferenceX, the launch script in effect on the run's date (benchmarks/*.sh,
 from 2026-02-19 benchmarks/single_node/fixed_seq_len/*.sh). Only flags that move the scheduler are kept, as
@@ -9,11 +9,10 @@ kvcalc's Limits names: max_num_seqs (vLLM --max-num-seqs, SGLang --max-running-r
 --max_batch_size), max_num_batched_tokens (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size,
 TensorRT-LLM --max_num_tokens), max_prefill_tokens (SGLang --max-prefill-tokens) and recv_interval (SGLang
 --scheduler-recv-interval: new requests are read every that many decode iterations; SGLang refuses it with DP
-attention). A flag that cannot bind
-(--max-num-seqs equal to the clients, or 512 against at most 512) is left out. Runs without a measured date (the
-gap-analysis CSVs: Llama-3.1-8B, Qwen3-32B, Qwen3-235B; InferenceX has no scripts for them) and combinations
-whose script was not read (DeepSeek-R1 under SGLang on B300 and GB200, GLM-5 on H200: no such flags) keep the
-engine's defaults. NOTE: the pool flags (--mem-fraction-static, free_gpu_memory_fraction,
+attention). A flag that cannot bind (--max-num-seqs equal to the clients, or 512 against at most 512) is left
+out. Runs without a measured date (the gap-analysis CSVs: Llama-3.1-8B, Qwen3-32B, Qwen3-235B; InferenceX has no
+scripts for them) and combinations whose script was not read (DeepSeek-R1 under SGLang on B300 and GB200) or
+that set no such flag (GLM-5 on H200) keep the engine's defaults. NOTE: the pool flags (--mem-fraction-static, free_gpu_memory_fraction,
 --gpu-memory-utilization) are not applied: the pool stays the engine model's default."""
 
 from __future__ import annotations
@@ -41,9 +40,8 @@ def _sglang(model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc:
     if model == "deepseek-v3":
         if gpu == "h200":  # dsr1_fp8_h200_slurm.sh (e9dd89c0 on): 512 seats at 1k / 1k, else 256
             return {"max_num_seqs": 512 if (isl, osl) == (1024, 1024) else 256, **SG_32K}
-        if (
-            gpu == "b200" and dtype == "fp8"
-        ):  # dsr1_fp8_b200_docker.sh; its tp 4 8k / 1k recipe from 1d29967c (2026-01-13)
+        # dsr1_fp8_b200_docker.sh; its tp 4 8k / 1k recipe from 1d29967c (2026-01-13)
+        if gpu == "b200" and dtype == "fp8":
             if tp == 4 and (isl, osl) == (8192, 1024) and date >= "2026-01-13":
                 return {"max_num_seqs": 32, "max_num_batched_tokens": 8192, "max_prefill_tokens": 8192}
             return {"max_num_seqs": 128, **SG_32K}
