@@ -228,6 +228,25 @@ def delay_batching(model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int
     return model == "deepseek-v3" and gpu == "b200" and dtype == "fp8" and conc >= 64 and not before
 
 
+def client_cap_as_concurrency(model: str, gpu: str, engine: str, conc: int, date: str) -> bool:
+    """Whether an InferenceX run's recorded concurrency is its client's cap, not its clients: from d22bf9ca
+    (2025-11-21) until 4e135fd3 ("fix h100 docker error", 2025-12-08), benchmarks/gptoss_fp4_h100_docker.sh
+    called bench_serving with `--max-concurrency 512` and `--num-prompts $(( CONC * 10 ))`, so each run sent
+    its 10 x CONC prompts at once and was recorded at 512 clients, whatever CONC was. The run kvcalc would
+    simulate is not the one measured (its TPOTs read up to 10x under the ceiling), and CONC is not in the
+    row: neither figure is fitted."""
+    return (model, gpu, engine, conc) == ("gpt-oss-120b", "h100", "vllm", 512) and "2025-11-21" <= date <= "2025-12-08"
+
+
+def disaggregated_as_agg(gpu: str, date: str) -> bool:
+    """Whether an aiconfigurator "agg" row is one of InferenceX's early GB200 runs: until 93e1b3ca ("multinode
+    first class integration", 2025-12-05) its GB200 runner (runners/launch_gb200-nv.sh) launched only Dynamo's
+    disaggregated multi-node jobs (TensorRT-LLM's submit_disagg.sh, SGLang's prefill / decode configs), and the
+    database recorded the runs of 2025-11 as aggregated with tp the job's GPU count (12 to 72). kvcalc would
+    read one engine of tp 32 or 64 serving every client (a TPOT 3-14x over the measured one): not fitted."""
+    return gpu == "gb200" and bool(date) and date < "2025-12-05"
+
+
 def from_aic(skipped: Counter) -> list[dict]:
     rows = []
     seen: set[tuple] = set()
@@ -272,6 +291,16 @@ def from_aic(skipped: Counter) -> list[dict]:
                 skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
                 continue
             seen.add(run)
+            if disaggregated_as_agg(gpu, measured_on(r)):
+                skipped[
+                    "aiconfigurator: a disaggregated GB200 run recorded as aggregated (InferenceX's 2025-11 runner)"
+                ] += 1
+                continue
+            if client_cap_as_concurrency(model, gpu, r["backend"], conc, measured_on(r)):
+                skipped[
+                    "aiconfigurator: concurrency recorded as the client's cap (InferenceX's gpt-oss H100 script)"
+                ] += 1
+                continue
             if r["backend"] == "trtllm" and delay_batching(
                 model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, r["backend_version"]
             ):

@@ -198,6 +198,33 @@ def test_calibration_points_carry_the_limits_their_runs_were_launched_with():
     assert all(r["launch"] == "max_num_batched_tokens=16384" for r in llama)  # 70b_*_trt_slurm.sh
 
 
+def test_runs_recorded_at_their_clients_cap_are_not_fitted():
+    # InferenceX's gpt-oss H100 docker script sent 10 x CONC prompts under `--max-concurrency 512` from
+    # 2025-11-21 to 2025-12-08: those runs read 512 clients whatever CONC was; the later runs name theirs.
+    cap = _importer().client_cap_as_concurrency
+    assert cap("gpt-oss-120b", "h100", "vllm", 512, "2025-12-05")
+    assert not cap("gpt-oss-120b", "h100", "vllm", 512, "2026-03-27")  # after the fix (4e135fd3)
+    assert not cap("gpt-oss-120b", "h100", "vllm", 64, "2025-12-05")
+    assert not cap("gpt-oss-120b", "h200", "vllm", 512, "2025-12-05")  # another script
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    oss = [r for r in rows if (r["model"], r["gpu"], r["engine"]) == ("gpt-oss-120b", "h100", "vllm")]
+    aic = [r for r in oss if r["source"] == "github.com/ai-dynamo/aiconfigurator"]
+    assert aic and "512" not in {r["concurrency"] for r in aic}
+    assert {"4", "64"} <= {r["concurrency"] for r in aic}
+
+
+def test_disaggregated_gb200_runs_recorded_as_aggregated_are_not_fitted():
+    # InferenceX's GB200 runner launched only Dynamo's disaggregated multi-node jobs until 2025-12-05; its
+    # database recorded those of 2025-11 as aggregated with tp the job's GPU count (DeepSeek-R1 "tp64" at 538
+    # clients). The single-tray aggregated runs of 2026 stay.
+    agg = _importer().disaggregated_as_agg
+    assert agg("gb200", "2025-11-17") and not agg("gb200", "2026-03-23") and not agg("b200", "2025-11-17")
+    assert not agg("gb200", "")  # the gap-analysis rows carry no date
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    gb200 = [r for r in rows if r["gpu"] == "gb200"]
+    assert gb200 and max(int(r["tp"]) for r in gb200) <= 8
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
     # Each of the 8 DP-attention ranks runs its own scheduler over its own KV pool: the replica's limits

@@ -210,3 +210,8 @@ def test_launch_flags_set_the_limits_a_run_was_started_with():
     flags = {"max_num_seqs": 128, "max_num_batched_tokens": 32768, "max_prefill_tokens": 32768}
     sg, _ = serving_limits(dsv3, get_gpu("h200"), dp, engine="sglang", launch=flags, **kw)
     assert (sg.max_num_seqs, sg.max_num_batched_tokens, sg.max_prefill_tokens) == (128, 32768, 8 * 32768)
+    # launched at SGLang's defaults, each of the 8 ranks still admits its own 16,384 prompt tokens a prefill batch
+    default, _ = serving_limits(dsv3, get_gpu("h200"), dp, engine="sglang", **kw)
+    assert default.max_prefill_tokens == 8 * 16384
+    one, _ = serving_limits(dsv3, get_gpu("h200"), Deployment(tp=8, ep=8), engine="sglang", **kw)
+    assert one.max_prefill_tokens == 16384

@@ -216,14 +216,10 @@ def serving_limits(
     if launch:
         # NOTE: SGLang splits its server-wide chunked_prefill_size and max_running_requests over the
         # DP-attention ranks (server_args, scheduler); the other flags are one rank's. The limits here are
-        # one rank's until the DP-attention lines below; max_prefill_tokens, which they leave as it is, is
-        # taken for the ranks together.
+        # one rank's until the DP-attention lines below multiply them by the ranks.
         r = dep.kv_ranks if dep.dp_attention else 1
         split = {"max_num_seqs": r, "max_num_batched_tokens": r} if engine == "sglang" else {}
-        per_rank = {k: max(1, v // split.get(k, 1)) for k, v in launch.items()}
-        if "max_prefill_tokens" in per_rank:
-            per_rank["max_prefill_tokens"] *= r
-        limits = limits._replace(**per_rank)
+        limits = limits._replace(**{k: max(1, v // split.get(k, 1)) for k, v in launch.items()})
         pool += "; launched with " + ", ".join(f"{k} {v:,}" for k, v in launch.items())
     budget_set = "max_num_batched_tokens" in (launch or {})
     if engine == "trtllm" and not budget_set and prompt + limits.max_num_seqs > limits.max_num_batched_tokens:
@@ -235,11 +231,13 @@ def serving_limits(
     if dep.dp_attention:
         # NOTE: each of the tp DP-attention ranks schedules its own requests into its own KV pool (SGLang
         # --enable-dp-attention, TensorRT-LLM enable_attention_dp, vLLM --data-parallel-size): the
-        # replica's limits are tp times one rank's, the pool as the engine model prices one rank.
+        # replica's limits are tp times one rank's, the pool as the engine model prices one rank; so is
+        # SGLang's max_prefill_tokens, which each rank's scheduler applies to its own prefill batch.
         r = dep.kv_ranks
         limits = limits._replace(
             max_num_seqs=limits.max_num_seqs * r,
             max_num_batched_tokens=limits.max_num_batched_tokens * r,
+            max_prefill_tokens=limits.max_prefill_tokens * r,
             kv_blocks=limits.kv_blocks * r,
         )
         pool += f"; x {r} DP-attention ranks"
