@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import sys
 from collections import Counter
@@ -251,7 +252,10 @@ def from_aic(skipped: Counter) -> list[dict]:
     rows = []
     seen: set[tuple] = set()
     with open(SHARED / "aic_silicon_sample.csv", newline="") as fh:
-        for r in csv.DictReader(fh):
+        # NOTE: a run in several of the sample's files is read from a dated copy where it has one: the date
+        # says how it was launched (inferencex_launch) and that its client drew its lengths (aic_range_ratio)
+        sample = sorted(csv.DictReader(fh), key=lambda r: measured_on(r) == "")
+        for r in sample:
             if r["mode"] != "agg":
                 skipped["aiconfigurator: disaggregated"] += 1
                 continue
@@ -283,10 +287,12 @@ def from_aic(skipped: Counter) -> list[dict]:
                         new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]),
                         launch=launch(r["backend"], model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, measured_on(r), dp_attention), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
-            # NOTE: the sample gathers several snapshot files, and some runs are in two of them (ids such as
-            # 2026_03_25_..._486 and 2026_04_06_..._1476, the same TTFT and TPOT to the last digit): one run, kept once.
+            # NOTE: the sample gathers several snapshot files, and some runs are in two or three of them (ids such
+            # as 2026_03_25_..._486 and 2026_04_06_..._1476): one run, kept once. Compared to the hundredth of a
+            # millisecond, the precision of the gap-analysis CSVs, which copy InferenceX's runs rounded (765.49 for
+            # 765.4942006920464), and past the float noise between the dated CSVs (13.342251993056447 / ...449).
             run = (model, gpu, tp, ep, dp_attention, r["backend"], dtype, conc, r["isl"], r["osl"])
-            run += (r["silicon_ttft_ms"], r["silicon_tpot_ms"])
+            run += (f"{float(r['silicon_ttft_ms']):.2f}", f"{float(r['silicon_tpot_ms']):.2f}")
             if run in seen:
                 skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
                 continue
@@ -334,7 +340,7 @@ def from_inferencex(skipped: Counter) -> list[dict]:
         kv = "fp8" if engine == "trtllm" else "bf16"
         layout = f"tp{tp}ep{ep}" + ("dp" if dp else "")
         name = f"ix-{hw}-{x['framework']}-{x['precision']}-{layout}-{x['isl']}-{x['osl']}-c{x['conc']}"
-        base = dict(source="github.com/vngcloud/InferenceX-app", model=model, gpu=hw, tp=tp, pp=1, ep=ep,
+        base = dict(source=INFERENCEX_APP, model=model, gpu=hw, tp=tp, pp=1, ep=ep,
                     dp_attention=int(dp), engine=engine, dtype=dtype, kv_dtype=kv, regime="closed_loop_concurrency",
                     batch="", concurrency=x["conc"], prompt=x["isl"], new=x["osl"], range_ratio=INFERENCEX_RANGE_RATIO,
                     launch=launch(engine, model, hw, dtype, x["isl"], x["osl"], tp, x["conc"], x["date"], dp),
@@ -352,6 +358,44 @@ def from_inferencex(skipped: Counter) -> list[dict]:
             quote += f" ({x['image']}, {x['date']}, {x['run_url']}): {key} {m[key]}"
             rows.append(dict(base, id=f"{name}-{metric[:4]}", metric=metric, value=1000 * m[key], quote=quote))
     return rows
+
+
+INFERENCEX_APP = "github.com/vngcloud/InferenceX-app"  # InferenceX's own rows (its app's fixture), a source of points
+# A run's configuration in points.csv columns, its figures aside.
+RUN_COLUMNS = ("model", "gpu", "tp", "ep", "dp_attention", "engine", "dtype", "concurrency", "prompt", "new")
+
+
+def inferencex_not_in(aic: list[dict], rows: list[dict], skipped: Counter) -> list[dict]:
+    """`rows` less InferenceX's own figures of runs aiconfigurator's sample also holds: the sample is a dump of
+    InferenceX's database, so a run there with the same configuration and the same figures (to 1e-4) is the same
+    run, which read from both sources would weigh twice and, left one source out, be predicted by a fit that saw
+    it. A figure only InferenceX's row has (the shared H200 rows' output throughput) stays."""
+
+    def runs(rows: list[dict], base) -> dict[str, dict]:  # each run's configuration and figures, by id
+        out: dict[str, dict] = {}
+        for r in rows:
+            run = out.setdefault(base(r["id"]), {"config": tuple(str(r[k]) for k in RUN_COLUMNS), "figures": {}})
+            run["figures"][r["metric"]] = float(r["value"])
+        return out
+
+    held: dict[tuple, list[dict]] = {}
+    for run in runs(aic, lambda i: i.rpartition(":")[0]).values():
+        held.setdefault(run["config"], []).append(run["figures"])
+
+    def same(mine: dict, theirs: dict) -> set[str]:  # the figures both hold, where they agree
+        both = mine.keys() & theirs.keys()
+        return both if all(math.isclose(mine[k], theirs[k], rel_tol=1e-4) for k in both) else set()
+
+    ix = [r for r in rows if r["source"] == INFERENCEX_APP]
+    twice: dict[str, set[str]] = {}
+    for name, run in runs(ix, lambda i: i.rpartition("-")[0]).items():
+        for figures in held.get(run["config"], []):
+            twice[name] = twice.get(name) or same(run["figures"], figures)
+    kept = [
+        r for r in rows if r["source"] != INFERENCEX_APP or r["metric"] not in twice.get(r["id"].rpartition("-")[0], ())
+    ]
+    skipped["InferenceX: a figure of a run aiconfigurator's sample also holds"] += len(rows) - len(kept)
+    return kept
 
 
 def from_llamacpp() -> list[dict]:
@@ -453,7 +497,8 @@ def main() -> int:
         return 1
     sys.path.insert(0, str(ROOT))
     skipped: Counter = Counter()
-    rows = from_points(skipped) + from_aic(skipped) + from_inferencex(skipped) + from_llamacpp()
+    shared, aic, ix = from_points(skipped), from_aic(skipped), from_inferencex(skipped)
+    rows = inferencex_not_in(aic, shared, skipped) + aic + inferencex_not_in(aic, ix, skipped) + from_llamacpp()
     held = [r for r in rows if r["model"] in HELD_OUT_MODELS]  # asked of the command line: engines as users name them
     rows = [r for r in rows if r["model"] not in HELD_OUT_MODELS]
     from kvcalc.engines.kernels import build_of

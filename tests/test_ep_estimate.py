@@ -213,6 +213,49 @@ def test_runs_recorded_at_their_clients_cap_are_not_fitted():
     assert {"4", "64"} <= {r["concurrency"] for r in aic}
 
 
+def test_each_aiconfigurator_run_is_fitted_once():
+    # A run in several of the sample's files is read once: Qwen3.5-397B under SGLang at 8k / 1k from 16 clients
+    # (TTFT 765.4942 ms in InferenceX's database dump and dated CSVs, 765.49 in the gap-analysis CSV) is one
+    # row, the dated copy: launched with InferenceX's flags, its clients' lengths drawn from [0.8 L, L].
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    aic = [r for r in rows if r["source"] == "github.com/ai-dynamo/aiconfigurator"]
+    figures: dict[str, dict[str, str]] = {}  # each run's TTFT and TPOT, to the hundredth of a millisecond
+    for r in aic:
+        figures.setdefault(r["id"].rpartition(":")[0], {})[r["metric"]] = f"{float(r['value']):.2f}"
+    layout = {r["id"].rpartition(":")[0]: tuple(r[k] for k in ("model", "gpu", "tp", "ep", "dp_attention", "engine",
+              "dtype", "concurrency", "prompt", "new")) for r in aic}  # fmt: skip
+    runs = [layout[i] + tuple(sorted(f.items())) for i, f in figures.items()]
+    assert len(runs) == len(set(runs))
+    qwen = [r for r in aic if r["metric"] == "ttft_ms" and round(float(r["value"]), 2) == 765.49]
+    assert len(qwen) == 1 and qwen[0]["range_ratio"] == "0.8" and "recv_interval=30" in qwen[0]["launch"]
+
+
+def test_inferencex_runs_in_aiconfigurators_dump_are_fitted_from_it_alone():
+    # aiconfigurator's sample is a dump of InferenceX's database: a run both hold (same configuration, same figures)
+    # is read from the dump; a figure only InferenceX's row has (the shared H200 rows' throughput) stays.
+    from collections import Counter
+
+    imp = _importer()
+    config = dict(model="deepseek-v3", gpu="h200", tp=8, ep=1, dp_attention=0, engine="sglang", dtype="fp8")
+    config |= dict(concurrency=4, prompt=1024, new=8192)
+    aic = [dict(config, id="cfg81:ttft", metric="ttft_ms", value=259.41040181787685, source="aic")]
+    aic += [dict(config, id="cfg81:tpot", metric="tpot_ms", value=10.264333007560356, source="aic")]
+    ix = [dict(config, id=f"ix-c4-{m[:4]}", metric=m, value=v, source=imp.INFERENCEX_APP)
+          for m, v in (("ttft_ms", 259.41), ("tpot_ms", 10.2643), ("output_tok_s_total", 382.4))]  # fmt: skip
+    other = [dict(r, id=r["id"].replace("c4", "c4b"), value=r["value"] * 1.1) for r in ix]  # another run
+    kept = imp.inferencex_not_in(aic, ix + other, Counter())
+    assert [r["id"] for r in kept] == ["ix-c4-outp", "ix-c4b-ttft", "ix-c4b-tpot", "ix-c4b-outp"]
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    key = ("model", "gpu", "tp", "ep", "dp_attention", "engine", "dtype", "concurrency", "prompt", "new", "metric")
+    dump: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r["source"] == "github.com/ai-dynamo/aiconfigurator":
+            dump.setdefault(tuple(r[k] for k in key), []).append(float(r["value"]))
+    ixrows = [r for r in rows if r["source"] == imp.INFERENCEX_APP]
+    assert ixrows and not [r for r in ixrows
+                           if any(math.isclose(v, float(r["value"]), rel_tol=1e-4) for v in dump.get(tuple(r[k] for k in key), []))]  # fmt: skip
+
+
 def test_disaggregated_gb200_runs_recorded_as_aggregated_are_not_fitted():
     # InferenceX's GB200 runner launched only Dynamo's disaggregated multi-node jobs until 2025-12-05; its
     # database recorded those of 2025-11 as aggregated with tp the job's GPU count (DeepSeek-R1 "tp64" at 538
