@@ -62,7 +62,7 @@ def beats_ceiling(p) -> bool:
 
 def nested_coverage(residuals: list[dict]) -> tuple[float, int]:
     """How often the shipped interval's rule holds a new source's points: each source's residuals
-    against the weighted 10th-90th percentiles of every other source's (per phase)."""
+    against the weighted INTERVAL_TAIL and 1 - INTERVAL_TAIL quantiles of every other source's (per phase)."""
     from kvcalc.cost.fitting import weighted_quantile
 
     inside = n = 0
