@@ -248,6 +248,11 @@ def disaggregated_as_agg(gpu: str, date: str) -> bool:
     return gpu == "gb200" and bool(date) and date < "2025-12-05"
 
 
+INFERENCEX_APP = "github.com/vngcloud/InferenceX-app"  # InferenceX's own rows (its app's fixture), a source of points
+# A run's configuration in points.csv columns, its figures aside.
+RUN_COLUMNS = ("model", "gpu", "tp", "ep", "dp_attention", "engine", "dtype", "concurrency", "prompt", "new")
+
+
 def from_aic(skipped: Counter) -> list[dict]:
     rows = []
     seen: set[tuple] = set()
@@ -256,6 +261,7 @@ def from_aic(skipped: Counter) -> list[dict]:
         # says how it was launched (inferencex_launch) and that its client drew its lengths (aic_range_ratio)
         sample = sorted(csv.DictReader(fh), key=lambda r: measured_on(r) == "")
         for r in sample:
+            date = measured_on(r)
             if r["mode"] != "agg":
                 skipped["aiconfigurator: disaggregated"] += 1
                 continue
@@ -285,24 +291,24 @@ def from_aic(skipped: Counter) -> list[dict]:
                         pp=1, ep=ep, dp_attention=int(dp_attention), engine=r["backend"], dtype=dtype, kv_dtype="fp8" if prec in ("fp8", "fp4") else "bf16",
                         regime="closed_loop_concurrency", batch="", concurrency=conc, prompt=int(r["isl"]),
                         new=int(r["osl"]), range_ratio=aic_range_ratio(r["silicon_data_source"]),
-                        launch=launch(r["backend"], model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, measured_on(r), dp_attention), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
+                        launch=launch(r["backend"], model, gpu, dtype, int(r["isl"]), int(r["osl"]), tp, conc, date, dp_attention), source_url="https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51/aic-core/src/aiconfigurator_core/systems/silicon_sample.csv",
                         quote=f"row {r['id']}")  # fmt: skip
             # NOTE: the sample gathers several snapshot files, and some runs are in two or three of them (ids such
             # as 2026_03_25_..._486 and 2026_04_06_..._1476): one run, kept once. Compared to the hundredth of a
             # millisecond, the precision of the gap-analysis CSVs, which copy InferenceX's runs rounded (765.49 for
             # 765.4942006920464), and past the float noise between the dated CSVs (13.342251993056447 / ...449).
-            run = (model, gpu, tp, ep, dp_attention, r["backend"], dtype, conc, r["isl"], r["osl"])
+            run = tuple(str(base[k]) for k in RUN_COLUMNS)
             run += (f"{float(r['silicon_ttft_ms']):.2f}", f"{float(r['silicon_tpot_ms']):.2f}")
             if run in seen:
                 skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
                 continue
             seen.add(run)
-            if disaggregated_as_agg(gpu, measured_on(r)):
+            if disaggregated_as_agg(gpu, date):
                 skipped[
                     "aiconfigurator: a disaggregated GB200 run recorded as aggregated (InferenceX's 2025-11 runner)"
                 ] += 1
                 continue
-            if client_cap_as_concurrency(model, gpu, r["backend"], conc, measured_on(r)):
+            if client_cap_as_concurrency(model, gpu, r["backend"], conc, date):
                 skipped[
                     "aiconfigurator: concurrency recorded as the client's cap (InferenceX's gpt-oss H100 script)"
                 ] += 1
@@ -358,11 +364,6 @@ def from_inferencex(skipped: Counter) -> list[dict]:
             quote += f" ({x['image']}, {x['date']}, {x['run_url']}): {key} {m[key]}"
             rows.append(dict(base, id=f"{name}-{metric[:4]}", metric=metric, value=1000 * m[key], quote=quote))
     return rows
-
-
-INFERENCEX_APP = "github.com/vngcloud/InferenceX-app"  # InferenceX's own rows (its app's fixture), a source of points
-# A run's configuration in points.csv columns, its figures aside.
-RUN_COLUMNS = ("model", "gpu", "tp", "ep", "dp_attention", "engine", "dtype", "concurrency", "prompt", "new")
 
 
 def inferencex_not_in(aic: list[dict], rows: list[dict], skipped: Counter) -> list[dict]:

@@ -222,8 +222,7 @@ def test_each_aiconfigurator_run_is_fitted_once():
     figures: dict[str, dict[str, str]] = {}  # each run's TTFT and TPOT, to the hundredth of a millisecond
     for r in aic:
         figures.setdefault(r["id"].rpartition(":")[0], {})[r["metric"]] = f"{float(r['value']):.2f}"
-    layout = {r["id"].rpartition(":")[0]: tuple(r[k] for k in ("model", "gpu", "tp", "ep", "dp_attention", "engine",
-              "dtype", "concurrency", "prompt", "new")) for r in aic}  # fmt: skip
+    layout = {r["id"].rpartition(":")[0]: tuple(r[k] for k in _importer().RUN_COLUMNS) for r in aic}
     runs = [layout[i] + tuple(sorted(f.items())) for i, f in figures.items()]
     assert len(runs) == len(set(runs))
     qwen = [r for r in aic if r["metric"] == "ttft_ms" and round(float(r["value"]), 2) == 765.49]
@@ -246,7 +245,7 @@ def test_inferencex_runs_in_aiconfigurators_dump_are_fitted_from_it_alone():
     kept = imp.inferencex_not_in(aic, ix + other, Counter())
     assert [r["id"] for r in kept] == ["ix-c4-outp", "ix-c4b-ttft", "ix-c4b-tpot", "ix-c4b-outp"]
     rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
-    key = ("model", "gpu", "tp", "ep", "dp_attention", "engine", "dtype", "concurrency", "prompt", "new", "metric")
+    key = (*imp.RUN_COLUMNS, "metric")
     dump: dict[tuple, list[float]] = {}
     for r in rows:
         if r["source"] == "github.com/ai-dynamo/aiconfigurator":
