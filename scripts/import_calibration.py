@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from inferencex_launch import launch  # noqa: E402
+from inferencex_launch import launch, script_layout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "reference"
@@ -187,13 +187,14 @@ def from_points(skipped: Counter) -> list[dict]:
         )
         if engine == "llamacpp" and source in LEGACY_LLAMACPP:
             engine = "llamacpp.legacy"
-        rows.append(
-            dict(id=p["id"], source=source, model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=int(dp_attention), engine=engine,
+        row = dict(id=p["id"], source=source, model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=int(dp_attention), engine=engine,
                  dtype=dtype_of(p.get("weight_dtype")) or "", kv_dtype=kv, regime=regime, batch=batch or "",
                  concurrency=conc or "", prompt=p.get("input_len") or 0, new=p.get("output_len") or 128,
                  range_ratio=INFERENCEX_RANGE_RATIO if "InferenceX" in p["source_url"] and conc else "",
-                 metric=metric, value=value, source_url=p["source_url"], quote=p["quote"])
-        )  # fmt: skip
+                 metric=metric, value=value, source_url=p["source_url"], quote=p["quote"])  # fmt: skip
+        run = re.search(r"InferenceX\b.*? dated (\d{4}-\d{2}-\d{2})", p.get("notes") or "")  # its rows say when
+        if not (run and relaid(row, run.group(1), skipped, "InferenceX")):
+            rows.append(row)
     return rows
 
 
@@ -246,6 +247,28 @@ def disaggregated_as_agg(gpu: str, date: str) -> bool:
     database recorded the runs of 2025-11 as aggregated with tp the job's GPU count (12 to 72). kvcalc would
     read one engine of tp 32 or 64 serving every client (a TPOT 3-14x over the measured one): not fitted."""
     return gpu == "gb200" and bool(date) and date < "2025-12-05"
+
+
+def relaid(row: dict, date: str, skipped: Counter, source: str) -> bool:
+    """Give an InferenceX run recorded at ep 1 without DP attention the layout its launch script chose
+    (inferencex_launch.script_layout), in place, with the launch flags of that layout; True where kvcalc cannot
+    run that layout (the run is then not fitted). A run is matched to its other copies (RUN_COLUMNS) before this,
+    on the layout its row records."""
+    if (int(row["ep"]), row["dp_attention"]) != (1, 0):
+        return False
+    args = (row["engine"], row["model"], row["gpu"], row["dtype"], row["prompt"], row["new"], row["tp"])
+    chosen = script_layout(*args, row["concurrency"], date)
+    if chosen is None:
+        return False
+    ep, dp = chosen
+    if unexpressed(row["model"], row["tp"], ep, dp):
+        skipped[f"{source}: the layout its launch script chose, refused by kvcalc"] += 1
+        return True
+    row.update(ep=ep, dp_attention=int(dp))
+    if "launch" in row:  # the shared points carry no launch flags
+        row["launch"] = launch(*args, row["concurrency"], date, dp)
+    skipped[f"{source}: read with the layout its launch script chose, not the one its row records (kept)"] += 1
+    return False
 
 
 INFERENCEX_APP = "github.com/vngcloud/InferenceX-app"  # InferenceX's own rows (its app's fixture), a source of points
@@ -303,6 +326,8 @@ def from_aic(skipped: Counter) -> list[dict]:
                 skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
                 continue
             seen.add(run)
+            if relaid(base, date, skipped, "aiconfigurator"):
+                continue
             if disaggregated_as_agg(gpu, date):
                 skipped[
                     "aiconfigurator: a disaggregated GB200 run recorded as aggregated (InferenceX's 2025-11 runner)"
@@ -351,6 +376,8 @@ def from_inferencex(skipped: Counter) -> list[dict]:
                     batch="", concurrency=x["conc"], prompt=x["isl"], new=x["osl"], range_ratio=INFERENCEX_RANGE_RATIO,
                     launch=launch(engine, model, hw, dtype, x["isl"], x["osl"], tp, x["conc"], x["date"], dp),
                     source_url=data["source_url"])  # fmt: skip
+        if relaid(base, x["date"], skipped, "InferenceX"):
+            continue
         m = x["metrics"]
         metrics = [("ttft_ms", "mean_ttft"), ("tpot_ms", "mean_tpot")]
         version = (x["image"] or "").rpartition("release:")[2]

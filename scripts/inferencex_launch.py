@@ -13,7 +13,10 @@ attention). A flag that cannot bind (--max-num-seqs equal to the clients, or 512
 out. Runs without a measured date (the gap-analysis CSVs: Llama-3.1-8B, Qwen3-32B, Qwen3-235B; InferenceX has no
 scripts for them) and combinations whose script was not read (DeepSeek-R1 under SGLang on B300 and GB200) or
 that set no such flag (GLM-5 on H200) keep the engine's defaults. NOTE: the pool flags (--mem-fraction-static, free_gpu_memory_fraction,
---gpu-memory-utilization) are not applied: the pool stays the engine model's default."""
+--gpu-memory-utilization) are not applied: the pool stays the engine model's default.
+
+script_layout gives the expert and attention-DP layout a script chose where the run's row records another
+(scripts/import_calibration.py reads the run with it)."""
 
 from __future__ import annotations
 
@@ -90,11 +93,17 @@ def _trtllm(model: str, gpu: str, dtype: str, isl: int, conc: int, date: str) ->
 def launch(
     engine: str, model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str, dp: bool
 ) -> str:
-    """The points.csv `launch` cell of an InferenceX run measured on `date` (YYYY-MM-DD; "": unknown, no flags)."""
+    """The points.csv `launch` cell of an InferenceX run measured on `date` (YYYY-MM-DD; "": unknown, no flags).
+    NOTE: InferenceX's SGLang scripts cap the seats (--max-running-requests) at or above their sweep's last
+    concurrency; a run with more clients than the cap did not come from the script read (aiconfigurator's
+    2026-03-25 snapshot holds DeepSeek-R1 fp8 and Qwen3.5 fp8 runs on B200 at 256 and 512 clients, beyond the
+    128-seat scripts' sweeps, whose TTFTs of 2-3 s show no client waited for a seat): it keeps the defaults."""
     if not date or date > READ_UNTIL:
         return ""
     if engine == "sglang":
         flags = _sglang(model, gpu, dtype, isl, osl, tp, conc, date)
+        if conc > flags.get("max_num_seqs", conc):
+            return ""
         flags |= {} if dp else _recv(model, gpu, dtype, tp, conc, date)
     elif engine == "vllm":
         flags = _vllm(model, gpu, dtype, isl, conc, date)
@@ -103,3 +112,58 @@ def launch(
     else:
         flags = {}
     return " ".join(f"{k}={v}" for k, v in flags.items())
+
+
+LAYOUT_RECORDED = "2025-11-03"  # 17d5e204f: InferenceX's results record EP_SIZE and DP_ATTENTION from this day
+
+
+def script_layout(
+    engine: str, model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int, date: str
+) -> tuple[int, bool] | None:
+    """(ep, dp_attention) of an InferenceX run whose row records ep 1 without DP attention while its launch script
+    chose otherwise; None where the row stands (or the run's date is unknown).
+
+    - Until 17d5e204f (2025-11-03) InferenceX's results recorded neither (utils/process_result.py kept tp alone;
+      aiconfigurator's dump reads ep 1, no DP), and its TensorRT-LLM scripts chose both from ISL, OSL and CONC
+      (benchmarks/*_trt_slurm.sh as of e06929c7): dsr1_fp8_{b200,h200}: EP_SIZE=$TP, DP attention above a
+      concurrency; dsr1_fp4_b200: expert parallelism above one, DP attention from 256 clients (8k / 1k: with it);
+      gptoss_fp4_h200: --ep_size=$TP; gptoss_fp4_b200: EP and DP attention from 256 clients.
+    - SGLang's dsr1_fp4_b200_docker.sh passed --enable-ep-moe (ep = tp) until d8fe8f73 (2025-11-10), whose
+      --ep-size $EP_SIZE came with ep = tp in the config; the runs of those days read ep 1.
+    - vLLM's minimaxm2.5_fp8_b200.sh from f342df18 (2026-03-11) until bddbf403 (2026-04-03) and _h200.sh from
+      5e2c705d (2026-03-13) until 8014ee63 (2026-05-26) tested `[ "$EP_SIZE" -ge 1 ]`, so every run passed
+      --enable-expert-parallel (vLLM's ep = tp) whatever the config's ep 1 said."""
+    if not date or tp == 1:
+        return None
+    if engine == "trtllm" and date < LAYOUT_RECORDED:
+        return _trt_layout_2025(model, gpu, dtype, isl, osl, tp, conc)
+    if engine == "sglang" and (model, gpu, dtype) == ("deepseek-v3", "b200", "nvfp4") and date <= "2025-11-10":
+        return tp, False
+    if engine == "vllm" and (model, dtype) == ("minimax-m2.5", "fp8"):
+        window = {"b200": ("2026-03-11", "2026-04-03"), "h200": ("2026-03-13", "2026-05-26")}.get(gpu)
+        if window and window[0] <= date < window[1]:
+            return tp, False
+    return None
+
+
+def _trt_layout_2025(
+    model: str, gpu: str, dtype: str, isl: int, osl: int, tp: int, conc: int
+) -> tuple[int, bool] | None:
+    if model == "gpt-oss-120b":
+        if gpu == "h200":
+            return tp, False
+        return (tp, True) if gpu == "b200" and conc >= 256 else None
+    if model != "deepseek-v3" or gpu not in ("b200", "h200"):
+        return None
+    if dtype == "fp8":  # DP attention above this many clients
+        over = {1024: {1024: 32 if gpu == "b200" else 64, 8192: 64}, 8192: {1024: 64 if gpu == "b200" else 32}}
+        above = over.get(isl, {}).get(osl)
+        return tp, above is not None and conc > above
+    if dtype != "nvfp4" or gpu != "b200":
+        return None
+    ep_above = {(4, 1024, 1024): 32, (4, 1024, 8192): 32, (4, 8192, 1024): 32}
+    ep_above |= {(8, 1024, 1024): 8, (8, 1024, 8192): 16, (8, 8192, 1024): 32}
+    above = ep_above.get((tp, isl, osl))
+    if above is None or conc <= above:
+        return None
+    return tp, conc >= 256 or isl == 8192

@@ -202,3 +202,26 @@ def test_a_builds_constant_no_figure_moves_is_left_out_of_the_fit(script):
     c = script.calibrate(points, sweeps=1)
     assert "step_s.vllm.rocm" in c and "seq_s.vllm.rocm" in c
     assert "moe_layer_s.vllm.rocm" not in c and "moe_prefill_expert_s.vllm.rocm" not in c
+
+
+def test_each_phases_interval_is_the_narrowest_that_holds_80_percent_of_a_source_it_never_saw(script):
+    # Two sources of 100 equal-weight decode residuals each: A's log-ratios 0..0.99, B's shifted by 0.03. Scored
+    # against A's 5th-95th percentile (about 0.05..0.94), B's points from 0.03 to 1.02 fall inside for 0.05..0.94:
+    # 90 of them; so for A against B. A served phase whose sources disagree wholly holds none and takes the widest.
+    decode = [{"phase": "decode", "source": s, "log_ratio": i / 100 + shift, "weight": 1.0}
+              for s, shift in (("A", 0.0), ("B", 0.03)) for i in range(100)]  # fmt: skip
+    inside, n = script.nested_inside(decode, "decode", 0.05)
+    assert n == 200 and 170 <= inside <= 190
+    assert script.phase_tail(decode, "decode") == script.INTERVAL_TAILS[0]
+    apart = [{"phase": "served", "source": s, "log_ratio": x + i / 1000, "weight": 1.0}
+             for s, x in (("A", 0.0), ("B", 5.0)) for i in range(50)]  # fmt: skip
+    assert script.nested_inside(apart, "served", 0.02) == (0, 100)
+    assert script.phase_tail(apart, "served") == script.INTERVAL_TAILS[-1]
+    # a phase where the narrowest misses 80% but a wider one holds it: B spread 1.4 times as wide as A
+    wide = [{"phase": "prefill", "source": s, "log_ratio": k * i / 100, "weight": 1.0}
+            for s, k in (("A", 1.0), ("B", 1.4)) for i in range(100)]  # fmt: skip
+    tail = script.phase_tail(wide, "prefill")
+    assert tail < script.INTERVAL_TAILS[0]
+    for t in script.INTERVAL_TAILS:
+        i, m = script.nested_inside(wide, "prefill", t)
+        assert (i >= 0.8 * m) == (t <= tail)

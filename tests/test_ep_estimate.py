@@ -245,14 +245,24 @@ def test_inferencex_runs_in_aiconfigurators_dump_are_fitted_from_it_alone():
     kept = imp.inferencex_not_in(aic, ix + other, Counter())
     assert [r["id"] for r in kept] == ["ix-c4-outp", "ix-c4b-ttft", "ix-c4b-tpot", "ix-c4b-outp"]
     rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
-    key = (*imp.RUN_COLUMNS, "metric")
-    dump: dict[tuple, list[float]] = {}
-    for r in rows:
-        if r["source"] == "github.com/ai-dynamo/aiconfigurator":
-            dump.setdefault(tuple(r[k] for k in key), []).append(float(r["value"]))
-    ixrows = [r for r in rows if r["source"] == imp.INFERENCEX_APP]
-    assert ixrows and not [r for r in ixrows
-                           if any(math.isclose(v, float(r["value"]), rel_tol=1e-4) for v in dump.get(tuple(r[k] for k in key), []))]  # fmt: skip
+
+    def runs(source: str, base) -> dict[str, dict]:  # each run's configuration and figures, by id
+        out: dict[str, dict] = {}
+        for r in rows:
+            if r["source"] == source:
+                run = out.setdefault(base(r["id"]), {"config": tuple(r[k] for k in imp.RUN_COLUMNS), "figures": {}})
+                run["figures"][r["metric"]] = float(r["value"])
+        return out
+
+    dump = list(runs("github.com/ai-dynamo/aiconfigurator", lambda i: i.rpartition(":")[0]).values())
+    ixruns = runs(imp.INFERENCEX_APP, lambda i: i.rpartition("-")[0]).values()
+    shared = [(ix, d) for ix in ixruns for d in dump if ix["config"] == d["config"]]
+    assert ixruns and not [
+        (ix, d)
+        for ix, d in shared
+        if (both := ix["figures"].keys() & d["figures"].keys())
+        and all(math.isclose(ix["figures"][k], d["figures"][k], rel_tol=1e-4) for k in both)
+    ]
 
 
 def test_disaggregated_gb200_runs_recorded_as_aggregated_are_not_fitted():
@@ -281,3 +291,42 @@ def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
     assert limits.max_num_batched_tokens == 8 * one.max_num_batched_tokens
     assert limits.kv_blocks == 8 * one.kv_blocks and limits.block_size == one.block_size
     assert pool.endswith("x 8 DP-attention ranks")
+
+
+def test_inferencex_runs_take_the_layout_their_launch_script_chose():
+    # Until 2025-11-03 InferenceX's results recorded neither ep nor DP attention, and its TensorRT-LLM scripts chose
+    # them (dsr1_fp8_h200_trt_slurm.sh: EP_SIZE=$TP, DP attention above 64 clients at 1k / 1k, above 32 at 8k / 1k);
+    # SGLang's DeepSeek fp4 B200 script passed --enable-ep-moe; vLLM's MiniMax fp8 scripts tested `-ge 1`.
+    layout = _importer().script_layout
+    assert layout("trtllm", "deepseek-v3", "h200", "fp8", 1024, 1024, 8, 64, "2025-11-02") == (8, False)
+    assert layout("trtllm", "deepseek-v3", "h200", "fp8", 1024, 1024, 8, 128, "2025-11-02") == (8, True)
+    assert layout("trtllm", "deepseek-v3", "h200", "fp8", 8192, 1024, 8, 64, "2025-11-02") == (8, True)
+    assert layout("trtllm", "deepseek-v3", "h200", "fp8", 1024, 1024, 8, 64, "2025-11-03") is None  # recorded
+    # dsr1_fp4_b200_trt_slurm.sh at tp 8, 1k / 8k: expert parallel above 16 clients, DP attention from 256
+    assert layout("trtllm", "deepseek-v3", "b200", "nvfp4", 1024, 8192, 8, 16, "2025-11-02") is None
+    assert layout("trtllm", "deepseek-v3", "b200", "nvfp4", 1024, 8192, 8, 32, "2025-11-02") == (8, False)
+    assert layout("trtllm", "deepseek-v3", "b200", "nvfp4", 1024, 8192, 8, 256, "2025-11-02") == (8, True)
+    assert layout("trtllm", "gpt-oss-120b", "h200", "", 1024, 1024, 4, 8, "2025-11-02") == (4, False)
+    assert layout("sglang", "deepseek-v3", "b200", "nvfp4", 1024, 1024, 4, 8, "2025-11-10") == (4, False)
+    assert layout("sglang", "deepseek-v3", "b200", "fp8", 1024, 1024, 8, 8, "2025-11-10") is None
+    assert layout("vllm", "minimax-m2.5", "b200", "fp8", 1024, 1024, 2, 8, "2026-03-28") == (2, False)
+    assert layout("vllm", "minimax-m2.5", "b200", "fp8", 1024, 1024, 2, 8, "2026-04-03") is None  # `-gt 1`
+    assert layout("vllm", "minimax-m2.5", "h200", "fp8", 1024, 1024, 4, 8, "2026-03-01") is None  # no EP yet
+    assert layout("vllm", "minimax-m2.5", "h100", "fp8", 1024, 1024, 4, 8, "2026-03-28") is None
+    rows = {r["id"]: r for r in csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline=""))}
+    # aiconfigurator's rows of those runs (moe_tp 8, moe_ep 1 in the sample) and InferenceX's own copies alike
+    run = rows["dsr1_h200_trtllm_fp8_agg_8192x1024_c64_cfg83:tpot"]
+    assert (run["tp"], run["ep"], run["dp_attention"]) == ("8", "8", "1")
+    # the shared InferenceX copy of a run of that day (its id says tp8ep1) is then read from the dump alone
+    assert "ix-dsr1-h200-trt-fp8-tp8ep1-1024-8192-c4-tpot" not in rows
+
+
+def test_sglang_runs_beyond_their_scripts_seat_cap_keep_the_engines_defaults():
+    # dsr1_fp8_b200.sh caps the seats at 128 and its sweep stops at 64 clients: a run from 256 clients (TTFT 2.1 s
+    # at 1k / 1k, no client waiting a whole request for a seat) was launched otherwise.
+    launch = _importer().launch
+    assert "max_num_seqs=128" in launch("sglang", "deepseek-v3", "b200", "fp8", 1024, 1024, 8, 64, "2026-03-25", False)
+    assert launch("sglang", "deepseek-v3", "b200", "fp8", 1024, 1024, 8, 256, "2026-03-25", False) == ""
+    assert launch("vllm", "minimax-m2.5", "h100", "fp8", 1024, 1024, 4, 512, "2026-03-25", False) == (
+        "max_num_seqs=256"  # vLLM's MiniMax H100 script caps 512 clients at 256 seats on purpose
+    )

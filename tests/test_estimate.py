@@ -251,9 +251,11 @@ def test_a_moe_prompts_expert_gemms_get_its_tokens_times_top_k_over_experts_rows
     flops, rows, reached = expert_gemms(spec, Deployment(tp=8), 1024)
     assert flops == 2 * 1024 * 58 * 8 * 3 * 7168 * 2048 / 8
     assert rows == 32 and reached == pytest.approx(256, abs=1e-6)
-    # a decode step of 4 sequences reaches 256 (1 - (1 - 8/256)^4) experts; expert parallelism runs 1/ep of them
+    # a decode step of 4 sequences reaches 256 (1 - (1 - 8/256)^4) experts; expert parallelism runs 1/ep of them,
+    # each whole instead of a 1/tp slice: as many slices as tensor parallelism
     _, rows4, reached4 = expert_gemms(spec, Deployment(tp=8, ep=8), 4)
-    assert rows4 == 4 * 8 / 256 and reached4 == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4) / 8)
+    assert rows4 == 4 * 8 / 256 and reached4 == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4))
+    assert expert_gemms(spec, Deployment(tp=8, ep=4), 4) == expert_gemms(spec, Deployment(tp=8), 4)
     assert expert_gemms(get_model("llama-3-8b"), Deployment(), 1024) == (0.0, 0.0, 0.0)
 
 

@@ -305,8 +305,9 @@ def layout_fields(
 def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, float, float]:
     """A MoE step's routed-expert GEMMs: their FLOPs on one GPU (the mean rank and stage), the rows
     each expert's GEMM gets, tokens x top-k / experts (a prompt of 1,024 tokens gives each of
-    DeepSeek-V3's 256 experts 32 rows, where a dense layer's GEMM gets all 1,024), and the experts one
-    GPU runs per MoE layer: those the tokens reach, a 1 / ep share of them under expert parallelism."""
+    DeepSeek-V3's 256 experts 32 rows, where a dense layer's GEMM gets all 1,024), and the experts the
+    tokens reach, in tensor-parallel slices one GPU runs per MoE layer: expert parallelism runs 1 / ep of
+    them, each ep slices wide, so as many (docs/speed.md, "A prompt's per-expert cost under expert parallelism")."""
     if not spec.is_moe or not tokens:
         return (0.0, 0.0, 0.0)
     from kvcalc.cost.params import expert_params
@@ -315,7 +316,7 @@ def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, 
     one = expert_params(spec)
     flops = 2.0 * tokens * moe_layers * spec.experts_per_token * one / (dep.tp * dep.pp)
     # the expected distinct experts of shard.reached_experts, in floats: a time feature, not a byte count
-    reached = -spec.experts * math.expm1(tokens * math.log1p(-spec.experts_per_token / spec.experts)) / max(1, dep.ep)
+    reached = -spec.experts * math.expm1(tokens * math.log1p(-spec.experts_per_token / spec.experts))
     return (flops, tokens * spec.experts_per_token / spec.experts, reached)
 
 
