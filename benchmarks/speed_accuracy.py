@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from calibrate import PHASES, calibrate, load_points, nested_inside, phase_tail  # noqa: E402
+from calibrate import calibrate, load_points, nested_inside, phase_tail  # noqa: E402
 
-from kvcalc.cost.fitting import ceiling, interval_phase, predict  # noqa: E402
+from kvcalc.cost.fitting import INTERVAL_PHASES, ceiling, interval_phase, predict  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "speed_accuracy.md"
 HELD_OUT = ROOT / "benchmarks" / "calibration" / "held_out_residuals.json"
@@ -65,7 +65,7 @@ def nested_coverage(residuals: list[dict]) -> tuple[float, int, dict[str, float]
     weighted quantiles of every other source's, per phase at the phase's tail (calibrate.phase_tail)."""
     inside = n = 0
     tails = {}
-    for phase in PHASES:
+    for phase in INTERVAL_PHASES:
         tails[phase] = phase_tail(residuals, phase)
         i, m = nested_inside(residuals, phase, tails[phase])
         inside, n = inside + i, n + m

@@ -333,7 +333,6 @@ def fit_closed_form_queue(c: dict[str, float], sweeps: int) -> None:
 # and prompt residuals but 77.5% of the decode ones, hence a tail per phase.
 INTERVAL_COVERAGE = 0.80
 INTERVAL_TAILS = (0.05, 0.045, 0.04, 0.035, 0.03, 0.025, 0.02)  # narrowest interval first
-PHASES = ("decode", "prefill", "served")
 
 
 def nested_inside(residuals: list[dict], phase: str, tail: float) -> tuple[int, int]:
@@ -367,14 +366,14 @@ def phase_tail(residuals: list[dict], phase: str) -> float:
 def held_out_interval() -> dict[str, float]:
     """The 80% interval from the leave-one-source-out residuals benchmarks/speed_accuracy.py wrote
     (weighted phase_tail and 1 - phase_tail quantiles of measured / predicted, per phase); {} when absent."""
-    from kvcalc.cost.fitting import weighted_quantile
+    from kvcalc.cost.fitting import INTERVAL_PHASES, weighted_quantile
 
     path = ROOT / "benchmarks" / "calibration" / "held_out_residuals.json"
     if not path.exists():
         return {}
     rs = json.loads(path.read_text())["residuals"]
     out = {}
-    for phase in PHASES:
+    for phase in INTERVAL_PHASES:
         sel = [r for r in rs if r["phase"] == phase]
         if not sel:
             continue

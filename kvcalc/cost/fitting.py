@@ -29,6 +29,7 @@ from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 
 METRICS = ("tpot_ms", "ttft_ms", "output_tok_s_total", "e2e_latency_s")
+INTERVAL_PHASES = ("decode", "prefill", "served")  # each figure kind its own interval (interval_phase)
 
 
 class Setup(NamedTuple):
@@ -432,12 +433,11 @@ def interval(points: Sequence[Point], c: Mapping[str, float]) -> dict[str, float
     """The 80% interval as factors on the estimate, from the weighted 10th and 90th percentiles of
     measured / estimated, per interval_phase."""
     out = {}
-    for phase in ("decode", "prefill", "served"):
+    for phase in INTERVAL_PHASES:
         sel = [p for p in points if interval_phase(p) == phase]
         if not sel:
             continue
-        # measured / estimated as a time: throughput inverts
-        r = [-log_error(p, c) * (-1 if p.metric == "output_tok_s_total" else 1) for p in sel]
+        r = [-log_error(p, c) * (-1 if p.metric == "output_tok_s_total" else 1) for p in sel]  # as a time
         w = [p.weight for p in sel]
         out[f"interval.{phase}.lo"] = min(1.0, math.exp(weighted_quantile(r, w, 0.1)))
         out[f"interval.{phase}.hi"] = max(1.0, math.exp(weighted_quantile(r, w, 0.9)))
