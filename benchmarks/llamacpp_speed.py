@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvcalc.cost.calibration import STARTING  # noqa: E402
-from kvcalc.cost.estimate import gpu_family  # noqa: E402
 from kvcalc.cost.fitting import Point, Setup, fit, predict, setup_features, tagged_view  # noqa: E402
 from kvcalc.cost.shard import link_for  # noqa: E402
 from kvcalc.cost.step import Deployment  # noqa: E402
@@ -40,6 +39,7 @@ from kvcalc.engines.kernels import gpu_as_run_by  # noqa: E402
 from kvcalc.engines.llamacpp.buffers import TensorRow  # noqa: E402
 from kvcalc.engines.llamacpp.eras import era  # noqa: E402
 from kvcalc.engines.llamacpp.memory import llamacpp_memory  # noqa: E402
+from kvcalc.hardware.family import gpu_family  # noqa: E402
 from kvcalc.model.gguf.mix import FTYPES, tensor_table  # noqa: E402
 from kvcalc.model.presets import get_gpu, get_model  # noqa: E402
 from kvcalc.plan.llamacpp_speed import PROMPT_TOKENS, llamacpp_speed  # noqa: E402

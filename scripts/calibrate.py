@@ -121,11 +121,11 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
     against 31%, and read with requests alike its constants miss InferenceX's TTFT by 54%). Those
     figures predate the clients' turnaround (plan/serve.turnaround_steps), when the simulation's
     identical requests stayed in lockstep for ever; not tried again since."""
-    from kvcalc.cost.estimate import gpu_family
     from kvcalc.cost.fitting import Point, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
     from kvcalc.engines.kernels import engine_of, gpu_as_run_by, prompt_chunk
+    from kvcalc.hardware.family import gpu_family
     from kvcalc.model.presets import get_gpu, get_model
     from kvcalc.plan.serve_fit import run_features
 
@@ -194,6 +194,10 @@ def names_for(points) -> list[str]:
     legacy = sorted({p.sf.decode.family for p in points if p.engine == "llamacpp.legacy"} & today)
     names += [f"mfu.{f}.llamacpp.legacy" for f in legacy]
     names += ["kv_eff", "gemv_layer_bytes", "mfu_tokens", "attn_layer_s"]
+    # NOTE: one efficiency for weight-only quantized weights (mxfp4 experts on Hopper, int4 checkpoints):
+    # llama.cpp's is in its own bw_eff (calibration.STARTING keeps dequant_eff.llamacpp at 1)
+    if any(p.sf.decode.dequant for p in points if not p.engine.startswith("llamacpp")):
+        names += ["dequant_eff"]
     names += [f"{n}.{e}" for n in ("step_s", "seq_s", "decode_layer_s", "prefill_layer_s") for e in engines]
     if any(p.sf.first.scores for p in points):
         names += ["score_bytes.llamacpp"]

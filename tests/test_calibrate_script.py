@@ -34,9 +34,15 @@ def test_a_sources_points_weigh_ln_1_plus_n_capped_at_a_ten_point_sources(script
     assert 2 * math.log(3) / 2 > 12 * math.log(87) / 86
 
 
-def _point(engine, family="hopper", served=False, static=False, scores=0.0, index_layers=0):
+def _point(engine, family="hopper", served=False, static=False, scores=0.0, index_layers=0, dequant=0.0):
     decode = SimpleNamespace(
-        family=family, allreduces=0, link="nvlink", stage_bytes=((0,) * 7,), a2a=(0,), index_layers=index_layers
+        family=family,
+        allreduces=0,
+        link="nvlink",
+        stage_bytes=((0,) * 7,),
+        a2a=(0,),
+        index_layers=index_layers,
+        dequant=dequant,
     )
     first = SimpleNamespace(scores=scores)
     sf = SimpleNamespace(decode=decode, first=first, run=object() if served else None, prompts_per_step=0)

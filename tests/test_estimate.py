@@ -7,10 +7,11 @@ import math
 import pytest
 
 import kvcalc
-from kvcalc.cost.estimate import ENGINES, gpu_family, time_of
+from kvcalc.cost.estimate import ENGINES, time_of
 from kvcalc.cost.fitting import Point, Setup, fit, predict, server_seconds, setup_features
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
+from kvcalc.hardware.family import gpu_family
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.calibration import constants_for
 from tests.conftest import run, run_json

@@ -10,6 +10,11 @@ from __future__ import annotations
 STARTING: dict[str, float] = {
     "bw_eff": 0.8,
     "kv_eff": 0.7,
+    # Weight-only quantized weights (cost/step.dequant_share) stream at this fraction of what 16-bit ones do:
+    # llama.cpp's Q4_K_M GEMVs reach 64% of a 4090's bandwidth, F16 87% (speed_facts 2.8). llama.cpp keeps
+    # 1: its quantized kernels are its own efficiency (bw_eff.<family>.llamacpp), as the GGUF steps read it.
+    "dequant_eff": 0.74,
+    "dequant_eff.llamacpp": 1.0,
     "mfu": 0.6,
     "gemv_layer_bytes": 4e6,
     "mfu_tokens": 64.0,

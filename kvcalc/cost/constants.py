@@ -30,6 +30,7 @@ class StepConstants(NamedTuple):
 
     bw_eff: float
     kv_eff: float
+    dequant_eff: float
     mfu: float
     gemv: float
     fill: float
@@ -60,6 +61,7 @@ def step_constants(c: Mapping[str, float], family: str, engine: str, prefill: bo
     return StepConstants(
         bw_eff=min(1.0, _get(c, "bw_eff", family, *eng)),
         kv_eff=min(1.0, _get(c, "kv_eff", family)),
+        dequant_eff=min(1.0, opt("dequant_eff", *eng) or 1.0),  # constants from before the term: none widened
         mfu=min(1.0, _get(c, "mfu", family, *eng)),
         gemv=_get(c, "gemv_layer_bytes", family),
         fill=_get(c, "mfu_tokens", family),

@@ -5,8 +5,9 @@ with an 80% interval from the calibration residuals.
 The estimate is built from the same per-GPU bytes and FLOPs as the ceiling (cost/step.py), with
 fitted terms in place of ideal hardware (constants in cost/calibration.json, fitted from public
 measurements by scripts/calibrate.py; plan/calibration.py reads them and callers pass them in):
-- memory: weight bytes / (bandwidth x bw_eff[family]) plus a per-layer GEMV start-up worth
-  `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
+- memory: weight bytes / (bandwidth x bw_eff[family]), the weight-only quantized share of them (widened
+  to 16 bits in the kernel, step.dequant_share) further over dequant_eff, plus a per-layer GEMV start-up
+  worth `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
   kv_eff[family]) plus a per-attention-layer floor;
 - compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` rows
   (a routed expert's rows are its share of the tokens, tokens x top-k / experts);
@@ -37,57 +38,19 @@ from kvcalc.cost.step import (
     activation_bytes,
     comm_seconds,
     decode_state_bytes,
+    dequant_share,
     pipelined,
     stage_decode_flops,
     stage_prefill_flops,
     stages,
     weight_bytes_read,
 )
+from kvcalc.hardware.family import gpu_family
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.units import elements_to_bytes
 
 ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")
-
-# GPU families the terms are keyed by; a preset's family comes from its name (gpu_family).
-_FAMILY_PREFIXES = (
-    ("apple", "apple"),
-    ("m1", "apple"),
-    ("m2", "apple"),
-    ("m3", "apple"),
-    ("m4", "apple"),
-    ("mi355", "cdna4"),
-    ("mi350", "cdna4"),
-    ("mi3", "cdna3"),
-    ("mi2", "cdna2"),
-    ("gb", "blackwell"),
-    ("b1", "blackwell"),
-    ("b2", "blackwell"),
-    ("b3", "blackwell"),
-    ("rtx-5", "blackwell"),
-    ("rtx-pro", "blackwell"),
-    ("rtx-a", "ampere"),  # RTX A6000: GA102, as the 3090
-    ("gh", "hopper"),
-    ("h", "hopper"),
-    ("l4", "ada"),
-    ("l40", "ada"),
-    ("l20", "ada"),  # AD102, as the L40
-    ("rtx-4", "ada"),
-    ("rtx-6000-ada", "ada"),
-    ("a", "ampere"),
-    ("rtx-3", "ampere"),
-)
-
-
-def gpu_family(gpu: GpuSpec | str) -> str:
-    """ampere, ada, hopper, blackwell, cdna2/3/4, apple, or "other" (terms then use the shared value)."""
-    name = (gpu if isinstance(gpu, str) else gpu.name).lower()
-    if name.startswith("rtx-6000-ada"):
-        return "ada"
-    for prefix, family in _FAMILY_PREFIXES:
-        if name.startswith(prefix):
-            return family
-    return "other"
 
 
 def link_kind(dep: Deployment) -> str:
@@ -133,6 +96,7 @@ class StepFeatures(NamedTuple):
     scores: float = 0.0
     # DeepSeek Sparse Attention: layers with an indexer of their own, all stages (its kernels: a fixed cost each)
     index_layers: int = 0
+    dequant: float = 0.0  # the share of the weight bytes widened to 16 bits in the kernel (step.dequant_share)
 
 
 class StepTime(NamedTuple):
@@ -260,6 +224,7 @@ def features(
         microbatches=m,
         scores=scores,
         index_layers=sum(t.layers for st in staged for t in st.terms if t.index_bytes),
+        dequant=dequant_share(spec, gpu, staged, tokens),
         **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
     )
 
@@ -363,8 +328,11 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm", memo:
     scores_s = (f.scores / n * used(k.score_bytes, "score_bytes") / (f.bandwidth * k.bw_eff) if f.scores else 0) + (
         f.index_layers / n * used(k.index_s, "index_layer_s") if f.index_layers else 0
     )
+    # NOTE: weight-only quantized GEMVs widen each weight before the multiply: they stream at dequant_eff of
+    # what 16-bit or native-format weights reach (speed_facts 2.8: llama.cpp's Q4_K_M 64% against F16's 87%)
+    widen = 1 + f.dequant * (1 / k.dequant_eff - 1)
     for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
-        memory = (w + state + k.gemv * layers) / (f.bandwidth * k.bw_eff) + kv / (f.bandwidth * k.kv_eff)
+        memory = (w * widen + state + k.gemv * layers) / (f.bandwidth * k.bw_eff) + kv / (f.bandwidth * k.kv_eff)
         compute = flops * pad / (f.peak * k.mfu)
         per_stage.append(max(memory, compute) + scores_s + layers * k.layer_s + attn * k.attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)

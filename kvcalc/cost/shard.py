@@ -242,12 +242,15 @@ def rank_read_parts(
     pp: int = 1,
     dtype: str | None = None,
     dp_attention: bool = False,
+    narrow: bool = False,
 ) -> tuple[Fraction, Fraction, int, Fraction]:
     """What a step's weight reads on one GPU of a stage are made of, in bytes, computed once per
     stage: (what is read whatever the tokens, experts aside; one token's input-embedding row;
-    MoE layers; one expert's slice)."""
+    MoE layers; one expert's slice). `narrow`: of those, only the groups stored below 16 bits."""
     zero = Fraction(0)
     per = shard_formats(spec, dtype)
+    if narrow:
+        per = Shard(*(b if b < 2 else zero for b in per))
     base = _rank_params(spec, tp, stage, pp, 1, dp_attention)
     if spec.params:
         return Fraction(sum((n * b for n, b in zip(base, per)), zero)), zero, 0, zero

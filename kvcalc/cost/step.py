@@ -130,6 +130,10 @@ class Stage(NamedTuple):
     # Under expert parallelism: (experts, top-k, mean routed-expert FLOPs per token on one rank), so the
     # busiest rank's extra work can be added (fabric.ep_imbalance); (0, 0, 0) otherwise.
     ep_moe: tuple[int, int, int] = (0, 0, 0)
+    # Of read_parts, the weights stored below 16 bits (quantized), and the tensor-core rate that multiplies
+    # their format as stored (formats.native_rate; None: widened to 16 bits in the kernel on every GPU)
+    narrow_parts: tuple[Fraction, Fraction, int, Fraction] = (Fraction(0), Fraction(0), 0, Fraction(0))
+    native: str | None = None
 
 
 def held(window: int | None, context: int) -> int:
@@ -147,6 +151,7 @@ def validate(spec: ModelSpec, dep: Deployment) -> None:
 def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, ...]:
     """The pipeline stages of a valid deployment, each as one of its GPUs sees it."""
     from kvcalc.cost.flops import _qk_v_dims, index_flops, sparse
+    from kvcalc.model.formats import native_rate
 
     validate(spec, dep)
     tp, pp = dep.tp, dep.pp
@@ -196,6 +201,8 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 ep=dep.ep,
                 kv_ranks=dep.kv_ranks,
                 ep_moe=_ep_moe(spec, dep, parts[2]),
+                narrow_parts=rank_read_parts(spec, tp, s, pp, dtype, dep.dp_attention, narrow=True),
+                native=native_rate(spec, dtype),
             )
         )
     return tuple(out)
@@ -276,6 +283,19 @@ def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
     # one rank's E / ep experts are whole on its tp / ep expert ranks: one expert is ep x `one` there
     extra = moe_layers * (busiest_experts(spec.experts, reached, stage.ep) - reached / stage.ep) * stage.ep * one
     return mean + math.ceil(extra)
+
+
+def dequant_share(spec: ModelSpec, gpu: GpuSpec, staged: Sequence[Stage], tokens: int) -> float:
+    """The share of a step's weight bytes that the kernels widen to 16 bits before multiplying
+    (weight-only quantization: GPTQ / AWQ int4, mxfp4 experts on a GPU without fp4 tensor cores, fp8 on
+    Ampere): such GEMVs stream at a lower fraction of the bandwidth than 16-bit or native-format ones
+    (estimate.time_of's dequant_eff). 0 where the GPU has a tensor-core rate for the stored format."""
+    if not any(st.narrow_parts[0] or st.narrow_parts[3] for st in staged):
+        return 0.0
+    if staged[0].native is not None and staged[0].native in gpu.peak_dense_tflop_per_s:
+        return 0.0
+    narrow = sum(read_bytes(spec, st.narrow_parts, tokens) for st in staged)
+    return min(1.0, narrow / max(1, sum(read_bytes(spec, st.read_parts, tokens) for st in staged)))
 
 
 # --- communication ------------------------------------------------------------------------

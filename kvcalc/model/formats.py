@@ -43,6 +43,21 @@ def matmul_dtype(spec: ModelSpec, dtype: str | None) -> str:
     return {"16-bit": half, "fp32": "fp32"}.get(fmt, fmt)
 
 
+def native_rate(spec: ModelSpec, dtype: str | None) -> str | None:
+    """The tensor-core rate (a GpuSpec peak name) that multiplies the model's quantized weights as they are
+    stored, the experts' format where they have their own: fp8 and int8 w8a8 their own rates, the 4-bit float
+    formats (mxfp4, nvfp4) fp4, which Blackwell's block-scaled MMA takes as stored. None for weight-only
+    integer formats (GPTQ / AWQ int4, int8 w8a16) and llama.cpp's blocks: every GPU widens those to 16 bits
+    in the kernel before it multiplies (cost/step.dequant_share)."""
+    q = quantization_of(spec, dtype)
+    fmt = (q.experts or q.linear) if q else None
+    if fmt is None:
+        return None
+    if fmt.name in ("mxfp4", "nvfp4"):
+        return "fp4"
+    return None if fmt.compute in ("16-bit", "fp32") else fmt.compute
+
+
 def rotary_dim(spec: ModelSpec) -> int:
     """Columns of the rotary cache: the config's partial rotary width, else the (rope) head dim."""
     if spec.checkpoint and spec.checkpoint.rotary_dim:

@@ -36,12 +36,12 @@ class CalibrationResult(Result):
 def calibrate_runs(runs: list[Measured], gpu: str, engine: str) -> CalibrationResult:
     """Fit the per-step, per-sequence and per-layer engine costs and the family's bandwidth and FLOP
     efficiency to the runs (all on one GPU + engine), from the shipped constants."""
-    from kvcalc.cost.estimate import gpu_family
     from kvcalc.cost.fitting import Point, Setup, fit, interval, median_abs_error, setup_features
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment
     from kvcalc.engines.kernels import gpu_as_run_by, prompt_chunk
     from kvcalc.errors import UsageError
+    from kvcalc.hardware.family import gpu_family
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.calibration import shipped
     from kvcalc.plan.inputs import resolve

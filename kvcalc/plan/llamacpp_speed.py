@@ -151,10 +151,11 @@ def step_features(
     layers), and the bytes left to the CPU: (features, cpu_bytes_read, cpu_weight_bytes). A decode step
     of `batch` sequences each holding `context` tokens (llama-server's -np slots), or a prompt of
     `prompt_tokens` tokens from an empty cache."""
-    from kvcalc.cost.estimate import StepFeatures, gpu_family, link_kind
+    from kvcalc.cost.estimate import StepFeatures, link_kind
     from kvcalc.cost.flops import materialized_scores
     from kvcalc.cost.shard import link_for
     from kvcalc.cost.step import Deployment, pipelined
+    from kvcalc.hardware.family import gpu_family
 
     n = spec.num_layers
     devs = layer_devices(n, r.ngl, 0 if r.ngl <= 0 else n_gpus)

@@ -17,6 +17,7 @@ from kvcalc.cost.step import (
     Stage,
     comm_seconds,
     decode_state_bytes,
+    dequant_share,
     pipelined,
     stage_decode_flops,
     weight_bytes_read,
@@ -79,6 +80,7 @@ def uniform_step_time(
     pseqs = max(1, prefill_seqs) if prefill_tokens else 0
     f = base._replace(
         stage_bytes=tuple(rows),
+        dequant=dequant_share(spec, gpu, staged, tokens),
         **layout_fields(spec, dep, link, tokens, n, pseqs, dtype),
         ceiling_s=pipelined(ideal, 1, bool(prefill_tokens), bound=True)
         + (comm(tokens) if comm else comm_seconds(spec, dep, tokens, dtype)),

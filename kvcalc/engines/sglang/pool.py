@@ -133,7 +133,7 @@ DSA_SCALED_FP8_EXTRA_BYTES = 656 - 576
 
 
 def _blackwell(gpu: GpuSpec) -> bool:
-    from kvcalc.cost.estimate import gpu_family
+    from kvcalc.hardware.family import gpu_family
 
     return gpu_family(gpu) == "blackwell"
 
