@@ -91,6 +91,8 @@ def test_step_reads_the_tensor_tables_bytes_and_llamacpps_kv(tmp_path):
     # f16 K and V: 2 x 2 heads x 32 x 2 B per layer per cell, 4 layers, 1000 cells
     assert kv == 1000 * 4 * 256 and (layers, attn, moe) == (4, 4, 0)
     assert f.ceiling_s == max((w + kv) / f.bandwidth, flops / f.peak)
+    # every byte read but the f32 norms' (two of 256 a layer, the output norm) is a quantized block ggml widens
+    assert f.dequant == pytest.approx(1 - (4 * 2 * 256 * 4 + 1_024) / w, rel=1e-12)
 
 
 def test_estimate_never_faster_than_the_ceiling_and_inside_its_interval(tmp_path):

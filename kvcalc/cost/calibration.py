@@ -12,7 +12,8 @@ STARTING: dict[str, float] = {
     "kv_eff": 0.7,
     # Weight-only quantized weights (cost/step.dequant_share) stream at this fraction of what 16-bit ones do:
     # llama.cpp's Q4_K_M GEMVs reach 64% of a 4090's bandwidth, F16 87% (speed_facts 2.8). llama.cpp keeps
-    # 1: its quantized kernels are its own efficiency (bw_eff.<family>.llamacpp), as the GGUF steps read it.
+    # 1: its quantized kernels are its own efficiency (bw_eff.<family>.llamacpp); fitted apart (0.81) it put
+    # F16 at bw_eff's cap and the per-token cost at nothing (docs/speed.md, "Weight-only quantized weights").
     "dequant_eff": 0.74,
     "dequant_eff.llamacpp": 1.0,
     "mfu": 0.6,

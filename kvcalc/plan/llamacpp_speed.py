@@ -63,14 +63,16 @@ def _device_of(t: TensorRow, n_layer: int, devs: list[int | None], tied: bool) -
 
 def _reads(
     spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int, logits: int = 1
-) -> dict[int | None, tuple[float, float]]:
-    """(weight bytes read, matmul FLOPs) per device (None: the CPU) for a step over `tokens` tokens
-    that computes `logits` rows of the output (each decoded sequence's, a prompt's last token's)."""
+) -> dict[int | None, tuple[float, float, float]]:
+    """(weight bytes read, matmul FLOPs, of those bytes the quantized blocks') per device (None: the CPU)
+    for a step over `tokens` tokens that computes `logits` rows of the output (each decoded sequence's, a
+    prompt's last token's)."""
     from kvcalc.cost.shard import reached_experts
+    from kvcalc.model.gguf.types import is_quantized
 
     n = spec.num_layers
     tied = not any(t.name.startswith("output.weight") for t in tensors)
-    out: dict[int | None, tuple[float, float]] = {}
+    out: dict[int | None, tuple[float, float, float]] = {}
     reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens)) if spec.experts else 0.0
     for t in tensors:
         dev = _device_of(t, n, devs, tied)
@@ -85,8 +87,8 @@ def _reads(
             read, flops = float(t.nbytes), 2.0 * elems * logits
         else:
             read, flops = float(t.nbytes), 2.0 * tokens * elems
-        w, f = out.get(dev, (0.0, 0.0))
-        out[dev] = (w + read, f + flops)
+        w, f, q = out.get(dev, (0.0, 0.0, 0.0))
+        out[dev] = (w + read, f + flops, q + (read if is_quantized(t.type) else 0.0))
     return out
 
 
@@ -186,9 +188,12 @@ def step_features(
 
     for g in gpus:
         ids = [i for i in range(n) if devs[i] == g]
-        w, mm = reads.get(g, (0.0, 0.0))
+        w, mm, _ = reads.get(g, (0.0, 0.0, 0.0))
         row(ids, w, kv.get(g, 0.0), mm)
-    cpu_w, cpu_mm = reads.get(None, (0.0, 0.0))
+    cpu_w, cpu_mm, _ = reads.get(None, (0.0, 0.0, 0.0))
+    # the GPUs' quantized share of the bytes they read: ggml widens every quantized block in its kernels
+    on_gpu = [reads.get(g, (0.0, 0.0, 0.0)) for g in gpus]
+    quantized = sum(q for _, _, q in on_gpu) / max(1.0, sum(w for w, _, _ in on_gpu))
     cpu_kv = kv.get(None, 0.0)
     cpu_bytes = cpu_w + cpu_kv
     if prefill and (cpu_layers or cpu_mm):
@@ -219,6 +224,7 @@ def step_features(
         ceiling_s=ceiling,
         # without flash attention each micro-batch's KQ scores go through memory (-fa off)
         scores=materialized_scores(spec, sum(attends), tokens, 0, r.ubatch) if prefill and not r.flash_attn else 0.0,
+        dequant=quantized,
     )
     return f, cpu_bytes, cpu_w if prefill else 0.0
 
