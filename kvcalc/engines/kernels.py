@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvcalc.hardware.family import gpu_family
 from kvcalc.hardware.gpu import GpuSpec
 
 
@@ -38,8 +39,6 @@ def engine_of(build: str) -> str:
 def gpu_refusal(engine: str, gpu_name: str) -> str | None:
     """Why `engine` has no build for the GPU named `gpu_name`, or None: TensorRT-LLM is NVIDIA's, built for
     CUDA GPUs only (no ROCm, Metal or Gaudi build), where vLLM, SGLang and llama.cpp have AMD builds too."""
-    from kvcalc.hardware.family import gpu_family
-
     family = gpu_family(gpu_name)
     if engine_of(engine) == "trtllm" and (family.startswith("cdna") or family == "apple" or "gaudi" in gpu_name):
         return f"TensorRT-LLM runs on NVIDIA GPUs only; {gpu_name} is not one (vllm, sglang or llamacpp run there)"
@@ -50,16 +49,12 @@ def build_of(engine: str, gpu_name: str) -> str:
     """The build of `engine` that runs on the GPU named `gpu_name`, as the calibration names it: vLLM on an
     AMD Instinct GPU (a CDNA family: mi210 ... mi355x) is ROCm's ("vllm.rocm": AITER kernels, HIP graphs), whose
     per-step, per-sequence and per-layer costs are fitted apart from vLLM's on NVIDIA GPUs; else `engine` itself."""
-    from kvcalc.hardware.family import gpu_family
-
     return "vllm.rocm" if engine == "vllm" and gpu_family(gpu_name).startswith("cdna") else engine
 
 
 def kernel_family(gpu: GpuSpec) -> str:
     """gpu_family with Blackwell split as kernel selection sees it: "blackwell" for the SM100 parts (B200, GB200,
     B300, GB300), "blackwell-sm120" for the GeForce and RTX PRO ones, which many kernels do not run on."""
-    from kvcalc.hardware.family import gpu_family
-
     family = gpu_family(gpu)
     if family == "blackwell" and gpu.name.lower().startswith(("rtx-5", "rtx-pro")):
         return "blackwell-sm120"

@@ -26,6 +26,7 @@ from kvcalc.engines.runtime import (
 from kvcalc.engines.sglang import release as rel
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
+from kvcalc.hardware.family import gpu_family
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.formats import quantization_of
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -133,8 +134,6 @@ DSA_SCALED_FP8_EXTRA_BYTES = 656 - 576
 
 
 def _blackwell(gpu: GpuSpec) -> bool:
-    from kvcalc.hardware.family import gpu_family
-
     return gpu_family(gpu) == "blackwell"
 
 
