@@ -249,6 +249,29 @@ def disaggregated_as_agg(gpu: str, date: str) -> bool:
     return gpu == "gb200" and bool(date) and date < "2025-12-05"
 
 
+# NOTE: an aiconfigurator row's `measured=` stamp is the time of the InferenceX commit whose sweep ran it, 3-5 s
+# after it (github.com/SemiAnalysisAI/InferenceX: 2026-01-14T22:26:21Z is bf3456727's 22:26:18, 2026-03-27T08:01:51Z
+# cec542a9's 08:01:48; 42 of the sample's 55 stamps, 2025-12-31 to 2026-03-27, are 3-5 s after a commit), and a
+# PR's sweep runs the configurations it changed. These four PRs changed only `spec-decoding: mtp` configurations
+# (.github/configs/nvidia-master.yaml), so their sweeps' runs decoded speculatively, several tokens a step, while
+# the dump records neither the flag nor the draft: read as plain decoding, their TPOTs are 1.4-1.6x under what one
+# token a step takes (DeepSeek-R1 under TensorRT-LLM; two were the only TPOTs under the ceiling), beside 0.8-1.07x
+# for the same setups' other runs. Not fitted.
+SPECULATIVE_SWEEPS = {
+    "2026-01-14T22:26:21Z": "bf3456727, #392 Add MTP Benchmark Support for DeepSeek-R1 TRT",
+    "2026-02-05T19:55:05Z": "5d517074c, #632 dsr1 fp8 b200 trt agg mtp update",
+    "2026-02-06T17:21:58Z": "0aae52d4c, #642 dsr1 fp4 b200 trt agg mtp update",
+    "2026-03-20T22:08:23Z": "35d4bb367, #898 Add Qwen3.5 FP8 B200 SGLang MTP config (EAGLE, 3 steps, 4 draft tokens)",
+}
+
+
+def speculative_sweep(r: dict) -> bool:
+    """Whether an aiconfigurator row was measured by the sweep of an InferenceX PR that changed only speculative
+    decoding (MTP) configurations (SPECULATIVE_SWEEPS)."""
+    found = re.search(r"measured=([0-9T:\-]+Z)", r["silicon_data_source"])
+    return bool(found) and found.group(1) in SPECULATIVE_SWEEPS
+
+
 def relaid(row: dict, date: str, skipped: Counter, source: str) -> bool:
     """Give an InferenceX run recorded at ep 1 without DP attention the layout its launch script chose
     (inferencex_launch.script_layout), in place, with the launch flags of that layout; True where kvcalc cannot
@@ -326,6 +349,9 @@ def from_aic(skipped: Counter) -> list[dict]:
                 skipped["aiconfigurator: a run already read from another snapshot file of the sample"] += 1
                 continue
             seen.add(run)
+            if speculative_sweep(r):
+                skipped["aiconfigurator: a speculative-decoding (MTP) sweep's run recorded as plain decoding"] += 1
+                continue
             if relaid(base, date, skipped, "aiconfigurator"):
                 continue
             if disaggregated_as_agg(gpu, date):

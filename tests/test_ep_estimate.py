@@ -277,6 +277,27 @@ def test_disaggregated_gb200_runs_recorded_as_aggregated_are_not_fitted():
     assert gb200 and max(int(r["tp"]) for r in gb200) <= 8
 
 
+def test_runs_of_a_speculative_decoding_sweep_are_not_fitted():
+    # aiconfigurator's `measured=` stamp is the InferenceX commit whose sweep ran the row (bf3456727, "Add MTP
+    # Benchmark Support for DeepSeek-R1 TRT", 2026-01-15 06:26:18 +0800, stamps 2026-01-14T22:26:21Z): that PR's
+    # configurations were all `spec-decoding: mtp`, so its runs decoded several tokens a step.
+    spec = _importer().speculative_sweep
+
+    def row(stamp: str) -> dict:
+        return {"silicon_data_source": f"source_file=2026-03-25.csv; model=DeepSeek-R1; measured={stamp}; wip=False"}
+
+    assert spec(row("2026-01-14T22:26:21Z")) and spec(row("2026-03-20T22:08:23Z"))
+    assert not spec(row("2026-03-25T16:34:14Z"))  # 12ba0ae07, an SGLang image update: plain decoding
+    assert not spec({"silicon_data_source": "source_file=/gap-analysis/h200_sxm/vllm/0.12.0/x.csv"})
+    rows = list(csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline="")))
+    aic = {r["id"].rpartition(":")[0] for r in rows if r["source"] == "github.com/ai-dynamo/aiconfigurator"}
+    # two of that sweep's runs (DeepSeek-R1 fp8, 8 x H200, 1k / 8k at 64 and 128 clients) had read under the ceiling
+    assert aic and not aic & {
+        "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c128_tp8_0_ep8_0_1250",
+        "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c64_tp8_0_ep8_0_1261",
+    }
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
     # Each of the 8 DP-attention ranks runs its own scheduler over its own KV pool: the replica's limits
