@@ -198,10 +198,16 @@ def from_points(skipped: Counter) -> list[dict]:
     return rows
 
 
+def measured_stamp(r: dict) -> str:
+    """An aiconfigurator row's `measured=` stamp as written (2026-01-14T22:26:21Z: its sweep's commit time,
+    SPECULATIVE_SWEEPS; 2025-10-29T00:00:00.000Z: a day), "" where the row has none (the gap-analysis CSVs)."""
+    found = re.search(r"measured=(\d{4}-\d{2}-\d{2}[^;,\s]*)", r["silicon_data_source"])
+    return found.group(1) if found else ""
+
+
 def measured_on(r: dict) -> str:
     """An aiconfigurator row's measured date (YYYY-MM-DD), "" where the row has none (the gap-analysis CSVs)."""
-    found = re.search(r"measured=(\d{4}-\d{2}-\d{2})", r["silicon_data_source"])
-    return found.group(1) if found else ""
+    return measured_stamp(r)[:10]
 
 
 def aic_range_ratio(data_source: str) -> float | str:
@@ -268,8 +274,7 @@ SPECULATIVE_SWEEPS = {
 def speculative_sweep(r: dict) -> bool:
     """Whether an aiconfigurator row was measured by the sweep of an InferenceX PR that changed only speculative
     decoding (MTP) configurations (SPECULATIVE_SWEEPS)."""
-    found = re.search(r"measured=([0-9T:\-]+Z)", r["silicon_data_source"])
-    return bool(found) and found.group(1) in SPECULATIVE_SWEEPS
+    return measured_stamp(r) in SPECULATIVE_SWEEPS
 
 
 def relaid(row: dict, date: str, skipped: Counter, source: str) -> bool:

@@ -186,14 +186,13 @@ def step_features(
         rows.append((int(w), int(kv_b), 0, int(flops), blocks, a, sum(moe[i] for i in layer_ids)))
         ideal.append(max((w + kv_b) / bw, flops / peak))
 
+    gpu_w = gpu_q = 0.0  # the GPUs' bytes read, and of those the quantized blocks' (ggml widens each in its kernels)
     for g in gpus:
         ids = [i for i in range(n) if devs[i] == g]
-        w, mm, _ = reads.get(g, (0.0, 0.0, 0.0))
+        w, mm, q = reads.get(g, (0.0, 0.0, 0.0))
         row(ids, w, kv.get(g, 0.0), mm)
+        gpu_w, gpu_q = gpu_w + w, gpu_q + q
     cpu_w, cpu_mm, _ = reads.get(None, (0.0, 0.0, 0.0))
-    # the GPUs' quantized share of the bytes they read: ggml widens every quantized block in its kernels
-    on_gpu = [reads.get(g, (0.0, 0.0, 0.0)) for g in gpus]
-    quantized = sum(q for _, _, q in on_gpu) / max(1.0, sum(w for w, _, _ in on_gpu))
     cpu_kv = kv.get(None, 0.0)
     cpu_bytes = cpu_w + cpu_kv
     if prefill and (cpu_layers or cpu_mm):
@@ -224,7 +223,7 @@ def step_features(
         ceiling_s=ceiling,
         # without flash attention each micro-batch's KQ scores go through memory (-fa off)
         scores=materialized_scores(spec, sum(attends), tokens, 0, r.ubatch) if prefill and not r.flash_attn else 0.0,
-        dequant=quantized,
+        dequant=gpu_q / max(1.0, gpu_w),
     )
     return f, cpu_bytes, cpu_w if prefill else 0.0
 
