@@ -265,10 +265,17 @@ def rank_read_parts(
 
 def read_bytes(spec: ModelSpec, parts: tuple[Fraction, Fraction, int, Fraction], tokens: int) -> int:
     """Weight bytes read by a step over `tokens` tokens, from rank_read_parts."""
+    return _read_bytes(parts, min(tokens, spec.vocab_size or 0), spec.experts, spec.experts_per_token, tokens)
+
+
+@lru_cache(maxsize=4096)
+def _read_bytes(parts: tuple[Fraction, Fraction, int, Fraction], rows: int, experts: int, k: int, tokens: int) -> int:
+    # NOTE: cached: a serving simulation reads the same stage's bytes at the same few token counts
+    # thousands of times, and the exact rational sums dominate its step timing
     fixed, row, moe_layers, one = parts
-    total = fixed + row * min(tokens, spec.vocab_size or 0)
+    total = fixed + row * rows
     if moe_layers:
-        total += moe_layers * reached_experts(spec.experts, spec.experts_per_token, tokens) * one
+        total += moe_layers * reached_experts(experts, k, tokens) * one
     return math.ceil(total)
 
 

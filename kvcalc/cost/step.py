@@ -4,6 +4,7 @@ each GPU's weights + KV + state + reserve fit its memory budget."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -257,8 +258,14 @@ def ep_extra_flops(stage: Stage, tokens: int) -> int:
 def stage_decode_flops(stage: Stage, batch: int, context: int) -> int:
     """One new token per sequence over `context` cached tokens, on one GPU of the stage (the busiest
     expert-parallel rank's)."""
-    attention = sum((t.layers * t.decode_attention_flops(context) for t in stage.terms), Fraction(0))
-    return batch * (2 * stage.compute_params + int(attention)) + ep_extra_flops(stage, batch)
+    return batch * (2 * stage.compute_params + _decode_attention(stage.terms, context)) + ep_extra_flops(stage, batch)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_attention(terms: tuple[Term, ...], context: int) -> int:
+    """One new token's attention FLOPs over `context` cached tokens in these layers (cached: a serving
+    simulation asks for the same few contexts of one stage thousands of times)."""
+    return int(sum((t.layers * t.decode_attention_flops(context) for t in terms), Fraction(0)))
 
 
 def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
