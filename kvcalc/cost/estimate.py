@@ -10,7 +10,8 @@ measurements by scripts/calibrate.py; plan/calibration.py reads them and callers
   worth `gemv_layer_bytes` bytes (small matrices never reach streaming speed), KV bytes / (bandwidth x
   kv_eff[family]) plus a per-attention-layer floor;
 - compute: FLOPs / (peak x mfu[family]), a prompt GEMM filling its tiles only past `mfu_tokens` rows
-  (a routed expert's rows are its share of the tokens, tokens x top-k / experts);
+  (a routed expert's rows are its share of the tokens, tokens x top-k / experts), a prompt's attention at
+  its KV cache format's rate where the weights' GEMMs run faster (attention_rate);
 - a step runs each stage at max(memory, compute), plus fixed per-layer launch costs (CUDA graphs in
   decode, eager prefill), a per-MoE-layer routing and grouped-GEMM cost, a DSA indexer's kernels, and in
   a prompt step a cost per expert a GPU runs;
@@ -36,6 +37,7 @@ from kvcalc.cost.step import (
     Deployment,
     Stage,
     activation_bytes,
+    chunk_attention_flops,
     comm_seconds,
     decode_state_bytes,
     dequant_share,
@@ -97,6 +99,10 @@ class StepFeatures(NamedTuple):
     # DeepSeek Sparse Attention: layers with an indexer of their own, all stages (its kernels: a fixed cost each)
     index_layers: int = 0
     dequant: float = 0.0  # the share of the weight bytes widened to 16 bits in the kernel (step.dequant_share)
+    # A prompt chunk's attention FLOPs per stage, and the tensor rate they run at (attention_rate; 0: the step's
+    # `peak`): flash attention multiplies in the KV cache's format (16 bits or fp8), whatever the weights' (fp8, fp4)
+    prompt_attention: tuple[float, ...] = ()
+    attention_peak: float = 0.0
 
 
 class StepTime(NamedTuple):
@@ -179,7 +185,7 @@ def features(
     pseqs = max(1, prefill_seqs) if prefill_tokens else 0
     per_seq = -(-prefill_tokens // pseqs) if pseqs else 0
     tokens = batch + prefill_tokens
-    rows = []
+    rows, prompt_attention = [], []
     peak = gpu.peak_flop_per_s(compute_dtype)
     bw = gpu.bandwidth_bytes_per_s
     ceiling = 0.0
@@ -197,6 +203,7 @@ def features(
                 stage_prefill_flops(st, pseqs, prefill_context) if prefill_context else 2 * pseqs * st.lm_head_params
             )
             flops += whole - before + 2 * pseqs * st.lm_head_params
+            prompt_attention.append(float(chunk_attention_flops(st, pseqs, prefill_context, per_seq)))
             kv += _kv_read(st, [(prefill_context + per_seq, pseqs)], kv_dtype)
             state += pseqs * st.state_bytes
         layers, attn, moe = _layer_counts(spec, st)
@@ -225,8 +232,17 @@ def features(
         scores=scores,
         index_layers=sum(t.layers for st in staged for t in st.terms if t.index_bytes),
         dequant=dequant_share(spec, gpu, staged, tokens),
+        prompt_attention=tuple(prompt_attention),
+        attention_peak=attention_rate(gpu, kv_dtype, peak) if prompt_attention else 0.0,
         **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
     )
+
+
+def attention_rate(gpu: GpuSpec, kv_dtype: str, peak: float) -> float:
+    """The tensor rate a prompt's flash attention multiplies Q, K and V at: an fp8 cache's fp8 (FlashAttention-3's
+    and TensorRT-LLM's FP8 attention) where the GPU has that rate, else 16 bits; never above the step's `peak`
+    (fp8 or fp4 weights' GEMMs run faster than the attention beside them)."""
+    return min(peak, gpu.peak_flop_per_s(gpu.compute_dtype("fp8" if kv_dtype == "fp8" else "bf16")))
 
 
 class LayoutFields(TypedDict):
@@ -331,9 +347,11 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm", memo:
     # NOTE: weight-only quantized GEMVs widen each weight before the multiply: they stream at dequant_eff of
     # what 16-bit or native-format weights reach (speed_facts 2.8: llama.cpp's Q4_K_M 64% against F16's 87%)
     widen = 1 + f.dequant * (1 / k.dequant_eff - 1)
-    for w, kv, state, flops, layers, attn, moe in f.stage_bytes:
+    # NOTE: a prompt's attention runs at its cache format's rate where the weights' GEMMs may run faster (fp8, fp4)
+    slower = f.peak / f.attention_peak - 1 if f.prompt_attention and f.attention_peak else 0.0
+    for i, (w, kv, state, flops, layers, attn, moe) in enumerate(f.stage_bytes):
         memory = (w * widen + state + k.gemv * layers) / (f.bandwidth * k.bw_eff) + kv / (f.bandwidth * k.kv_eff)
-        compute = flops * pad / (f.peak * k.mfu)
+        compute = (flops + slower * f.prompt_attention[i] if slower else flops) * pad / (f.peak * k.mfu)
         per_stage.append(max(memory, compute) + scores_s + layers * k.layer_s + attn * k.attn_s + moe * moe_s)
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:

@@ -276,6 +276,16 @@ def stage_prefill_flops(stage: Stage, batch: int, prompt: int) -> int:
     return batch * (2 * body * prompt + 2 * stage.lm_head_params + attention) + ep_extra_flops(stage, batch * prompt)
 
 
+def chunk_attention_flops(stage: Stage, seqs: int, context: int, chunk: int) -> int:
+    """The attention FLOPs of `seqs` prompt chunks of `chunk` tokens after `context` cached tokens each, on
+    one GPU of the stage: the attention share of stage_prefill_flops(whole) - stage_prefill_flops(before)."""
+    attention = sum(
+        t.layers * (t.prefill_attention_flops(context + chunk) - t.prefill_attention_flops(context))
+        for t in stage.terms
+    )
+    return seqs * attention
+
+
 def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
     """Weight bytes one GPU of the stage reads in a step over `tokens` tokens, in the weight formats
     the stage was built for (stages(..., dtype)). Under expert parallelism, the busiest rank's."""
