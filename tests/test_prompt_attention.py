@@ -5,6 +5,7 @@ not in the weights' (fp8 or fp4 GEMMs), so with weights faster than the cache it
 import pytest
 
 from kvcalc.cost.calibration import STARTING
+from kvcalc.cost.constants import step_constants
 from kvcalc.cost.estimate import attention_rate, features, time_of
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment, chunk_attention_flops, stage_prefill_flops, stages
@@ -58,8 +59,9 @@ def test_a_slower_attention_adds_its_flops_at_the_rate_gap_and_keeps_the_ceiling
     fast = slow._replace(attention_peak=slow.peak)
     assert slow.ceiling_s == fast.ceiling_s
     att = slow.prompt_attention[0]
-    pad = (slow.tokens + c["mfu_tokens"]) / slow.tokens
-    extra = att * (slow.peak / slow.attention_peak - 1) * pad / (slow.peak * min(1.0, c["mfu"]))
+    k = step_constants(c, slow.family, "vllm", True, slow.link)  # the constants time_of resolves for this step
+    pad = (slow.tokens + k.fill) / slow.tokens
+    extra = att * (slow.peak / slow.attention_peak - 1) * pad / (slow.peak * k.mfu)
     assert slow.peak / slow.attention_peak == pytest.approx(2.0, rel=1e-3)  # H100: 1,979 against 989 TFLOP/s
     assert time_of(slow, c) - time_of(fast, c) == pytest.approx(extra, rel=1e-9)
     assert time_of(slow, c) > time_of(fast, c) >= fast.ceiling_s
