@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 
 from kvcalc.cost.calibration import STARTING
+from kvcalc.cost.constants import step_constants
 from kvcalc.cost.estimate import features, time_of
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment, dequant_share, stages
@@ -65,8 +66,9 @@ def test_widened_weights_cost_their_bytes_over_dequant_eff():
     c = dict(STARTING)
     plain = time_of(f._replace(dequant=0.0), c)
     widened = time_of(f, c)
-    weights = f.stage_bytes[0][0] / (f.bandwidth * c["bw_eff"])
-    assert widened - plain == pytest.approx(weights * f.dequant * (1 / c["dequant_eff"] - 1), rel=1e-9)
+    k = step_constants(c, f.family, "vllm", False, f.link)  # the constants time_of resolves for this step
+    weights = f.stage_bytes[0][0] / (f.bandwidth * k.bw_eff)
+    assert widened - plain == pytest.approx(weights * f.dequant * (1 / k.dequant_eff - 1), rel=1e-9)
     assert time_of(f, {**c, "dequant_eff": 1.0}) == plain
     assert widened > plain >= f.ceiling_s
 
