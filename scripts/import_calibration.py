@@ -9,7 +9,8 @@ mapped to kvcalc presets.
 Nothing is hand-picked: a point is kept when kvcalc can model its setup (a model and GPU preset, a
 tensor / pipeline / expert / attention-DP layout kvcalc's Deployment expresses, no speculative decoding, a known batch or concurrency) and its
 regime is a static batch, batch 1 or closed-loop concurrency; every other point is skipped with the
-reason counted in benchmarks/calibration/README.md. Run: python scripts/import_calibration.py
+reason counted in benchmarks/calibration/README.md, but for trtllm-bench's offline max-throughput runs, which are
+written to benchmarks/holdout/points.csv as the bursts they ran (trtllm_bench_burst). Run: python scripts/import_calibration.py
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ FIELDS = [
     "id", "source", "model", "gpu", "tp", "pp", "ep", "dp_attention", "engine", "dtype", "kv_dtype", "regime", "batch",
     "concurrency", "prompt", "new", "range_ratio", "launch", "metric", "value", "source_url", "quote",
 ]  # fmt: skip
+
+# NOTE: trtllm-bench's offline max-throughput runs (TensorRT-LLM's perf-overview tables) queue every request of a
+# synthetic dataset at once: a burst of N requests alike, read as `--rate inf --requests N`. N per ISL / OSL is
+# the table "Preparing a Dataset" prints in the revision the figures come from (00f37686: docs/source/performance/
+# perf-overview.md; 03e27c7d: docs/source/developer-guide/perf-overview.md, which gives no count for 1000 / 1000
+# and is read with the earlier revision's 3,000). These rows are held out (benchmarks/holdout/points.csv): the fit
+# simulates no bursts.
+TRTLLM_BENCH_REQUESTS = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+    (1024, 1024): 3000, (8192, 1024): 1500, (1024, 8192): 1500, (32768, 1024): 1000, (1024, 32768): 1000,
+}  # fmt: skip
 
 # InferenceX's bench_serving client: --random-range-ratio 0.8 (SemiAnalysisAI/InferenceX,
 # .github/workflows/benchmark-tmpl.yml), lengths uniform in [int(0.8 L), L] (utils/bench_serving).
@@ -119,11 +132,36 @@ def gpu_preset(gid: str | None) -> str | None:
         return None
 
 
+def trtllm_bench_burst(p: dict) -> dict:
+    """A trtllm-bench offline max-throughput point as the burst it ran (TRTLLM_BENCH_REQUESTS), its layout as
+    the perf overview's recipes set it: DEP N (and, in the earlier revision, every MoE model's recipe) enables
+    attention DP (`enable_attention_dp: true`) with experts over the N GPUs; unchanged when its lengths have no
+    request count."""
+    n = TRTLLM_BENCH_REQUESTS.get((p.get("input_len"), p.get("output_len")))
+    if not n:
+        return p
+    from kvcalc.model.presets import get_model
+
+    model = resolve_model(p.get("base_model"), p["model"])
+    q = {**p, "regime": "burst_all_at_once", "batch_size": n}
+    gpus = p.get("num_gpus") or 1
+    if gpus > 1 and model and get_model(model).experts:
+        q.update(
+            tensor_parallel=gpus, expert_parallel=gpus, notes=(p.get("notes") or "") + " enable_attention_dp: true"
+        )
+    return q
+
+
 def from_points(skipped: Counter) -> list[dict]:
     rows = []
     for p in json.loads((SHARED / "speed_calibration.json").read_text()):
         regime, metric = p["regime"], p["metric"]
-        if regime not in ("static_batch", "single_stream_batch1", "closed_loop_concurrency"):
+        if regime == "offline_max_throughput" and "trtllm-bench" in (p["engine"] or ""):
+            p = trtllm_bench_burst(p)
+            regime = p["regime"]
+        elif regime == "burst_all_at_once":
+            regime = "burst_all_at_once, request count not read"  # GPUStack's, price-compass's: in their notes
+        if regime not in ("static_batch", "single_stream_batch1", "closed_loop_concurrency", "burst_all_at_once"):
             skipped[f"regime {regime}"] += 1
             continue
         if p.get("speculative_decoding"):
@@ -164,6 +202,11 @@ def from_points(skipped: Counter) -> list[dict]:
         if metric not in ("tpot_ms", "ttft_ms", "output_tok_s_total", "e2e_latency_s"):
             skipped[f"metric {metric}"] += 1
             continue
+        if regime == "burst_all_at_once" and model.startswith("gpt-oss"):
+            # NOTE: the perf overview's GPT-OSS runs are OpenAI's MXFP4 checkpoints (its FP4 / FP8 model lists, the
+            # ModelOpt checkpoints, do not name them; "(FP4)" / "(FP8)" is the column's precision); its recipe's
+            # `kv_cache_config: dtype: fp8` is for Blackwell ("# Hopper: use auto": the model's bf16)
+            p = {**p, "weight_dtype": "mxfp4", "kv_cache_dtype": "bf16" if gpu in ("h100", "h200") else "fp8"}
         batch = p.get("batch_size") if regime != "closed_loop_concurrency" else None
         conc = p.get("concurrency") if regime == "closed_loop_concurrency" else None
         if regime == "single_stream_batch1":
@@ -543,11 +586,18 @@ def write_rows(path: Path, rows: list[dict]) -> None:
 
 
 def write_held_out(held: list[dict], fitted: set[str]) -> None:
-    """The held-out set's rows of HELD_OUT_MODELS replaced by `held`; its other rows kept as they are, less
-    those the fit now reads (ids in `fitted`: a model taken off HELD_OUT_MODELS moves to the calibration)."""
+    """The held-out set's rows of HELD_OUT_MODELS and its bursts replaced by `held`; its other rows kept as they
+    are, less those the fit now reads (ids in `fitted`: a model taken off HELD_OUT_MODELS moves to the
+    calibration). Written in the file's own columns."""
     with open(HOLDOUT, newline="") as fh:
-        kept = [r for r in csv.DictReader(fh) if r["model"] not in HELD_OUT_MODELS and r["id"] not in fitted]
-    write_rows(HOLDOUT, kept + held)
+        reader = csv.DictReader(fh)
+        columns = list(reader.fieldnames or FIELDS)
+        drop = fitted | {r["id"] for r in held}
+        kept = [r for r in reader if r["model"] not in HELD_OUT_MODELS and r["id"] not in drop]
+    with open(HOLDOUT, "w", newline="") as fh:
+        w = csv.DictWriter(fh, columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(kept + held)
 
 
 def main() -> int:
@@ -558,8 +608,9 @@ def main() -> int:
     skipped: Counter = Counter()
     shared, aic, ix = from_points(skipped), from_aic(skipped), from_inferencex(skipped)
     rows = inferencex_not_in(aic, shared, skipped) + aic + inferencex_not_in(aic, ix, skipped) + from_llamacpp()
-    held = [r for r in rows if r["model"] in HELD_OUT_MODELS]  # asked of the command line: engines as users name them
-    rows = [r for r in rows if r["model"] not in HELD_OUT_MODELS]
+    # asked of the command line, engines as users name them: HELD_OUT_MODELS and the bursts (trtllm_bench_burst)
+    held = [r for r in rows if r["model"] in HELD_OUT_MODELS or r["regime"] == "burst_all_at_once"]
+    rows = [r for r in rows if r["model"] not in HELD_OUT_MODELS and r["regime"] != "burst_all_at_once"]
     from kvcalc.engines.kernels import build_of
 
     # NOTE: vLLM on an AMD Instinct GPU runs ROCm's build (AITER kernels, HIP graphs; the calibration's runs are
@@ -574,7 +625,7 @@ def main() -> int:
     write_rows(OUT, rows)
     print(f"{len(rows)} points -> {OUT.relative_to(ROOT)}")
     write_held_out(held, {r["id"] for r in rows})
-    print(f"  held out {len(held)}: {', '.join(HELD_OUT_MODELS)} -> {HOLDOUT.relative_to(ROOT)}")
+    print(f"  held out {len(held)}: {', '.join(HELD_OUT_MODELS)}, trtllm-bench bursts -> {HOLDOUT.relative_to(ROOT)}")
     for why, n in skipped.most_common():
         print(f"  skipped {n}: {why}")
     return 0

@@ -351,3 +351,41 @@ def test_sglang_runs_beyond_their_scripts_seat_cap_keep_the_engines_defaults():
     assert launch("vllm", "minimax-m2.5", "h100", "fp8", 1024, 1024, 4, 512, "2026-03-25", False) == (
         "max_num_seqs=256"  # vLLM's MiniMax H100 script caps 512 clients at 256 seats on purpose
     )
+
+
+def test_trtllm_bench_offline_runs_read_as_the_bursts_they_ran():
+    burst = _importer().trtllm_bench_burst
+    # TensorRT-LLM perf overview (03e27c7): "GPT-OSS 120B | B200 DEP2 (FP4) | 1000/1000 | 25,943"; its recipe sets
+    # enable_attention_dp, and "Preparing a Dataset" (00f3768) gives 3,000 requests for 1000 / 1000
+    dep = dict(model="openai/gpt-oss-120b", num_gpus=2, tensor_parallel=None, expert_parallel=2, input_len=1000,
+               output_len=1000, quote="", notes="", regime="offline_max_throughput")  # fmt: skip
+    q = burst(dep)
+    assert (q["regime"], q["batch_size"], q["tensor_parallel"], q["expert_parallel"]) == (
+        "burst_all_at_once",
+        3000,
+        2,
+        2,
+    )
+    assert "enable_attention_dp: true" in q["notes"]
+    dense = dict(dep, model="nvidia/Llama-3.1-8B-Instruct-FP8", num_gpus=1, tensor_parallel=1, expert_parallel=None,
+                 input_len=128, output_len=128)  # fmt: skip
+    q = burst(dense)
+    assert (q["batch_size"], q["tensor_parallel"], q["expert_parallel"], q["notes"]) == (30000, 1, None, "")
+    assert burst(dict(dense, input_len=300)) == dict(dense, input_len=300)  # no request count printed: unchanged
+
+
+def test_held_out_bursts_carry_their_request_count_and_total_throughput():
+    rows = {r["id"]: r for r in csv.DictReader(open(REPO / "benchmarks" / "holdout" / "points.csv", newline=""))}
+    r = rows["trtllm12-gpt-oss120b-b200-dep2-fp4-1000-1000"]  # 25,943 tokens/s per GPU x 2 GPUs
+    assert (r["regime"], r["batch"], r["tp"], r["ep"], r["dp_attention"]) == (
+        "burst_all_at_once",
+        "3000",
+        "2",
+        "2",
+        "1",
+    )
+    assert (r["dtype"], r["kv_dtype"], float(r["value"])) == ("", "fp8", 51886.0)  # MXFP4, the recipe's fp8 cache
+    h = rows["trtllm12-gpt-oss120b-h200-tp1-fp8-1000-1000"]  # "# Hopper: use auto": the model's bf16 cache
+    assert (h["tp"], h["dp_attention"], h["kv_dtype"], float(h["value"])) == ("1", "0", "bf16", 6868.0)
+    fitted = csv.DictReader(open(REPO / "benchmarks" / "calibration" / "points.csv", newline=""))
+    assert not any(r["regime"] == "burst_all_at_once" for r in fitted)
