@@ -308,13 +308,15 @@ def generate(
     seed: int = 0,
     steady_state: bool = False,
     range_ratio: float = 1.0,
+    max_num_seqs: int | None = None,
+    max_batched_tokens: int | None = None,
 ) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for
     `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`).
     With `concurrency` (closed loop) or `rate` (Poisson arrivals), requests are served as the engine
     schedules them (`generate --concurrency/--rate`): a ServeResult, read as a benchmark's whole run unless
-    `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]. kv_dtype None: what
-    the engine caches in when given none (plan/kv_auto.py)."""
+    `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]; `max_num_seqs` /
+    `max_batched_tokens`: its scheduler's limits as launched. kv_dtype None: the engine's own (plan/kv_auto.py)."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -332,7 +334,10 @@ def generate(
     kv_dtype = kv_dtype or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     if concurrency is not None or rate is not None:
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
-                      batch, (prompt, new, concurrency, rate, requests, seed), steady_state, range_ratio)  # fmt: skip
+                      batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens),
+                      steady_state, range_ratio)  # fmt: skip
+    if max_num_seqs is not None or max_batched_tokens is not None:
+        raise UsageError("max_num_seqs / max_batched_tokens are serving limits: give concurrency or rate")
     return generate_report(
         spec,
         gpu_spec,
@@ -356,7 +361,7 @@ def _serve(
     """generate's serving path, checked as `generate --concurrency/--rate` checks its options."""
     from kvcalc.plan.serve_report import serve_report
 
-    prompt, new, concurrency, rate, requests, seed = load
+    prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens = load
     if concurrency is not None and rate is not None:
         raise UsageError("give concurrency (closed loop) or rate (open loop), not both")
     if what_if:
@@ -381,6 +386,8 @@ def _serve(
         estimate=not ceiling,
         steady=steady,
         range_ratio=float(range_ratio),
+        max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens,
     )
 
 

@@ -41,10 +41,20 @@ from kvcalc.cli.deploy import (
     TpOpt,
 )
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
-from kvcalc.cli.serve import ConcurrencyOpt, RangeRatioOpt, RateOpt, RequestsOpt, SeedOpt, SteadyOpt
+from kvcalc.cli.serve import (
+    ConcurrencyOpt,
+    MaxSeqsOpt,
+    MaxTokensOpt,
+    RangeRatioOpt,
+    RateOpt,
+    RequestsOpt,
+    SeedOpt,
+    SteadyOpt,
+)
 from kvcalc.cli.sglang import (
     DpAttentionOpt,
 )
+from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
 from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
@@ -101,6 +111,8 @@ def generate(
     seed: SeedOpt = 0,
     steady_state: SteadyOpt = False,
     range_ratio: RangeRatioOpt = 1.0,
+    max_num_seqs: MaxSeqsOpt = None,
+    max_batched_tokens: MaxTokensOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
     the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
@@ -157,8 +169,13 @@ def generate(
             spec, gpu_spec, dep, concurrency=concurrency, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio,
             prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
             ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
-            steady=steady_state,
+            steady=steady_state, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
         )  # fmt: skip
+    if max_num_seqs is not None or max_batched_tokens is not None:
+        raise UsageError(
+            "--max-num-seqs and --max-batched-tokens are the serving scheduler's limits",
+            hint="give --concurrency or --rate; a static --batch runs its sequences together",
+        )
     from kvcalc.model.formats import matmul_dtype
 
     compute = gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype")))

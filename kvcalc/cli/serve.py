@@ -51,6 +51,24 @@ RangeRatioOpt = Annotated[
     ),
 ]
 
+MaxSeqsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-num-seqs",
+        help="With --concurrency/--rate: requests the engine runs at once, as launched (vLLM's max_num_seqs, "
+        "SGLang's max_running_requests, TensorRT-LLM's max_batch_size). Default: the engine's.",
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-batched-tokens",
+        help="With --concurrency/--rate: tokens one engine step may carry, as launched (vLLM's "
+        "max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens). Default: the "
+        "engine's. The KV pool stays the one the engine sizes at its defaults.",
+    ),
+]
+
 SWEEP_LIMIT = 32  # concurrencies in one sweep
 
 
@@ -76,6 +94,8 @@ def serve_generate(
     plot: str | None,
     plot_size: str | None,
     steady: bool = False,
+    max_num_seqs: int | None = None,
+    max_batched_tokens: int | None = None,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -95,7 +115,8 @@ def serve_generate(
         raise UsageError("--plot with serving draws a sweep", hint="give --concurrency a range, e.g. 1..256")
     args = dict(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio, engine=engine or "vllm", dtype=dtype,
-        kv_dtype=kv_dtype, estimate=not ceiling, steady=steady,
+        kv_dtype=kv_dtype, estimate=not ceiling, steady=steady, max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

@@ -249,6 +249,31 @@ def serving_limits(
     return limits, pool
 
 
+def launch_limits(
+    engine: str, prompt: int, max_num_seqs: int | None, max_batched_tokens: int | None
+) -> dict[str, int] | None:
+    """serving_limits' `launch` from a user's scheduler flags, checked: each at least 1, and under TensorRT-LLM,
+    which schedules a prompt whole (chunked prefill off by default) and refuses one longer than max_num_tokens,
+    a token budget no shorter than the prompt."""
+    launch = {}
+    for name, flag, v in (
+        ("max_num_seqs", "--max-num-seqs", max_num_seqs),
+        ("max_num_batched_tokens", "--max-batched-tokens", max_batched_tokens),
+    ):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise UsageError(f"{flag} must be a whole number of at least 1, got {v!r}")
+        launch[name] = v
+    if engine == "trtllm" and max_batched_tokens is not None and max_batched_tokens < prompt:
+        raise UsageError(
+            f"TensorRT-LLM would refuse every request: a {prompt:,}-token prompt is scheduled whole and "
+            f"--max-batched-tokens (its max_num_tokens) is {max_batched_tokens:,}",
+            hint="a budget of at least --prompt, or --engine vllm / sglang (chunked prefill)",
+        )
+    return launch or None
+
+
 def ceiling_stats(
     ceiling: StepTimer, load: Load, limits: Limits, run: Callable[[StepTimer], ServeStats] | None = None
 ) -> ServeStats:
@@ -314,9 +339,14 @@ def serve_report(
     estimate: bool = True,
     steady: bool = False,
     range_ratio: float = 1.0,
+    max_num_seqs: int | None = None,
+    max_batched_tokens: int | None = None,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
     Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
+    `max_num_seqs` / `max_batched_tokens`: the engine's scheduler limits as launched (vLLM's --max-num-seqs and
+    --max-num-batched-tokens, SGLang's --max-running-requests and --chunked-prefill-size, TensorRT-LLM's
+    max_batch_size and max_num_tokens), as the calibration's runs are read with theirs; None: the engine's defaults.
 
     A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
     InferenceX): every client sends its first request at once, figures over all requests. `steady`:
@@ -336,7 +366,10 @@ def serve_report(
     n = requests if requests is not None else default_requests(concurrency)
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
-    limits, pool = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
+    launch = launch_limits(engine, prompt, max_num_seqs, max_batched_tokens)
+    limits, pool = serving_limits(
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch
+    )
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)

@@ -1,0 +1,75 @@
+"""The serving scheduler's limits as a deployment launches them (`generate --max-num-seqs / --max-batched-tokens`,
+plan/serve_report.launch_limits): vLLM's --max-num-seqs / --max-num-batched-tokens, SGLang's
+--max-running-requests / --chunked-prefill-size, TensorRT-LLM's max_batch_size / max_num_tokens. The calibration
+reads its runs with the limits they were launched with (benchmarks/calibration/README.md, column launch)."""
+
+import pytest
+from conftest import run, run_json
+
+from kvcalc.api import generate
+from kvcalc.errors import UsageError
+from kvcalc.plan.serve_report import serve_report
+
+
+def _serve(**kw):
+    base = dict(model="llama-3.1-8b", gpu="h100", prompt=1024, new=128)
+    return generate(**{**base, **kw})
+
+
+def test_one_seat_serves_the_clients_one_after_another():
+    alone = _serve(concurrency=1)
+    queued = _serve(concurrency=4, max_num_seqs=1)
+    assert (queued.max_num_seqs, alone.max_num_seqs) == (1, 1024)
+    # one request runs at a time: each decodes at batch 1, as a lone client does
+    assert queued.estimate.tpot_s == pytest.approx(alone.estimate.tpot_s, rel=0.01)
+    # and the others wait their turn: the k-th of 4 waits out k - 1 whole requests, 1.5 on average
+    wait = 1.5 * (alone.estimate.total_s - alone.estimate.server_s)
+    assert queued.estimate.ttft_s > alone.estimate.ttft_s + 0.9 * wait
+    assert queued.estimate.tokens_per_s == pytest.approx(alone.estimate.tokens_per_s, rel=0.1)
+
+
+def test_seats_beyond_the_clients_change_nothing():
+    default = _serve(concurrency=8)
+    launched = _serve(concurrency=8, max_num_seqs=64)
+    assert launched.estimate.model_dump() == default.estimate.model_dump()
+    assert launched.max_num_seqs == 64 and "launched with max_num_seqs 64" in launched.kv_pool
+
+
+def test_a_smaller_token_budget_chunks_the_prompt():
+    default = _serve(concurrency=1, prompt=4096)
+    chunked = _serve(concurrency=1, prompt=4096, max_batched_tokens=512)
+    assert chunked.max_num_batched_tokens == 512
+    # 8 steps of 512 prompt tokens, each with its fixed costs, against one of 4,096
+    assert chunked.estimate.ttft_s > default.estimate.ttft_s
+    assert chunked.ttft_s >= default.ttft_s  # the ceiling too: each chunk re-reads the weights
+
+
+def test_tensorrt_llm_refuses_prompts_longer_than_its_token_budget():
+    with pytest.raises(UsageError, match="max_num_tokens"):
+        _serve(concurrency=4, engine="trtllm", prompt=4096, max_batched_tokens=2048)
+    ok = _serve(concurrency=4, engine="trtllm", prompt=2048, max_batched_tokens=2048)
+    assert ok.max_num_batched_tokens == 2048
+
+
+def test_the_limits_are_the_servings_and_must_be_positive():
+    with pytest.raises(UsageError, match="concurrency or rate"):
+        _serve(max_num_seqs=8)
+    with pytest.raises(UsageError, match="at least 1"):
+        _serve(concurrency=4, max_batched_tokens=0)
+    from kvcalc.cost.step import Deployment
+    from kvcalc.model.presets import get_gpu, get_model
+
+    spec, gpu = get_model("llama-3.1-8b"), get_gpu("h100")
+    with pytest.raises(UsageError, match="--max-num-seqs"):  # a flag is a count, not a switch
+        serve_report(spec, gpu, Deployment(tp=1), prompt=64, new=8, concurrency=2, max_num_seqs=True)
+
+
+def test_cli_flags():
+    out = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "16", "--prompt", "1024", "--new",
+                   "128", "--max-num-seqs", "4", "--max-batched-tokens", "2048")  # fmt: skip
+    assert (out["max_num_seqs"], out["max_num_batched_tokens"]) == (4, 2048)
+    assert out["estimate"]["ttft_p99_s"] > out["estimate"]["ttft_p50_s"]  # 12 of 16 clients queue behind 4 seats
+    for args in (["--max-num-seqs", "4"], ["--concurrency", "4", "--max-batched-tokens", "0"]):
+        r = run("generate", "llama-3.1-8b", "--gpu", "h100", *args)
+        assert r.exit_code != 0 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) <= 2 and ("max-" in r.stderr)
