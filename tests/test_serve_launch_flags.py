@@ -73,3 +73,24 @@ def test_cli_flags():
         r = run("generate", "llama-3.1-8b", "--gpu", "h100", *args)
         assert r.exit_code != 0 and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) <= 2 and ("max-" in r.stderr)
+
+
+def test_vllm_caps_a_defaulted_seat_count_by_a_smaller_budget_and_refuses_the_reverse():
+    # vLLM's arg_utils: a defaulted max_num_seqs (1,024 on an H100) is capped by max_num_batched_tokens
+    capped = _serve(concurrency=4, max_batched_tokens=512)
+    assert (capped.max_num_seqs, capped.max_num_batched_tokens) == (512, 512)
+    with pytest.raises(UsageError, match="vLLM refuses"):  # SchedulerConfig: the budget below the seats
+        _serve(concurrency=4, max_num_seqs=64, max_batched_tokens=32)
+    # SGLang takes them as given
+    assert _serve(concurrency=4, engine="sglang", max_batched_tokens=512).max_num_seqs != 512
+
+
+def test_fits_concurrency_search_runs_under_the_launch_limits():
+    from kvcalc.api import fit
+
+    free = fit("llama-3.1-8b", "h100", seq="2k", tpot_ms=200).concurrency_slo
+    vllm = fit("llama-3.1-8b", "h100", seq="2k", tpot_ms=200, max_num_seqs=8).concurrency_slo
+    sglang = fit("llama-3.1-8b", "h100", seq="2k", tpot_ms=200, engine="sglang", max_running_requests=16)
+    # a lenient goal: the search would reach its limit, which the seats now set
+    assert free.concurrency > 16 and (vllm.concurrency, vllm.searched_up_to) == (8, 8)
+    assert (sglang.concurrency_slo.concurrency, sglang.concurrency_slo.searched_up_to) == (16, 16)

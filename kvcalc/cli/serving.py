@@ -143,13 +143,16 @@ def fit(
         Optional[int],
         typer.Option(
             "--max-batched-tokens",
-            help="vLLM max_num_batched_tokens: profiling run, windows (default: vLLM's for the GPU, 8192 or 2048).",
+            help="vLLM max_num_batched_tokens: profiling run, windows, and the token budget the --tpot-ms/--ttft-ms "
+            "concurrency search schedules under (default: vLLM's for the GPU, 8192 or 2048).",
         ),
     ] = None,
     max_num_seqs: Annotated[
         Optional[int],
         typer.Option(
-            "--max-num-seqs", help="vLLM max_num_seqs, sampler warm-up rows (default: vLLM's for the GPU, 1024 or 256)."
+            "--max-num-seqs",
+            help="vLLM max_num_seqs: sampler warm-up rows, and the running requests the --tpot-ms/--ttft-ms "
+            "concurrency search allows (default: vLLM's for the GPU, 1024 or 256).",
         ),
     ] = None,
     tpot_ms: Annotated[

@@ -192,11 +192,32 @@ def fit_rows(
             result.ok, result.verdict = judge(result)
             results.append(result)
     if goals and estimate_engine is not None:
-        concurrency_searches(results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, estimate_engine, dtype, kv_dtype)
+        concurrency_searches(
+            results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, estimate_engine, dtype, kv_dtype,
+            launch=search_launch(estimate_engine, max_num_seqs, max_batched_tokens, sglang),
+        )  # fmt: skip
     return results
 
 
-def concurrency_searches(results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype) -> None:  # noqa: ANN001
+def search_launch(
+    engine: str, max_num_seqs: int, max_batched_tokens: int, sglang: dict | None
+) -> dict[str, int] | None:
+    """The scheduler limits fit's concurrency search runs under: vLLM's --max-num-seqs / --max-batched-tokens
+    (its defaults on the GPU where not given, as vllm_fit.check_options fills them), SGLang's
+    --max-running-requests / --chunked-prefill-size where given; else the engine's defaults (None)."""
+    if engine == "vllm":
+        return dict(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched_tokens)
+    if engine == "sglang" and sglang:
+        given = dict(
+            max_num_seqs=sglang.get("max_running_requests"), max_num_batched_tokens=sglang.get("chunked_prefill_size")
+        )
+        return {k: v for k, v in given.items() if v} or None
+    return None
+
+
+def concurrency_searches(
+    results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype, launch=None
+) -> None:  # noqa: ANN001
     """fit's latency goals under closed-loop serving: the largest concurrency meeting them on the engine's
     estimate (plan/serve_search), once per seq, requests of `prompt` (default half the seq) + the rest."""
     from kvcalc.plan.serve_search import largest_concurrency
@@ -209,6 +230,6 @@ def concurrency_searches(results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engi
             p = prompt if prompt is not None and prompt < r.seq else max(r.seq // 2, 1)
             found[r.seq] = largest_concurrency(
                 spec, gpu, dep, prompt=p, new=max(r.seq - p, 1), tpot_ms=tpot_ms, ttft_ms=ttft_ms,
-                engine=engine, dtype=dtype, kv_dtype=kv_dtype,
+                engine=engine, dtype=dtype, kv_dtype=kv_dtype, launch=launch,
             )  # fmt: skip
         r.concurrency_slo = found[r.seq]

@@ -250,11 +250,13 @@ def serving_limits(
 
 
 def launch_limits(
-    engine: str, prompt: int, max_num_seqs: int | None, max_batched_tokens: int | None
+    engine: str, gpu: GpuSpec, prompt: int, max_num_seqs: int | None, max_batched_tokens: int | None
 ) -> dict[str, int] | None:
-    """serving_limits' `launch` from a user's scheduler flags, checked: each at least 1, and under TensorRT-LLM,
-    which schedules a prompt whole (chunked prefill off by default) and refuses one longer than max_num_tokens,
-    a token budget no shorter than the prompt."""
+    """serving_limits' `launch` from a user's scheduler flags, checked: each at least 1; under vLLM, a defaulted
+    max_num_seqs capped by a smaller token budget and a budget below a given max_num_seqs refused (its arg_utils
+    and SchedulerConfig, as plan/vllm_fit.check_options reads them); under TensorRT-LLM, which schedules a prompt
+    whole (chunked prefill off by default) and refuses one longer than max_num_tokens, a budget of at least the
+    prompt."""
     launch = {}
     for name, flag, v in (
         ("max_num_seqs", "--max-num-seqs", max_num_seqs),
@@ -265,6 +267,16 @@ def launch_limits(
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"{flag} must be a whole number of at least 1, got {v!r}")
         launch[name] = v
+    if engine == "vllm" and max_batched_tokens is not None:
+        from kvcalc.engines.vllm.memory import default_limits
+
+        if max_num_seqs is None:
+            launch["max_num_seqs"] = min(default_limits(gpu)[0], max_batched_tokens)
+        elif max_batched_tokens < max_num_seqs:
+            raise UsageError(
+                f"vLLM refuses --max-batched-tokens {max_batched_tokens:,} below --max-num-seqs {max_num_seqs:,}",
+                hint="max_num_batched_tokens must be greater than or equal to max_num_seqs (vLLM's SchedulerConfig)",
+            )
     if engine == "trtllm" and max_batched_tokens is not None and max_batched_tokens < prompt:
         raise UsageError(
             f"TensorRT-LLM would refuse every request: a {prompt:,}-token prompt is scheduled whole and "
@@ -366,7 +378,7 @@ def serve_report(
     n = requests if requests is not None else default_requests(concurrency)
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
-    launch = launch_limits(engine, prompt, max_num_seqs, max_batched_tokens)
+    launch = launch_limits(engine, gpu, prompt, max_num_seqs, max_batched_tokens)
     limits, pool = serving_limits(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch
     )

@@ -3,6 +3,8 @@
 would allow beside it. Both latencies grow with the concurrency (tests/test_serve.py pins it), so
 the search doubles until a miss and then bisects."""
 
+from collections.abc import Mapping
+
 from kvcalc.results import Result
 
 SEARCH_LIMIT = 1024  # clients at most: vLLM's largest default max_num_seqs
@@ -38,13 +40,17 @@ def largest_concurrency(
     engine: str = "vllm",
     dtype: str | None = None,
     kv_dtype: str = "bf16",
+    launch: Mapping[str, int] | None = None,
 ) -> ConcurrencySearch:
-    """Search concurrency 1 .. min(max_num_seqs, 1024) for the goals, on the estimate and on the ceiling."""
+    """Search concurrency 1 .. min(max_num_seqs, 1024) for the goals, on the estimate and on the ceiling.
+    `launch`: the scheduler limits the deployment is launched with (serving_limits), else the engine's."""
     from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_report import serving_limits, step_timers
     from kvcalc.plan.serve_trace import runner
 
-    limits, _ = serving_limits(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new)
+    limits, _ = serving_limits(
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch
+    )
     ceiling, estimate, _, _, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     top = min(limits.max_num_seqs, SEARCH_LIMIT)
 
