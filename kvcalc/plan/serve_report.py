@@ -252,11 +252,11 @@ def serving_limits(
 def launch_limits(
     engine: str, gpu: GpuSpec, prompt: int, max_num_seqs: int | None, max_batched_tokens: int | None
 ) -> dict[str, int] | None:
-    """serving_limits' `launch` from a user's scheduler flags, checked: each at least 1; under vLLM, a defaulted
-    max_num_seqs capped by a smaller token budget and a budget below a given max_num_seqs refused (its arg_utils
-    and SchedulerConfig, as plan/vllm_fit.check_options reads them); under TensorRT-LLM, which schedules a prompt
-    whole (chunked prefill off by default) and refuses one longer than max_num_tokens, a budget of at least the
-    prompt."""
+    """serving_limits' `launch` from a user's scheduler flags, checked: each a whole number of at least 1; under
+    vLLM, both as vLLM sets them from the flags given (plan/vllm_fit.scheduler_limits: a defaulted max_num_seqs
+    capped by a smaller budget, a budget below a given max_num_seqs refused); under TensorRT-LLM, which schedules
+    a prompt whole (chunked prefill off by default) and refuses one longer than max_num_tokens, a budget of at
+    least the prompt."""
     launch = {}
     for name, flag, v in (
         ("max_num_seqs", "--max-num-seqs", max_num_seqs),
@@ -267,16 +267,11 @@ def launch_limits(
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"{flag} must be a whole number of at least 1, got {v!r}")
         launch[name] = v
-    if engine == "vllm" and max_batched_tokens is not None:
-        from kvcalc.engines.vllm.memory import default_limits
+    if engine == "vllm" and launch:
+        from kvcalc.plan.vllm_fit import scheduler_limits
 
-        if max_num_seqs is None:
-            launch["max_num_seqs"] = min(default_limits(gpu)[0], max_batched_tokens)
-        elif max_batched_tokens < max_num_seqs:
-            raise UsageError(
-                f"vLLM refuses --max-batched-tokens {max_batched_tokens:,} below --max-num-seqs {max_num_seqs:,}",
-                hint="max_num_batched_tokens must be greater than or equal to max_num_seqs (vLLM's SchedulerConfig)",
-            )
+        seqs, tokens = scheduler_limits(gpu, max_num_seqs, max_batched_tokens)
+        launch = dict(max_num_seqs=seqs, max_num_batched_tokens=tokens)
     if engine == "trtllm" and max_batched_tokens is not None and max_batched_tokens < prompt:
         raise UsageError(
             f"TensorRT-LLM would refuse every request: a {prompt:,}-token prompt is scheduled whole and "

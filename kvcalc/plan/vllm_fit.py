@@ -28,15 +28,7 @@ def check_options(
 ) -> tuple[bool, int | None, int, int]:
     """Refuse options vLLM would refuse or kvcalc would ignore; (is vllm, --kv-memory bytes,
     max_num_seqs, max_num_batched_tokens), the last two defaulting as vLLM does on this GPU."""
-    from kvcalc.engines.vllm.memory import default_limits
     from kvcalc.units import fmt_bytes, parse_bytes
-
-    seqs, tokens = default_limits(gpu)
-    max_batched_tokens = tokens if max_batched_tokens is None else max_batched_tokens
-    # vllm/engine/arg_utils.py _set_default_args: a defaulted max_num_seqs is capped by
-    # max_num_batched_tokens; SchedulerConfig refuses max_num_batched_tokens < max_num_seqs.
-    given_seqs = max_num_seqs is not None
-    max_num_seqs = min(seqs, max_batched_tokens) if max_num_seqs is None else max_num_seqs
 
     vllm = engine is not None
     if vllm and engine.lower() != "vllm":
@@ -45,13 +37,7 @@ def check_options(
         raise UsageError(
             "--kv-memory needs --engine vllm", hint="it is the engine's logged 'Available KV cache memory'"
         )
-    if max_num_seqs < 1 or max_batched_tokens < 1:
-        raise UsageError("--max-num-seqs and --max-batched-tokens must be at least 1")
-    if vllm and given_seqs and max_batched_tokens < max_num_seqs:
-        raise UsageError(
-            f"vLLM refuses --max-batched-tokens {max_batched_tokens:,} below --max-num-seqs {max_num_seqs:,}",
-            hint="max_num_batched_tokens must be greater than or equal to max_num_seqs (vLLM's SchedulerConfig)",
-        )
+    max_num_seqs, max_batched_tokens = scheduler_limits(gpu, max_num_seqs, max_batched_tokens, refuse=vllm)
     if vllm and block_size not in VLLM_BLOCK_SIZES:
         raise UsageError(
             f"vLLM does not accept --block-size {block_size}",
@@ -71,6 +57,28 @@ def check_options(
             hint="vLLM's own terms (profiling peak, non-torch memory) replace it; --kv-memory gives its figure",
         )
     return vllm, kv_bytes, max_num_seqs, max_batched_tokens
+
+
+def scheduler_limits(
+    gpu: GpuSpec, max_num_seqs: int | None, max_batched_tokens: int | None, *, refuse: bool = True
+) -> tuple[int, int]:
+    """vLLM's max_num_seqs and max_num_batched_tokens on `gpu` as given, its defaults where not: a defaulted
+    max_num_seqs is capped by max_num_batched_tokens (vllm/engine/arg_utils.py _set_default_args). Each must be at
+    least 1; with `refuse`, a budget below a given max_num_seqs is refused, as vLLM's SchedulerConfig refuses it."""
+    from kvcalc.engines.vllm.memory import default_limits
+
+    seqs, tokens = default_limits(gpu)
+    tokens = tokens if max_batched_tokens is None else max_batched_tokens
+    given_seqs = max_num_seqs is not None
+    seqs = min(seqs, tokens) if max_num_seqs is None else max_num_seqs
+    if seqs < 1 or tokens < 1:
+        raise UsageError("--max-num-seqs and --max-batched-tokens must be at least 1")
+    if refuse and given_seqs and tokens < seqs:
+        raise UsageError(
+            f"vLLM refuses --max-batched-tokens {tokens:,} below --max-num-seqs {seqs:,}",
+            hint="max_num_batched_tokens must be greater than or equal to max_num_seqs (vLLM's SchedulerConfig)",
+        )
+    return seqs, tokens
 
 
 def _gib(n: int) -> str:
