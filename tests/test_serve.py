@@ -474,3 +474,30 @@ def test_fit_with_a_latency_goal_still_gives_the_verdict_when_nothing_fits():
     assert result.exit_code == 3 and result.stderr == ""
     out = json.loads(result.stdout)
     assert out["fits"] is False and out["max_batch"] == 0 and out["concurrency_slo"] is None
+
+
+def test_a_concurrency_sweep_writes_one_csv_row_a_level_with_every_interval():
+    # one client's run has a TTFT p50 and its interval as every other level's does: the sweep's CSV has one
+    # header for all its rows (it had raised on the p50 interval only the later rows had)
+    import csv
+    import io
+
+    r = run("generate", "llama-3.1-8b", "--gpu", "h100", "--prompt", "1024", "--new", "128", "--concurrency", "1..8",
+            "--format", "csv")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [row["concurrency"] for row in rows] == ["1", "2", "4", "8"]
+    for row in rows:
+        lo, mid, hi = (float(row[f"estimate_ttft_p50_s{s}"]) for s in ("_lo", "", "_hi"))
+        assert lo <= mid <= hi
+    alone = run_json(
+        "generate", "llama-3.1-8b", "--gpu", "h100", "--prompt", "1024", "--new", "128", "--concurrency", "1"
+    )
+    assert set(alone["estimate"]["interval"]) >= {
+        "ttft_s",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_s",
+        "total_s",
+        "tokens_per_s",
+    }

@@ -65,7 +65,7 @@ class ServeResult(ServeFigures):
     warnings: list[str] = []
 
 
-INTERVAL_NAMES = ("ttft_s", "ttft_p99_s", "tpot_s", "total_s", "tokens_per_s", "per_user_tokens_per_s")
+INTERVAL_NAMES = ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_s", "total_s", "tokens_per_s", "per_user_tokens_per_s")
 
 
 def step_timers(

@@ -287,11 +287,12 @@ def to_markdown(sheet: Sheet) -> str:
 
 
 def to_csv(rows: list[dict]) -> str:
-    """Raw figures (exact bytes, plain numbers) for scripts."""
+    """Raw figures (exact bytes, plain numbers) for scripts: one column for every name any row has, in the order
+    they first appear, empty where a row has none."""
     if not rows:
         return ""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for row in rows for k in row)), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
