@@ -94,3 +94,50 @@ def test_fits_concurrency_search_runs_under_the_launch_limits():
     # a lenient goal: the search would reach its limit, which the seats now set
     assert free.concurrency > 16 and (vllm.concurrency, vllm.searched_up_to) == (8, 8)
     assert (sglang.concurrency_slo.concurrency, sglang.concurrency_slo.searched_up_to) == (16, 16)
+
+
+def _fit_pool(engine: str, *flags: str) -> int:
+    out = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, "--seq", "1152", *flags)
+    return out["vllm"]["kv_cache_tokens"] if engine == "vllm" else out["sglang"]["kv_capacity_tokens"]
+
+
+def test_the_flags_size_the_pool_as_the_engine_sizes_it():
+    # vLLM profiles a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs, that) rows
+    # (gpu_model_runner.profile_run): a larger budget leaves a smaller pool, fewer seats a larger one, and
+    # the pool generate serves from is the one fit reports for the same flags
+    default = _serve(concurrency=8)
+    budget = _serve(concurrency=8, max_batched_tokens=16384)
+    seats = _serve(concurrency=8, max_num_seqs=64)
+    assert seats.kv_capacity_tokens > default.kv_capacity_tokens > budget.kv_capacity_tokens
+    assert default.kv_capacity_tokens == _fit_pool("vllm")
+    assert budget.kv_capacity_tokens == _fit_pool("vllm", "--max-batched-tokens", "16384")
+    assert seats.kv_capacity_tokens == _fit_pool("vllm", "--max-num-seqs", "64")
+    # SGLang's default mem_fraction_static reserves 1.5 MiB a token of chunked_prefill_size (server_args): a
+    # 16,384-token chunk keeps 8,192 x 1.5 = 12,288 MiB more of the H100's 81,559 MiB out of the pool, which
+    # at 128 KiB a token of Llama-3.1-8B's cache (32 layers x 8 heads x 128 x K and V x 2 bytes) is ~96,000
+    # tokens, the fraction of what is free before loading rounded to 0.001
+    sg = _serve(concurrency=8, engine="sglang")
+    chunked = _serve(concurrency=8, engine="sglang", max_batched_tokens=16384)
+    assert chunked.max_num_batched_tokens == 16384
+    assert chunked.kv_capacity_tokens == _fit_pool("sglang", "--chunked-prefill-size", "16384")
+    assert sg.kv_capacity_tokens - chunked.kv_capacity_tokens == pytest.approx(12288 * 2**20 / 131072, rel=0.02)
+    # TensorRT-LLM's profiling peak is --reserve here: its flags leave the pool as it is
+    trt = _serve(concurrency=8, engine="trtllm")
+    assert _serve(concurrency=8, engine="trtllm", max_batched_tokens=16384).kv_capacity_tokens == trt.kv_capacity_tokens
+
+
+def test_a_calibration_runs_pool_stays_the_engines_default():
+    # a run's pool flags (--mem-fraction-static, --gpu-memory-utilization) are not known beside its
+    # scheduler flags, so the fit reads its pool at the engine's defaults (plan/serve_fit)
+    from kvcalc.cost.step import Deployment
+    from kvcalc.model.presets import get_gpu, get_model
+    from kvcalc.plan.serve_report import serving_limits
+
+    spec, gpu = get_model("llama-3.1-8b"), get_gpu("h100")
+    kw = dict(engine="sglang", dtype=None, kv_dtype="bf16", prompt=1024, new=128)
+    flags = {"max_num_batched_tokens": 32768}
+    default, _ = serving_limits(spec, gpu, Deployment(tp=1), **kw)
+    as_run, _ = serving_limits(spec, gpu, Deployment(tp=1), launch=flags, pool_flags=False, **kw)
+    as_user, _ = serving_limits(spec, gpu, Deployment(tp=1), launch=flags, **kw)
+    assert as_run.kv_blocks == default.kv_blocks > as_user.kv_blocks
+    assert as_run.max_num_batched_tokens == as_user.max_num_batched_tokens == 32768

@@ -65,7 +65,7 @@ MaxTokensOpt = Annotated[
         "--max-batched-tokens",
         help="With --concurrency/--rate: tokens one engine step may carry, as launched (vLLM's "
         "max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens). Default: the "
-        "engine's. The KV pool stays the one the engine sizes at its defaults.",
+        "engine's. It sizes the KV pool as the engine does (vLLM's profiling forward, SGLang's memory fraction).",
     ),
 ]
 

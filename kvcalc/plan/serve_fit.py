@@ -47,9 +47,13 @@ def run_features(
 
     c = setup.concurrency or 1
     p, n = max(1, setup.prompt), max(1, setup.new)
+    # NOTE: a run's scheduler flags are known (scripts/inferencex_launch.py) but not its pool flags
+    # (--mem-fraction-static, --gpu-memory-utilization), which its launch scripts often set beside them:
+    # the pool stays the engine's at its defaults rather than sized by half of what sized it.
     limits, _ = serving_limits(
-        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n, launch=dict(setup.launch)
-    )
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n,
+        launch=dict(setup.launch), pool_flags=False,
+    )  # fmt: skip
     total = requests if requests is not None else default_requests(c)
     tr = trace(Load(p, n, total, concurrency=c, burst=True, range_ratio=setup.range_ratio), limits)
     end = max(step[6] + step[5] for step in tr.steps)

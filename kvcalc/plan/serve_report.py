@@ -110,14 +110,22 @@ def step_timers(
 
 
 def kv_pool(
-    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int
-) -> tuple[Limits, str]:
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int,
+    launch: Mapping[str, int] | None = None,
+) -> tuple[Limits, str]:  # fmt: skip
     """The scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
     defaults) and its scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its
     free_gpu_memory_fraction, of what weights and --reserve leave) in blocks of 32 under trtllm-serve's
     limits and scheduler with trtllm; otherwise capacity x gpu_util less weights and --reserve, in
-    vLLM-sized blocks under vLLM's limits and scheduler."""
+    vLLM-sized blocks under vLLM's limits and scheduler.
+
+    `launch`: the scheduler flags the server was launched with (serving_limits'), where they size the pool:
+    vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
+    that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size and its request
+    pool holds max_running_requests. TensorRT-LLM's profiling peak stands in --reserve here, so its flags
+    leave the pool as it is. serving_limits applies the flags to the limits."""
+    launch = launch or {}
     if engine == "vllm":
         from kvcalc.engines.runtime import GIB
         from kvcalc.engines.vllm.figures import VLLM_VERSION, vllm_figures
@@ -125,6 +133,8 @@ def kv_pool(
         from kvcalc.engines.vllm.startup import NO_CACHE_MEMORY
 
         seqs, tokens = default_limits(gpu)
+        seqs = launch.get("max_num_seqs", seqs)
+        tokens = launch.get("max_num_batched_tokens", tokens)
         settings = Settings(
             gpu_memory_utilization=dep.gpu_util, max_num_seqs=seqs, max_num_batched_tokens=tokens, tp=dep.tp, pp=dep.pp
         )
@@ -152,7 +162,14 @@ def kv_pool(
         from kvcalc.engines.sglang.pool import predict as sglang_predict
         from kvcalc.plan.serve_policies import SglangPolicy
 
-        p = sglang_predict(spec, gpu, SglangSettings(tp=dep.tp, pp=dep.pp, kv_dtype=kv_dtype), seq=context, dtype=dtype)
+        flags = SglangSettings(
+            tp=dep.tp,
+            pp=dep.pp,
+            kv_dtype=kv_dtype,
+            chunked_prefill_size=launch.get("max_num_batched_tokens"),
+            max_running_requests=launch.get("max_num_seqs"),
+        )
+        p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
             raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
         limits = Limits(
@@ -209,10 +226,15 @@ def serving_limits(
     prompt: int,
     new: int,
     launch: Mapping[str, int] | None = None,
+    pool_flags: bool = True,
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool. `launch`: Limits fields a run's launch
-    flags set (a calibration point's: scripts/import_calibration.py), the server's figures."""
-    limits, pool = kv_pool(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new)
+    flags set (a user's, or a calibration point's: scripts/import_calibration.py), the server's figures;
+    they size the pool too unless `pool_flags` is False (kv_pool)."""
+    sizing = launch if pool_flags else None
+    limits, pool = kv_pool(
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new, launch=sizing
+    )
     if launch:
         # NOTE: SGLang splits its server-wide chunked_prefill_size and max_running_requests over the
         # DP-attention ranks (server_args, scheduler); the other flags are one rank's. The limits here are
