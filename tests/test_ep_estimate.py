@@ -314,6 +314,44 @@ def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
     assert pool.endswith("x 8 DP-attention ranks")
 
 
+@pytest.mark.parametrize("model", ["deepseek-v3", "qwen3-235b-a22b"])
+def test_sglang_serves_from_the_pool_it_sizes_under_dp_attention(model):
+    # Under --enable-dp-attention each SGLang rank holds its own requests' whole KV heads, the attention
+    # weights whole, a default mem_fraction_static that keeps cuda_graph_max_bs x dp x 3 MiB more out, and
+    # chunked_prefill_size // dp (server_args): the pool generate serves from is fit's, rank for rank
+    from kvcalc.api import fit
+    from kvcalc.plan.serve_report import serving_limits
+
+    spec, gpu = get_model(model), get_gpu("h200")
+    limits, pool = serving_limits(spec, gpu, _dep("h200", 8, 8, True), engine="sglang", dtype=None,
+                                  kv_dtype="bf16", prompt=1024, new=1024)  # fmt: skip
+    own = fit(model, "h200", tp=8, ep=8, dp_attention=True, engine="sglang", seq=2048, kv_dtype="bf16").sglang
+    assert own.dp_size == 8 and own.chunked_prefill_size == 8192 // 8
+    assert limits.kv_blocks * limits.block_size == own.kv_capacity_tokens == 8 * own.max_total_num_tokens
+    assert limits.max_num_batched_tokens == 8192  # the server's chunk again, as eight ranks' 1,024
+    assert f"pool ({own.max_total_num_tokens:,} tokens)" in pool
+    # a GQA model's rank holds its requests' 4 KV heads whole, not the 1 a tensor-parallel rank would
+    assert model == "deepseek-v3" or own.cell_bytes == 94 * 4 * 128 * 2 * 2
+
+
+def test_vllm_under_dp_attention_is_priced_by_kvcalcs_own_rank_arithmetic():
+    # vLLM runs DP attention as --data-parallel-size engine cores of tp 1, each profiling its own pool, which
+    # its memory model here does not cover (fit refuses it): the served pool is kvcalc's own per rank, each
+    # rank holding its requests' 4 KV heads whole, not vLLM's tensor-parallel pool (1 head a rank) x 8
+    from kvcalc.plan.serve_report import serving_limits
+
+    spec, gpu, dp = get_model("qwen3-235b-a22b"), get_gpu("h200"), _dep("h200", 8, 8, True)
+    kw = dict(engine="vllm", dtype=None, kv_dtype="bf16", prompt=1024, new=1024)
+    limits, pool = serving_limits(spec, gpu, dp, **kw)
+    tp_limits, _ = serving_limits(spec, gpu, _dep("h200", 8, 8), **kw)
+    assert "no vllm pool model under DP attention" in pool and pool.endswith("x 8 DP-attention ranks")
+    st = stages(spec, dp, None)[0]
+    cell = 94 * 4 * 128 * 2 * 2  # layers x KV heads x head dim x K and V x bf16
+    free = int(gpu.capacity_bytes * dp.gpu_util) - dp.reserve_bytes - st.resident_bytes
+    assert limits.kv_blocks == 8 * (free // (16 * cell))
+    assert limits.kv_blocks < 8 * tp_limits.kv_blocks / 2
+
+
 def test_inferencex_runs_take_the_layout_their_launch_script_chose():
     # Until 2025-11-03 InferenceX's results recorded neither ep nor DP attention, and its TensorRT-LLM scripts chose
     # them (dsr1_fp8_h200_trt_slurm.sh: EP_SIZE=$TP, DP attention above 64 clients at 1k / 1k, above 32 at 8k / 1k);

@@ -113,20 +113,17 @@ def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int,
     launch: Mapping[str, int] | None = None,
 ) -> tuple[Limits, str]:  # fmt: skip
-    """The scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
-    --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's
-    defaults) and its scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its
-    free_gpu_memory_fraction, of what weights and --reserve leave) in blocks of 32 under trtllm-serve's
-    limits and scheduler with trtllm; otherwise capacity x gpu_util less weights and --reserve, in
-    vLLM-sized blocks under vLLM's limits and scheduler.
-
+    """One rank's scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
+    --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's defaults) and its
+    scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its free_gpu_memory_fraction, of what weights and
+    --reserve leave) in blocks of 32 under trtllm-serve's limits and scheduler with trtllm; otherwise capacity x
+    gpu_util less weights and --reserve, in vLLM-sized blocks under vLLM's limits and scheduler.
     `launch`: the scheduler flags the server was launched with (serving_limits'), where they size the pool:
     vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
-    that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size and its request
-    pool holds max_running_requests. TensorRT-LLM's profiling peak stands in --reserve here, so its flags
-    leave the pool as it is. serving_limits applies the flags to the limits."""
+    that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size. TensorRT-LLM's
+    profiling peak is --reserve here, so its flags leave the pool as it is. serving_limits applies the flags."""
     launch = launch or {}
-    if engine == "vllm":
+    if engine == "vllm" and not dep.dp_attention:
         from kvcalc.engines.runtime import GIB
         from kvcalc.engines.vllm.figures import VLLM_VERSION, vllm_figures
         from kvcalc.engines.vllm.memory import Settings, default_limits, pp_layers, predict
@@ -165,6 +162,7 @@ def kv_pool(
         flags = SglangSettings(
             tp=dep.tp,
             pp=dep.pp,
+            dp_attention=dep.dp_attention,
             kv_dtype=kv_dtype,
             chunked_prefill_size=launch.get("max_num_batched_tokens"),
             max_running_requests=launch.get("max_num_seqs"),
@@ -172,15 +170,16 @@ def kv_pool(
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
             raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
+        # one rank's (serving_limits multiplies by the DP-attention ranks): its pool, seats and chunk
         limits = Limits(
             p.max_running_requests,
             p.chunked_prefill_size,
-            p.kv_capacity_tokens // p.page_size,
+            p.kv_capacity_tokens // p.dp_size // p.page_size,
             p.page_size,
             SglangPolicy,
         )
         return limits, (
-            f"SGLang {p.release} pool ({p.kv_capacity_tokens:,} tokens), max_running_requests "
+            f"SGLang {p.release} pool ({p.kv_capacity_tokens // p.dp_size:,} tokens), max_running_requests "
             f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
         )
     if engine == "trtllm":
@@ -198,13 +197,16 @@ def kv_pool(
 
     seqs, tokens = default_limits(gpu)
     bs = 16
+    # NOTE: vLLM runs DP attention as --data-parallel-size engine cores of tp 1, each profiling its own pool
+    # (plan/vllm_fit.check_layout): priced here per rank by kvcalc's own arithmetic, whole heads a rank
+    dp = " under DP attention" if engine == "vllm" else ""
     budget = int(gpu.capacity_bytes * dep.gpu_util) - dep.reserve_bytes
     blocks = min(
         (budget - st.resident_bytes) // max(held_kv_bytes(st, bs, kv_dtype), 1) for st in stages(spec, dep, dtype)
     )
     return (
         Limits(seqs, tokens, max(blocks, 0), bs),
-        f"capacity x gpu_util - weights - reserve ({blocks * bs:,} tokens; no {engine} pool model), "
+        f"capacity x gpu_util - weights - reserve ({blocks * bs:,} tokens; no {engine} pool model{dp}), "
         f"max_num_seqs {seqs}, budget {tokens} (vLLM's defaults)",
     )
 
