@@ -141,3 +141,15 @@ def test_a_calibration_runs_pool_stays_the_engines_default():
     as_user, _ = serving_limits(spec, gpu, Deployment(tp=1), launch=flags, **kw)
     assert as_run.kv_blocks == default.kv_blocks > as_user.kv_blocks
     assert as_run.max_num_batched_tokens == as_user.max_num_batched_tokens == 32768
+
+
+def test_sglang_refuses_to_start_where_a_large_chunk_leaves_no_pool():
+    # DeepSeek-V3 fp8 over 8 x H200 with DP attention holds its attention whole on each rank; a 32,768-token
+    # chunk keeps 49,152 MiB out of SGLang's default fraction, which the weights then outgrow: one line, why
+    r = run("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine",
+            "sglang", "--concurrency", "8", "--max-batched-tokens", "32768")  # fmt: skip
+    assert r.exit_code != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "would not start with --max-batched-tokens 32,768" in r.stderr and "--mem-fraction-static" in r.stderr
+    ok = run_json("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine",
+                  "sglang", "--concurrency", "8")  # fmt: skip
+    assert ok["kv_capacity_tokens"] > 0

@@ -204,11 +204,12 @@ def test_launch_flags_set_the_limits_a_run_was_started_with():
 
     spec, gpu = get_model("llama-3-8b"), get_gpu("h100")
     kw = dict(dtype=None, kv_dtype="bf16", prompt=8192, new=128)
-    trt, pool = serving_limits(spec, gpu, SINGLE, engine="trtllm", launch={"max_num_batched_tokens": 8192 + 64}, **kw)
+    launched = dict(launch={"max_num_batched_tokens": 8192 + 64}, pool_flags=False)  # its pool flags are not known
+    trt, pool = serving_limits(spec, gpu, SINGLE, engine="trtllm", **launched, **kw)
     assert trt.max_num_batched_tokens == 8256 and "raised" not in pool and "launched with" in pool
     dsv3, dp = get_model("deepseek-v3"), Deployment(tp=8, ep=8, dp_attention=True)
     flags = {"max_num_seqs": 128, "max_num_batched_tokens": 32768, "max_prefill_tokens": 32768}
-    sg, _ = serving_limits(dsv3, get_gpu("h200"), dp, engine="sglang", launch=flags, **kw)
+    sg, _ = serving_limits(dsv3, get_gpu("h200"), dp, engine="sglang", launch=flags, pool_flags=False, **kw)
     assert (sg.max_num_seqs, sg.max_num_batched_tokens, sg.max_prefill_tokens) == (128, 32768, 8 * 32768)
     # launched at SGLang's defaults, each of the 8 ranks still admits its own 16,384 prompt tokens a prefill batch
     default, _ = serving_limits(dsv3, get_gpu("h200"), dp, engine="sglang", **kw)

@@ -806,3 +806,20 @@ def test_rope_caches_as_vllm_builds_them():
     mm = get_model("minimax-m2.5")
     assert mm.checkpoint is not None and mm.checkpoint.rotary_dim == 64
     assert predict(mm, get_gpu("h200"), Settings(tp=4)).weights.rotary_cache == 196_608 * 64 * 2
+
+
+def test_generate_says_when_the_engine_would_not_requantize_the_checkpoint():
+    # fit refuses it (above); generate, a what-if of speed, prints its figures and says the deployment
+    # cannot be made as stated, served and static alike, under vLLM and SGLang; a 16-bit --dtype, TensorRT-LLM
+    # and a checkpoint with no quantization of its own carry no such warning
+    def warned(model, *args):
+        d = run_json("generate", model, "--gpu", "h200", "--tp", "4", "--prompt", "1024", "--new", "128", *args)
+        return [w for w in d["warnings"] if "already quantized" in w]
+
+    for args in (("--concurrency", "8"), ()):
+        for engine, words in (("vllm", "vLLM will not re-quantize it"), ("sglang", "SGLang loads the checkpoint")):
+            (w,) = warned("qwen3-235b-a22b-fp8", "--engine", engine, "--dtype", "int4", *args)
+            assert w.startswith("not a real deployment: --engine " + engine) and words in w and "(fp8)" in w
+        assert not warned("qwen3-235b-a22b-fp8", "--engine", "vllm", "--dtype", "bf16", *args)
+        assert not warned("qwen3-235b-a22b-fp8", "--engine", "trtllm", "--dtype", "int4", *args)
+        assert not warned("qwen3-32b", "--engine", "vllm", "--dtype", "int4", *args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvcalc.hardware.family import gpu_family
 from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
 
 
 def gpu_as_run_by(gpu: GpuSpec, engine: str | None) -> GpuSpec:
@@ -43,6 +44,21 @@ def gpu_refusal(engine: str, gpu_name: str) -> str | None:
     if engine_of(engine) == "trtllm" and (family.startswith("cdna") or family == "apple" or "gaudi" in gpu_name):
         return f"TensorRT-LLM runs on NVIDIA GPUs only; {gpu_name} is not one (vllm, sglang or llamacpp run there)"
     return None
+
+
+def checkpoint_refusal(spec: ModelSpec, engine: str | None, dtype: str | None) -> str | None:
+    """Why `engine` would not serve `spec`'s checkpoint as --dtype `dtype`, or None. vLLM and SGLang load a
+    quantized checkpoint in its own format: vLLM's config/model.py _verify_quantization raises where a
+    `quantization` differs from the checkpoint's quant_method, and SGLang takes the checkpoint's; neither
+    re-quantizes it (a 16-bit --dtype is the activations' type, which both take)."""
+    quantized = spec.checkpoint.quantization if spec.checkpoint else None
+    name = engine_of(engine) if engine else None
+    if quantized is None or dtype in (None, "fp32", "bf16", "fp16") or name not in ("vllm", "sglang"):
+        return None
+    head = f"--engine {name}: {spec.name} is already quantized ({quantized.method}); "
+    if name == "vllm":
+        return head + f"vLLM will not re-quantize it as --dtype {dtype}"
+    return head + f"SGLang loads the checkpoint's own format, not --dtype {dtype}"
 
 
 def build_of(engine: str, gpu_name: str) -> str:

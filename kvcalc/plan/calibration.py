@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvcalc.cost.calibration import STARTING, Calibration
 from kvcalc.hardware.gpu import GpuSpec
+
+if TYPE_CHECKING:
+    from kvcalc.model.spec import ModelSpec
 
 
 @lru_cache(maxsize=1)
@@ -34,13 +38,19 @@ def user_file(gpu: str, engine: str) -> Path:
     return user_dir() / "calibration" / f"{gpu}--{engine}.json"
 
 
-def refusal_warnings(engine: str | None, gpu_name: str) -> list[str]:
-    """The warning a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal):
-    its figures, ceiling or estimate, are for a deployment that cannot be made."""
-    from kvcalc.engines.kernels import gpu_refusal
+def refusal_warnings(
+    engine: str | None, gpu_name: str, spec: ModelSpec | None = None, dtype: str | None = None
+) -> list[str]:
+    """The warnings a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal) or
+    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal): its figures, ceiling or
+    estimate, are for a deployment that cannot be made as stated (a checkpoint quantized so could be served)."""
+    from kvcalc.engines.kernels import checkpoint_refusal, gpu_refusal
 
     why = gpu_refusal(engine, gpu_name) if engine else None
-    return [f"not a real deployment: {why}"] if why else []
+    out = [f"not a real deployment: {why}"] if why else []
+    if spec is not None and (why := checkpoint_refusal(spec, engine, dtype)):
+        out.append(f"not a real deployment: {why}; the figures are the model's quantized as --dtype {dtype}")
+    return out
 
 
 def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:

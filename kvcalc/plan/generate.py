@@ -379,7 +379,7 @@ def generate_report(
         memory_note=fit.message("fits" if fit.fits else "DOES NOT FIT"),
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]
         + _node_warnings(dep, gpu.name)
-        + refusal_warnings(deployed_on or engine, gpu.name),
+        + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype),
     )
 
 

@@ -160,16 +160,17 @@ def kv_pool(
         from kvcalc.plan.serve_policies import SglangPolicy
 
         flags = SglangSettings(
-            tp=dep.tp,
-            pp=dep.pp,
-            dp_attention=dep.dp_attention,
-            kv_dtype=kv_dtype,
-            chunked_prefill_size=launch.get("max_num_batched_tokens"),
-            max_running_requests=launch.get("max_num_seqs"),
-        )
+            tp=dep.tp, pp=dep.pp, dp_attention=dep.dp_attention, kv_dtype=kv_dtype,
+            chunked_prefill_size=launch.get("max_num_batched_tokens"), max_running_requests=launch.get("max_num_seqs"),
+        )  # fmt: skip
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
-            raise UsageError(f"SGLang {p.release} would not start: {p.refusal}")
+            chunk = f" with --max-batched-tokens {launch['max_num_batched_tokens']:,}" if launch else ""
+            raise UsageError(
+                f"SGLang {p.release} would not start{chunk}: {p.refusal}",
+                hint="its default --mem-fraction-static keeps 1.5 MiB a token of the chunk out; fit --engine sglang "
+                "--mem-fraction-static F shows a fraction that starts; or more GPUs (--tp)",
+            )
         # one rank's (serving_limits multiplies by the DP-attention ranks): its pool, seats and chunk
         limits = Limits(
             p.max_running_requests,
@@ -408,7 +409,7 @@ def serve_report(
     top = ceiling_stats(ceiling, load, limits, run)
     from kvcalc.plan.calibration import refusal_warnings
 
-    warnings = refusal_warnings(engine, gpu.name)
+    warnings = refusal_warnings(engine, gpu.name, spec, dtype)
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
     result = ServeResult(

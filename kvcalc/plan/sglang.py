@@ -84,13 +84,10 @@ def predict(
             f"SGLang does not take --kv-dtype {kv_dtype}",
             hint="its --kv-cache-dtype is auto (the model dtype), bf16 or fp8 (fp8_e4m3 / fp8_e5m2)",
         )
-    quantized = spec.checkpoint.quantization if spec.checkpoint else None
-    if quantized is not None and dtype not in (None, "fp32", "bf16", "fp16"):
-        raise UsageError(
-            f"--engine sglang: {spec.name} is already quantized ({quantized.method}); SGLang loads the checkpoint's "
-            f"own format, not --dtype {dtype}",
-            hint="drop --dtype to predict the checkpoint's own format",
-        )
+    from kvcalc.engines.kernels import checkpoint_refusal
+
+    if why := checkpoint_refusal(spec, "sglang", dtype):
+        raise UsageError(why, hint="drop --dtype to predict the checkpoint's own format")
     settings = SglangSettings(
         release=engine_version or DEFAULT_RELEASE,
         tp=tp,

@@ -102,15 +102,10 @@ def predict_terms(
     from kvcalc.engines.vllm.memory import Settings, predict
 
     check_pp(spec, pp)
-    quantized = spec.checkpoint.quantization if spec.checkpoint else None
-    if quantized is not None and dtype not in (None, "fp32", "bf16", "fp16"):
-        # NOTE: vllm/config/model.py _verify_quantization: a `quantization` argument that differs from
-        # the checkpoint's quant_method is a ValueError; a checkpoint is never re-quantized.
-        raise UsageError(
-            f"--engine vllm: {spec.name} is already quantized ({quantized.method}); vLLM will not re-quantize "
-            f"it as --dtype {dtype}",
-            hint="drop --dtype to predict the checkpoint's own format",
-        )
+    from kvcalc.engines.kernels import checkpoint_refusal
+
+    if why := checkpoint_refusal(spec, "vllm", dtype):
+        raise UsageError(why, hint="drop --dtype to predict the checkpoint's own format")
     settings = Settings(
         gpu_memory_utilization=gpu_util,
         max_num_seqs=max_num_seqs,
