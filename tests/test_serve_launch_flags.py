@@ -153,3 +153,10 @@ def test_sglang_refuses_to_start_where_a_large_chunk_leaves_no_pool():
     ok = run_json("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine",
                   "sglang", "--concurrency", "8")  # fmt: skip
     assert ok["kv_capacity_tokens"] > 0
+
+
+def test_a_served_request_longer_than_the_models_context_is_warned_of():
+    # Llama-3.1-8B's max_position_embeddings is 131,072: 1,024 + 130,048 fits, one token more does not
+    assert not _serve(concurrency=2, new=131072 - 1024).warnings
+    (w,) = _serve(concurrency=2, new=131072 - 1024 + 1).warnings
+    assert "context 131,073 tokens exceeds llama-3.1-8b's max_position_embeddings 131,072" in w

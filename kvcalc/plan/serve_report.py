@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from kvcalc.cost.constants import ConstantsMemo
-from kvcalc.cost.step import Deployment, comm_seconds, held_kv_bytes, stages
+from kvcalc.cost.step import Deployment, comm_seconds, context_warning, held_kv_bytes, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -409,7 +409,8 @@ def serve_report(
     top = ceiling_stats(ceiling, load, limits, run)
     from kvcalc.plan.calibration import refusal_warnings
 
-    warnings = refusal_warnings(engine, gpu.name, spec, dtype)
+    too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
+    warnings = refusal_warnings(engine, gpu.name, spec, dtype) + ([too_long] if too_long else [])
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
     result = ServeResult(
