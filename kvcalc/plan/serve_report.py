@@ -165,13 +165,13 @@ def kv_pool(
         )  # fmt: skip
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
-            chunk = f" with --max-batched-tokens {launch['max_num_batched_tokens']:,}" if launch else ""
+            given = launch.get("max_num_batched_tokens")
             raise UsageError(
-                f"SGLang {p.release} would not start{chunk}: {p.refusal}",
+                f"SGLang {p.release} would not start{f' with --max-batched-tokens {given:,}' if given else ''}: "
+                + p.refusal,
                 hint="its default --mem-fraction-static keeps 1.5 MiB a token of the chunk out; fit --engine sglang "
                 "--mem-fraction-static F shows a fraction that starts; or more GPUs (--tp)",
             )
-        # one rank's (serving_limits multiplies by the DP-attention ranks): its pool, seats and chunk
         limits = Limits(
             p.max_running_requests,
             p.chunked_prefill_size,
