@@ -150,6 +150,10 @@ def test_sglang_refuses_to_start_where_a_large_chunk_leaves_no_pool():
             "sglang", "--concurrency", "8", "--max-batched-tokens", "32768")  # fmt: skip
     assert r.exit_code != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "would not start with --max-batched-tokens 32,768" in r.stderr and "--mem-fraction-static" in r.stderr
+    # seats alone do not move SGLang's fraction: Llama-3.1-70B's 65.7 GiB a GPU outgrow it on 2 x H100 either way
+    r = run("generate", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang", "--concurrency", "8",
+            "--max-num-seqs", "64")  # fmt: skip
+    assert r.exit_code != 0 and "Traceback" not in r.stderr and "would not start: RuntimeError" in r.stderr
     ok = run_json("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine",
                   "sglang", "--concurrency", "8")  # fmt: skip
     assert ok["kv_capacity_tokens"] > 0
