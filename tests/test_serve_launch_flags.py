@@ -1,7 +1,9 @@
 """The serving scheduler's limits as a deployment launches them (`generate --max-num-seqs / --max-batched-tokens`,
-plan/serve_report.launch_limits): vLLM's --max-num-seqs / --max-num-batched-tokens, SGLang's
+plan/serve_launch.launch_limits): vLLM's --max-num-seqs / --max-num-batched-tokens, SGLang's
 --max-running-requests / --chunked-prefill-size, TensorRT-LLM's max_batch_size / max_num_tokens. The calibration
 reads its runs with the limits they were launched with (benchmarks/calibration/README.md, column launch)."""
+
+import re
 
 import pytest
 from conftest import run, run_json
@@ -157,6 +159,29 @@ def test_sglang_refuses_to_start_where_a_large_chunk_leaves_no_pool():
     ok = run_json("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine",
                   "sglang", "--concurrency", "8")  # fmt: skip
     assert ok["kv_capacity_tokens"] > 0
+    # launched as such servers are, with the fraction given, it starts: the pool fit prints for the same flags
+    flags = ("--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine", "sglang",
+             "--mem-fraction-static", "0.85")  # fmt: skip
+    given = run_json("generate", "deepseek-v3", *flags, "--concurrency", "8", "--max-batched-tokens", "32768")
+    own = run_json("fit", "deepseek-v3", *flags, "--chunked-prefill-size", "32768", "--seq", "8192")["sglang"]
+    assert given["kv_capacity_tokens"] == own["kv_capacity_tokens"] and own["mem_fraction_static"] == 0.85
+    assert "mem_fraction_static 0.85" in given["kv_pool"]
+
+
+def test_mem_fraction_static_is_sglangs_and_a_share():
+    # a larger share, a larger pool: 0.05 of Llama-3.1-8B's pre-load free memory (~79 GiB) at 128 KiB a token
+    low, high = (_serve(concurrency=2, engine="sglang", mem_fraction_static=f) for f in (0.8, 0.85))
+    pre = 79.11 * 2**30  # about what an H100 has free before loading, less the CUDA context
+    assert high.kv_capacity_tokens - low.kv_capacity_tokens == pytest.approx(0.05 * pre / 131072, rel=0.03)
+    for kw, words in (
+        (dict(engine="vllm"), "needs --engine sglang"),
+        (dict(engine="sglang", mem_fraction_static=0), "(0, 1]"),
+        (dict(engine="sglang", mem_fraction_static="0.8"), "must be a number"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(words)):
+            _serve(concurrency=2, **{"mem_fraction_static": 0.8, **kw})
+    with pytest.raises(UsageError, match="launch flags"):  # a static batch has no server
+        generate("llama-3.1-8b", "h100", engine="sglang", mem_fraction_static=0.8)
 
 
 def test_a_served_request_longer_than_the_models_context_is_warned_of():

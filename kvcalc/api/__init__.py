@@ -310,13 +310,14 @@ def generate(
     range_ratio: float = 1.0,
     max_num_seqs: int | None = None,
     max_batched_tokens: int | None = None,
+    mem_fraction_static: float | None = None,
 ) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for
     `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`).
     With `concurrency` (closed loop) or `rate` (Poisson arrivals), requests are served as the engine
     schedules them (`generate --concurrency/--rate`): a ServeResult, read as a benchmark's whole run unless
     `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]; `max_num_seqs` /
-    `max_batched_tokens`: its scheduler's limits as launched. kv_dtype None: the engine's own (plan/kv_auto.py)."""
+    `max_batched_tokens` (and SGLang's `mem_fraction_static`): its launch flags. kv_dtype None: the engine's own."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -335,9 +336,11 @@ def generate(
     if concurrency is not None or rate is not None:
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens),
-                      steady_state, range_ratio)  # fmt: skip
-    if max_num_seqs is not None or max_batched_tokens is not None:
-        raise UsageError("max_num_seqs / max_batched_tokens are serving limits: give concurrency or rate")
+                      steady_state, range_ratio, mem_fraction_static)  # fmt: skip
+    if max_num_seqs is not None or max_batched_tokens is not None or mem_fraction_static is not None:
+        raise UsageError(
+            "max_num_seqs / max_batched_tokens / mem_fraction_static are launch flags: give concurrency or rate"
+        )
     return generate_report(
         spec,
         gpu_spec,
@@ -356,7 +359,7 @@ def generate(
 
 
 def _serve(
-    spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, load, steady=False, range_ratio=1.0
+    spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, load, steady=False, range_ratio=1.0, fraction=None
 ) -> ServeResult:  # noqa: ANN001
     """generate's serving path, checked as `generate --concurrency/--rate` checks its options."""
     from kvcalc.plan.serve_report import serve_report
@@ -380,15 +383,10 @@ def _serve(
         rate=None if rate is None else float(rate),
         requests=None if requests is None else as_count(requests, "requests"),
         seed=as_count(seed, "seed") if seed else 0,
-        engine=engine,
-        dtype=dtype,
-        kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
-        estimate=not ceiling,
-        steady=steady,
-        range_ratio=float(range_ratio),
-        max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens,
-    )
+        engine=engine, dtype=dtype, kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES), estimate=not ceiling, steady=steady,
+        range_ratio=float(range_ratio), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+        mem_fraction_static=fraction,
+    )  # fmt: skip
 
 
 def compare(

@@ -45,6 +45,7 @@ from kvcalc.cli.serve import (
     ConcurrencyOpt,
     MaxSeqsOpt,
     MaxTokensOpt,
+    MemFractionServeOpt,
     RangeRatioOpt,
     RateOpt,
     RequestsOpt,
@@ -113,6 +114,7 @@ def generate(
     range_ratio: RangeRatioOpt = 1.0,
     max_num_seqs: MaxSeqsOpt = None,
     max_batched_tokens: MaxTokensOpt = None,
+    mem_fraction_static: MemFractionServeOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
     the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
@@ -170,10 +172,11 @@ def generate(
             prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
             ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
             steady=steady_state, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+            mem_fraction_static=mem_fraction_static,
         )  # fmt: skip
-    if max_num_seqs is not None or max_batched_tokens is not None:
+    if max_num_seqs is not None or max_batched_tokens is not None or mem_fraction_static is not None:
         raise UsageError(
-            "--max-num-seqs and --max-batched-tokens are the serving scheduler's limits",
+            "--max-num-seqs, --max-batched-tokens and --mem-fraction-static are a serving engine's launch flags",
             hint="give --concurrency or --rate; a static --batch runs its sequences together",
         )
     from kvcalc.model.formats import matmul_dtype

@@ -68,6 +68,15 @@ MaxTokensOpt = Annotated[
         "engine's. It sizes the KV pool as the engine does (vLLM's profiling forward, SGLang's memory fraction).",
     ),
 ]
+MemFractionServeOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--mem-fraction-static",
+        help="With --concurrency/--rate and --engine sglang: SGLang's --mem-fraction-static (0-1] as launched, a "
+        "share of the free memory before the weights load (default: the release's pick for the card, tp x pp and "
+        "chunk, which a large --max-batched-tokens lowers).",
+    ),
+]
 
 SWEEP_LIMIT = 32  # concurrencies in one sweep
 
@@ -96,6 +105,7 @@ def serve_generate(
     steady: bool = False,
     max_num_seqs: int | None = None,
     max_batched_tokens: int | None = None,
+    mem_fraction_static: float | None = None,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -116,7 +126,7 @@ def serve_generate(
     args = dict(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio, engine=engine or "vllm", dtype=dtype,
         kv_dtype=kv_dtype, estimate=not ceiling, steady=steady, max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens,
+        max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

@@ -11,6 +11,7 @@ from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.serve import Limits, Load, StepTimer
+from kvcalc.plan.serve_launch import launch_limits, pool_fraction
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
 from kvcalc.results import Result
@@ -111,7 +112,7 @@ def step_timers(
 
 def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int,
-    launch: Mapping[str, int] | None = None,
+    launch: Mapping[str, int] | None = None, mem_fraction_static: float | None = None,
 ) -> tuple[Limits, str]:  # fmt: skip
     """One rank's scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's defaults) and its
@@ -121,7 +122,8 @@ def kv_pool(
     `launch`: the scheduler flags the server was launched with (serving_limits'), where they size the pool:
     vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
     that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size. TensorRT-LLM's
-    profiling peak is --reserve here, so its flags leave the pool as it is. serving_limits applies the flags."""
+    profiling peak is --reserve here, so its flags leave the pool as it is. serving_limits applies the flags.
+    `mem_fraction_static`: SGLang's, as launched (None: its release's default for the card)."""
     launch = launch or {}
     if engine == "vllm" and not dep.dp_attention:
         from kvcalc.engines.runtime import GIB
@@ -162,6 +164,7 @@ def kv_pool(
         flags = SglangSettings(
             tp=dep.tp, pp=dep.pp, dp_attention=dep.dp_attention, kv_dtype=kv_dtype,
             chunked_prefill_size=launch.get("max_num_batched_tokens"), max_running_requests=launch.get("max_num_seqs"),
+            mem_fraction_static=mem_fraction_static,
         )  # fmt: skip
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
@@ -169,8 +172,8 @@ def kv_pool(
             raise UsageError(
                 f"SGLang {p.release} would not start{f' with --max-batched-tokens {given:,}' if given else ''}: "
                 + p.refusal,
-                hint="its default --mem-fraction-static keeps 1.5 MiB a token of the chunk out; fit --engine sglang "
-                "--mem-fraction-static F shows a fraction that starts; or more GPUs (--tp)",
+                hint="its default --mem-fraction-static keeps 1.5 MiB a token of the chunk out: give the fraction your "
+                "server launches with (--mem-fraction-static), or more GPUs (--tp)",
             )
         limits = Limits(
             p.max_running_requests,
@@ -179,8 +182,9 @@ def kv_pool(
             p.page_size,
             SglangPolicy,
         )
+        given = f", mem_fraction_static {mem_fraction_static:g}" if mem_fraction_static is not None else ""
         return limits, (
-            f"SGLang {p.release} pool ({p.kv_capacity_tokens // p.dp_size:,} tokens), max_running_requests "
+            f"SGLang {p.release} pool ({p.kv_capacity_tokens // p.dp_size:,} tokens{given}), max_running_requests "
             f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
         )
     if engine == "trtllm":
@@ -230,13 +234,14 @@ def serving_limits(
     new: int,
     launch: Mapping[str, int] | None = None,
     pool_flags: bool = True,
+    mem_fraction_static: float | None = None,
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool. `launch`: Limits fields a run's launch
     flags set (a user's, or a calibration point's: scripts/import_calibration.py), the server's figures;
-    they size the pool too unless `pool_flags` is False (kv_pool)."""
-    sizing = launch if pool_flags else None
+    they size the pool too unless `pool_flags` is False (kv_pool), as SGLang's `mem_fraction_static` does."""
+    sizing = dict(launch=launch if pool_flags else None, mem_fraction_static=mem_fraction_static)
     limits, pool = kv_pool(
-        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new, launch=sizing
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new, **sizing
     )
     if launch:
         # NOTE: SGLang splits its server-wide chunked_prefill_size and max_running_requests over the
@@ -272,38 +277,6 @@ def serving_limits(
             hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
         )
     return limits, pool
-
-
-def launch_limits(
-    engine: str, gpu: GpuSpec, prompt: int, max_num_seqs: int | None, max_batched_tokens: int | None
-) -> dict[str, int] | None:
-    """serving_limits' `launch` from a user's scheduler flags, checked: each a whole number of at least 1; under
-    vLLM, both as vLLM sets them from the flags given (plan/vllm_fit.scheduler_limits: a defaulted max_num_seqs
-    capped by a smaller budget, a budget below a given max_num_seqs refused); under TensorRT-LLM, which schedules
-    a prompt whole (chunked prefill off by default) and refuses one longer than max_num_tokens, a budget of at
-    least the prompt."""
-    launch = {}
-    for name, flag, v in (
-        ("max_num_seqs", "--max-num-seqs", max_num_seqs),
-        ("max_num_batched_tokens", "--max-batched-tokens", max_batched_tokens),
-    ):
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise UsageError(f"{flag} must be a whole number of at least 1, got {v!r}")
-        launch[name] = v
-    if engine == "vllm" and launch:
-        from kvcalc.plan.vllm_fit import scheduler_limits
-
-        seqs, tokens = scheduler_limits(gpu, max_num_seqs, max_batched_tokens)
-        launch = dict(max_num_seqs=seqs, max_num_batched_tokens=tokens)
-    if engine == "trtllm" and max_batched_tokens is not None and max_batched_tokens < prompt:
-        raise UsageError(
-            f"TensorRT-LLM would refuse every request: a {prompt:,}-token prompt is scheduled whole and "
-            f"--max-batched-tokens (its max_num_tokens) is {max_batched_tokens:,}",
-            hint="a budget of at least --prompt, or --engine vllm / sglang (chunked prefill)",
-        )
-    return launch or None
 
 
 def ceiling_stats(
@@ -373,12 +346,14 @@ def serve_report(
     range_ratio: float = 1.0,
     max_num_seqs: int | None = None,
     max_batched_tokens: int | None = None,
+    mem_fraction_static: float | None = None,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
     Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
     `max_num_seqs` / `max_batched_tokens`: the engine's scheduler limits as launched (vLLM's --max-num-seqs and
     --max-num-batched-tokens, SGLang's --max-running-requests and --chunked-prefill-size, TensorRT-LLM's
     max_batch_size and max_num_tokens), as the calibration's runs are read with theirs; None: the engine's defaults.
+    `mem_fraction_static`: SGLang's --mem-fraction-static (plan/serve_launch.pool_fraction).
 
     A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
     InferenceX): every client sends its first request at once, figures over all requests. `steady`:
@@ -399,9 +374,11 @@ def serve_report(
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
     launch = launch_limits(engine, gpu, prompt, max_num_seqs, max_batched_tokens)
+    fraction = pool_fraction(engine, mem_fraction_static)
     limits, pool = serving_limits(
-        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch
-    )
+        spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch,
+        mem_fraction_static=fraction,
+    )  # fmt: skip
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)

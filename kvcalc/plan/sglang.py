@@ -15,7 +15,6 @@ def check_options(
     dp_attention: bool,
 ) -> bool:
     """True for --engine sglang; refuse SGLang's options without it and values SGLang would refuse."""
-    import math
 
     from kvcalc.errors import UsageError
 
@@ -36,8 +35,10 @@ def check_options(
         raise UsageError(f"{given[0]} needs --engine sglang", hint="it is one of SGLang's server arguments")
     if not sglang:
         return False
-    if mem_fraction_static is not None and not (math.isfinite(mem_fraction_static) and 0 < mem_fraction_static <= 1):
-        raise UsageError(f"--mem-fraction-static must be in (0, 1], got {mem_fraction_static}")
+    if mem_fraction_static is not None:
+        from kvcalc.engines.sglang.release import check_mem_fraction
+
+        check_mem_fraction(mem_fraction_static)
     for flag, value in (
         ("--chunked-prefill-size", chunked_prefill_size),
         ("--page-size", page_size),

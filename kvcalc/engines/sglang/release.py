@@ -78,6 +78,14 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+def check_mem_fraction(value: object) -> float:
+    """--mem-fraction-static as SGLang takes it: a number in (0, 1] (a share of the free memory before the weights
+    load), else a usage error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 < value <= 1):
+        raise UsageError(f"--mem-fraction-static must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
 def default_mem_fraction(
     release: tuple[int, int, int],
     gpu_mem_mib: int,

@@ -1,0 +1,51 @@
+"""A served deployment's launch flags as a user gives them (`generate --max-num-seqs / --max-batched-tokens /
+--mem-fraction-static`, the Python API's `max_num_seqs` / `max_batched_tokens` / `mem_fraction_static`), checked
+as the engine checks them and turned into what plan/serve_report.serving_limits takes: the scheduler's limits
+(`launch`) and SGLang's pool fraction."""
+
+from kvcalc.errors import UsageError
+from kvcalc.hardware.gpu import GpuSpec
+
+
+def launch_limits(
+    engine: str, gpu: GpuSpec, prompt: int, max_num_seqs: int | None, max_batched_tokens: int | None
+) -> dict[str, int] | None:
+    """serving_limits' `launch` from a user's scheduler flags, checked: each a whole number of at least 1; under
+    vLLM, both as vLLM sets them from the flags given (plan/vllm_fit.scheduler_limits: a defaulted max_num_seqs
+    capped by a smaller budget, a budget below a given max_num_seqs refused); under TensorRT-LLM, which schedules
+    a prompt whole (chunked prefill off by default) and refuses one longer than max_num_tokens, a budget of at
+    least the prompt."""
+    launch = {}
+    for name, flag, v in (
+        ("max_num_seqs", "--max-num-seqs", max_num_seqs),
+        ("max_num_batched_tokens", "--max-batched-tokens", max_batched_tokens),
+    ):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise UsageError(f"{flag} must be a whole number of at least 1, got {v!r}")
+        launch[name] = v
+    if engine == "vllm" and launch:
+        from kvcalc.plan.vllm_fit import scheduler_limits
+
+        seqs, tokens = scheduler_limits(gpu, max_num_seqs, max_batched_tokens)
+        launch = dict(max_num_seqs=seqs, max_num_batched_tokens=tokens)
+    if engine == "trtllm" and max_batched_tokens is not None and max_batched_tokens < prompt:
+        raise UsageError(
+            f"TensorRT-LLM would refuse every request: a {prompt:,}-token prompt is scheduled whole and "
+            f"--max-batched-tokens (its max_num_tokens) is {max_batched_tokens:,}",
+            hint="a budget of at least --prompt, or --engine vllm / sglang (chunked prefill)",
+        )
+    return launch or None
+
+
+def pool_fraction(engine: str, mem_fraction_static: float | None) -> float | None:
+    """SGLang's --mem-fraction-static, checked as fit checks it (SGLang's alone; engines/sglang/release.check_mem_fraction:
+    in (0, 1]); None: the release's default for the card (engines/sglang/release.default_mem_fraction)."""
+    if mem_fraction_static is None:
+        return None
+    if engine != "sglang":
+        raise UsageError("--mem-fraction-static needs --engine sglang", hint="it is one of SGLang's server arguments")
+    from kvcalc.engines.sglang.release import check_mem_fraction
+
+    return check_mem_fraction(mem_fraction_static)
