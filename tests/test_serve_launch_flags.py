@@ -189,3 +189,15 @@ def test_a_served_request_longer_than_the_models_context_is_warned_of():
     assert not _serve(concurrency=2, new=131072 - 1024).warnings
     (w,) = _serve(concurrency=2, new=131072 - 1024 + 1).warnings
     assert "context 131,073 tokens exceeds llama-3.1-8b's max_position_embeddings 131,072" in w
+
+
+def test_fits_concurrency_search_serves_from_the_pool_fit_reports():
+    # SGLang's --mem-fraction-static sizes the pool fit reports and the one its concurrency search serves from:
+    # at 0.25 an H100 keeps 38,001 tokens for Llama-3.1-8B, one 32k request at a time, so a second client waits a
+    # whole request and only one meets a 3 s TTFT; the default pool (415,014 tokens) serves several
+    from kvcalc.api import fit
+
+    small = fit("llama-3.1-8b", "h100", engine="sglang", seq="32k", ttft_ms=3000, mem_fraction_static=0.25)
+    default = fit("llama-3.1-8b", "h100", engine="sglang", seq="32k", ttft_ms=3000)
+    assert small.kv_capacity_tokens // 32768 == 1 and small.concurrency_slo.concurrency == 1
+    assert default.concurrency_slo.concurrency > 1

@@ -195,6 +195,7 @@ def fit_rows(
         concurrency_searches(
             results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, estimate_engine, dtype, kv_dtype,
             launch=search_launch(estimate_engine, max_num_seqs, max_batched_tokens, sglang),
+            fraction=(sglang or {}).get("mem_fraction_static") if estimate_engine == "sglang" else None,
         )  # fmt: skip
     return results
 
@@ -216,10 +217,11 @@ def search_launch(
 
 
 def concurrency_searches(
-    results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype, launch=None
+    results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype, launch=None, fraction=None
 ) -> None:  # noqa: ANN001
     """fit's latency goals under closed-loop serving: the largest concurrency meeting them on the engine's
-    estimate (plan/serve_search), once per seq, requests of `prompt` (default half the seq) + the rest."""
+    estimate (plan/serve_search), once per seq, requests of `prompt` (default half the seq) + the rest; in the
+    pool the engine sizes under the launch flags fit was given (`fraction`: SGLang's --mem-fraction-static)."""
     from kvcalc.plan.serve_search import largest_concurrency
 
     found: dict[int, object] = {}
@@ -230,6 +232,6 @@ def concurrency_searches(
             p = prompt if prompt is not None and prompt < r.seq else max(r.seq // 2, 1)
             found[r.seq] = largest_concurrency(
                 spec, gpu, dep, prompt=p, new=max(r.seq - p, 1), tpot_ms=tpot_ms, ttft_ms=ttft_ms,
-                engine=engine, dtype=dtype, kv_dtype=kv_dtype, launch=launch,
+                engine=engine, dtype=dtype, kv_dtype=kv_dtype, launch=launch, mem_fraction_static=fraction,
             )  # fmt: skip
         r.concurrency_slo = found[r.seq]
