@@ -182,9 +182,9 @@ def kv_pool(
             p.page_size,
             SglangPolicy,
         )
-        given = f", mem_fraction_static {mem_fraction_static:g}" if mem_fraction_static is not None else ""
+        at = f", mem_fraction_static {mem_fraction_static:g}" if mem_fraction_static is not None else ""
         return limits, (
-            f"SGLang {p.release} pool ({p.kv_capacity_tokens // p.dp_size:,} tokens{given}), max_running_requests "
+            f"SGLang {p.release} pool ({p.kv_capacity_tokens // p.dp_size:,} tokens{at}), max_running_requests "
             f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
         )
     if engine == "trtllm":
