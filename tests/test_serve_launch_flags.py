@@ -201,3 +201,24 @@ def test_fits_concurrency_search_serves_from_the_pool_fit_reports():
     default = fit("llama-3.1-8b", "h100", engine="sglang", seq="32k", ttft_ms=3000)
     assert small.kv_capacity_tokens // 32768 == 1 and small.concurrency_slo.concurrency == 1
     assert default.concurrency_slo.concurrency > 1
+
+
+def test_gpu_util_is_vllms_share_and_sglang_refuses_it():
+    # fit and generate take --gpu-util as vLLM's gpu_memory_utilization: vLLM requests that share of the card, so at
+    # 0.5 its KV memory is (0.9 - 0.5) of the card's total smaller, the weights and the profile's peak unchanged
+    full = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--seq", "8k")["vllm"]
+    half = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--seq", "8k", "--gpu-util", "0.5")
+    shrink = full["available_kv_bytes"] - half["vllm"]["available_kv_bytes"]
+    assert shrink == pytest.approx(0.4 * full["gpu_total_bytes"], abs=1)
+    # SGLang reads no such share (its pool is --mem-fraction-static's): given there, it is refused, not dropped
+    for args in (("fit", "--seq", "8k"), ("generate", "--concurrency", "8")):
+        out = run(args[0], "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", *args[1:], "--gpu-util", "0.5")
+        assert out.exit_code == 2 and out.stdout == ""
+        assert "--gpu-util 0.5 is vLLM's --gpu-memory-utilization" in out.stderr
+        assert "--mem-fraction-static" in out.stderr and "Traceback" not in out.stderr
+    # not given, it is vLLM's default 0.9 under every engine
+    default = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--concurrency", "8")
+    given = run_json(
+        "generate", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--concurrency", "8", "--gpu-util", "0.9"
+    )
+    assert given["kv_pool"] == default["kv_pool"]

@@ -22,11 +22,12 @@ InterconnectOpt = Annotated[
     ),
 ]
 GpuUtilOpt = Annotated[
-    float,
+    Optional[float],
     typer.Option(
         "--gpu-util",
-        help="Share of GPU memory to use, as vLLM's gpu_memory_utilization (a run served by --engine trtllm "
-        "takes it as TensorRT-LLM's free_gpu_memory_fraction: a share of what weights and --reserve leave).",
+        help="Share of GPU memory to use, as vLLM's gpu_memory_utilization (default 0.9; a run served by --engine "
+        "trtllm takes it as TensorRT-LLM's free_gpu_memory_fraction: a share of what weights and --reserve leave; "
+        "SGLang reads no such share).",
     ),
 ]
 ReserveOpt = Annotated[

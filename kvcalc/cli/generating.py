@@ -88,7 +88,7 @@ def generate(
     dp_attention: DpAttentionOpt = False,
     nodes: NodesOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
-    gpu_util: GpuUtilOpt = 0.9,
+    gpu_util: GpuUtilOpt = None,
     reserve: ReserveOpt = "2GiB",
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
@@ -140,7 +140,9 @@ def generate(
     spec = resolve(model, overrides).spec
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.plan.kv_auto import auto_kv_dtype
+    from kvcalc.plan.serve_launch import gpu_util_for
 
+    gpu_util = gpu_util_for(engine, gpu_util)
     gpu_spec = gpu_as_run_by(_gpu(gpu), engine)
     given = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     kv = given or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))

@@ -105,7 +105,7 @@ def fit(
             autocompletion=_complete_kv_dtypes,
         ),
     ] = None,
-    gpu_util: GpuUtilOpt = 0.9,
+    gpu_util: GpuUtilOpt = None,
     reserve: Annotated[
         Optional[str],
         typer.Option(
@@ -223,6 +223,7 @@ def fit(
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.fitrun import fit_rows, goal_engine
     from kvcalc.plan.kv_auto import auto_kv_dtype
+    from kvcalc.plan.serve_launch import gpu_util_for
     from kvcalc.present.serving import fit_grid_sheet, fit_sheet
 
     engine_none = engine is not None and engine.lower() == "none"
@@ -246,6 +247,7 @@ def fit(
         dp_attention=dp_attention,
     )
     is_sglang = sglang_fit.check_options(engine, **sglang_options)
+    gpu_util = gpu_util_for(engine, gpu_util)
     is_trtllm = engine is not None and engine.lower() == "trtllm"
     steps: list[str] | None = [] if explain else None
     gpu_names = _gpu_names(gpu)

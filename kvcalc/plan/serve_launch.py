@@ -1,10 +1,12 @@
 """A served deployment's launch flags as a user gives them (`generate --max-num-seqs / --max-batched-tokens /
 --mem-fraction-static`, the Python API's `max_num_seqs` / `max_batched_tokens` / `mem_fraction_static`), checked
 as the engine checks them and turned into what plan/serve_report.serving_limits takes: the scheduler's limits
-(`launch`) and SGLang's pool fraction."""
+(`launch`) and SGLang's pool fraction; and the memory share `--gpu-util` as fit and generate take it."""
 
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
+
+DEFAULT_GPU_UTIL = 0.9  # vLLM's default gpu_memory_utilization
 
 
 def launch_limits(
@@ -49,3 +51,17 @@ def pool_fraction(engine: str, mem_fraction_static: float | None) -> float | Non
     from kvcalc.engines.sglang.release import check_mem_fraction
 
     return check_mem_fraction(mem_fraction_static)
+
+
+def gpu_util_for(engine: str | None, gpu_util: float | None) -> float:
+    """fit's and generate's `--gpu-util`: vLLM's gpu_memory_utilization (TensorRT-LLM's free_gpu_memory_fraction)
+    as given, vLLM's default when not given; refused under --engine sglang, which reads no such flag (its pool is
+    the share of free memory --mem-fraction-static sets), so that a value given there is not silently dropped."""
+    if gpu_util is None:
+        return DEFAULT_GPU_UTIL
+    if engine is not None and engine.lower() == "sglang":
+        raise UsageError(
+            f"--gpu-util {gpu_util:g} is vLLM's --gpu-memory-utilization; SGLang does not read it",
+            hint="SGLang sizes its pool by --mem-fraction-static (a share of the memory free before the weights load)",
+        )
+    return gpu_util
