@@ -37,6 +37,8 @@ SPELLED = [
     ("RTX 6000 Ada", "rtx-6000-ada"),
     ("Apple M2 Ultra", "m2-ultra"),
     ("Gaudi 3", "gaudi3"),
+    ("GB200 NVL72", "gb200"),  # the rack, read as its GPU (the preset's scale-up domain is the rack's 72)
+    ("GB300 NVL72", "gb300"),
 ]
 
 
