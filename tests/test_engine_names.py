@@ -20,7 +20,9 @@ def test_a_spelling_is_the_engine_without_a_note(spelled, engine):
     assert engine_name(spelled) == (engine, None)
 
 
-@pytest.mark.parametrize(("spelled", "engine"), [("lmdeploy", "trtllm"), ("LMDeploy", "trtllm"), ("tgi", "vllm")])
+@pytest.mark.parametrize(
+    ("spelled", "engine"), [("lmdeploy", "trtllm"), ("LMDeploy", "trtllm"), ("tgi", "vllm"), ("Ollama", "llamacpp")]
+)
 def test_an_engine_without_a_model_is_the_nearest_and_says_so(spelled, engine):
     name, note = engine_name(spelled)
     assert name == engine and note.startswith(f"{spelled} has no speed model of its own; estimated as {engine}")

@@ -21,7 +21,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="Engine the estimate is calibrated for: vllm, sglang, trtllm or llamacpp (default vllm); "
-        "lmdeploy is estimated as trtllm, tgi as vllm.",
+        "lmdeploy is estimated as trtllm, tgi as vllm, ollama as llamacpp.",
         callback=_engine,
     ),
 ]

@@ -1,8 +1,8 @@
 """What people call a serving engine, read as one of the four whose speed kvcalc models.
 
-`TensorRT-LLM`, `trt-llm` and `trtllm-serve` are trtllm; `llama.cpp` and `llama-server` are llamacpp. Two
-engines without a model of their own are estimated as the nearest of the four, and the CLI says so: LMDeploy
-(its TurboMind backend) as trtllm, Hugging Face TGI as vllm.
+`TensorRT-LLM`, `trt-llm` and `trtllm-serve` are trtllm; `llama.cpp` and `llama-server` are llamacpp. Engines
+without a model of their own are estimated as the nearest of the four, and the CLI says so: LMDeploy (its
+TurboMind backend) as trtllm, Hugging Face TGI as vllm, Ollama as llamacpp.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ NEAREST = {
     "turbomind": ("trtllm", "a compiled C++ engine with its own kernels and persistent batching"),
     "tgi": ("vllm", "continuous batching over paged attention, prompts chunked into the decode steps"),
     "text-generation-inference": ("vllm", "continuous batching over paged attention, prompts chunked into decodes"),
+    "ollama": ("llamacpp", "Ollama runs GGUF models on llama.cpp's ggml kernels, a few requests in parallel"),
 }
 
 
@@ -48,5 +49,6 @@ def engine_name(text: str, nearest: bool = True) -> tuple[str, str | None]:
             )
         return name, f"{text.strip()} has no speed model of its own; estimated as {name}, the nearest ({why})"
     raise UsageError(
-        f"unknown engine '{text}'", hint=f"one of {', '.join(ENGINES)} (lmdeploy is read as trtllm, tgi as vllm)"
+        f"unknown engine '{text}'",
+        hint=f"one of {', '.join(ENGINES)} (lmdeploy is read as trtllm, tgi as vllm, ollama as llamacpp)",
     )
