@@ -222,3 +222,16 @@ def test_gpu_util_is_vllms_share_and_sglang_refuses_it():
         "generate", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--concurrency", "8", "--gpu-util", "0.9"
     )
     assert given["kv_pool"] == default["kv_pool"]
+
+
+def test_a_served_run_over_gpus_without_a_sourced_link_is_one_line():
+    # m2-ultra's preset has no interconnect figure: a served run over 4 of them is refused as the static one is
+    # (its all-reduces had been divided by a zero bandwidth: an internal ZeroDivisionError), every engine alike
+    for engine in ("vllm", "sglang", "trtllm", "llamacpp"):
+        out = run("generate", "phi-2", "--gpu", "m2-ultra", "--tp", "4", "--engine", engine, "--concurrency", "1")
+        assert out.exit_code == 2 and "internal error" not in out.stderr
+        assert "m2-ultra's preset has no sourced interconnect, needed for 4 x 1 GPUs" in out.stderr
+    given = run_json(
+        "generate", "phi-2", "--gpu", "m2-ultra", "--tp", "4", "--interconnect", "100GB/s", "--concurrency", "1"
+    )
+    assert given["estimate"]["tpot_s"] > given["tpot_s"] > 0  # timed with the link given

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from kvcalc.cost.constants import ConstantsMemo
-from kvcalc.cost.step import Deployment, comm_seconds, context_warning, held_kv_bytes, stages
+from kvcalc.cost.step import Deployment, comm_seconds, context_warning, held_kv_bytes, needs_link, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -373,6 +373,7 @@ def serve_report(
     n = requests if requests is not None else default_requests(concurrency)
     if n < 1:
         raise UsageError(f"--requests must be at least 1, got {n}")
+    needs_link(dep, gpu)  # a preset without a sourced link cannot time tp x pp > 1 (as the static generate says)
     launch = launch_limits(engine, gpu, prompt, max_num_seqs, max_batched_tokens)
     fraction = pool_fraction(engine, mem_fraction_static)
     limits, pool = serving_limits(
