@@ -202,7 +202,13 @@ def names_for(points) -> list[str]:
     if any(p.sf.first.scores for p in points):
         names += ["score_bytes.llamacpp"]
     served = sorted({p.engine for p in points if p.sf.run is not None})
-    names += [f"server_s.{e}" for e in served]
+    # NOTE: SGLang's API-server time keeps its start (calibration.STARTING, from public single-client runs of small
+    # models): every SGLang run here is a large MoE deployment (DeepSeek, Qwen3-235B / 3.5-397B, GLM-5 at tp 4-8),
+    # whose prompt costs a per-request constant would take whole. Fitted, it went to 173 ms, and every SGLang
+    # request read at least ~190 ms of TTFT, a dense 8B's at one client included, against 20-50 ms measured
+    # (docs/speed.md, "SGLang's API-server time"). Kept at its start, the MoE runs' prompt costs go to the
+    # per-layer and per-expert prompt terms (prefill_layer_s.sglang, moe_prefill_expert_s.sglang).
+    names += [f"server_s.{e}" for e in served if e != "sglang"]
     # NOTE: TRT-LLM's served prompt steps get their own per-layer cost (fitting.served_view): its static
     # figures are compiled engines under gptSessionBenchmark, its served ones trtllm-serve's PyTorch
     # executor. vLLM's static figures come from the engine it serves with (benchmark_latency): no split.

@@ -63,6 +63,18 @@ def test_trtllms_served_prompt_cost_is_its_own_with_or_without_static_points(scr
     assert {"bw_eff.apple.llamacpp", "mfu.apple.llamacpp"} <= set(llama)
 
 
+def test_sglangs_api_server_time_keeps_its_start_and_the_other_engines_fit_theirs(script):
+    from kvcalc.cost.calibration import STARTING
+    from kvcalc.cost.calibration_data import CONSTANTS
+
+    names = script.names_for([_point(e, served=True) for e in ("sglang", "vllm", "trtllm")])
+    assert {"server_s.vllm", "server_s.trtllm"} <= set(names) and "server_s.sglang" not in names
+    # its MoE runs' prompt costs go to the prompt terms, which stay fitted
+    assert {"prefill_layer_s.sglang", "step_s.sglang"} <= set(names)
+    # the shipped value is the start: ~15 ms, the public single-client floor of small models under SGLang
+    assert CONSTANTS["server_s.sglang"] == STARTING["server_s.sglang"] == 0.015
+
+
 def test_a_dsa_indexers_cost_is_fitted_only_where_points_have_one(script):
     # without a DeepSeek Sparse Attention run index_layer_s keeps its start (calibration.STARTING); with GLM-5's
     # SGLang runs (the shipped fit) SGLang's is fitted and is the shared value the other engines take

@@ -126,7 +126,8 @@ def test_pcie_all_reduce_is_not_nvlink():
     # calibrated link term charges PCIe more than NVLink for the same message and group.
     g = get_gpu("rtx-4090")
     c, _ = constants_for(g, "vllm")
-    assert c["ar_alpha_s.pcie"] > c.get("ar_alpha_s.nvlink", c["ar_alpha_s"])
+    assert c["ar_alpha_s.pcie"] >= c.get("ar_alpha_s.nvlink", c["ar_alpha_s"])  # the fit's ceiling (fitting.CEILINGS)
+    assert c["ar_alpha_tp.pcie"] > c.get("ar_alpha_tp.nvlink", c["ar_alpha_tp"])  # and it grows faster with the ranks
 
 
 def test_family_comes_from_the_preset():

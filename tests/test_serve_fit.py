@@ -148,10 +148,14 @@ def test_the_shipped_fit_keeps_efficiencies_and_latencies_physical():
     # Efficiencies are fractions of a rated figure (at most 1); an all-reduce's latency is no lower than
     # the fastest small all-reduce measured (cost/fitting.FLOORS). Fitted constants that crossed these
     # would be knobs, not the mechanism they name.
+    from kvcalc.cost.calibration import STARTING
     from kvcalc.cost.calibration_data import CONSTANTS
-    from kvcalc.cost.fitting import _CAPPED, CAPS, FLOORS
+    from kvcalc.cost.fitting import _CAPPED, CAPS, CEILINGS, FLOORS
 
     assert FLOORS["ar_alpha_s"] == 3.7e-6 and CAPS["mfu"] == 0.91
+    # and no slower over NVLink than NCCL's over PCIe between two cards
+    assert CEILINGS["ar_alpha_s.nvlink"] == STARTING["ar_alpha_s.pcie"] == 7.5e-6
+    assert FLOORS["ar_alpha_s"] <= CONSTANTS["ar_alpha_s.nvlink"] <= CEILINGS["ar_alpha_s.nvlink"]
     for name, value in CONSTANTS.items():
         base = name.split(".")[0]
         if base in _CAPPED:

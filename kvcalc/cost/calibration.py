@@ -53,6 +53,11 @@ STARTING: dict[str, float] = {
     "seq_s": 5e-6,
     "ttft_queue": 30.0,
     "server_s": 30e-3,  # a served request's API-server time (HTTP, tokenize, detokenize), on its TTFT
+    # SGLang's is not fitted (scripts/calibrate.names_for): public single-client TTFTs of SGLang servers on small
+    # models are a prompt's compute plus ~15 ms (sgl-cookbook: DeepSeek-OCR-2 on one H200, 197-token prompts,
+    # 18.08 ms; Glyph 9B at tp 2, 22.35 ms at 610 tokens and 53.48 ms at 4,194, an intercept of ~17 ms; GPUStack's
+    # Qwen3-8B on one H100 at 4 clients, 233-token prompts, 27.70 ms), less the first decode step's few ms.
+    "server_s.sglang": 15e-3,
     "interval.decode.lo": 0.8,
     "interval.decode.hi": 1.25,
     "interval.prefill.lo": 0.75,

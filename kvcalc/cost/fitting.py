@@ -348,14 +348,14 @@ class IncrementalLoss:
 
 # NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
 _CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")
-# NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78,
-# B200 0.69: speed_facts 2.2), so a whole prompt pass does not reach more. Uncapped, CDNA3's and CDNA4's
-# prompt efficiencies ran to 1.0 on under-load TTFTs that the schedule, not the GEMMs, sets.
+# NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78, B200
+# 0.69: speed_facts 2.2). Uncapped, CDNA3's and CDNA4's prompt efficiencies ran to 1.0 on under-load TTFTs.
 CAPS = {"mfu": 0.91}
-# NOTE: a small all-reduce is no faster than the fastest one measured: 3.7 us, a one-shot custom
-# all-reduce of 512 B on 2 x H100 (sgl-project/sglang PR #2904; the presets' link_latency_s). Unfloored,
-# the fit traded it against the per-layer step costs (both scale with layers at tp > 1) down to 0.35 us.
+# NOTE: a small all-reduce is no faster than the fastest measured, 3.7 us (a one-shot custom all-reduce of 512 B on
+# 2 x H100: sglang PR #2904); unfloored, the fit traded it against the per-layer costs down to 0.35 us. Nor slower
+# over NVLink than NCCL over PCIe on two cards (ar_alpha_s.pcie, 7.5 us): a refit had reached 7.97 us. By whole name.
 FLOORS = {"ar_alpha_s": 3.7e-6}
+CEILINGS = {"ar_alpha_s.nvlink": 7.5e-6}
 
 
 def fit(
@@ -381,7 +381,7 @@ def fit(
                 trial = here * math.exp(k * step[name])
                 if name.split(".")[0] in _CAPPED:
                     trial = min(trial, CAPS.get(name.split(".")[0], 1.0))
-                trial = max(trial, FLOORS.get(name.split(".")[0], 0.0))
+                trial = min(max(trial, FLOORS.get(name.split(".")[0], 0.0)), CEILINGS.get(name, math.inf))
                 c[name] = trial
                 v, new = inc.trial(c, name)
                 if v < best - 1e-12:
