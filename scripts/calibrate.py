@@ -204,11 +204,13 @@ def names_for(points) -> list[str]:
     served = sorted({p.engine for p in points if p.sf.run is not None})
     # NOTE: SGLang's API-server time keeps its start (calibration.STARTING, from public single-client runs of small
     # models): every SGLang run here is a large MoE deployment (DeepSeek, Qwen3-235B / 3.5-397B, GLM-5 at tp 4-8),
-    # whose prompt costs a per-request constant would take whole. Fitted, it went to 173 ms, and every SGLang
+    # whose one-client excess a per-request constant would take whole. Fitted, it went to 173 ms, and every SGLang
     # request read at least ~190 ms of TTFT, a dense 8B's at one client included, against 20-50 ms measured
-    # (docs/speed.md, "SGLang's API-server time"). Kept at its start, the MoE runs' prompt costs go to the
-    # per-layer and per-expert prompt terms (prefill_layer_s.sglang, moe_prefill_expert_s.sglang).
+    # (docs/speed.md, "SGLang's API-server time"). The excess is its own term, per expert a prompt reaches in each
+    # MoE layer (moe_server_s.sglang; fitting.server_seconds): 0 for a dense model.
     names += [f"server_s.{e}" for e in served if e != "sglang"]
+    if any(p.sf.first.experts[2] for p in points if p.engine == "sglang" and p.sf.run is not None):
+        names += ["moe_server_s.sglang"]
     # NOTE: TRT-LLM's served prompt steps get their own per-layer cost (fitting.served_view): its static
     # figures are compiled engines under gptSessionBenchmark, its served ones trtllm-serve's PyTorch
     # executor. vLLM's static figures come from the engine it serves with (benchmark_latency): no split.
@@ -289,7 +291,9 @@ def shared_means(points, c: dict[str, float], names: list[str]) -> None:
         base, _, key = name.partition(".")
         if not key or "." in key:  # family x engine constants have no shared value of their own
             continue
-        if base == "score_bytes":  # the shared value stays 0: flash attention's scores stay on chip
+        # NOTE: these shared values stay 0: flash attention keeps its scores on chip, and a MoE prompt's excess
+        # outside the steps is measured of SGLang alone (the other engines' fitted server_s hold theirs)
+        if base in ("score_bytes", "moe_server_s"):
             continue
         w = sum(p.weight for p in points if key in (p.sf.decode.family, p.engine, p.sf.decode.link))
         groups.setdefault(base, []).append((c[name], w))

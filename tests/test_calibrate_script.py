@@ -34,7 +34,7 @@ def test_a_sources_points_weigh_ln_1_plus_n_capped_at_a_ten_point_sources(script
     assert 2 * math.log(3) / 2 > 12 * math.log(87) / 86
 
 
-def _point(engine, family="hopper", served=False, static=False, scores=0.0, index_layers=0, dequant=0.0):
+def _point(engine, family="hopper", served=False, static=False, scores=0.0, index_layers=0, dequant=0.0, experts=0.0):
     decode = SimpleNamespace(
         family=family,
         allreduces=0,
@@ -44,7 +44,7 @@ def _point(engine, family="hopper", served=False, static=False, scores=0.0, inde
         index_layers=index_layers,
         dequant=dequant,
     )
-    first = SimpleNamespace(scores=scores)
+    first = SimpleNamespace(scores=scores, experts=(0.0, 0.0, experts))  # (FLOPs, rows, experts reached)
     sf = SimpleNamespace(decode=decode, first=first, run=object() if served else None, prompts_per_step=0)
     sf.setup = SimpleNamespace(concurrency=None if static else 8)
     return SimpleNamespace(engine=engine, sf=sf, weight=1.0)
@@ -67,12 +67,16 @@ def test_sglangs_api_server_time_keeps_its_start_and_the_other_engines_fit_their
     from kvcalc.cost.calibration import STARTING
     from kvcalc.cost.calibration_data import CONSTANTS
 
-    names = script.names_for([_point(e, served=True) for e in ("sglang", "vllm", "trtllm")])
+    dense = [_point(e, served=True) for e in ("sglang", "vllm", "trtllm")]
+    names = script.names_for(dense)
     assert {"server_s.vllm", "server_s.trtllm"} <= set(names) and "server_s.sglang" not in names
-    # its MoE runs' prompt costs go to the prompt terms, which stay fitted
-    assert {"prefill_layer_s.sglang", "step_s.sglang"} <= set(names)
     # the shipped value is the start: ~15 ms, the public single-client floor of small models under SGLang
     assert CONSTANTS["server_s.sglang"] == STARTING["server_s.sglang"] == 0.015
+    # a MoE prompt's excess is its own term, fitted where SGLang's served runs are MoE and for SGLang alone
+    assert not [n for n in names if n.startswith("moe_server_s")]
+    moe = script.names_for([*dense, *(_point(e, served=True, experts=256.0) for e in ("sglang", "vllm"))])
+    assert [n for n in moe if n.startswith("moe_server_s")] == ["moe_server_s.sglang"]
+    assert CONSTANTS["moe_server_s"] == 0.0 < CONSTANTS["moe_server_s.sglang"]  # no shared value for the others
 
 
 def test_a_dsa_indexers_cost_is_fitted_only_where_points_have_one(script):

@@ -301,6 +301,11 @@ def expert_gemms(spec: ModelSpec, dep: Deployment, tokens: int) -> tuple[float, 
     return (flops, tokens * spec.experts_per_token / spec.experts, reached)
 
 
+def expert_layers(f: StepFeatures) -> float:
+    """The experts a step's tokens reach on one GPU, summed over the MoE layers of its stages (0 for a dense model)."""
+    return f.experts[2] * sum(s[6] for s in f.stage_bytes) if f.prefill else 0.0
+
+
 @functools.lru_cache(maxsize=4096)
 def _wire_bytes(message_bytes: int, ranks: int) -> float:
     """allreduce_wire_bytes as a float (exact Fractions are slow in a fit's inner loop)."""

@@ -1,17 +1,15 @@
 """Pure fitting of the estimate's constants to measured serving figures, and the figures a setup is
 predicted to show: TTFT, TPOT, total time and output tokens/s of a static batch or of closed-loop
-concurrency, from the step estimate (cost/estimate.py).
-
-Used by scripts/calibrate.py (the shipped fit), benchmarks/speed_accuracy.py (leave-one-source-out
-errors) and `kvcalc calibrate` (a user's own points). No file is read here.
+concurrency, from the step estimate (cost/estimate.py). Used by scripts/calibrate.py (the shipped fit),
+benchmarks/speed_accuracy.py (leave-one-source-out errors) and `kvcalc calibrate`. No file is read here.
 
 Closed-loop concurrency C (each client sends its next request when the last ends) is fitted as
-`generate --concurrency` prints it: the serving simulation's schedule as weighted steps (a
-WeightedRun, built by plan/serve_fit.py), each figure a weighted sum of step times. The planner, which
-weighs too many options to simulate each, uses a steady-state closed form instead (setup_features): a token of each request takes a decode step of the C
-sequences plus the prefill of the C / new prompts that arrive per step on average; a request's TTFT
-is its own prompt pass, plus half a step of waiting, plus queueing behind the other arriving prompts:
-`ttft_queue` x sqrt(C / new) prompt passes (an empirical form, fitted per engine).
+`generate --concurrency` prints it: the serving simulation's schedule as weighted steps (a WeightedRun,
+built by plan/serve_fit.py), each figure a weighted sum of step times. The planner, which weighs too many
+options to simulate each, uses a steady-state closed form instead (setup_features): a token of each request
+takes a decode step of the C sequences plus the prefill of the C / new prompts that arrive per step on
+average; a request's TTFT is its own prompt pass, plus half a step of waiting, plus queueing behind the
+other arriving prompts: `ttft_queue` x sqrt(C / new) prompt passes (an empirical form, fitted per engine).
 The ceiling of the same figures is the bare steps: no arriving prompts, no queueing.
 """
 
@@ -23,7 +21,7 @@ from functools import partial
 from typing import NamedTuple
 
 from kvcalc.cost.constants import ConstantsMemo
-from kvcalc.cost.estimate import StepFeatures, features, time_of
+from kvcalc.cost.estimate import StepFeatures, expert_layers, features, time_of
 from kvcalc.cost.step import Deployment, stages
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -131,7 +129,7 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         fig = Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
         if not c:
             return bounded(fig, time(sf.first), s.new, s.concurrency, time(sf.decode) * sf.decode_weight)
-        return served(fig, server_seconds(c, engine))
+        return served(fig, server_seconds(c, engine, sf.first))
     n = max(1, s.new)
     step = time(sf.decode)
     ttft = time(sf.first)
@@ -145,20 +143,19 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
         queue = c.get(f"ttft_queue.{engine}", c.get("ttft_queue", 0.0)) * math.sqrt(sf.prompts_per_step)
         ttft += 0.5 * step + queue * ttft
     if s.concurrency is not None:  # a served request; a static batch (an offline benchmark) has no server
-        ttft += server_seconds(c, engine)
+        ttft += server_seconds(c, engine, sf.first)
     total = ttft + (n - 1) * tpot
     return Figures(ttft, tpot, total, users * n / total)
 
 
 def bounded(fig: Figures, alone: float, new: int, clients: int | None, decoding: float = math.inf) -> Figures:
-    """A simulated closed loop's ceiling figures as a bound: how far real clients drift apart is
-    modelled (plan/serve.turnaround_steps), not known, so a bound cannot count their queueing. No TTFT
-    above the prompt's own pass `alone`. No TPOT above `decoding`, the same schedule's decode steps
-    with the prompts in them left out: how much of the other requests' prompts lands between a
-    request's tokens is the scheduler's choice (chunked prefill mixes them in, a prefill-first engine
-    runs them apart, a measured run may reuse a cached prefix), so a bound cannot count it either.
-    Latency bounded with them; tokens/s (with `clients`) with the TTFT alone, as the prompts' work
-    stays to be done: C clients' requests at the prompt-free TPOT would outrun the GPU's peak."""
+    """A simulated closed loop's ceiling figures as a bound: how far real clients drift apart is modelled
+    (plan/serve.turnaround_steps), not known, so a bound cannot count their queueing. No TTFT above the prompt's own
+    pass `alone`. No TPOT above `decoding`, the same schedule's decode steps with the prompts in them left out: how
+    much of the other requests' prompts lands between a request's tokens is the scheduler's choice (chunked prefill
+    mixes them in, a prefill-first engine runs them apart, a measured run may reuse a cached prefix), so a bound
+    cannot count it either. Latency bounded with them; tokens/s (with `clients`) with the TTFT alone, as the
+    prompts' work stays to be done: C clients' requests at the prompt-free TPOT would outrun the GPU's peak."""
     steps = max(1, new) - 1
     tpot = min(fig.tpot_s, decoding)
     total = min(fig.total_s, alone + steps * tpot)
@@ -176,18 +173,23 @@ def served(fig: Figures, srv: float) -> Figures:
     )
 
 
-def server_seconds(c: Mapping[str, float], engine: str) -> float:
-    """A served request's time outside the engine's steps (the API server's HTTP, tokenizing and
-    detokenizing; a request's hop to the scheduler), added to its TTFT and latency; 0 for the bound.
-    Static batches (offline benchmarks: benchmark_latency, gptSessionBenchmark) have none."""
-    return c.get(f"server_s.{engine}", c.get("server_s", 0.0)) if c else 0.0
+def server_seconds(c: Mapping[str, float], engine: str, first: StepFeatures | None = None) -> float:
+    """A served request's time outside the engine's steps (the API server's HTTP, tokenizing and detokenizing; a
+    request's hop to the scheduler), added to its TTFT and latency; 0 for the bound. Static batches (offline
+    benchmarks: benchmark_latency, gptSessionBenchmark) have none. With the request's prompt step `first`, a MoE
+    model's `moe_server_s` for each expert its prompt reaches in each MoE layer (estimate.expert_layers: its launch-
+    bound prompt pass, hidden under load)."""
+    if not c:
+        return 0.0
+    moe = c.get(f"moe_server_s.{engine}", c.get("moe_server_s", 0.0)) * expert_layers(first) if first else 0.0
+    return c.get(f"server_s.{engine}", c.get("server_s", 0.0)) + moe
 
 
 def served_view(c: Mapping[str, float], engine: str) -> Mapping[str, float]:
-    """The constants a served request's steps take: `name.<engine>.served` in place of `name.<engine>`
-    where the fit has one. NOTE: an engine's server (trtllm-serve's PyTorch executor, vLLM's and SGLang's
-    schedulers) is not the offline benchmark its static figures come from (TRT-LLM's doc figures are
-    gptSessionBenchmark on compiled engines): a prompt step may cost it more."""
+    """The constants a served request's steps take: `name.<engine>.served` in place of `name.<engine>` where the fit
+    has one. NOTE: an engine's server (trtllm-serve's PyTorch executor, vLLM's and SGLang's schedulers) is not the
+    offline benchmark its static figures come from (TRT-LLM's doc figures are gptSessionBenchmark on compiled
+    engines): a prompt step may cost it more."""
     return tagged_view(c, engine, "served")
 
 
@@ -306,10 +308,10 @@ class _Reads(Mapping[str, float]):
 
 
 class IncrementalLoss:
-    """loss() kept term by term, for a search that moves one constant at a time: a trial value of a
-    constant re-times only the setups whose figures read it (recorded once, from the lookups timing
-    them makes; which names a setup reads depends on its features and on which names exist, not on
-    their values). The total is math.fsum of the terms, so it equals loss() to the last bit."""
+    """loss() kept term by term, for a search that moves one constant at a time: a trial value of a constant re-times
+    only the setups whose figures read it (recorded once, from the lookups timing them makes; which names a setup
+    reads depends on its features and on which names exist, not on their values). The total is math.fsum of the
+    terms, so it equals loss() to the last bit."""
 
     def __init__(self, points: Sequence[Point], c: Mapping[str, float]) -> None:
         self.groups = _groups(points)
@@ -346,8 +348,7 @@ class IncrementalLoss:
         self.total = total
 
 
-# NOTE: efficiencies are fractions of a rated figure; they cannot pass 1 (time_of clamps them).
-_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")
+_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")  # NOTE: fractions of a rated figure: at most 1
 # NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78, B200
 # 0.69: speed_facts 2.2). Uncapped, CDNA3's and CDNA4's prompt efficiencies ran to 1.0 on under-load TTFTs.
 CAPS = {"mfu": 0.91}
@@ -364,10 +365,9 @@ def fit(
     names: Sequence[str],
     sweeps: int = 12,
 ) -> dict[str, float]:
-    """Pattern search in log space on the weighted sum of |log error| (a weighted-median fit, robust
-    to a few odd points): each constant in turn tries its own step up and down, keeps a move that
-    lowers the loss (and widens its step), else halves its step. Deterministic; constants not in
-    `names` stay as given."""
+    """Pattern search in log space on the weighted sum of |log error| (a weighted-median fit, robust to a few odd
+    points): each constant in turn tries its own step up and down, keeps a move that lowers the loss (and widens its
+    step), else halves its step. Deterministic; constants not in `names` stay as given."""
     c = started(start, names)
     step = dict.fromkeys(names, 0.7)
     inc = IncrementalLoss(points, c)
@@ -430,8 +430,8 @@ def interval_phase(p: Point) -> str:
 
 
 def interval(points: Sequence[Point], c: Mapping[str, float]) -> dict[str, float]:
-    """The 80% interval as factors on the estimate, from the weighted 10th and 90th percentiles of
-    measured / estimated, per interval_phase."""
+    """The 80% interval as factors on the estimate, from the weighted 10th and 90th percentiles of measured /
+    estimated, per interval_phase."""
     out = {}
     for phase in INTERVAL_PHASES:
         sel = [p for p in points if interval_phase(p) == phase]

@@ -405,9 +405,11 @@ def serve_report(
         return result
     from kvcalc.cost.fitting import server_seconds
     from kvcalc.plan.calibration import constants_for
+    from kvcalc.plan.serve_steps import prompt_features
 
     c = constants_for(gpu, engine)[0]
-    srv = server_seconds(c, engine)
+    first = prompt_features(spec, gpu, dep, prompt, 0, 1, dtype, kv_dtype, stages(spec, dep, dtype))
+    srv = server_seconds(c, engine, first)
     mid = _served(run(est), srv)
     # NOTE: every step at its low end is the fast end: latencies take their low from it and
     # throughputs their high, and the other way round for the slow end.
