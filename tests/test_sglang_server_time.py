@@ -5,6 +5,8 @@ fitted on aiconfigurator's and InferenceX's SGLang runs: InferenceX's DeepSeek-R
 158 ms at 4 clients, aiconfigurator's 260 ms). Until 2026-12-04 a fitted 173 ms per request put every SGLang TTFT
 at 190 ms or more (docs/speed.md)."""
 
+import math
+
 import pytest
 
 from kvcalc.api import generate
@@ -28,7 +30,7 @@ def test_a_moe_prompts_excess_is_per_expert_reached_in_each_moe_layer():
     # DeepSeek-V3 at tp 8: a 1,024-token prompt reaches all 256 experts (256 x (1 - (1 - 8/256)^1024) = 256 less
     # 2e-12) in each of its 58 MoE layers (3 dense of 61); each GPU runs a tp slice of every one
     est = _one_client("deepseek-v3", "h200", 8, 1024)
-    reached = 256 * -__import__("math").expm1(1024 * __import__("math").log1p(-8 / 256))
+    reached = 256 * -math.expm1(1024 * math.log1p(-8 / 256))
     assert est.server_s == pytest.approx(0.015 + CONSTANTS["moe_server_s.sglang"] * reached * 58, rel=1e-9)
     # vLLM's fitted server time holds its own: no MoE term
     assert _one_client("deepseek-v3", "h200", 8, 1024, "vllm").server_s == CONSTANTS["server_s.vllm"]
