@@ -248,3 +248,34 @@ def get_gpu_preset(name):
     from kvcalc.model.presets import get_gpu
 
     return get_gpu(name)
+
+
+def test_fit_and_cache_price_a_presets_dtype_as_the_quant_file_would_be():
+    # --dtype under --engine llamacpp was dropped: every preset read as f16. It is the tensor table llama-quantize
+    # writes for that ftype (model/gguf/mix.py): Llama-3-8B Q4_K_M is 4.58 GiB as the published file's matrices
+    # (193 q4_K + 33 q6_K tensors; norms left out), about 30% of its f16 bytes, not the 25% of 4 bits a weight.
+    from kvcalc.model.gguf.mix import tensor_table
+
+    args = ("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "-f", "json")
+    q4 = json.loads(run(*args, "--dtype", "q4_k_m").stdout)["rows"][0]
+    f16 = json.loads(run(*args).stdout)["rows"][0]
+    spec = get_model("llama-3-8b")
+    assert q4["quant"] == "Q4_K_M (estimated)" and f16["quant"] == "f16 (estimated)"
+    assert q4["weights_bytes"] == sum(b for *_, b in tensor_table(spec, "q4_k_m"))
+    assert round(q4["weights_bytes"] / 2**30, 2) == 4.57 and 0.29 < q4["weights_bytes"] / f16["weights_bytes"] < 0.31
+    assert q4["decode_tokens_per_s"] > 2 * f16["decode_tokens_per_s"]  # a third of the bytes read per token
+    # a 16-bit --dtype is the converter's f16 file; cache takes the dtype too and names it
+    assert json.loads(run(*args, "--dtype", "bf16").stdout)["rows"][0]["weights_bytes"] == f16["weights_bytes"]
+    out = run("cache", "llama-3-8b", "--engine", "llamacpp", "--seq", "8k", "--dtype", "q8_0")
+    assert out.exit_code == 0 and "llama-3-8b Q8_0 (estimated) with llama.cpp at -c 8,192" in out.stdout
+
+
+def test_a_dtype_llamacpp_cannot_hold_is_one_line(tmp_path):
+    r = run("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--dtype", "fp8")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "--dtype fp8 is not a llama.cpp weight type" in r.stderr and "q4_k_m" in r.stderr
+    md, t = llama_like(layers=4, hidden=256, heads=8, kv_heads=2, ff=512, vocab=1000)
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    r = run("cache", path, "--engine", "llamacpp", "--seq", "1000", "--dtype", "q8_0")
+    assert r.exit_code == 2 and "--dtype does not apply to a GGUF" in r.stderr

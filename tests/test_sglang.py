@@ -219,6 +219,24 @@ def test_fit_predicts_sglang_refusal():
     )
 
 
+def test_refused_fit_shows_sglangs_division_not_a_vllm_budget():
+    # Where SGLang would not start, the table is still its own division of the GPU: the weights as loaded and the
+    # share mem_fraction_static holds back exceed the memory free before load, by their sum less that memory. It
+    # was kvcalc's generic table, with a "budget ... x 0.9" row SGLang never reads.
+    from kvcalc.units import fmt_bytes
+
+    args = ("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--seq", "8k", "--engine", "sglang")
+    p = json.loads(run(*args, "--format", "json").stdout)["sglang"]
+    held = int(p["pre_load_free_bytes"] * (1 - p["mem_fraction_static"]))
+    over = p["weights_bytes"] + held - p["pre_load_free_bytes"]
+    assert p["refusal"] and over > 0
+    out = run(*args)
+    assert out.exit_code == 3
+    (pool,) = [x for x in out.stdout.splitlines() if x.strip().startswith("KV pool")]
+    assert f"exceed the memory free before load by {fmt_bytes(over)}" in pool
+    assert "x 0.9" not in out.stdout and "SGLang would not start" in out.stdout
+
+
 def test_sglang_options_need_the_engine():
     r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--mem-fraction-static", "0.8")
     assert r.exit_code == 2 and "--mem-fraction-static needs --engine sglang" in r.stderr

@@ -12,6 +12,7 @@ from kvcalc.engines.trtllm import pool as trt
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.layout import layout_facts
 from kvcalc.plan.serve_report import serving_limits
+from kvcalc.units import fmt_bytes
 from tests.conftest import run, run_json
 
 GIB = 2**30
@@ -164,10 +165,11 @@ def test_a_latency_goal_under_trtllms_pool_reaches_what_the_pool_holds():
     assert "meets TPOT 40 ms (estimate, trtllm) up to batch 60" in r.verdict
 
 
-def test_where_trtllms_pool_holds_what_kvcalcs_bytes_do_not_the_sheet_says_both():
-    # Llama-3.1-70B on 4 x H100, 60 x 8k: kvcalc's bytes (vLLM's reserve, no 0.9 of the rest) are over the
+def test_where_trtllms_pool_holds_what_kvcalcs_bytes_do_not_the_sheet_shows_the_pool():
+    # Llama-3.1-70B on 4 x H100, 60 x 8k: kvcalc's bytes (vLLM's reserve, no 0.9 of the rest) are over vLLM's
     # budget, TensorRT-LLM's pool holds 15,583 blocks of 32 (498,656 tokens): 15,583 // 256 = 60 requests of 8k
-    # and, at batch 60, 15,583 // 60 = 259 blocks = 8,288 tokens each. The pool decides; the total row says both.
+    # and, at batch 60, 15,583 // 60 = 259 blocks = 8,288 tokens each. The pool decides, and the sheet shows its
+    # arithmetic (0.9 of what the weights and the reserve leave), not vLLM's "budget = GPU x 0.9" row.
     out = run(
         "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "trtllm"
     )
@@ -178,5 +180,13 @@ def test_where_trtllms_pool_holds_what_kvcalcs_bytes_do_not_the_sheet_says_both(
     blocks = row["kv_capacity_tokens"] // 32
     assert blocks == 15_583 and row["max_batch"] == blocks // 256 == 60 and row["fits"]
     assert row["max_seq"] == (blocks // 60) * 32 == 8_288
-    assert "over this budget; fits in TensorRT-LLM 1.x's pool" in out.stdout
+    gpu = row["per_gpu"]
+    left = gpu["capacity_bytes"] - gpu["weight_bytes"] - gpu["reserve_bytes"]
+    pool = int(0.9 * left)
+    assert (
+        pool // (32 * 80 * 2 * 2 * 128 * 2) == blocks
+    )  # a block: 32 tokens x 80 layers x K, V x 2 of 8 heads x 128 x 2 B
+    (line,) = [x for x in out.stdout.splitlines() if x.strip().startswith("KV pool")]
+    assert fmt_bytes(pool) in line and "0.9 (free_gpu_memory_fraction) x left: 498,656 tokens, fits" in line
+    assert "budget" not in out.stdout.split("Verdict")[0]
     assert "Largest context at batch 60 (TensorRT-LLM 1.x's pool): 8,288 tokens." in out.stdout

@@ -125,6 +125,7 @@ def cache(
             ngl,
             fmt,
             lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype),
+            dtype,
         )
     kv = normalize_dtype(kv_dtype if kv_dtype is not None else "bf16", KV_DTYPES)
     if tp < 1:

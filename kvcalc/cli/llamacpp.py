@@ -85,19 +85,56 @@ def settings(
     )
 
 
-def _model(model: str, quant: Optional[str]):  # noqa: ANN202
-    """(spec, tensor rows, quant label, exact weights?) of MODEL: a GGUF, or any model (weights from its parameters)."""
-    from kvcalc.engines.llamacpp.buffers import spec_tensors
+def weights_type(dtype: Optional[str]) -> Optional[str]:
+    """--dtype under --engine llamacpp: a quant llama-quantize writes (q4_k_m, q8_0, ...) or "f16" for a 16-bit
+    file (convert_hf_to_gguf's f16 / bf16, the same bytes); None when not given. Other formats (fp8, int4, nvfp4)
+    are no GGUF weight type: refused, not silently read as f16."""
+    if dtype is None:
+        return None
+    from kvcalc.model.gguf.mix import FTYPES
+    from kvcalc.plan.inputs import weight_dtype
+
+    key = weight_dtype(dtype)
+    if key in FTYPES:
+        return key
+    if key in ("bf16", "fp16"):
+        return "f16"
+    raise UsageError(
+        f"--dtype {dtype} is not a llama.cpp weight type",
+        hint=f"a quant llama-quantize writes ({', '.join(FTYPES)}) or bf16 / fp16",
+    )
+
+
+def _model(model: str, quant: Optional[str], dtype: Optional[str] = None):  # noqa: ANN202
+    """(spec, tensor rows, quant label, exact weights?, file bytes) of MODEL: a GGUF (its own tensor table), or any
+    model, its weights from its parameters: f16, or --dtype's llama.cpp quant laid out as llama-quantize would
+    write it (model/gguf/mix.tensor_table; one type for every matrix where that has no table, as for MLA)."""
+    from kvcalc.engines.llamacpp.buffers import TensorRow, spec_tensors
     from kvcalc.engines.llamacpp.memory import rows_of
     from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
 
+    wtype = weights_type(dtype)
     if is_gguf_ref(model) or quant:
+        if wtype is not None:
+            raise UsageError(
+                "--dtype does not apply to a GGUF: its tensors keep the file's types",
+                hint="--quant Q4_K_M picks another quant of a hub repo",
+            )
         g = open_gguf(model, quant)
         return g.spec, rows_of(g.tensors), g.label, True, g.file_bytes
     from kvcalc.plan.inputs import resolve
 
     spec = resolve(model, {}).spec
-    return spec, spec_tensors(spec, "f16"), None, False, 0
+    if wtype is None or wtype == "f16":
+        return spec, spec_tensors(spec, "f16"), None, False, 0
+    from kvcalc.errors import SpecError
+    from kvcalc.model.gguf.mix import FTYPES, tensor_table
+
+    try:
+        rows = [TensorRow(*t) for t in tensor_table(spec, wtype)]
+    except SpecError:
+        rows = spec_tensors(spec, FTYPES[wtype])
+    return spec, rows, f"{wtype.upper()} (estimated)", False, 0
 
 
 def _backend(gpu_spec) -> str:  # noqa: ANN001
@@ -113,12 +150,13 @@ def run_cache(
     version: Optional[str],
     ngl: Optional[int],
     opts: dict[str, Any],
+    dtype: Optional[str] = None,
 ):  # noqa: ANN001, ANN201
     """(payload, sheets) of `cache --engine llamacpp`: llama.cpp's buffers at each -c."""
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.memory import llamacpp_memory
 
-    spec, rows, label, exact, _ = _model(model, quant)
+    spec, rows, label, exact, _ = _model(model, quant, dtype)
     e = era(version)
     results = []
     for s in seqs:
@@ -152,6 +190,7 @@ def run_fit(
     cpu_gb_s: float,
     opts: dict[str, Any],
     headroom: int = FIT_HEADROOM,
+    dtype: Optional[str] = None,
 ):  # noqa: ANN001, ANN201
     """QuantFit for MODEL on the GPU at -c seq: every quant of a GGUF repo, or the one model given."""
     import re
@@ -189,6 +228,10 @@ def run_fit(
         and not quant
         and is_gguf_ref(model)
     )
+    if is_repo and dtype is not None:
+        weights_type(dtype)  # a bad --dtype is named as such first
+        raise UsageError("--dtype does not apply to a GGUF repo: each quant's file keeps its types",
+                         hint="--quant Q4_K_M (or org/repo:Q4_K_M) for one of its quants")  # fmt: skip
     if is_repo:
         repo, rev, _, quants = hub_listing(model)
         with ThreadPoolExecutor(max_workers=8) as pool:
@@ -196,7 +239,7 @@ def run_fit(
         items = [(g.label or "?", g.file_bytes, g.spec, rows_of(g.tensors)) for g in models]
         name = repo
     else:
-        spec, rows, label, exact, size = _model(model, quant)
+        spec, rows, label, exact, size = _model(model, quant, dtype)
         settings_["weights_exact"] = exact
         items = [(label or ("f16 (estimated)" if not exact else "?"), size, spec, rows)]
         name = spec.name
@@ -234,6 +277,7 @@ def cache_command(
     ngl: Optional[int],
     fmt,
     opts: dict[str, Any],
+    dtype: Optional[str] = None,
 ) -> None:  # noqa: ANN001
     """`kvcalc cache MODEL --engine llamacpp`: print llama.cpp's buffers at each --seq (-c)."""
     from kvcalc.cli.common import _emit, _gpu, _gpu_names
@@ -249,7 +293,7 @@ def cache_command(
     if len(names) > 1:
         raise UsageError("cache takes one --gpu")
     gpu_spec = _gpu(names[0]) if names else None
-    rows = run_cache(model, seqs, gpu_spec, kv_dtype, quant, version, ngl, opts)
+    rows = run_cache(model, seqs, gpu_spec, kv_dtype, quant, version, ngl, opts, dtype)
 
     def payload() -> dict[str, Any]:
         dumped = [{**r, "llamacpp": r["llamacpp"].model_dump(mode="json")} for r in rows]
@@ -261,7 +305,8 @@ def cache_command(
         return [
             buffers_sheet(
                 r["llamacpp"],
-                f"{r['model']} with llama.cpp at -c {r['seq']:,}" + (f" on {r['gpu']}" if r["gpu"] else ""),
+                f"{r['model']}{f' {q}' if (q := r['quant']) else ''} with llama.cpp at -c {r['seq']:,}"
+                + (f" on {r['gpu']}" if r["gpu"] else ""),
             )
             for r in rows
         ]
@@ -298,6 +343,7 @@ def fit_command(
     fmt,  # noqa: ANN001
     opts: dict[str, Any],
     reserve: Optional[str] = None,
+    dtype: Optional[str] = None,
 ) -> int:
     """`kvcalc fit MODEL --gpu G --engine llamacpp`: which quant fits; returns the exit status (0 when one fits fully)."""
     from kvcalc.cli.common import _emit, _gpu
@@ -311,7 +357,7 @@ def fit_command(
     from kvcalc.units import parse_bytes
 
     headroom = parse_bytes(reserve, "--reserve") if reserve is not None else FIT_HEADROOM
-    q = run_fit(model, _gpu(gpu), seqs[0], kv_dtype, quant, version, ngl, cpu_gb_s, opts, headroom)
+    q = run_fit(model, _gpu(gpu), seqs[0], kv_dtype, quant, version, ngl, cpu_gb_s, opts, headroom, dtype)
 
     def sheets() -> list:
         from kvcalc.present.llamacpp import buffers_sheet, quants_sheet
@@ -346,6 +392,7 @@ def fit_exit(
     reserve: Optional[str],
     ranks: tuple,
     llama: tuple,
+    dtype: Optional[str] = None,
 ) -> None:  # noqa: ANN001
     """`fit --engine llamacpp` from fit's options: prints, then exits 0 when a quant fits fully, else 3."""
     from kvcalc.units import parse_range
@@ -357,5 +404,5 @@ def fit_exit(
     opts["n_gpus"] = gpus or 1
     seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
     raise typer.Exit(
-        fit_command(model, gpu, seqs, batches, kv_dtype, quant, version, ngl, cpu_gb_s, fmt, opts, reserve)
+        fit_command(model, gpu, seqs, batches, kv_dtype, quant, version, ngl, cpu_gb_s, fmt, opts, reserve, dtype)
     )

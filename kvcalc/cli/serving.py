@@ -218,7 +218,7 @@ def fit(
     if lcpp.wanted(engine):
         context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
         lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
-                      (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full))  # fmt: skip
+                      (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full), dtype)  # fmt: skip
     from kvcalc.plan import sglang as sglang_fit
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.fitrun import fit_rows, goal_engine

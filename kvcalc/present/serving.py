@@ -46,6 +46,19 @@ def _kvcalc_rows(result) -> list[list[str]]:  # noqa: ANN001
         ["total", _bytes(total), _total_note(result, total <= p.budget_bytes)],
         ["budget", _bytes(p.budget_bytes), f"{_bytes(p.capacity_bytes)} x {result.gpu_util:g}"],
     ]
+    if result.capacity_basis.startswith("TensorRT-LLM"):
+        # NOTE: its pool is free_gpu_memory_fraction of what the weights and the profiling peak leave
+        # (engines/trtllm/pool.kv_memory), not a share of the whole GPU as vLLM's budget is
+        left = max(0, p.capacity_bytes - p.weight_bytes - p.reserve_bytes)
+        rows[-2:] = [
+            ["left", _bytes(left), f"{_bytes(p.capacity_bytes)} - weights - reserve"],
+            [
+                "KV pool",
+                _bytes(int(result.gpu_util * left)),
+                f"{result.gpu_util:g} (free_gpu_memory_fraction) x left: {result.kv_capacity_tokens:,} tokens, "
+                f"{'fits' if result.fits else 'DOES NOT FIT'}",
+            ],
+        ]
     return [r for r in rows if r]
 
 
@@ -61,7 +74,7 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         columns=["per GPU", "bytes", ""],
         text_columns=(0, 2),
     )
-    if result.sglang is not None and not result.sglang.refusal:  # SGLang's pool decides: its own division
+    if result.sglang is not None:  # SGLang's pool decides: its own division (no pool where it would not start)
         from kvcalc.present.sglang import table_rows
 
         sheet.rows = table_rows(result)

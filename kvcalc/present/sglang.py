@@ -18,6 +18,16 @@ def table_rows(result) -> list[list[str]]:  # noqa: ANN001
     tokens = -(-result.batch // p.dp_size) * (-(-result.seq // p.page_size) * p.page_size)
     need = "" if p.swa_tokens is not None else fmt_bytes(tokens * p.cell_bytes)
     word = "fits" if p.fits else "DOES NOT FIT"
+    pool_row = ["KV pool", fmt_bytes(pool), f"{p.max_total_num_tokens:,} tokens{dp}"]
+    asked = (
+        f"{result.batch:,} x {result.seq:,} tokens: {tokens:,} of the pool's {p.max_total_num_tokens:,}"
+        f"{' a rank' if p.dp_size > 1 else ''}, {word}"
+    )
+    if p.refusal:  # no pool: the weights and the held-back share take all the memory free before load
+        over = p.weights_bytes + held + p.mamba_bytes - p.pre_load_free_bytes
+        by = f" by {fmt_bytes(over)}" if over > 0 else ""
+        pool_row = ["KV pool", fmt_bytes(0), f"none: weights + held back exceed the memory free before load{by}"]
+        asked, left = f"{result.batch:,} x {result.seq:,} tokens: SGLang would not start", 0
     rows = [
         ["before load", fmt_bytes(before), "CUDA context, NCCL (in use before the weights load)"],
         ["weights", fmt_bytes(p.weights_bytes), f"as SGLang {p.release} loads them"],
@@ -28,15 +38,10 @@ def table_rows(result) -> list[list[str]]:  # noqa: ANN001
             "load: activations, CUDA graphs",
         ],
         ["state pool", fmt_bytes(p.mamba_bytes), "SSM / linear-attention states"] if p.mamba_bytes else None,
-        ["KV pool", fmt_bytes(pool), f"{p.max_total_num_tokens:,} tokens{dp}"],
+        pool_row,
         ["not allocated", fmt_bytes(left), "the pool's whole pages and reserves"] if left > 0 else None,
         ["GPU memory", fmt_bytes(p.cuda_total_bytes), f"CUDA total (nvidia-smi {p.gpu_mem_mib:,} MiB)"],
-        [
-            "batch's KV",
-            need,
-            f"{result.batch:,} x {result.seq:,} tokens: {tokens:,} of the pool's {p.max_total_num_tokens:,}"
-            f"{' a rank' if p.dp_size > 1 else ''}, {word}",
-        ],
+        ["batch's KV", need, asked],
     ]
     return [r for r in rows if r]
 
