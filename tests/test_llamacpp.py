@@ -279,3 +279,37 @@ def test_a_dtype_llamacpp_cannot_hold_is_one_line(tmp_path):
     path.write_bytes(gguf_bytes(md, t)[0])
     r = run("cache", path, "--engine", "llamacpp", "--seq", "1000", "--dtype", "q8_0")
     assert r.exit_code == 2 and "--dtype does not apply to a GGUF" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # a goal, a memory share and a what-if were dropped under llama.cpp: the f16 table printed, exit 0
+        (
+            ("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--tpot-ms", "5"),
+            "does not read --tpot-ms",
+        ),
+        (("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--gpu-util", "0.5"), "--gpu-util"),
+        (("cache", "llama-3-8b", "--engine", "llamacpp", "--kv-heads", "2"), "cache --engine llamacpp does not read"),
+        # and llama.cpp's own flags without it: --ngl 10 on an H100 under vLLM's accounting, a --quant unread
+        (("fit", "llama-3-8b", "--gpu", "h100", "--ngl", "10"), "--ngl needs --engine llamacpp"),
+        (("cache", "llama-3-8b", "--quant", "Q4_K_M", "--parallel", "2"), "--quant, --parallel need --engine llamacpp"),
+        (("cache", "llama-3-8b", "--engine-version", "2025-08"), "--engine-version needs --engine llamacpp"),
+    ],
+)
+def test_a_flag_the_branch_would_drop_is_one_line(args, said):
+    r = run(*args)
+    assert r.exit_code == 2 and said in r.stderr and r.stderr.count("\n") == 1 and r.stdout == ""
+
+
+def test_the_refusal_names_what_llamacpp_reads_and_each_is_read():
+    # the hint lists fit's llama.cpp flags; each of them changes the answer (none is listed and dropped)
+    r = run("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--mbu", "0.5")
+    hint = r.stderr.split("it reads ")[1]
+    for flag in ("--gpus", "--ngl", "--parallel", "--ubatch", "--flash-attn", "--kv-dtype", "--dtype", "--reserve"):
+        assert flag in hint
+    base = ("fit", "llama-3-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "32k", "-f", "json")
+    row = json.loads(run(*base).stdout)["rows"][0]
+    for extra in (("--ngl", "10"), ("--parallel", "2"), ("--ubatch", "2048"), ("--flash-attn", "off"),
+                  ("--kv-dtype", "q8_0"), ("--reserve", "4GiB"), ("--gpus", "2")):  # fmt: skip
+        assert json.loads(run(*base, *extra).stdout)["rows"][0] != row, extra

@@ -215,7 +215,40 @@ def fit(
 
     --engine llamacpp with a GGUF repo: each quant's llama.cpp buffers, GPU layers and a speed ceiling.
     """
-    if lcpp.wanted(engine):
+    others = {
+        "--interconnect": interconnect is not None,
+        "--ep": ep is not None,
+        "--nodes": nodes is not None,
+        "--gpus-per-node": gpus_per_node is not None,
+        "--gpu-util": gpu_util is not None,
+        "--block-size": block_size != 16,
+        "--mem-fraction-static": mem_fraction_static is not None,
+        "--chunked-prefill-size": chunked_prefill_size is not None,
+        "--page-size": page_size is not None,
+        "--max-running-requests": max_running_requests is not None,
+        "--dp-attention": dp_attention,
+        "--kv-memory": kv_memory is not None,
+        "--max-batched-tokens": max_batched_tokens is not None,
+        "--max-num-seqs": max_num_seqs is not None,
+        "--tpot-ms": tpot_ms is not None,
+        "--ttft-ms": ttft_ms is not None,
+        "--prompt": prompt is not None,
+        "--efficiency": efficiency is not None,
+        "--mbu": mbu is not None,
+        "--mfu": mfu is not None,
+        "--ceiling": ceiling,
+        "--explain": explain,
+        "--plot": plot is not None,
+        "--layers": layers is not None,
+        "--kv-heads": kv_heads is not None,
+        "--head-dim": head_dim is not None,
+        "--window": window is not None,
+        "--images": images is not None,
+        "--encoder-seq": encoder_seq is not None,
+    }
+    own = lcpp.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
+    own["--cpu-bandwidth"] = cpu_bandwidth != 64.0
+    if lcpp.check_flags(engine, "fit", others, own, "--gpu, --gpus, --seq, --reserve, --engine-version, "):
         context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
         lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
                       (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full), dtype)  # fmt: skip
