@@ -235,3 +235,48 @@ def test_a_served_run_over_gpus_without_a_sourced_link_is_one_line():
         "generate", "phi-2", "--gpu", "m2-ultra", "--tp", "4", "--interconnect", "100GB/s", "--concurrency", "1"
     )
     assert given["estimate"]["tpot_s"] > given["tpot_s"] > 0  # timed with the link given
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # each was parsed and dropped: the same answer printed, exit 0
+        (("fit", "llama-3.1-8b", "--gpu", "h100", "--mbu", "0.5"), "--mbu applies to a latency goal"),
+        (("fit", "llama-3.1-8b", "--gpu", "h100", "--ceiling", "--prompt", "100"), "--prompt, --ceiling apply to a"),
+        (("generate", "llama-3.1-8b", "--gpu", "h100", "--requests", "50"), "--requests describes a served run"),
+        (("generate", "llama-3.1-8b", "--gpu", "h100", "--range-ratio", "0.5"), "--range-ratio describes a served"),
+        (("generate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4", "--reserve", "8GiB"), "served by vLLM"),
+        (
+            (
+                "generate",
+                "llama-3.1-8b",
+                "--gpu",
+                "h100",
+                "--concurrency",
+                "4",
+                "--reserve",
+                "8GiB",
+                "--engine",
+                "sglang",
+            ),
+            "served by SGLang",
+        ),  # fmt: skip
+    ],
+)
+def test_an_option_the_run_does_not_read_is_one_line(args, said):
+    r = run(*args)
+    assert r.exit_code == 2 and said in r.stderr and r.stdout == ""
+
+
+def test_the_options_are_read_where_they_apply():
+    # with a goal --mbu decides the verdict's estimate; a served TensorRT-LLM run takes --reserve as its profiling
+    # peak (its pool is 0.9 of what weights and the reserve leave); a static generate keeps its 2 GiB default
+    import json
+
+    fit = ("fit", "llama-3.1-8b", "--gpu", "h100", "--tpot-ms", "10", "-f", "json")
+    assert json.loads(run(*fit, "--mbu", "0.2").stdout)["slo"]["batch"] < run_json(*fit)["slo"]["batch"]
+    served = ("generate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4", "--engine", "trtllm", "-f", "json")
+    less = run_json(*served, "--reserve", "60GiB")["kv_capacity_tokens"]
+    assert less < run_json(*served)["kv_capacity_tokens"]
+    static = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "-f", "json")
+    assert "+ reserve 2 GiB =" in static["memory_note"]

@@ -1,6 +1,6 @@
 """`kvcalc generate` (registered on cli.app): a static batch end to end, ceiling and calibrated estimate."""
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -37,7 +37,6 @@ from kvcalc.cli.deploy import (
     MfuOpt,
     NodesOpt,
     PpOpt,
-    ReserveOpt,
     TpOpt,
 )
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
@@ -89,7 +88,14 @@ def generate(
     nodes: NodesOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     gpu_util: GpuUtilOpt = None,
-    reserve: ReserveOpt = "2GiB",
+    reserve: Annotated[
+        Optional[str],
+        typer.Option(
+            "--reserve",
+            help="Per-GPU memory kept for activations, CUDA graphs and buffers (default 2GiB); in a served run "
+            "TensorRT-LLM's profiling peak: vLLM and SGLang size their pools by their own terms.",
+        ),
+    ] = None,
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
@@ -160,7 +166,7 @@ def generate(
         pp=n_pp,
         interconnect=interconnect,
         gpu_util=gpu_util,
-        reserve=reserve,
+        reserve=reserve if reserve is not None else "2GiB",
         ep=ep,
         dp_attention=dp_attention,
         nodes=nodes,
@@ -174,12 +180,18 @@ def generate(
             prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
             ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
             steady=steady_state, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-            mem_fraction_static=mem_fraction_static,
+            mem_fraction_static=mem_fraction_static, reserve_given=reserve is not None,
         )  # fmt: skip
     if max_num_seqs is not None or max_batched_tokens is not None or mem_fraction_static is not None:
         raise UsageError(
             "--max-num-seqs, --max-batched-tokens and --mem-fraction-static are a serving engine's launch flags",
             hint="give --concurrency or --rate; a static --batch runs its sequences together",
+        )
+    if served := [f for f, on in (("--requests", requests is not None), ("--range-ratio", range_ratio != 1.0),
+                                  ("--steady-state", steady_state)) if on]:  # fmt: skip
+        raise UsageError(
+            f"{', '.join(served)} {'describes' if len(served) == 1 else 'describe'} a served run's requests",
+            hint="give --concurrency or --rate; a static --batch is one batch of alike sequences",
         )
     from kvcalc.model.formats import matmul_dtype
 

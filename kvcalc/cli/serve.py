@@ -106,6 +106,7 @@ def serve_generate(
     max_num_seqs: int | None = None,
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
+    reserve_given: bool = False,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -119,6 +120,12 @@ def serve_generate(
     if util:
         raise UsageError(
             "--efficiency/--mbu/--mfu are static-batch what-ifs", hint="serving uses the calibrated estimate per step"
+        )
+    if reserve_given and (engine or "vllm") in ("vllm", "sglang"):
+        name = "vLLM" if (engine or "vllm") == "vllm" else "SGLang"
+        raise UsageError(
+            f"--reserve has no meaning in a run served by {name}: its pool is sized by its own terms",
+            hint="--gpu-util (vLLM) or --mem-fraction-static (SGLang); --reserve is TensorRT-LLM's profiling peak",
         )
     levels = parse_range(concurrency, "--concurrency", SWEEP_LIMIT) if concurrency is not None else [None]
     if plot is not None and len(levels) < 2:

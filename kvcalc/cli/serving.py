@@ -263,6 +263,14 @@ def fit(
     engine = None if engine_none else engine
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
     _plot_ready(plot, plot_size)
+    if tpot_ms is None and ttft_ms is None:  # the speed options shape a goal's verdict (and --plot's chart)
+        speed = (("--ceiling", ceiling), ("--efficiency", efficiency), ("--mbu", mbu), ("--mfu", mfu))
+        if unread := [f for f, on in (("--prompt", prompt is not None), *(() if plot else speed)) if on]:
+            raise UsageError(
+                f"{', '.join(unread)} {'applies' if len(unread) == 1 else 'apply'} to a latency goal",
+                hint="give --tpot-ms or --ttft-ms"
+                + ("" if "--prompt" in unread else " (or --plot: its chart draws them)"),
+            )
     n_tp, n_pp = ranks(tp, gpus, pp)
     batches = parse_range(batch, "--batch")
     if block_size < 1:
