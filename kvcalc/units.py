@@ -92,6 +92,9 @@ MAX_COUNT = 2**40
 # 4k-era models (phi-3-mini-4k, llama-2), whose warning then says so.
 DEFAULT_SEQ = 8192
 DEFAULT_NEW = 256  # generate's new tokens; its prompt is DEFAULT_SEQ - DEFAULT_NEW
+# NOTE: the share of each GPU's memory a deployment may use, where none is given: vLLM's default
+# gpu_memory_utilization (engine_args.py), which every command and the Python API take as theirs.
+DEFAULT_GPU_UTIL = 0.9
 
 # Rows one request may have, refused before any work (the README's "Limits" section states both).
 MAX_ROWS = 50_000

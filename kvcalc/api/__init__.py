@@ -33,6 +33,7 @@ from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.kv_auto import auto_kv_dtype
 from kvcalc.units import (
+    DEFAULT_GPU_UTIL,
     DEFAULT_NEW,
     DEFAULT_SEQ,
     FIT_MAX_ROWS,
@@ -104,7 +105,7 @@ def roofline(
     tp: int = 1,
     pp: int = 1,
     interconnect: str | None = None,
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
     reserve: str = "2GiB",
     ep: int | None = None,
     dp_attention: bool = False,
@@ -167,7 +168,7 @@ def fit(
     pp: int = 1,
     kv_dtype: str | None = None,
     dtype: str | None = None,
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
     reserve: str | int | None = None,
     block_size: int = 16,
     engine: str | None = None,
@@ -294,7 +295,7 @@ def generate(
     tp: int = 1,
     pp: int = 1,
     interconnect: str | None = None,
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
     reserve: str = "2GiB",
     ep: int | None = None,
     dp_attention: bool = False,
@@ -434,7 +435,7 @@ def plan(
     kv_dtype: str | list[str] | None = None,
     engine: str = "vllm",
     price: dict[str, float] | str | list[str] | None = None,
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
 ) -> PlanResult:
     """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
     options ranked by $ per million output tokens, the cheapest meeting the goals first, and the rejected

@@ -56,7 +56,7 @@ from kvcalc.cli.estimating import CeilingOpt, EngineOpt
 from kvcalc.cli.sglang import DpAttentionOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
-from kvcalc.units import KV_DTYPES, check_grid, normalize_dtype, parse_range
+from kvcalc.units import DEFAULT_GPU_UTIL, KV_DTYPES, check_grid, normalize_dtype, parse_range
 
 # --- commands --------------------------------------------------------------------------
 
@@ -216,7 +216,7 @@ def roofline(
     dp_attention: DpAttentionOpt = False,
     nodes: NodesOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
-    gpu_util: GpuUtilOpt = 0.9,
+    gpu_util: GpuUtilOpt = DEFAULT_GPU_UTIL,
     reserve: ReserveOpt = "2GiB",
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,

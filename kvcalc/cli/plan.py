@@ -7,6 +7,7 @@ import typer
 
 from kvcalc.cli.common import Fmt, FmtOpt, ModelArg, _emit, app
 from kvcalc.errors import UsageError
+from kvcalc.units import DEFAULT_GPU_UTIL
 
 EXIT_NONE_MEETS = 3  # no option meets the goals (the table and JSON are still printed)
 # NOTE: plan/planner.py's DEFAULT_GPUS and MAX_GPUS, spelled out so `kvcalc cache` does not import the planner
@@ -83,7 +84,7 @@ def plan(
     ] = None,
     gpu_util: Annotated[
         float, typer.Option("--gpu-util", help="Fraction of each GPU the engine may use (default 0.9, vLLM's).")
-    ] = 0.9,
+    ] = DEFAULT_GPU_UTIL,
     top: Annotated[int, typer.Option("--top", help="Options shown in the table (default 10; JSON has all).")] = 10,
     fmt: FmtOpt = Fmt.table,
 ) -> None:

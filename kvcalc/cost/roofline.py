@@ -26,7 +26,7 @@ from kvcalc.cost.step import (
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.results import Result
-from kvcalc.units import fmt_rate, fmt_seconds
+from kvcalc.units import DEFAULT_GPU_UTIL, fmt_rate, fmt_seconds
 
 
 # NOTE: this command's result models live here, beside the function that returns them, so that
@@ -72,7 +72,7 @@ class RooflineResult(Result):
     tp: int = 1
     pp: int = 1
     interconnect: str | None = None
-    gpu_util: float = 0.9
+    gpu_util: float = DEFAULT_GPU_UTIL
     reserve_bytes: int = 0
     mbu: float | None = None
     mfu: float | None = None

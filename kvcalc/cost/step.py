@@ -27,7 +27,7 @@ from kvcalc.cost.shard import (
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import LayerRun, ModelSpec
-from kvcalc.units import elements_to_bytes, fmt_bytes
+from kvcalc.units import DEFAULT_GPU_UTIL, elements_to_bytes, fmt_bytes
 
 GIB = 2**30
 
@@ -41,7 +41,7 @@ class Deployment(NamedTuple):
     tp: int = 1
     pp: int = 1
     link: Link | None = None
-    gpu_util: float = 0.9
+    gpu_util: float = DEFAULT_GPU_UTIL
     reserve_bytes: int = 2 * GIB
     # Expert parallelism, DP attention and nodes (cost/fabric.py says what each means).
     ep: int = 1

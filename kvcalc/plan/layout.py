@@ -15,6 +15,7 @@ What each engine accepts (releases this project models):
 """
 
 from kvcalc.results import Result
+from kvcalc.units import DEFAULT_GPU_UTIL
 
 ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")
 
@@ -157,7 +158,7 @@ def layout_facts(
     dtype: str | None = None,
     kv_dtype: str | None = None,
     seq: int | None = None,
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
     model_id: str | None = None,
 ) -> LayoutFacts:
     """The facts of one candidate. vLLM gets its 0.19 accounting and start-up check, SGLang and

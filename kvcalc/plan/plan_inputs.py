@@ -5,6 +5,7 @@ the planner's specs and numbers, for cli/plan.py and kvcalc.api.plan alike."""
 import math
 
 from kvcalc.errors import UsageError
+from kvcalc.units import DEFAULT_GPU_UTIL
 
 
 def _names(value, what: str) -> list[str] | None:  # noqa: ANN001
@@ -31,7 +32,7 @@ def plan_from_inputs(
     kv_dtype=None,  # noqa: ANN001
     engine: str = "vllm",
     price=None,  # noqa: ANN001  ({gpu: usd}, 'g=usd', or a list of them)
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
 ):  # noqa: ANN201
     """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
     a PlanResult, as `--format json` prints it. gpu: names ('h100,h200' or a list) or GpuSpecs (default

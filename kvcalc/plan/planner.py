@@ -12,6 +12,7 @@ fixed number of users more GPUs cost more per token."""
 
 from kvcalc.plan.closed_loop import PlanEstimate, scaled
 from kvcalc.results import Result
+from kvcalc.units import DEFAULT_GPU_UTIL
 
 DEFAULT_GPUS = ("h100", "h200", "b200", "mi300x", "a100", "l40s")
 COUNTS = (1, 2, 4, 8, 16)
@@ -183,7 +184,7 @@ def plan(
     kv_dtypes_given: list[str] | None = None,
     engine: str = "vllm",
     prices: dict[str, float] | None = None,
-    gpu_util: float = 0.9,
+    gpu_util: float = DEFAULT_GPU_UTIL,
     model_id: str | None = None,
 ) -> PlanResult:
     """Search the candidates, rank the options, group the rejections."""

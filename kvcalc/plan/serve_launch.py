@@ -5,8 +5,7 @@ as the engine checks them and turned into what plan/serve_report.serving_limits 
 
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
-
-DEFAULT_GPU_UTIL = 0.9  # vLLM's default gpu_memory_utilization
+from kvcalc.units import DEFAULT_GPU_UTIL
 
 
 def launch_limits(

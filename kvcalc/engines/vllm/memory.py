@@ -27,6 +27,7 @@ from kvcalc.model.formats import quantization_of
 from kvcalc.model.quant import Quantization
 from kvcalc.model.spec import LayerKind, ModelSpec
 from kvcalc.results import Result
+from kvcalc.units import DEFAULT_GPU_UTIL
 
 GIB = 2**30
 
@@ -56,7 +57,7 @@ def default_limits(gpu: GpuSpec) -> tuple[int, int]:
 class Settings(Result):
     """The vLLM options that decide the pool (vLLM's names, OpenAI-server defaults on an H100)."""
 
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = DEFAULT_GPU_UTIL
     max_num_seqs: int = 1024
     max_num_batched_tokens: int = 8192
     tp: int = 1
