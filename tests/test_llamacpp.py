@@ -313,3 +313,12 @@ def test_the_refusal_names_what_llamacpp_reads_and_each_is_read():
     for extra in (("--ngl", "10"), ("--parallel", "2"), ("--ubatch", "2048"), ("--flash-attn", "off"),
                   ("--kv-dtype", "q8_0"), ("--reserve", "4GiB"), ("--gpus", "2")):  # fmt: skip
         assert json.loads(run(*base, *extra).stdout)["rows"][0] != row, extra
+
+
+def test_the_python_apis_fit_points_to_the_command_for_llamacpp():
+    # it said "unknown engine 'llamacpp'" with a hint that listed llamacpp as supported
+    import kvcalc
+
+    with pytest.raises(UsageError, match="is the command line's") as err:
+        kvcalc.fit("llama-3-8b", "rtx-4090", engine="llama.cpp")
+    assert "--engine llamacpp" in err.value.hint and "unknown" not in str(err.value)

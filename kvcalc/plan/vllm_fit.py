@@ -31,6 +31,11 @@ def check_options(
     from kvcalc.units import fmt_bytes, parse_bytes
 
     vllm = engine is not None
+    if vllm and engine.lower() in ("llamacpp", "llama.cpp", "llama-cpp"):  # the CLI answers it before this; the API not
+        raise UsageError(
+            "fit under llama.cpp (its buffers, which quant fits) is the command line's",
+            hint="kvcalc fit MODEL --gpu GPU --engine llamacpp; kvcalc.fit takes vllm, sglang, trtllm or none",
+        )
     if vllm and engine.lower() != "vllm":
         raise UsageError(f"unknown engine '{engine}'", hint="supported: vllm, sglang, trtllm, llamacpp, none")
     if kv_memory is not None and not vllm:
