@@ -190,3 +190,11 @@ def test_where_trtllms_pool_holds_what_kvcalcs_bytes_do_not_the_sheet_shows_the_
     assert fmt_bytes(pool) in line and "0.9 (free_gpu_memory_fraction) x left: 498,656 tokens, fits" in line
     assert "budget" not in out.stdout.split("Verdict")[0]
     assert "Largest context at batch 60 (TensorRT-LLM 1.x's pool): 8,288 tokens." in out.stdout
+
+
+def test_fit_under_trtllm_pages_the_batch_in_its_blocks_of_32():
+    # a 8,001-token sequence holds 251 blocks of 32 (8,032 slots) in TensorRT-LLM's pool, not 501 of vLLM's 16
+    r = _row(run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--seq", "8001", "-f", "json").stdout)
+    assert r["block_size"] == 32 and r["per_gpu"]["kv_bytes"] == 8_032 * 32 * 8 * 128 * 2 * 2
+    out = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--block-size", "64")
+    assert out.exit_code == 2 and "blocks of 32 tokens" in out.stderr
