@@ -20,10 +20,16 @@ NEVER = [
     "kvcalc.api",
     "kvcalc.plan.fit",
     "kvcalc.plan.variants",
-    "kvcalc.engines.vllm.figures",
     "kvcalc.model.gguf.mix",  # llama.cpp's quant mixes: only for a --dtype that names one
 ]
-ONLY_GENERATE = ["kvcalc.plan.generate", "kvcalc.cost.fitting"]
+# generate's static batch under an engine (vLLM by default) asks the engine's pool whether it starts and holds the
+# batch (plan/engine_memory.py, through plan/serve_report.serving_limits): about 9 ms of imports roofline never pays
+ONLY_GENERATE = [
+    "kvcalc.plan.generate",
+    "kvcalc.cost.fitting",
+    "kvcalc.plan.serve_report",
+    "kvcalc.engines.vllm.figures",
+]
 
 
 def _loaded(args: list[str], names: list[str], tmp_path) -> tuple[str, list[str]]:

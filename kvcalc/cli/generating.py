@@ -128,7 +128,8 @@ def generate(
     arithmetic and the lesson: what the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
-    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util.
+    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util, and whether
+    --engine (vllm, sglang, trtllm) would start on the layout and hold the batch at once in its pool and seats.
 
     With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
     batching as --engine schedules them (vllm: prompt chunks mixed with decodes; sglang: a step either

@@ -49,7 +49,9 @@ class GenerateResult(Result):
     tp: int = 1
     pp: int = 1
     kv_dtype: str = "bf16"  # the cache's element type: --kv-dtype, or the engine's default
-    fits: bool = True  # weights + KV of prompt + new tokens + state + reserve within each GPU's budget
+    # weights + KV of prompt + new tokens + state + reserve within each GPU's budget, and under a serving engine its
+    # pool and scheduler holding the batch at once (plan/engine_memory.py; memory_note then says why not)
+    fits: bool = True
     comm_seconds_per_step: float = 0.0
     ttft_s: float
     tpot_s: float  # mean
@@ -314,23 +316,8 @@ def generate_report(
     comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, prompt + new, kv_dtype)
     if steps is not None:
-        _explain(
-            steps,
-            basis,
-            (mbu, mfu),
-            comm_lines(spec, dep, batch, dtype),
-            batch,
-            prompt,
-            new,
-            pre,
-            ttft,
-            rows,
-            decode,
-            total,
-            tokens_per_s,
-            comm,
-            fit,
-        )
+        _explain(steps, basis, (mbu, mfu), comm_lines(spec, dep, batch, dtype), batch, prompt, new, pre, ttft, rows,
+                 decode, total, tokens_per_s, comm, fit)  # fmt: skip
     estimate = None
     if engine is not None:
         from kvcalc.plan.estimated import static_estimate
@@ -351,7 +338,10 @@ def generate_report(
         )
         steps += _lesson_lines(flops_cached, lesson)
     from kvcalc.plan.calibration import refusal_warnings
+    from kvcalc.plan.engine_memory import engine_refusal
 
+    held = engine_refusal(spec, gpu, dep, deployed_on or engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch,
+                          prompt=prompt, new=new)  # fmt: skip
     return GenerateResult(
         engine=engine,
         estimate=estimate,
@@ -363,7 +353,7 @@ def generate_report(
         tp=dep.tp,
         pp=dep.pp,
         kv_dtype=kv_dtype,
-        fits=fit.fits,
+        fits=fit.fits and held is None,
         comm_seconds_per_step=comm,
         ttft_s=ttft,
         tpot_s=decode / n_steps if n_steps else 0.0,
@@ -376,7 +366,7 @@ def generate_report(
         mfu=mfu,
         flops_cached=flops_cached,
         lesson=lesson,
-        memory_note=fit.message("fits" if fit.fits else "DOES NOT FIT"),
+        memory_note=held or fit.message("fits" if fit.fits else "DOES NOT FIT"),
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]
         + _node_warnings(dep, gpu.name)
         + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype),

@@ -1,0 +1,43 @@
+"""A static `generate --batch` under a serving engine says when the engine would not start on the layout or would
+not hold the batch at once (plan/engine_memory.py): the same pools and limits `fit --engine` and the serving
+simulation read. It said "fits" by kvcalc's arithmetic where SGLang would not start."""
+
+import json
+
+from conftest import run, run_json
+
+from kvcalc.engines.vllm.memory import default_limits
+from kvcalc.model.presets import get_gpu
+
+
+def _static(*args: str) -> dict:
+    return json.loads(run("generate", *args, "-f", "json").stdout)
+
+
+def test_a_layout_sglang_refuses_is_not_said_to_fit():
+    # Llama-3-70B on 2 x H100: 65.7 GiB of weights a GPU fit kvcalc's 0.9 x 79.2 GiB budget with 2.3 GiB to spare,
+    # but SGLang holds back (1 - 0.834) of the memory free before load and has no room left for a pool
+    g = _static("llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang")
+    assert not g["fits"] and g["memory_note"].startswith("DOES NOT FIT under --engine sglang: SGLang 0.5.5 would not")
+    f = json.loads(run("fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang", "-f", "json").stdout)
+    assert f["sglang"]["refusal"] and f["sglang"]["refusal"] in g["memory_note"]
+
+
+def test_vllms_pool_decides_how_many_sequences_run_together():
+    # the same layout under vLLM starts, with the pool fit --engine vllm predicts; 8 x 8,192 tokens are 65,536
+    # slots of 16-token blocks, more than it holds, and 1 x 8,192 fits
+    f = run_json("fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "vllm", "--seq", "1k")
+    pool = f["kv_capacity_tokens"]
+    assert 8_192 < pool < 65_536
+    g = _static("llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "vllm", "--batch", "8")
+    assert not g["fits"] and f"need 65,536 token slots of its pool's {pool:,}" in g["memory_note"]
+    assert _static("llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "vllm")["fits"]
+
+
+def test_a_batch_beyond_the_schedulers_seats_runs_in_waves():
+    seats, _ = default_limits(get_gpu("h100"))  # vLLM's default max_num_seqs on an H100: 1,024
+    args = ("llama-3.1-8b", "--gpu", "h100", "--prompt", "100", "--new", "100")
+    g = _static(*args, "--batch", str(seats + 1))
+    assert not g["fits"] and f"its scheduler seats {seats:,} sequences at once, not {seats + 1:,}" in g["memory_note"]
+    assert _static(*args, "--batch", str(seats))["fits"]
+    assert _static(*args, "--batch", str(seats + 1), "--engine", "trtllm")["fits"]  # max_batch_size 2,048
