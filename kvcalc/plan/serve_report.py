@@ -389,6 +389,11 @@ def serve_report(
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
     warnings = refusal_warnings(engine, gpu.name, spec, dtype) + ([too_long] if too_long else [])
+    block = limits.block_size
+    held = min(limits.kv_blocks // -(-(prompt + new) // block), limits.max_num_seqs)  # whole requests at once
+    if concurrency is not None and concurrency > held:
+        warnings.append(f"the engine holds {held:,} requests of {prompt + new:,} tokens at once ({pool}): "
+                        f"the other {concurrency - held:,} of {concurrency:,} clients wait for room")  # fmt: skip
     if steady and concurrency is not None and n <= 2 * concurrency:
         warnings.append(f"{n} requests at concurrency {concurrency}: no steady state (needs over {2 * concurrency})")
     result = ServeResult(
