@@ -111,16 +111,7 @@ def cache(
     _plot_ready(plot, plot_size)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     check_grid("cache --batch x --seq", len(batches), len(seqs))
-    others = {
-        "--explain": explain,
-        "--plot": plot is not None,
-        "--layers": layers is not None,
-        "--kv-heads": kv_heads is not None,
-        "--head-dim": head_dim is not None,
-        "--window": window is not None,
-        "--images": images is not None,
-        "--encoder-seq": encoder_seq is not None,
-    }
+    others = lcpp.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq)
     own = lcpp.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
     own["--engine-version"] = engine_version is not None  # cache's only engine is llama.cpp
     if lcpp.check_flags(engine, "cache", others, own, "--gpu, --seq, ") or engine is not None:  # else: says so

@@ -106,6 +106,23 @@ def check_flags(
     return False
 
 
+def shared_flags(
+    explain: bool, plot: Optional[str], layers: Optional[int], kv_heads: Optional[int], head_dim: Optional[int],
+    window: Optional[str], images: Optional[int], encoder_seq: Optional[str],
+) -> dict[str, bool]:  # fmt: skip
+    """cache's and fit's options llama.cpp's branch does not read (--explain, --plot, the what-ifs), for check_flags."""
+    return {
+        "--explain": explain,
+        "--plot": plot is not None,
+        "--layers": layers is not None,
+        "--kv-heads": kv_heads is not None,
+        "--head-dim": head_dim is not None,
+        "--window": window is not None,
+        "--images": images is not None,
+        "--encoder-seq": encoder_seq is not None,
+    }
+
+
 def own_flags(
     quant: Optional[str], parallel: int, kv_unified: bool, ubatch: int, flash_attn: str, ngl: Optional[int], swa: bool
 ) -> dict[str, bool]:

@@ -237,14 +237,7 @@ def fit(
         "--mbu": mbu is not None,
         "--mfu": mfu is not None,
         "--ceiling": ceiling,
-        "--explain": explain,
-        "--plot": plot is not None,
-        "--layers": layers is not None,
-        "--kv-heads": kv_heads is not None,
-        "--head-dim": head_dim is not None,
-        "--window": window is not None,
-        "--images": images is not None,
-        "--encoder-seq": encoder_seq is not None,
+        **lcpp.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq),
     }
     own = lcpp.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
     own["--cpu-bandwidth"] = cpu_bandwidth != 64.0
