@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli import llamacpp as lcpp
+from kvcalc.cli import llamacpp_flags as lcpp_flags
 from kvcalc.cli.common import (  # noqa: F401  (app: the Typer app kvcalc.__main__ runs)
     BatchOpt,
     DtypeOpt,
@@ -111,10 +112,10 @@ def cache(
     _plot_ready(plot, plot_size)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     check_grid("cache --batch x --seq", len(batches), len(seqs))
-    others = lcpp.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq)
-    own = lcpp.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
+    others = lcpp_flags.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq)
+    own = lcpp_flags.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
     own["--engine-version"] = engine_version is not None  # cache's only engine is llama.cpp
-    if lcpp.check_flags(engine, "cache", others, own, "--gpu, --seq, ") or engine is not None:  # else: says so
+    if lcpp_flags.check_flags(engine, "cache", others, own, "--gpu, --seq, ") or engine is not None:  # else: says so
         return lcpp.cache_command(
             model,
             engine,

@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli import llamacpp as lcpp
+from kvcalc.cli import llamacpp_flags as lcpp_flags
 from kvcalc.cli.common import (
     DtypeOpt,
     EncoderSeqOpt,
@@ -237,11 +238,11 @@ def fit(
         "--mbu": mbu is not None,
         "--mfu": mfu is not None,
         "--ceiling": ceiling,
-        **lcpp.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq),
+        **lcpp_flags.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq),
     }
-    own = lcpp.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
+    own = lcpp_flags.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
     own["--cpu-bandwidth"] = cpu_bandwidth != 64.0
-    if lcpp.check_flags(engine, "fit", others, own, "--gpu, --gpus, --seq, --reserve, --engine-version, "):
+    if lcpp_flags.check_flags(engine, "fit", others, own, "--gpu, --gpus, --seq, --reserve, --engine-version, "):
         context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
         lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
                       (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full), dtype)  # fmt: skip

@@ -31,13 +31,11 @@ def engine_refusal(
         )
     except UsageError as err:
         return f"DOES NOT FIT under --engine {engine}: {err.message}"
-    block = limits.block_size
-    need = batch * -(-(prompt + new) // block) * block
-    held = limits.kv_blocks * block
-    if need > held:
+    if batch > limits.pool_holds(prompt + new):
+        need = batch * -(-(prompt + new) // limits.block_size) * limits.block_size
         return (
             f"DOES NOT FIT under --engine {engine}: {batch:,} x {prompt + new:,} tokens need {need:,} token slots "
-            f"of its pool's {held:,} ({pool})"
+            f"of its pool's {limits.kv_blocks * limits.block_size:,} ({pool})"
         )
     if batch > limits.max_num_seqs:
         return (

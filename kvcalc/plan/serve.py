@@ -43,6 +43,10 @@ class Limits(NamedTuple):
     max_prefill_tokens: int = 16384  # SGLang's prompt tokens a prefill batch admits (server_args.max_prefill_tokens)
     recv_interval: int = 1  # SGLang's --scheduler-recv-interval: decode iterations between reads of new requests
 
+    def pool_holds(self, tokens: int) -> int:
+        """Whole requests of `tokens` tokens the KV pool holds at once (each in whole blocks)."""
+        return self.kv_blocks // -(-tokens // self.block_size)
+
 
 class _Req:
     # A decoding request's computed and generated counts are as of engine step `sync`; both grow

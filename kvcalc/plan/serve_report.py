@@ -271,7 +271,7 @@ def serving_limits(
             kv_blocks=limits.kv_blocks * r,
         )
         pool += f"; x {r} DP-attention ranks"
-    if limits.kv_blocks * limits.block_size < prompt + new:
+    if limits.pool_holds(prompt + new) < 1:
         raise UsageError(
             f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
             hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
@@ -389,8 +389,7 @@ def serve_report(
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
     warnings = refusal_warnings(engine, gpu.name, spec, dtype) + ([too_long] if too_long else [])
-    block = limits.block_size
-    held = min(limits.kv_blocks // -(-(prompt + new) // block), limits.max_num_seqs)  # whole requests at once
+    held = min(limits.pool_holds(prompt + new), limits.max_num_seqs)  # whole requests at once
     if concurrency is not None and concurrency > held:
         warnings.append(f"the engine holds {held:,} requests of {prompt + new:,} tokens at once ({pool}): "
                         f"the other {concurrency - held:,} of {concurrency:,} clients wait for room")  # fmt: skip
