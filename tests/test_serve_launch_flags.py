@@ -280,3 +280,13 @@ def test_the_options_are_read_where_they_apply():
     assert less < run_json(*served)["kv_capacity_tokens"]
     static = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "-f", "json")
     assert "+ reserve 2 GiB =" in static["memory_note"]
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(requests=50), dict(range_ratio=0.5), dict(steady_state=True), dict(max_num_seqs=4)]
+)
+def test_the_python_api_refuses_a_served_runs_arguments_for_a_static_batch(kw):
+    # as the command line does (above): they were accepted and dropped, the static batch returned
+    with pytest.raises(UsageError, match=f"{next(iter(kw))}: a served run's launch flags or requests"):
+        generate(model="llama-3.1-8b", gpu="h100", **kw)
+    assert generate(model="llama-3.1-8b", gpu="h100", **{"concurrency": 2, "requests": 8, **kw}).requests >= 8
