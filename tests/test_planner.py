@@ -38,12 +38,16 @@ def test_llama3_70b_on_two_h100_at_8k():
 
 def test_plain_fit_reserve_is_vllms():
     # Issue 20: the README's 2 x H100 example gave 23,328 tokens with a flat 2 GiB where vLLM 0.19 gives
-    # 9,824. Without --reserve or --engine, fit keeps what vLLM keeps beside the weights on this layout
-    # (profiling peak + non-torch memory, 1.85 GiB of NCCL NVLS buffers at tp 2 on NVSwitch).
+    # 9,824 (9,808 since the preset carries Meta-Llama-3-70B's max_position_embeddings, 8,192, and vLLM's
+    # rotary cos/sin cache is sized: one 16-token block less). Without --reserve or --engine, fit keeps what
+    # vLLM keeps beside the weights on this layout (profiling peak + non-torch memory, 1.85 GiB of NCCL NVLS
+    # buffers at tp 2 on NVSwitch).
     plain = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k")
     vllm = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k", "--engine", "vllm")
     assert plain["per_gpu"]["reserve_bytes"] == vllm["vllm"]["profile_peak_bytes"] + vllm["vllm"]["non_torch_bytes"]
-    assert plain["kv_capacity_tokens"] == vllm["vllm"]["kv_cache_tokens"] == 9824
+    # the plain fit's weights are the parameters; vLLM's as loaded hold its 2 MiB rotary cos/sin cache too (8,192
+    # positions x 128 x bf16), one 16-token block (80 layers x 2 KV heads x 128 x 2 x 2 B a token = 1.25 MiB)
+    assert plain["kv_capacity_tokens"] == 9824 and vllm["vllm"]["kv_cache_tokens"] == 9808
     assert "vLLM 0.19" in plain["accounting"]
     bare = run_json("fit", "llama-3-70b", "--gpu", "h100", "--gpus", "2", "--seq", "8k", "--engine", "none")
     assert bare["kv_capacity_tokens"] == 23328 and bare["per_gpu"]["reserve_bytes"] == 2 * GiB

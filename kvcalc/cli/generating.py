@@ -223,7 +223,8 @@ def generate(
     payload = results[0].model_dump(mode="json")
     if util:
         payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu
-    _emit(fmt, payload, [generate_sheet(results)], [r.model_dump() for r in results], steps)
+    csv_rows = [{**r.model_dump(), "warnings": "; ".join(r.warnings)} for r in results]  # one cell, not a list's repr
+    _emit(fmt, payload, [generate_sheet(results)], csv_rows, steps)
 
     def chart():  # noqa: ANN202
         from kvcalc.cost.roofline import decode_row

@@ -157,6 +157,7 @@ def serve_generate(
 
 def _csv(r) -> dict:  # noqa: ANN001
     row = {k: v for k, v in r.model_dump().items() if k not in ("estimate", "warnings")}
+    row["warnings"] = "; ".join(r.warnings)  # one cell: what the table prints under it (the pool, a refusal)
     if r.estimate is not None:
         for k, v in r.estimate.model_dump().items():
             if k == "interval":
