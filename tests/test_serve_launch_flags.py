@@ -290,3 +290,12 @@ def test_the_python_api_refuses_a_served_runs_arguments_for_a_static_batch(kw):
     with pytest.raises(UsageError, match=f"{next(iter(kw))}: a served run's launch flags or requests"):
         generate(model="llama-3.1-8b", gpu="h100", **kw)
     assert generate(model="llama-3.1-8b", gpu="h100", **{"concurrency": 2, "requests": 8, **kw}).requests >= 8
+
+
+@pytest.mark.parametrize("kw", [dict(mbu=0.5), dict(efficiency=0.5), dict(prompt=100), dict(ceiling=True)])
+def test_the_python_apis_fit_refuses_a_goals_options_without_a_goal(kw):
+    import kvcalc
+
+    with pytest.raises(UsageError, match=f"{next(iter(kw))}: a latency goal's options"):
+        kvcalc.fit("llama-3.1-8b", "h100", **kw)
+    assert kvcalc.fit("llama-3.1-8b", "h100", tpot_ms=10, **kw).slo is not None

@@ -198,3 +198,8 @@ def test_fit_under_trtllm_pages_the_batch_in_its_blocks_of_32():
     assert r["block_size"] == 32 and r["per_gpu"]["kv_bytes"] == 8_032 * 32 * 8 * 128 * 2 * 2
     out = run("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--block-size", "64")
     assert out.exit_code == 2 and "blocks of 32 tokens" in out.stderr
+
+
+def test_the_python_apis_fit_pages_trtllms_pool_alike():
+    r = kvcalc.fit("llama-3.1-8b", "h100", engine="trtllm", seq=8001)
+    assert r.block_size == 32 and r.per_gpu.kv_bytes == 8_032 * 32 * 8 * 128 * 2 * 2

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.api.args import (
     Counts,
+    as_block_size,
     as_count,
     as_counts_nonempty,
     as_deployment,
@@ -27,6 +28,7 @@ from kvcalc.api.args import (
     as_overrides,
     as_reserve,
     as_some_gpus,
+    check_goals,
 )
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
@@ -199,23 +201,19 @@ def fit(
     for the bare arithmetic with a flat reserve. tpot_ms / ttft_ms: latency goals decided on the engine's
     calibrated estimate (ceiling=True: the bound alone; efficiency / mbu / mfu: a what-if). Lists or ranges
     give one result per (seq, batch), as the command's rows."""
-    import math
-
     from kvcalc.plan import sglang as plan_sglang
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment, ranks, utilization
     from kvcalc.plan.fitrun import fit_rows, goal_engine
 
-    for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise UsageError(f"{what} must be a positive number of milliseconds, got {value}")
+    check_goals(tpot_ms, ttft_ms, prompt=prompt, ceiling=ceiling, efficiency=efficiency, mbu=mbu, mfu=mfu)
     engine_none = engine is not None and str(engine).lower() == "none"
     engine = None if engine_none else engine
     gpu_spec = as_one_gpu(gpu, "fit")
     overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = as_model(model, overrides)
     tp, pp = ranks(as_count(tp, "tp"), None, as_count(pp, "pp"))
-    block_size = as_count(block_size, "block_size")
+    block_size = as_block_size(block_size, engine)
     batches = as_counts_nonempty(batch, "batch")
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype is not None else None
     util = utilization(efficiency, mbu, mfu)

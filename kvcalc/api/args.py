@@ -3,6 +3,7 @@ options, with the CLI's messages."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Union
 
 from kvcalc.errors import UsageError
@@ -121,3 +122,23 @@ def as_overrides(**given: Any) -> dict[str, Any]:
         "dtype": given["dtype"]
     }
     return check(**given, window=None if window is None else str(window))
+
+
+def check_goals(tpot_ms: float | None, ttft_ms: float | None, **goal_only: Any) -> None:
+    """fit's latency goals, positive milliseconds, and the options that shape a goal's verdict (prompt, ceiling,
+    efficiency / mbu / mfu) refused without one, as `fit` refuses them on the command line (they were dropped)."""
+    for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{what} must be a positive number of milliseconds, got {value}")
+    if tpot_ms is None and ttft_ms is None and (given := [k for k, v in goal_only.items() if v not in (None, False)]):
+        raise UsageError(f"{', '.join(given)}: a latency goal's options", hint="give tpot_ms or ttft_ms")
+
+
+def as_block_size(block_size: int, engine: str | None) -> int:
+    """fit's block_size, under TensorRT-LLM its pool's 32 (plan/trtllm_fit.block_size_for, as fit --engine trtllm)."""
+    block_size = as_count(block_size, "block_size")
+    if engine is not None and str(engine).lower() == "trtllm":
+        from kvcalc.plan.trtllm_fit import block_size_for
+
+        return block_size_for(block_size)
+    return block_size

@@ -284,15 +284,10 @@ def fit(
     is_sglang = sglang_fit.check_options(engine, **sglang_options)
     gpu_util = gpu_util_for(engine, gpu_util)
     is_trtllm = engine is not None and engine.lower() == "trtllm"
-    if is_trtllm:  # its pool's pages are KvCacheConfig.tokens_per_block, 32 (engines/trtllm/pool.py), not vLLM's 16
-        from kvcalc.engines.trtllm.pool import TOKENS_PER_BLOCK
+    if is_trtllm:  # its pool's pages, not vLLM's 16
+        from kvcalc.plan.trtllm_fit import block_size_for
 
-        if block_size not in (16, TOKENS_PER_BLOCK):
-            raise UsageError(
-                f"--block-size {block_size}: TensorRT-LLM's pool is paged in blocks of {TOKENS_PER_BLOCK} tokens here",
-                hint="leave --block-size out under --engine trtllm",
-            )
-        block_size = TOKENS_PER_BLOCK
+        block_size = block_size_for(block_size)
     steps: list[str] | None = [] if explain else None
     gpu_names = _gpu_names(gpu)
     results = []

@@ -11,6 +11,20 @@ from kvcalc.plan.fit import FitResult, adopt_engine_capacity, engine_verdict, gp
 LABEL = "TensorRT-LLM 1.x"
 
 
+def block_size_for(block_size: int) -> int:
+    """fit's --block-size under TensorRT-LLM: its pool's pages, KvCacheConfig.tokens_per_block (32), in place of
+    vLLM's default 16; another value is refused (engines/trtllm/pool.py sizes the pool in blocks of 32)."""
+    from kvcalc.engines.trtllm.pool import TOKENS_PER_BLOCK
+    from kvcalc.errors import UsageError
+
+    if block_size not in (16, TOKENS_PER_BLOCK):
+        raise UsageError(
+            f"--block-size {block_size}: TensorRT-LLM's pool is paged in blocks of {TOKENS_PER_BLOCK} tokens here",
+            hint="leave --block-size out under --engine trtllm",
+        )
+    return TOKENS_PER_BLOCK
+
+
 def replica_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str, seq: int
 ) -> tuple[int, float]:
