@@ -299,3 +299,12 @@ def test_the_python_apis_fit_refuses_a_goals_options_without_a_goal(kw):
     with pytest.raises(UsageError, match=f"{next(iter(kw))}: a latency goal's options"):
         kvcalc.fit("llama-3.1-8b", "h100", **kw)
     assert kvcalc.fit("llama-3.1-8b", "h100", tpot_ms=10, **kw).slo is not None
+
+
+def test_the_python_apis_served_generate_refuses_reserve_under_vllm_and_sglang():
+    for engine in ("vllm", "sglang"):
+        with pytest.raises(UsageError, match="--reserve has no meaning in a run served by"):
+            generate(model="llama-3.1-8b", gpu="h100", concurrency=4, reserve="8GiB", engine=engine)
+    base = dict(model="llama-3.1-8b", gpu="h100", concurrency=4, engine="trtllm")
+    assert generate(**base, reserve="60GiB").kv_capacity_tokens < generate(**base).kv_capacity_tokens
+    assert "+ reserve 2 GiB =" in generate(model="llama-3.1-8b", gpu="h100").memory_note  # the static default

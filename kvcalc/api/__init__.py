@@ -294,7 +294,7 @@ def generate(
     pp: int = 1,
     interconnect: str | None = None,
     gpu_util: float = DEFAULT_GPU_UTIL,
-    reserve: str = "2GiB",
+    reserve: str | int | None = None,
     ep: int | None = None,
     dp_attention: bool = False,
     nodes: int | None = None,
@@ -311,12 +311,11 @@ def generate(
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
 ) -> GenerateResult | ServeResult:
-    """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for
-    `engine` unless ceiling; with efficiency (or mbu / mfu) that what-if instead (the command's `what_if`).
-    With `concurrency` (closed loop) or `rate` (Poisson arrivals), requests are served as the engine
-    schedules them (`generate --concurrency/--rate`): a ServeResult, read as a benchmark's whole run unless
-    `steady_state`; `range_ratio` < 1 draws each request's lengths from [ratio x L, L]; `max_num_seqs` /
-    `max_batched_tokens` (and SGLang's `mem_fraction_static`): its launch flags. kv_dtype None: the engine's own."""
+    """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for `engine`
+    unless ceiling; with efficiency (or mbu / mfu) that what-if instead. With `concurrency` (closed loop) or `rate`
+    (Poisson arrivals), requests are served as the engine schedules them: a ServeResult, a benchmark's whole run unless
+    `steady_state`; `range_ratio` < 1 draws lengths from [ratio x L, L]; `max_num_seqs` / `max_batched_tokens` (SGLang's
+    `mem_fraction_static`): launch flags; `reserve` (2 GiB): TensorRT-LLM's alone when served. kv_dtype None: auto."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -324,21 +323,24 @@ def generate(
     util = (what_if := utilization(efficiency, mbu, mfu)) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.engines.names import engine_name
+    from kvcalc.plan.serve_launch import check_reserve
 
     engine = engine_name(engine)[0]  # as --engine reads it
     gpu_spec = gpu_as_run_by(as_one_gpu(gpu, "generate"), engine)
     overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = as_model(model, overrides)
     layout = dict(ep=ep, dp_attention=dp_attention, nodes=nodes, gpus_per_node=gpus_per_node)
+    reserve_given, reserve = reserve is not None, "2GiB" if reserve is None else reserve  # served: TRT-LLM's alone
     dep = as_deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
     kv_dtype = kv_dtype or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     if concurrency is not None or rate is not None:
+        check_reserve(engine, reserve_given)
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens),
                       steady_state, range_ratio, mem_fraction_static)  # fmt: skip
     served = dict(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
                   mem_fraction_static=mem_fraction_static, requests=requests,
-                  range_ratio=None if range_ratio == 1.0 else range_ratio, steady_state=steady_state or None)  # fmt: skip
+                  range_ratio=None if range_ratio == 1 else range_ratio, steady_state=steady_state or None)  # fmt: skip
     if given := [k for k, v in served.items() if v is not None]:  # a served run's launch flags and requests
         raise UsageError(f"{' / '.join(given)}: a served run's launch flags or requests: give concurrency or rate")
     return generate_report(

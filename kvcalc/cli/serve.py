@@ -121,12 +121,9 @@ def serve_generate(
         raise UsageError(
             "--efficiency/--mbu/--mfu are static-batch what-ifs", hint="serving uses the calibrated estimate per step"
         )
-    if reserve_given and (engine or "vllm") in ("vllm", "sglang"):
-        name = "vLLM" if (engine or "vllm") == "vllm" else "SGLang"
-        raise UsageError(
-            f"--reserve has no meaning in a run served by {name}: its pool is sized by its own terms",
-            hint="--gpu-util (vLLM) or --mem-fraction-static (SGLang); --reserve is TensorRT-LLM's profiling peak",
-        )
+    from kvcalc.plan.serve_launch import check_reserve
+
+    check_reserve(engine or "vllm", reserve_given)
     levels = parse_range(concurrency, "--concurrency", SWEEP_LIMIT) if concurrency is not None else [None]
     if plot is not None and len(levels) < 2:
         raise UsageError("--plot with serving draws a sweep", hint="give --concurrency a range, e.g. 1..256")

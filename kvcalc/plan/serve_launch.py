@@ -64,3 +64,15 @@ def gpu_util_for(engine: str | None, gpu_util: float | None) -> float:
             hint="SGLang sizes its pool by --mem-fraction-static (a share of the memory free before the weights load)",
         )
     return gpu_util
+
+
+def check_reserve(engine: str, reserve_given: bool) -> None:
+    """A served run's --reserve: TensorRT-LLM's profiling peak (its pool is a share of what the weights and the
+    reserve leave); refused under vLLM and SGLang, whose pools are sized by their own terms (engines/vllm/memory's
+    profiling peak and non-torch memory, SGLang's mem_fraction_static), so that a value given is not dropped."""
+    if reserve_given and engine in ("vllm", "sglang"):
+        name = "vLLM" if engine == "vllm" else "SGLang"
+        raise UsageError(
+            f"--reserve has no meaning in a run served by {name}: its pool is sized by its own terms",
+            hint="--gpu-util (vLLM) or --mem-fraction-static (SGLang); --reserve is TensorRT-LLM's profiling peak",
+        )
