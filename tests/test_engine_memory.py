@@ -53,3 +53,26 @@ def test_a_served_run_says_when_the_pool_holds_fewer_requests_than_clients():
     assert f"holds {blocks // 80} requests of 1,280 tokens at once" in r["warnings"][0]
     assert "the other 57 of 64 clients wait for room" in r["warnings"][0]
     assert run_json(*args, "--concurrency", "7")["warnings"] == []
+
+
+def test_roofline_rows_say_what_the_engine_holds():
+    # the same layout under SGLang: no row runs (it would not start); under vLLM only batch 1 of 8,192 tokens is
+    # held (2 x 8,192 = 16,384 slots of its 9,808), though kvcalc's arithmetic fits batch 2 in the 0.9 budget
+    args = ("roofline", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--batch", "1..16", "--seq", "8k")
+    sg = run_json(*args, "--engine", "sglang")
+    assert (
+        not any(r["fits"] for r in sg["rows"])
+        and "5 of 5 rows: DOES NOT FIT under --engine sglang" in sg["warnings"][-1]
+    )
+    vl = run_json(*args)
+    assert [r["batch"] for r in vl["rows"] if r["fits"]] == [1]
+    assert "need 16,384 token slots of its pool's 9,808" in vl["warnings"][-1]
+    bare = run_json(*args, "--engine", "llamacpp")  # llama.cpp's buffers are fit --engine llamacpp's: arithmetic
+    assert [r["batch"] for r in bare["rows"] if r["fits"]] == [1, 2]
+
+
+def test_the_python_apis_roofline_asks_the_engine_alike():
+    import kvcalc
+
+    r = kvcalc.roofline("llama-3-70b", "h100", tp=2, batch="1..16", seq=8192, engine="sglang")
+    assert not any(row.fits for row in r.rows) and "SGLang 0.5.5 would not start" in r.warnings[-1]

@@ -119,13 +119,13 @@ def roofline(
     engine: str = "vllm",
     ceiling: bool = False,
 ) -> RooflineResult | list[RooflineResult]:
-    """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq;
-    with tp / pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or
-    mbu / mfu) a what-if beside each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling.
-    kv_dtype None: what the engine caches in when given none (plan/kv_auto.py)."""
+    """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq; with tp /
+    pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or mbu / mfu) a what-if beside
+    each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling. kv_dtype None: the engine's auto."""
     from kvcalc.cost.roofline import roofline_report
-    from kvcalc.plan.calibration import calibration_for, refusal_warnings
+    from kvcalc.plan.calibration import calibration_for
     from kvcalc.plan.deploy import utilization
+    from kvcalc.plan.engine_memory import engine_rows
 
     batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
     from kvcalc.engines.kernels import gpu_as_run_by
@@ -155,8 +155,8 @@ def roofline(
         )  # fmt: skip
         for g, d in zip(gpus, deps)
     ]
-    for r in results:
-        r.warnings += refusal_warnings(engine, r.gpu)
+    for r, g, d in zip(results, gpus, deps):
+        engine_rows(r, spec, g, d, engine, overrides.get("dtype"))
     return results[0] if len(results) == 1 else results
 
 

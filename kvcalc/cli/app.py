@@ -227,11 +227,13 @@ def roofline(
 
     With --tp/--pp: weights, KV and FLOPs are per GPU (the most loaded pipeline stage), the step adds
     the all-reduces and stage-to-stage sends, and tokens/s is for the whole deployment. Every row
-    says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util.
+    says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util, and whether --engine
+    (vllm, sglang, trtllm) would start on the layout and hold the row's batch at once.
     """
     from kvcalc.cost.roofline import roofline_report
-    from kvcalc.plan.calibration import calibration_for, refusal_warnings
+    from kvcalc.plan.calibration import calibration_for
     from kvcalc.plan.deploy import deployment, ranks, utilization
+    from kvcalc.plan.engine_memory import engine_rows
     from kvcalc.present.render import roofline_sheet
 
     _plot_ready(plot, plot_size)
@@ -289,7 +291,7 @@ def roofline(
                 calibration=calibration_for(g, est_engine),
             )  # fmt: skip
         )
-        results[-1].warnings += refusal_warnings(engine, g.name)
+        engine_rows(results[-1], spec, g, dep, engine, overrides.get("dtype"))
         if not every:  # the same rows again, for their arithmetic alone
             roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
     _emit(

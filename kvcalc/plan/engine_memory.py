@@ -6,6 +6,7 @@ can say "fits" where SGLang's mem_fraction_static leaves no pool, or where vLLM'
 
 from __future__ import annotations
 
+from kvcalc.cost.roofline import RooflineResult
 from kvcalc.cost.step import Deployment
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
@@ -23,18 +24,54 @@ def engine_refusal(
     would run in waves, not as one batch). None where it would, or for no engine of the three."""
     if engine is None or engine.lower() not in ENGINES:
         return None
+    return _refusal(engine, batch, prompt + new, _limits(spec, gpu, dep, engine, dtype, kv_dtype, prompt, new))
+
+
+def engine_rows(
+    result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, dtype: str | None
+) -> None:
+    """roofline's result under `engine`: the warnings of a deployment it cannot make (plan/calibration
+    .refusal_warnings), and each row's batch of `seq`-token sequences held at once by the engine (its pool asked
+    once a context): a row it would not hold says fits False, and one warning gives the first such row's reason."""
+    from kvcalc.plan.calibration import refusal_warnings
+
+    result.warnings += refusal_warnings(engine, result.gpu)
+    if engine is None or engine.lower() not in ENGINES:
+        return
+    pools: dict[int, tuple | str] = {}
+    missed = []
+    for row in result.rows:
+        if row.seq not in pools:
+            pools[row.seq] = _limits(spec, gpu, dep, engine, dtype, result.kv_dtype, row.seq, 0)
+        if why := _refusal(engine, row.batch, row.seq, pools[row.seq]):
+            row.fits = False
+            missed.append(why)
+    if missed:
+        result.warnings.append(f"{len(missed)} of {len(result.rows)} rows: {missed[0]}")
+
+
+def _limits(
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str, dtype: str | None, kv_dtype: str, prompt: int, new: int
+) -> tuple | str:
+    """(Limits, pool text) of the engine on the deployment, or why it would not start (serving_limits' words)."""
     from kvcalc.plan.serve_report import serving_limits
 
     try:
-        limits, pool = serving_limits(
+        return serving_limits(
             spec, gpu, dep, engine=engine.lower(), dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new
         )
     except UsageError as err:
-        return f"DOES NOT FIT under --engine {engine}: {err.message}"
-    if batch > limits.pool_holds(prompt + new):
-        need = batch * -(-(prompt + new) // limits.block_size) * limits.block_size
+        return err.message
+
+
+def _refusal(engine: str, batch: int, tokens: int, held: tuple | str) -> str | None:
+    if isinstance(held, str):
+        return f"DOES NOT FIT under --engine {engine}: {held}"
+    limits, pool = held
+    if batch > limits.pool_holds(tokens):
+        need = batch * -(-tokens // limits.block_size) * limits.block_size
         return (
-            f"DOES NOT FIT under --engine {engine}: {batch:,} x {prompt + new:,} tokens need {need:,} token slots "
+            f"DOES NOT FIT under --engine {engine}: {batch:,} x {tokens:,} tokens need {need:,} token slots "
             f"of its pool's {limits.kv_blocks * limits.block_size:,} ({pool})"
         )
     if batch > limits.max_num_seqs:
