@@ -36,11 +36,12 @@ def test_vllms_pool_decides_how_many_sequences_run_together():
 
 def test_a_batch_beyond_the_schedulers_seats_runs_in_waves():
     seats, _ = default_limits(get_gpu("h100"))  # vLLM's default max_num_seqs on an H100: 1,024
-    args = ("llama-3.1-8b", "--gpu", "h100", "--prompt", "100", "--new", "100")
+    args = ("llama-3.1-8b", "--gpu", "h100", "--prompt", "100", "--new", "100", "--engine", "vllm")
     g = _static(*args, "--batch", str(seats + 1))
     assert not g["fits"] and f"its scheduler seats {seats:,} sequences at once, not {seats + 1:,}" in g["memory_note"]
     assert _static(*args, "--batch", str(seats))["fits"]
     assert _static(*args, "--batch", str(seats + 1), "--engine", "trtllm")["fits"]  # max_batch_size 2,048
+    assert _static(*args[:-2], "--batch", str(seats + 1))["fits"]  # no --engine: kvcalc's arithmetic alone
 
 
 def test_a_served_run_says_when_the_pool_holds_fewer_requests_than_clients():
@@ -64,11 +65,11 @@ def test_roofline_rows_say_what_the_engine_holds():
         not any(r["fits"] for r in sg["rows"])
         and "5 of 5 rows: DOES NOT FIT under --engine sglang" in sg["warnings"][-1]
     )
-    vl = run_json(*args)
+    vl = run_json(*args, "--engine", "vllm")
     assert [r["batch"] for r in vl["rows"] if r["fits"]] == [1]
     assert "need 16,384 token slots of its pool's 9,808" in vl["warnings"][-1]
-    bare = run_json(*args, "--engine", "llamacpp")  # llama.cpp's buffers are fit --engine llamacpp's: arithmetic
-    assert [r["batch"] for r in bare["rows"] if r["fits"]] == [1, 2]
+    for other in ((), ("--engine", "llamacpp")):  # no engine named, or llama.cpp's (fit's): kvcalc's arithmetic
+        assert [r["batch"] for r in run_json(*args, *other)["rows"] if r["fits"]] == [1, 2]
 
 
 def test_the_python_apis_roofline_asks_the_engine_alike():

@@ -22,8 +22,8 @@ NEVER = [
     "kvcalc.plan.variants",
     "kvcalc.model.gguf.mix",  # llama.cpp's quant mixes: only for a --dtype that names one
 ]
-# roofline's rows and generate's static batch under an engine (vLLM by default) ask the engine's pool whether it
-# starts and holds the batch (plan/engine_memory.py, through plan/serve_report.serving_limits): about 9 ms of imports
+# roofline's rows and generate's static batch ask the engine's pool only when --engine is given
+# (plan/engine_memory.py, through plan/serve_report.serving_limits: about 70 M instructions, benchmarks/startup.py)
 ENGINE_POOL = ["kvcalc.plan.serve_report", "kvcalc.engines.vllm.figures"]
 ONLY_GENERATE = ["kvcalc.plan.generate", "kvcalc.cost.fitting"]
 
@@ -54,8 +54,10 @@ def _loaded(args: list[str], names: list[str], tmp_path) -> tuple[str, list[str]
 def test_roofline_and_generate_start_without_json_rich_tables_or_other_commands(args, figure, tmp_path):
     out, loaded = _loaded(args, NEVER + ONLY_GENERATE + ENGINE_POOL, tmp_path)
     assert figure in out
-    expected = ONLY_GENERATE + ENGINE_POOL if args[0] == "generate" else ENGINE_POOL
+    expected = ONLY_GENERATE if args[0] == "generate" else []
     assert loaded == expected
+    _, loaded = _loaded([*args, "--engine", "vllm"], ENGINE_POOL, tmp_path)  # named: its pool is asked
+    assert loaded == ENGINE_POOL
 
 
 def test_a_saved_calibration_is_still_read(tmp_path):

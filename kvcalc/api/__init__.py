@@ -5,11 +5,10 @@
     r.total_bytes                                            # 17179869184
     kvcalc.roofline("7b", "a100", batch=[1, 64]).rows       # RooflineResult, one row per batch x seq
 
-Numbers take what the command line takes (16, "8k", "1..64", "1,8,64") or Python ints and lists;
-a list or range gives a list of results where the command would print several. Models and GPUs are
-preset names, aliases, config.json paths or hub ids (or ModelSpec / GpuSpec objects). Bad input raises
-a kvcalc.errors.KvcalcError with the message the CLI would print. Each function is a thin call into
-the same core function its command uses.
+Numbers take what the command line takes (16, "8k", "1..64", "1,8,64") or Python ints and lists; a list or
+range gives a list of results where the command would print several. Models and GPUs are preset names, aliases,
+config.json paths or hub ids (or ModelSpec / GpuSpec objects). Bad input raises a kvcalc.errors.KvcalcError with
+the message the CLI would print. Each function is a thin call into the same core function its command uses.
 """
 
 from __future__ import annotations
@@ -116,7 +115,7 @@ def roofline(
     efficiency: float | None = None,
     mbu: float | None = None,
     mfu: float | None = None,
-    engine: str = "vllm",
+    engine: str | None = None,
     ceiling: bool = False,
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq; with tp /
@@ -131,7 +130,7 @@ def roofline(
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.engines.names import engine_name
 
-    engine = engine_name(engine)[0]  # as --engine reads it: "TensorRT-LLM" is trtllm, "lmdeploy" estimated as trtllm
+    named, engine = engine is not None, engine_name(engine or "vllm")[0]  # as --engine; named: its pool is asked
     gpus = [gpu_as_run_by(g, engine) for g in as_some_gpus(gpu)]
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     overrides = as_overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
@@ -156,7 +155,7 @@ def roofline(
         for g, d in zip(gpus, deps)
     ]
     for r, g, d in zip(results, gpus, deps):
-        engine_rows(r, spec, g, d, engine, overrides.get("dtype"))
+        engine_rows(r, spec, g, d, engine, overrides.get("dtype"), pool=named)
     return results[0] if len(results) == 1 else results
 
 
@@ -299,7 +298,7 @@ def generate(
     dp_attention: bool = False,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
-    engine: str = "vllm",
+    engine: str | None = None,
     ceiling: bool = False,
     concurrency: int | None = None,
     rate: float | None = None,
@@ -325,7 +324,7 @@ def generate(
     from kvcalc.engines.names import engine_name
     from kvcalc.plan.serve_launch import check_reserve
 
-    engine = engine_name(engine)[0]  # as --engine reads it
+    named, engine = engine is not None, engine_name(engine or "vllm")[0]  # as --engine; named: its pool is asked
     gpu_spec = gpu_as_run_by(as_one_gpu(gpu, "generate"), engine)
     overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = as_model(model, overrides)
@@ -357,6 +356,7 @@ def generate(
         dep=dep,
         engine=None if what_if or ceiling else engine,  # static_estimate checks the name
         deployed_on=engine,
+        ask_pool=named,
     )
 
 

@@ -213,7 +213,7 @@ def roofline(
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = None,
     ceiling: CeilingOpt = False,
     layers: LayersOpt = None,
     kv_heads: KvHeadsOpt = None,
@@ -227,8 +227,8 @@ def roofline(
 
     With --tp/--pp: weights, KV and FLOPs are per GPU (the most loaded pipeline stage), the step adds
     the all-reduces and stage-to-stage sends, and tokens/s is for the whole deployment. Every row
-    says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util, and whether --engine
-    (vllm, sglang, trtllm) would start on the layout and hold the row's batch at once.
+    says whether weights + KV + --reserve fit in each GPU's capacity x --gpu-util, and, --engine given
+    (vllm, sglang, trtllm), whether it would start on the layout and hold the row's batch at once.
     """
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.calibration import calibration_for
@@ -237,6 +237,7 @@ def roofline(
     from kvcalc.present.render import roofline_sheet
 
     _plot_ready(plot, plot_size)
+    named, engine = engine is not None, engine or "vllm"  # named: its pool decides each row's fits
     n_tp, n_pp = ranks(tp, gpus, pp)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     gpu_names = _gpu_names(gpu)
@@ -291,7 +292,7 @@ def roofline(
                 calibration=calibration_for(g, est_engine),
             )  # fmt: skip
         )
-        engine_rows(results[-1], spec, g, dep, engine, overrides.get("dtype"))
+        engine_rows(results[-1], spec, g, dep, engine, overrides.get("dtype"), pool=named)
         if not every:  # the same rows again, for their arithmetic alone
             roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
     _emit(

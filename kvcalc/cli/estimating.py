@@ -1,13 +1,16 @@
 """Typer options for the calibrated estimate that roofline and generate share: --engine, --ceiling."""
 
 import sys
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 
-def _engine(value: str) -> str:
-    """--engine as one of the four engines kvcalc models (engines/names.py); a stand-in is said on stderr."""
+def _engine(value: str | None) -> str | None:
+    """--engine as one of the four engines kvcalc models (engines/names.py); a stand-in is said on stderr. None:
+    not given (the estimate is vLLM's; memory is kvcalc's arithmetic, the engine's pool is not asked)."""
+    if value is None:
+        return None
     from kvcalc.engines.names import engine_name
 
     name, note = engine_name(value)
@@ -17,11 +20,12 @@ def _engine(value: str) -> str:
 
 
 EngineOpt = Annotated[
-    str,
+    Optional[str],
     typer.Option(
         "--engine",
         help="Engine the estimate is calibrated for: vllm, sglang, trtllm or llamacpp (default vllm); "
-        "lmdeploy is estimated as trtllm, tgi as vllm, ollama as llamacpp.",
+        "lmdeploy is estimated as trtllm, tgi as vllm, ollama as llamacpp. Given, its pool and seats decide "
+        "whether the batch fits (vllm, sglang, trtllm).",
         callback=_engine,
     ),
 ]

@@ -99,7 +99,7 @@ def generate(
     efficiency: EffOpt = None,
     mbu: MbuOpt = None,
     mfu: MfuOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = None,
     ceiling: CeilingOpt = False,
     fmt: FmtOpt = Fmt.table,
     explain: ExplainOpt = False,
@@ -128,8 +128,8 @@ def generate(
     arithmetic and the lesson: what the KV cache saves in FLOPs and in copies against growing it by concatenation.
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
-    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util, and whether
-    --engine (vllm, sglang, trtllm) would start on the layout and hold the batch at once in its pool and seats.
+    weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util, and, --engine
+    given (vllm, sglang, trtllm), whether it would start on the layout and hold the batch at once.
 
     With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
     batching as --engine schedules them (vllm: prompt chunks mixed with decodes; sglang: a step either
@@ -140,6 +140,7 @@ def generate(
     from kvcalc.plan.generate import generate_report
     from kvcalc.present.serving import generate_sheet
 
+    named, engine = engine is not None, engine or "vllm"  # named: its pool decides whether a static batch fits
     n_tp, n_pp = ranks(tp, gpus, pp)
     _plot_ready(plot, plot_size)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
@@ -203,7 +204,15 @@ def generate(
     est_engine = engine_for_estimate(engine, ceiling)
     results = [
         generate_report(
-            spec, gpu_spec, **args, compute_dtype=compute, steps=steps, dep=dep, engine=est_engine, deployed_on=engine
+            spec,
+            gpu_spec,
+            **args,
+            compute_dtype=compute,
+            steps=steps,
+            dep=dep,
+            engine=est_engine,
+            deployed_on=engine,
+            ask_pool=named,
         )
     ]
     if util:
@@ -218,6 +227,7 @@ def generate(
                 steps=steps,
                 dep=dep,
                 deployed_on=engine,
+                ask_pool=named,
             )
         )
     payload = results[0].model_dump(mode="json")

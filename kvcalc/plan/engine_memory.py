@@ -28,15 +28,17 @@ def engine_refusal(
 
 
 def engine_rows(
-    result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, dtype: str | None
-) -> None:
+    result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, dtype: str | None,
+    pool: bool = True,
+) -> None:  # fmt: skip
     """roofline's result under `engine`: the warnings of a deployment it cannot make (plan/calibration
     .refusal_warnings), and each row's batch of `seq`-token sequences held at once by the engine (its pool asked
-    once a context): a row it would not hold says fits False, and one warning gives the first such row's reason."""
+    once a context): a row it would not hold says fits False, and one warning gives the first such row's reason.
+    pool False: the warnings alone (roofline without --engine keeps kvcalc's arithmetic and its start-up time)."""
     from kvcalc.plan.calibration import refusal_warnings
 
     result.warnings += refusal_warnings(engine, result.gpu)
-    if engine is None or engine.lower() not in ENGINES:
+    if not pool or engine is None or engine.lower() not in ENGINES:
         return
     pools: dict[int, tuple | str] = {}
     missed = []

@@ -282,10 +282,12 @@ def generate_report(
     dep: Deployment = SINGLE,
     engine: str | None = None,
     deployed_on: str | None = None,
+    ask_pool: bool = True,
 ) -> GenerateResult:
     """Prefill produces the first token; each of the other new - 1 tokens is one decode step over a
     context of prompt + t tokens (t = 1 .. new - 1). `engine`: the engine whose estimate to add (None: the
-    ceiling alone); `deployed_on`: the engine named, estimate or not, warned of where the GPU has no build of it."""
+    ceiling alone); `deployed_on`: the engine named, estimate or not, warned of where the GPU has no build of it,
+    and (ask_pool) asked whether it starts and holds the batch (plan/engine_memory.py)."""
     needs_link(dep, gpu)
     staged = stages(spec, dep, dtype)
     util = (mbu, mfu)
@@ -340,8 +342,10 @@ def generate_report(
     from kvcalc.plan.calibration import refusal_warnings
     from kvcalc.plan.engine_memory import engine_refusal
 
-    held = engine_refusal(spec, gpu, dep, deployed_on or engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch,
-                          prompt=prompt, new=new)  # fmt: skip
+    pool_engine = (deployed_on or engine) if ask_pool else None
+    held = engine_refusal(
+        spec, gpu, dep, pool_engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch, prompt=prompt, new=new
+    )
     return GenerateResult(
         engine=engine,
         estimate=estimate,
