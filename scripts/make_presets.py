@@ -41,6 +41,13 @@ def config_path(entry: dict[str, Any]) -> Path:
     return SHARED_CONFIGS / entry["shared"]
 
 
+def hub_config(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's config.json, with any field a vendor copy changed set back to the hub file's value
+    (`hub_values`; the entry's note says why)."""
+    raw = json.loads(config_path(entry).read_text(encoding="utf-8"))
+    return {**raw, **entry.get("hub_values", {})}
+
+
 def source_line(entry: dict[str, Any]) -> str:
     return f"{entry['hub']} config.json, read from {entry['read_from']}"
 
@@ -53,9 +60,7 @@ def spec_for(name: str, entry: dict[str, Any]):
     """The reader's ModelSpec for this entry's config, with the preset's own fields set."""
     from kvcalc.model.hf.reader import spec_from_config
 
-    path = config_path(entry)
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    spec = spec_from_config(raw, name, source_line(entry))
+    spec = spec_from_config(hub_config(entry), name, source_line(entry))
     return spec.model_copy(
         update={"aliases": aliases(entry), "description": entry["description"], "source": source_line(entry)}
     )

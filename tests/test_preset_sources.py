@@ -5,7 +5,6 @@ it. Configs stored beside the index are always checked; those in ../shared/confi
 """
 
 import importlib.util
-import json
 import re
 
 import pytest
@@ -31,7 +30,7 @@ def _config(entry: dict) -> dict:
     path = make_presets.config_path(entry)
     if "shared" in entry and not path.exists():
         pytest.skip(f"{path} is not here (../shared is only beside a developer's checkout)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return make_presets.hub_config(entry)
 
 
 def test_at_least_80_presets_come_from_real_configs():
@@ -46,7 +45,18 @@ def test_every_preset_has_a_provenance_record_and_every_record_a_preset():
 @pytest.mark.parametrize("name", sorted(ENTRIES))
 def test_provenance_record_is_complete(name):
     entry = ENTRIES[name]
-    assert set(entry) <= {"hub", "siblings", "aliases", "file", "shared", "read_from", "description", "note", "pending"}
+    assert set(entry) <= {
+        "hub",
+        "siblings",
+        "aliases",
+        "file",
+        "shared",
+        "read_from",
+        "description",
+        "note",
+        "pending",
+        "hub_values",
+    }
     assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry["hub"]), entry["hub"]
     assert ("file" in entry) != ("shared" in entry), "exactly one of file / shared"
     assert READ_FROM.match(entry["read_from"]), entry["read_from"]

@@ -1,9 +1,13 @@
 """vLLM 0.19's start-up refusals (engines/vllm/startup.py): check_enough_kv_cache_memory's message and
 estimate_max_model_len, the default max_model_len, and architectures V1 does not serve."""
 
-from conftest import run, run_json
+import json
+
+import pytest
+from conftest import FIXTURES, run, run_json, shared_path
 
 from kvcalc.engines.vllm.startup import check_start, default_max_model_len, unsupported_architecture
+from kvcalc.model.hf.reader import spec_from_config
 from kvcalc.model.presets import get_model
 
 
@@ -45,6 +49,70 @@ def test_default_max_model_len_is_the_models_own():
     d = run_json("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm")
     assert d["seq"] == 131072 and d["vllm"]["startup"]["max_model_len"] == 131072
     assert run_json("fit", "llama-3.1-8b", "--gpu", "h100")["seq"] == 8192  # without an engine: 8k
+
+
+def _derived(raw: dict) -> int:
+    return default_max_model_len(spec_from_config(raw, "x", "test"))
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 2}
+LLAMA |= {"intermediate_size": 11008, "vocab_size": 32000, "max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize(
+    "fixture, length",
+    [
+        # LongRoPE: the short table's original_max_position_embeddings, not the 131,072 of the long one
+        ("phi-4-mini.json", 4096),
+        # Qwen (v1): seq_length 8,192 is smaller than max_position_embeddings 32,768; vLLM takes the smaller
+        ("qwen-72b.json", 8192),
+        # YaRN: original_max_position_embeddings 4,096 x factor 32
+        ("gpt-oss-120b.json", 131072),
+        # llama3 rope: its factor 8 is not applied (max_position_embeddings is already the long context)
+        ("llama-3.1-70b.json", 131072),
+        # Gemma 3: linear factor 8, already in max_position_embeddings (vLLM skips gemma3)
+        ("gemma-3-4b.json", 131072),
+    ],
+)
+def test_default_max_model_len_is_what_vllm_derives_from_the_config(fixture, length):
+    assert _derived(json.loads((FIXTURES / "real_configs" / fixture).read_text())) == length
+
+
+@pytest.mark.parametrize(
+    "name, length",
+    [
+        ("command-r-v01.json", 131072),  # Cohere's model_max_length replaces max_position_embeddings (8,192)
+        ("chatglm3-6b.json", 8192),  # ChatGLM's seq_length: no max_position_embeddings at all
+        ("bloom-7b1.json", 2048),  # ALiBi, none of the keys: vLLM's default 2,048
+        ("deepseek-v3.json", 163840),  # YaRN 4,096 x 40
+    ],
+)
+def test_default_max_model_len_of_shared_configs(name, length):
+    assert _derived(json.loads(shared_path("configs", name).read_text())) == length
+
+
+def test_rope_factors_lengthen_the_default_unless_llama3_or_longrope():
+    assert _derived(LLAMA) == 4096
+    assert _derived(LLAMA | {"rope_scaling": {"type": "linear", "factor": 2.0}}) == 8192
+    assert _derived(LLAMA | {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}) == 16384
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert _derived(LLAMA | {"max_position_embeddings": 32768, "rope_scaling": yarn}) == 131072
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+    assert _derived(LLAMA | {"max_position_embeddings": 131072, "rope_scaling": llama3}) == 131072
+    assert _derived(LLAMA | {"rope_scaling": {"type": "linear", "factor": None}}) == 4096  # vLLM falls back to 1
+    # the smallest length key wins; the trained length the spec keeps is max_position_embeddings
+    spec = spec_from_config(LLAMA | {"max_seq_len": 2048}, "x", "test")
+    assert default_max_model_len(spec) == 2048 and spec.max_position_embeddings == 4096
+
+
+def test_command_r_default_length_refuses_to_start_on_two_h100s():
+    # Command-R v01 (MHA, 64 KV heads x 128 x 40 layers x 2 B x 2 = 1.25 MiB a token): vLLM's default max_model_len
+    # is its model_max_length, 131,072 tokens = 160 GiB of KV over tp 2, 80 GiB a GPU: it does not start on 2 x H100
+    out = run("fit", "command-r", "--gpu", "h100", "--tp", "2", "--engine", "vllm", "--format", "json")
+    assert out.exit_code == 3
+    d = json.loads(out.stdout)
+    assert d["seq"] == 131072 and d["vllm"]["startup"]["needed_kv_bytes"] == 131072 * 40 * 32 * 128 * 2 * 2
+    assert "REFUSES TO START" in d["verdict"] and not d["warnings"]  # 131,072 is Command-R's own context
 
 
 def test_encoder_decoders_vllm_v1_does_not_serve():

@@ -195,7 +195,7 @@ def fit(
     ceiling: bool = False,
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
-    vLLM 0.19's accounting and start-up check (seq then defaults to the model's max_position_embeddings),
+    vLLM 0.19's accounting and start-up check (seq then defaults to vLLM's max_model_len for the config),
     "sglang" / "trtllm" for SGLang's (result.sglang) / TensorRT-LLM's own pool, which then decides `ok`, "none"
     for the bare arithmetic with a flat reserve. tpot_ms / ttft_ms: latency goals decided on the engine's
     calibrated estimate (ceiling=True: the bound alone; efficiency / mbu / mfu: a what-if). Lists or ranges

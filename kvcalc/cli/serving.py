@@ -92,7 +92,7 @@ def fit(
             "--seq",
             "-s",
             help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's; "
-            "with --engine vllm, vLLM's default max_model_len: the model's max_position_embeddings).",
+            "with --engine vllm, vLLM's default max_model_len, as vLLM derives it from config.json).",
         ),
     ] = None,
     batch: Annotated[

@@ -143,6 +143,9 @@ class Checkpoint(BaseModel):
     # multi-token-prediction blocks a GGUF keeps after the trunk's layers (nextn_predict_layers): llama.cpp
     # places them on devices with the layers (-ngl counts them) but caches and runs the trunk alone
     mtp_blocks: int = 0
+    # vLLM's default max_model_len where it is not max_position_embeddings (model/hf/positions.py: Command-R's
+    # model_max_length, ChatGLM's seq_length, a linear / dynamic / YaRN RoPE factor, LongRoPE's short table)
+    max_model_len: int | None = None
 
 
 def _ignored(patterns: list[str], *names: str) -> bool:
@@ -308,6 +311,7 @@ def _read_quantization(q: Any) -> Quantization | None:
 def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpoint | None:
     """One call from the config reader: what vLLM loads beyond the architecture's parameters.
     defaults: the text model's class defaults, for the fields a sparse config leaves out."""
+    from kvcalc.model.hf.positions import trained_length, vllm_max_model_len
     from kvcalc.model.hf.towers import image_profile, vision_params
 
     if not isinstance(raw, dict):
@@ -331,6 +335,7 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     declared = names.get(stored)
     # Ling writes "fp32", MiMo and GLM-5.2 "float32"
     router = str(text.get("moe_router_dtype") or text.get("router_dtype") or "").removeprefix("torch.")
+    max_len = vllm_max_model_len(raw, text)
     return Checkpoint(
         declared_dtype=declared,
         router_dtype=names.get(router, router if router in names.values() else None),
@@ -341,6 +346,7 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         rotary_widths=_rotary_widths(text),
         vision_params=vision_params(raw, text),
         image_profile=image_profile(raw),
+        max_model_len=None if max_len == trained_length(text) else max_len,
     )
 
 
@@ -364,7 +370,9 @@ def _scaled_rows(max_pos: int, scaling: Any) -> int:
 
 
 def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
-    """The cos/sin caches' rows when they differ from one table of max_position_embeddings."""
+    """The cos/sin caches' rows when they differ from one table of the spec's max_position_embeddings."""
+    from kvcalc.model.hf.positions import trained_length
+
     max_pos = text.get("max_position_embeddings")
     if not isinstance(max_pos, int) or max_pos <= 0:
         return None
@@ -378,7 +386,9 @@ def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
         if "rope_local_base_freq" in text:
             # Gemma 3: sliding layers build their own default rope (gemma3.py, rope_local_base_freq)
             rows.append(max_pos)
-    return None if rows == [max_pos] else tuple(rows)
+    # NOTE: compared with the trained length the spec carries (Command-R's is its model_max_length, 131,072;
+    # vLLM's commandr.py builds its table from max_position_embeddings, 8,192)
+    return None if rows == [trained_length(text)] else tuple(rows)
 
 
 def _rope_settings(params: dict[str, Any]) -> list[dict[str, Any]]:

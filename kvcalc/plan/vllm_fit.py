@@ -203,8 +203,8 @@ def held_at(figures_at, max_num_seqs: int):  # noqa: ANN001, ANN201
 
 
 def default_seqs(spec: ModelSpec, is_vllm: bool) -> list[int]:
-    """--seq left out: 8k, or under --engine vllm vLLM's own default max_model_len (the model's
-    max_position_embeddings: 131,072 for Llama-3.1-8B)."""
+    """--seq left out: 8k, or under --engine vllm vLLM's own default max_model_len (engines/vllm/startup:
+    131,072 for Llama-3.1-8B, 4,096 for Phi-4-mini's LongRoPE)."""
     if not is_vllm:
         return [8192]
     from kvcalc.engines.vllm.startup import default_max_model_len

@@ -36,8 +36,12 @@ class VllmStartup(Result):
 
 
 def default_max_model_len(spec: ModelSpec) -> int:
-    """vLLM's max_model_len when none is given: the model's own maximum (max_position_embeddings
-    in config.json; vllm/config/model.py _get_and_verify_max_len)."""
+    """vLLM's max_model_len when none is given: the model's own maximum as vLLM derives it from config.json
+    (model/hf/positions.py: the smallest length key, a RoPE factor, LongRoPE's short table; vllm/config/model.py
+    _get_and_verify_max_len), else max_position_embeddings."""
+    derived = spec.checkpoint.max_model_len if spec.checkpoint else None
+    if derived:
+        return derived
     if not spec.max_position_embeddings:
         raise SpecError(
             f"{spec.name} has no max_position_embeddings, so vLLM's default max_model_len is unknown",

@@ -14,6 +14,7 @@ from kvcalc.model.hf import legacy as hf_legacy
 from kvcalc.model.hf import mla as hf_mla
 from kvcalc.model.hf import moe as hf_moe
 from kvcalc.model.hf import nas as hf_nas
+from kvcalc.model.hf import positions as hf_positions
 from kvcalc.model.hf import vision as hf_vision
 from kvcalc.model.hf import windows as hf_windows
 from kvcalc.model.hf.defaults import TYPE_DEFAULTS
@@ -336,7 +337,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
             f"{where}: num_attention_heads ({heads}) is not divisible by the KV heads ({kv_heads})",
             hint="query heads must split evenly into KV-head groups",
         )
-    positions = cfg.get("max_position_embeddings", "n_positions", "max_seq_len")  # for the --seq warning
+    positions = hf_positions.trained_length(cfg.data)  # for the --seq warning
     fields: dict[str, Any] = {
         "num_layers": layers,
         "hidden_size": hidden,
