@@ -380,3 +380,41 @@ def test_fit_under_sglang_divides_the_gpu_as_sglang_does():
         assert fmt_bytes(n) in line
     assert "491,520 of the pool's 404,556, DOES NOT FIT" in out
     assert "Accounting: SGLang 0.5.5: weights as it loads them" in out and "vLLM" not in out.split("Verdict")[0]
+
+
+def test_a_context_beyond_the_configs_is_refused_from_0_5_1():
+    # ModelConfig._derive_context_length: Llama-3-8B's config derives 8,192; --context-length 16,384 is a ValueError
+    # from 0.5.1 (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN defaults to false), a warning in 0.4.6 - 0.5.0
+    out = run("fit", "llama-3-8b", "--gpu", "h100", "--engine", "sglang", "--seq", "16k", "--format", "json")
+    assert out.exit_code == 3
+    d = json.loads(out.stdout)
+    p = d["sglang"]
+    assert p["context_limit"] == 8192 and not p["fits"]
+    assert p["refusal"].startswith(
+        "ValueError: Warning: User-specified context_length (16384) is greater than the derived context_length (8192)."
+    )
+    assert p["refusal"].endswith("set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    assert p["log_lines"] == [p["refusal"]]  # refused before the weights load
+    assert p["max_total_num_tokens"] > 400_000  # the pool it would have had at its own length
+    assert d["max_seq"] == 8192  # SGLang starts at the config's length, and the pool holds it
+    older = run("fit", "llama-3-8b", "--gpu", "h100", "--engine", "sglang", "--seq", "16k", "--engine-version", "0.4.9")
+    assert older.exit_code == 0 and "fits on one h100 under SGLang 0.4.9" in older.stdout
+    assert rel.context_refusal((0, 5, 5), 8192, 8192) is None and rel.context_refusal((0, 5, 0), 9000, 8192) is None
+
+
+@pytest.mark.parametrize(
+    "fixture, length",
+    [
+        ("qwen-72b.json", 8192),  # seq_length comes before max_position_embeddings (32,768) in SGLang's keys
+        ("gemma-3-4b.json", 1048576),  # linear factor 8 x 131,072: no original_max_position_embeddings
+        ("llama-3.1-70b.json", 131072),  # llama3 rope: factor 1
+        ("gpt-oss-120b.json", 131072),  # YaRN with original_max_position_embeddings: factor 1
+    ],
+)
+def test_sglangs_context_length_is_read_as_sglang_reads_the_config(fixture, length):
+    from conftest import FIXTURES
+
+    from kvcalc.model.hf.reader import spec_from_config
+
+    raw = json.loads((FIXTURES / "real_configs" / fixture).read_text())
+    assert rel.config_context_len(spec_from_config(raw, "x", "test")) == length

@@ -6,7 +6,7 @@ import json
 import pytest
 from conftest import FIXTURES, run, run_json, shared_path
 
-from kvcalc.engines.vllm.startup import check_start, default_max_model_len, unsupported_architecture
+from kvcalc.engines.vllm.startup import check_start, default_max_model_len, length_refusal, unsupported_architecture
 from kvcalc.model.hf.reader import spec_from_config
 from kvcalc.model.presets import get_model
 
@@ -113,6 +113,28 @@ def test_command_r_default_length_refuses_to_start_on_two_h100s():
     d = json.loads(out.stdout)
     assert d["seq"] == 131072 and d["vllm"]["startup"]["needed_kv_bytes"] == 131072 * 40 * 32 * 128 * 2 * 2
     assert "REFUSES TO START" in d["verdict"] and not d["warnings"]  # 131,072 is Command-R's own context
+
+
+def test_a_max_model_len_beyond_the_configs_is_refused_in_vllms_words():
+    # _get_and_verify_max_len: Llama-3-8B derives 8,192 (a float by then: RoPE scaled by 1.0); 16,384 is a ValueError
+    out = run("fit", "llama-3-8b", "--gpu", "h100", "--engine", "vllm", "--seq", "16k", "--format", "json")
+    assert out.exit_code == 3
+    refusal = json.loads(out.stdout)["vllm"]["startup"]["refusal"]
+    assert refusal.startswith(
+        "User-specified max_model_len (16384) is greater than the derived max_model_len (max_position_embeddings=8192.0 "
+        "or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+    )
+    assert run("fit", "llama-3-8b", "--gpu", "h100", "--engine", "vllm", "--seq", "8k").exit_code == 0
+    # LongRoPE: Phi-4-mini defaults to its short table (4,096) but takes up to the long one's 131,072
+    phi = get_model("phi-4-mini")
+    assert default_max_model_len(phi) == 4096
+    assert length_refusal(phi, 131072) is None and length_refusal(phi, 131073) is not None
+    # Command-R: model_max_length is the limit, named as such
+    assert "(model_max_length=131072.0 or model_max_length=131072 in" in length_refusal(get_model("command-r"), 200000)
+    # BLOOM's config has no length key: vLLM defaults to 2,048 and takes any length given
+    bloom = get_model("bloom-7b1")
+    assert default_max_model_len(bloom) == 2048 and length_refusal(bloom, 1 << 20) is None
 
 
 def test_encoder_decoders_vllm_v1_does_not_serve():

@@ -229,7 +229,7 @@ class Mxfp4Layout(NamedTuple):
     permute_cache: bool = False  # int64 row permutations cached for each distinct tensor shape (vLLM's FlashInfer)
 
 
-# The default layouts, by engine and GPU (engines/vllm/memory.mxfp4_layout, engines/sglang/pool.mxfp4_layout).
+# The default layouts, by engine and GPU (engines/vllm/memory.mxfp4_layout, engines/sglang/release.mxfp4_layout).
 # vLLM 0.19: fused_moe/oracle/mxfp4.py picks FlashInfer's TRT-LLM kernels on SM100, triton_kernels (vendored:
 # vllm/third_party/triton_kernels) on SM90 and ROCm, Marlin below SM90; mxfp4_round_up_hidden_size_and_
 # intermediate_size pads the sizes; Hopper's swizzled values are padded to 64 both ways and the checkpoint's scale

@@ -121,6 +121,19 @@ class Quantization(BaseModel):
     kv_cache_fp8: bool = False  # the config asks for an fp8 KV cache (kv_cache_quant_algo / kv_cache_scheme)
 
 
+class EngineLengths(BaseModel):
+    """The longest request each engine takes for a config, as it reads the config (model/hf/positions.py),
+    where that is not the spec's max_position_embeddings (None: that length)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vllm_default: int | None = None  # vLLM's max_model_len when none is given
+    vllm_limit: int | None = None  # the longest --max-model-len vLLM accepts, where not its default (LongRoPE)
+    vllm_any_length: bool = False  # no length key at all: vLLM takes any --max-model-len (its default 2,048)
+    vllm_key: str | None = None  # the config key vLLM derives it from, where not max_position_embeddings
+    sglang: int | None = None  # SGLang's derived context_length
+
+
 class Checkpoint(BaseModel):
     """What a checkpoint loads beyond the architecture: quantization, rotary cache, vision tower."""
 
@@ -143,9 +156,8 @@ class Checkpoint(BaseModel):
     # multi-token-prediction blocks a GGUF keeps after the trunk's layers (nextn_predict_layers): llama.cpp
     # places them on devices with the layers (-ngl counts them) but caches and runs the trunk alone
     mtp_blocks: int = 0
-    # vLLM's default max_model_len where it is not max_position_embeddings (model/hf/positions.py: Command-R's
-    # model_max_length, ChatGLM's seq_length, a linear / dynamic / YaRN RoPE factor, LongRoPE's short table)
-    max_model_len: int | None = None
+    # the longest request each engine takes where it is not max_position_embeddings (model/hf/positions.py)
+    lengths: EngineLengths | None = None
 
 
 def _ignored(patterns: list[str], *names: str) -> bool:
@@ -311,7 +323,7 @@ def _read_quantization(q: Any) -> Quantization | None:
 def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpoint | None:
     """One call from the config reader: what vLLM loads beyond the architecture's parameters.
     defaults: the text model's class defaults, for the fields a sparse config leaves out."""
-    from kvcalc.model.hf.positions import trained_length, vllm_max_model_len
+    from kvcalc.model.hf.positions import engine_lengths
     from kvcalc.model.hf.towers import image_profile, vision_params
 
     if not isinstance(raw, dict):
@@ -335,7 +347,6 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     declared = names.get(stored)
     # Ling writes "fp32", MiMo and GLM-5.2 "float32"
     router = str(text.get("moe_router_dtype") or text.get("router_dtype") or "").removeprefix("torch.")
-    max_len = vllm_max_model_len(raw, text)
     return Checkpoint(
         declared_dtype=declared,
         router_dtype=names.get(router, router if router in names.values() else None),
@@ -346,7 +357,7 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         rotary_widths=_rotary_widths(text),
         vision_params=vision_params(raw, text),
         image_profile=image_profile(raw),
-        max_model_len=None if max_len == trained_length(text) else max_len,
+        lengths=EngineLengths(**lengths) if (lengths := engine_lengths(raw, text)) else None,
     )
 
 

@@ -114,8 +114,10 @@ def held_at(p):  # noqa: ANN001, ANN201
     from kvcalc.engines.sglang.pool import requests_held
 
     def held(s: int) -> int:
+        # NOTE: refused for its --context-length alone, SGLang starts with one up to the config's
+        started = not p.refusal or (p.context_limit is not None and s <= p.context_limit)
         return (
-            0 if p.refusal else requests_held(p.max_total_num_tokens, p.page_size, p.max_running_requests, p.dp_size, s)
+            requests_held(p.max_total_num_tokens, p.page_size, p.max_running_requests, p.dp_size, s) if started else 0
         )
 
     return held

@@ -23,7 +23,12 @@ def table_rows(result) -> list[list[str]]:  # noqa: ANN001
         f"{result.batch:,} x {result.seq:,} tokens: {tokens:,} of the pool's {p.max_total_num_tokens:,}"
         f"{' a rank' if p.dp_size > 1 else ''}, {word}"
     )
-    if p.refusal:  # no pool: the weights and the held-back share take all the memory free before load
+    if p.context_limit:  # refused for the length alone: the pool is what SGLang would have at its own length
+        asked = (
+            f"{result.batch:,} x {result.seq:,} tokens: SGLang would not start (--context-length beyond the "
+            f"config's {p.context_limit:,})"
+        )
+    elif p.refusal:  # no pool: the weights and the held-back share take all the memory free before load
         over = p.weights_bytes + held + p.mamba_bytes - p.pre_load_free_bytes
         by = f" by {fmt_bytes(over)}" if over > 0 else ""
         pool_row = ["KV pool", fmt_bytes(0), f"none: weights + held back exceed the memory free before load{by}"]

@@ -36,20 +36,6 @@ from kvcalc.units import dtype_bits
 GIB = 2**30
 
 
-def mxfp4_layout(gpu: GpuSpec) -> str | None:
-    """How SGLang's default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read from
-    0.5.5's server_args.py and quantization/mxfp4.py): flashinfer_mxfp4 on SM100, triton_kernel on Hopper, its
-    strided layout below; None where not sized (SM120; ROCm, where 0.5.5 registers mxfp4 on gfx95x only)."""
-    from kvcalc.engines.kernels import kernel_family
-
-    return {
-        "blackwell": "sglang-flashinfer",
-        "hopper": "sglang-triton",
-        "ampere": "sglang-strided",
-        "ada": "sglang-strided",
-    }.get(kernel_family(gpu))
-
-
 MIB = 2**20
 # Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
 # lightning attention (SGLang serves MiniMax-M2 only)
@@ -112,6 +98,7 @@ class SglangPool(Result):
     max_concurrency: float  # kv_capacity_tokens / --seq
     fits: bool  # batch requests of seq tokens fit the pool(s) and SGLang starts
     refusal: str | None = None  # SGLang's own error when it would not start
+    context_limit: int | None = None  # the config's context_length where --seq is refused for exceeding it
     log_lines: list[str] = []
     not_modelled: list[str] = []
 
@@ -274,7 +261,7 @@ def predict(
     vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None
-    router, mxfp4 = sglang_gate_bytes(spec, version), mxfp4_layout(gpu)
+    router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu)
     for layers in ranges:
         w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4)
         wb = w.total + LOAD_OVERHEAD_BYTES
@@ -320,9 +307,10 @@ def predict(
         full = int(total_tokens / (SWA_FULL_TOKENS_RATIO * len(swa_layers) + len(full_layers)))
         swa_tokens = int(full * SWA_FULL_TOKENS_RATIO)
         tokens = full
-    context_len = settings.context_len or spec.max_position_embeddings or seq
-    refusal = None
-    if tokens <= 0:
+    derived = rel.config_context_len(spec)
+    context_len = settings.context_len or derived or seq
+    refusal = rel.context_refusal(version, settings.context_len, derived)  # before any memory is profiled
+    if tokens <= 0 and refusal is None:
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
     mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
     if mamba and state_per_req:
@@ -375,6 +363,9 @@ def predict(
         max_concurrency=capacity / seq if seq else 0.0,
         fits=fits,
         refusal=refusal,
+        context_limit=derived
+        if refusal and settings.context_len and derived and settings.context_len > derived
+        else None,
         not_modelled=notes,
     )
     return pool.model_copy(update={"log_lines": log_lines(pool, spec, act)})
@@ -401,6 +392,8 @@ def log_lines(p: SglangPool, spec: ModelSpec, act: str) -> list[str]:
         f"Load weight end. type={spec.name}, dtype={torch_dtype}, avail mem={_gb(after)} GB, "
         f"mem usage={_gb(p.weights_bytes)} GB.",
     ]
+    if p.context_limit:
+        return [p.refusal or ""]  # refused by the model config, before the weights load
     if p.refusal:
         return [*lines, p.refusal]
     if p.swa_tokens is not None:

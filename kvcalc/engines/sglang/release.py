@@ -1,5 +1,6 @@
 """What an SGLang release decides before it loads a model: chunked_prefill_size, cuda_graph_max_bs and
-the default --mem-fraction-static, and the words it refuses to start with.
+the default --mem-fraction-static, its MoE runner's mxfp4 layout, the longest --context-length it accepts,
+and the words it refuses to start with.
 
 Pure. Read from python/sglang/srt/server_args.py of each release (0.3.0 to 0.5.5: ServerArgs.__post_init__,
 from 0.5.3 _handle_gpu_memory_settings) and arg_groups/memory_hook.py of 0.5.23
@@ -16,10 +17,26 @@ import math
 import re
 
 from kvcalc.errors import UsageError
+from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
 
 DEFAULT_RELEASE = "0.5.5"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
 RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 23))
+
+
+def mxfp4_layout(gpu: GpuSpec) -> str | None:
+    """How SGLang's default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read from
+    0.5.5's server_args.py and quantization/mxfp4.py): flashinfer_mxfp4 on SM100, triton_kernel on Hopper, its
+    strided layout below; None where not sized (SM120; ROCm, where 0.5.5 registers mxfp4 on gfx95x only)."""
+    from kvcalc.engines.kernels import kernel_family
+
+    return {
+        "blackwell": "sglang-flashinfer",
+        "hopper": "sglang-triton",
+        "ampere": "sglang-strided",
+        "ada": "sglang-strided",
+    }.get(kernel_family(gpu))
 
 
 def parse_release(text: str) -> tuple[int, int, int]:
@@ -155,6 +172,29 @@ def refusal(release: tuple[int, int, int], fraction: float, available_gib: float
     return (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
         f"Current value: self.server_args.mem_fraction_static={fraction}"
+    )
+
+
+# SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN defaults to false from 0.5.1 (0.4.6 - 0.5.0rc2: true, a warning)
+CONTEXT_REFUSED_FROM = (0, 5, 1)
+
+
+def config_context_len(spec: ModelSpec) -> int | None:
+    """The context_length SGLang derives from the model's config.json (model/hf/positions.py), where known."""
+    lengths = spec.checkpoint.lengths if spec.checkpoint else None
+    return (lengths.sglang if lengths else None) or spec.max_position_embeddings
+
+
+def context_refusal(release: tuple[int, int, int], given: int | None, derived: int | None) -> str | None:
+    """ModelConfig._derive_context_length's ValueError for a --context-length beyond the config's, or None: the
+    model config refuses it before any memory is profiled (the pool figures are those SGLang would have had)."""
+    if release < CONTEXT_REFUSED_FROM or not given or not derived or given <= derived:
+        return None
+    return (
+        f"ValueError: Warning: User-specified context_length ({given}) is greater than the derived context_length "
+        f"({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length "
+        "may differ from max_position_embeddings in the model's config. To allow overriding this maximum, set the env "
+        "var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
     )
 
 

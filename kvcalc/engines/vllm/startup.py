@@ -1,5 +1,5 @@
-"""vLLM 0.19's start-up refusals: architectures it does not serve, a KV pool too small for one
-max-length request, and the max_model_len it defaults to.
+"""vLLM 0.19's start-up refusals: architectures it does not serve, a max_model_len beyond what it derives
+from config.json, a KV pool too small for one max-length request, and the max_model_len it defaults to.
 
 vllm/v1/core/kv_cache_utils.py (v0.19.0) check_enough_kv_cache_memory, run by every worker on its
 own layers and its own available memory before the pool is built:
@@ -39,15 +39,47 @@ def default_max_model_len(spec: ModelSpec) -> int:
     """vLLM's max_model_len when none is given: the model's own maximum as vLLM derives it from config.json
     (model/hf/positions.py: the smallest length key, a RoPE factor, LongRoPE's short table; vllm/config/model.py
     _get_and_verify_max_len), else max_position_embeddings."""
-    derived = spec.checkpoint.max_model_len if spec.checkpoint else None
-    if derived:
-        return derived
+    lengths = spec.checkpoint.lengths if spec.checkpoint else None
+    if lengths and lengths.vllm_default:
+        return lengths.vllm_default
     if not spec.max_position_embeddings:
         raise SpecError(
             f"{spec.name} has no max_position_embeddings, so vLLM's default max_model_len is unknown",
             hint="give --seq (vLLM's --max-model-len)",
         )
     return spec.max_position_embeddings
+
+
+def longest_model_len(spec: ModelSpec) -> int | None:
+    """The longest --max-model-len vLLM 0.19 accepts for the model (_get_and_verify_max_len; longer is a
+    ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); None where kvcalc does not know it."""
+    lengths = spec.checkpoint.lengths if spec.checkpoint else None
+    if lengths and lengths.vllm_any_length:
+        return None
+    if lengths and (lengths.vllm_limit or lengths.vllm_default):
+        return lengths.vllm_limit or lengths.vllm_default
+    return spec.max_position_embeddings
+
+
+def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
+    """vLLM's ValueError for a max_model_len beyond what it derives from config.json, or None."""
+    limit = longest_model_len(spec)
+    if limit is None or max_model_len <= limit:
+        return None
+    lengths = spec.checkpoint.lengths if spec.checkpoint else None
+    key = (lengths.vllm_key if lengths else None) or "max_position_embeddings"
+    # NOTE: with RoPE the derived length is a float by then (times the scaling factor, 1.0 if none)
+    rope = spec.checkpoint is None or spec.checkpoint.rotary_dim is not None
+    derived = f"{float(limit)}" if rope else f"{limit}"
+    given = limit if key == "model_max_length" else None
+    return (
+        f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={derived} or "
+        f"model_max_length={given} in model's config.json). To allow overriding this maximum, set the env var "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model "
+        "uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model "
+        "uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA array "
+        "out-of-bounds error."
+    )
 
 
 def unsupported_architecture(spec: ModelSpec) -> str | None:
@@ -118,6 +150,11 @@ def check_start(
 ) -> VllmStartup:
     """check_enough_kv_cache_memory on each worker ((its layers, its available KV bytes): one per
     pipeline stage); the first that fails refuses, as the engine's start-up does."""
+    if why := length_refusal(spec, max_model_len):
+        # NOTE: ModelConfig refuses the length before any memory is profiled
+        layers, available = workers[0]
+        need = needed_bytes(spec, layers, max_model_len, page, block, max_num_batched_tokens)
+        return VllmStartup(max_model_len=max_model_len, needed_kv_bytes=need, available_kv_bytes=available, refusal=why)
     tightest = None
     for layers, available in workers:
         need = needed_bytes(spec, layers, max_model_len, page, block, max_num_batched_tokens)

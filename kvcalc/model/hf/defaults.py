@@ -111,6 +111,9 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "mllama_text_model": {"tie_word_embeddings": False},
     "nemotron_h": {"tie_word_embeddings": False},
     "chatglm": {"tie_word_embeddings": False},
+    # FalconConfig's max_position_embeddings (2,048): Falcon-7B / 40B's config.json has none, and the engines'
+    # getattr finds the class default
+    "falcon": {"max_position_embeddings": 2048},
     "qwen": {"tie_word_embeddings": False},
     # Exaone4Config (transformers 5.25): sliding_window 4096 and, without layer_types, every 4th layer full
     # attention (sliding_window_pattern 4, or spelled out as "LLLG").

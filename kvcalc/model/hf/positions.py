@@ -1,17 +1,22 @@
-"""The longest request vLLM serves a config.json with by default (its max_model_len when none is given).
+"""The longest request each engine takes for a config.json, as the engine reads it (Checkpoint.lengths).
 
-vLLM 0.19 derives it from the config, not from max_position_embeddings alone:
+vLLM 0.19 (its max_model_len):
 - vllm/transformers_utils/model_arch_config_convertor.py, derive_max_model_len_and_key: the smallest of the
   length keys the text config has (OPT's max_position_embeddings, GPT-2's n_positions, MPT's max_seq_len,
   ChatGLM's seq_length, Whisper's max_target_positions, max_sequence_length, max_seq_length, seq_len), except
   that Command-R's model_max_length, where given, is taken as it is;
 - vllm/config/model.py, _get_and_verify_max_len: 2,048 where no key is found; then, except for Gemma 3, each
   RoPE setting's `factor` multiplies it unless its rope_type is su / longrope / llama3, and YaRN starts from
-  its original_max_position_embeddings; a LongRoPE model (Phi-3 / Phi-3.5 / Phi-4-mini 128k) defaults to its
-  original_max_position_embeddings instead, the short table's length.
+  its original_max_position_embeddings. That is the longest --max-model-len vLLM accepts (longer: a ValueError
+  unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1). Its default is the same, except that a LongRoPE model (Phi-3 / 3.5 /
+  Phi-4-mini 128k) defaults to its original_max_position_embeddings, the short table's length.
+Not read: tokenizer_config.json's model_max_length, which vLLM also takes the smaller of (kvcalc reads
+config.json alone).
 
-Not read here: tokenizer_config.json's model_max_length, which vLLM also takes the smaller of (kvcalc reads
-config.json alone); a user's --max-model-len (kvcalc's --seq) replaces the default anyway.
+SGLang 0.4.6 to 0.5.23 (hf_transformers_utils get_context_length): the first of max_sequence_length, seq_length,
+max_seq_len, model_max_length, max_position_embeddings (2,048 if none), times rope_scaling's factor unless the
+setting has original_max_position_embeddings or is llama3. A --context-length beyond it is a ValueError from 0.5.1
+(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN then defaults to false; before, to true: a warning).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 # derive_max_model_len_and_key's keys, in its order
-LENGTH_KEYS = (
+VLLM_KEYS = (
     "max_position_embeddings",
     "n_positions",
     "max_seq_len",
@@ -30,15 +35,20 @@ LENGTH_KEYS = (
     "max_seq_length",
     "seq_len",
 )
+SGLANG_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 # The context the model was trained for, as kvcalc reads it (ModelSpec.max_position_embeddings): Cohere's
 # model_max_length where given (Command-R v01: 131,072 beside a max_position_embeddings of 8,192), else the first of these
 TRAINED_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
-NO_KEY_LENGTH = 2048  # _get_and_verify_max_len's default, with a warning, where the config has none of the keys
+NO_KEY_LENGTH = 2048  # both engines' length where the config has none of their keys
 UNSCALED = ("su", "longrope", "llama3")  # rope types whose factor vLLM does not apply to the length
 
 
 def _length(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _number(value: Any, default: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
 def trained_length(text: dict[str, Any]) -> int | None:
@@ -61,26 +71,68 @@ def _rope_settings(raw: dict[str, Any], text: dict[str, Any]) -> list[dict[str, 
     return out
 
 
-def vllm_max_model_len(raw: dict[str, Any], text: dict[str, Any]) -> int:
-    """vLLM 0.19's default max_model_len for this config (`raw` the whole config.json, `text` its text model's
-    fields with their class defaults)."""
-    found = [v for k in LENGTH_KEYS if (v := _length(text.get(k))) is not None]
-    derived: float = min(found) if found else NO_KEY_LENGTH
+def vllm_lengths(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int | None, str | None]:
+    """(vLLM 0.19's default max_model_len, the longest it accepts, the key its refusal names) for this config:
+    `raw` the whole config.json, `text` its text model's fields with their class defaults. Where the config has
+    none of the keys, vLLM takes any --max-model-len (_get_and_verify_max_len returns it) and defaults to 2,048:
+    no longest (None)."""
+    derived: float = float("inf")
+    key = None
+    for k in VLLM_KEYS:
+        if (v := _length(text.get(k))) is not None and v < derived:
+            derived, key = v, k
     if (given := _length(text.get("model_max_length"))) is not None:
-        derived = given
+        derived, key = given, "model_max_length"
+    if derived == float("inf"):
+        return NO_KEY_LENGTH, None, None
     settings = _rope_settings(raw, text)
     model_types = f"{raw.get('model_type', '')} {text.get('model_type', '')}"
     if settings and "gemma3" not in model_types:
-        factor: float = 1.0
+        factor = 1.0
         for s in settings:
             if s["rope_type"] not in UNSCALED:
-                f = s.get("factor", factor)
-                factor = f if isinstance(f, (int, float)) and not isinstance(f, bool) else 1.0
+                factor = _number(s.get("factor", factor), 1.0)  # a null factor: vLLM falls back to 1
                 original = s.get("original_max_position_embeddings") or text.get("original_max_position_embeddings")
                 if s["rope_type"] == "yarn" and (original := _length(original)):
                     derived = original
         derived *= factor
+    limit = int(derived)
     if any(s["rope_type"] == "longrope" for s in settings):
         original = _length(text.get("original_max_position_embeddings") or raw.get("original_max_position_embeddings"))
-        return original or int(derived)
-    return int(derived)
+        return original or limit, limit, key
+    return limit, limit, key
+
+
+def sglang_context_length(text: dict[str, Any]) -> int:
+    """SGLang's derived context_length for this config (get_context_length, 0.4.6 to 0.5.23)."""
+    scaling = text.get("rope_scaling")
+    factor = 1.0
+    if isinstance(scaling, dict) and scaling:
+        factor = _number(scaling.get("factor", 1), 1.0)
+        if (
+            "original_max_position_embeddings" in scaling
+            or (scaling.get("rope_type") or scaling.get("type")) == "llama3"
+        ):
+            factor = 1.0
+    value = next((v for k in SGLANG_KEYS if (v := _length(text.get(k))) is not None), None)
+    return int(factor * value) if value is not None else NO_KEY_LENGTH
+
+
+def engine_lengths(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, Any]:
+    """What the engines take beyond the trained length (model/quant.EngineLengths' fields), empty where every
+    engine takes that."""
+    if "max_position_embeddings" not in text and (n := _length(text.get("n_positions"))):
+        # GPT-2, GPTBigCode, GPT-J, CodeGen: transformers' attribute_map answers max_position_embeddings with
+        # n_positions, so both engines' getattr find it under that name
+        text = {**text, "max_position_embeddings": n}
+    trained = trained_length(text)
+    default, limit, key = vllm_lengths(raw, text)
+    sglang = sglang_context_length(text)
+    lengths = {
+        "vllm_default": None if default == trained else default,
+        "vllm_limit": None if limit == default else limit,
+        "vllm_any_length": limit is None,
+        "vllm_key": None if key in (None, "max_position_embeddings") else key,
+        "sglang": None if sglang == trained else sglang,
+    }
+    return {k: v for k, v in lengths.items() if v}
