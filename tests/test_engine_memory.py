@@ -77,3 +77,18 @@ def test_the_python_apis_roofline_asks_the_engine_alike():
 
     r = kvcalc.roofline("llama-3-70b", "h100", tp=2, batch="1..16", seq=8192, engine="sglang")
     assert not any(row.fits for row in r.rows) and "SGLang 0.5.5 would not start" in r.warnings[-1]
+
+
+def test_sequences_past_the_context_the_engine_derives_are_not_said_to_fit():
+    # Llama-3-8B's config gives 8,192 positions: vLLM 0.19 and SGLang 0.5.5 refuse a longer --max-model-len /
+    # --context-length before loading anything; TensorRT-LLM's pool is not asked about the length here
+    for engine, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        g = _static("llama-3-8b", "--gpu", "h100", "--prompt", "8k", "--new", "1k", "--batch", "2", "--engine", engine)
+        assert not g["fits"]
+        assert (
+            f"9,216-token sequences: they are past the 8,192 tokens {name} derives for llama-3-8b" in g["memory_note"]
+        )
+        ok = _static("llama-3-8b", "--gpu", "h100", "--prompt", "7k", "--new", "1k", "--batch", "2", "--engine", engine)
+        assert ok["fits"]
+    rows = run_json("roofline", "llama-3-8b", "--gpu", "h100", "--engine", "vllm", "--seq", "4k,16k", "--batch", "1")
+    assert [r["fits"] for r in rows["rows"]] == [True, False]

@@ -172,13 +172,22 @@ def test_engines_commands():
         (["--users", "4", "--price", "h100"], "is not GPU=USD/h"),
         (["--users", "4", "--tpot-ms", "0"], "--tpot-ms must be a positive"),
         # past the model's 131,072 positions vLLM refuses the --max-model-len (vllm/config/model.py)
-        (["--users", "4", "--seq", "256k"], "past llama-3.1-8b's max_position_embeddings (131,072)"),
+        (["--users", "4", "--seq", "256k"], "past the 131,072 tokens vLLM derives for llama-3.1-8b"),
     ],
 )
 def test_bad_input_is_one_line(args, words):
     result = run("plan", "llama-3.1-8b", "--seq", "8k", *args, "-f", "json")
     assert result.exit_code == 2 and result.stdout == ""
     assert words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_refuses_a_context_past_the_engines_own_reading_of_the_config():
+    # Qwen-72B (v1): max_position_embeddings 32,768 but seq_length 8,192, which vLLM (the smallest length key)
+    # and SGLang (seq_length before max_position_embeddings) both derive; TensorRT-LLM reads max_position_embeddings
+    for engine in ("vllm", "sglang"):
+        result = run("plan", "qwen-72b", "--seq", "16k", "--users", "4", "--engine", engine, "-f", "json")
+        assert result.exit_code == 2 and result.stdout == ""
+        assert "past the 8,192 tokens" in result.stderr and "(--seq 8,192 or less)" in result.stderr
 
 
 def test_help_names_the_default_gpus():

@@ -52,3 +52,7 @@ def engine_name(text: str, nearest: bool = True) -> tuple[str, str | None]:
         f"unknown engine '{text}'",
         hint=f"one of {', '.join(ENGINES)} (lmdeploy is read as trtllm, tgi as vllm, ollama as llamacpp)",
     )
+
+
+# Each modelled engine's own name, by the name --engine takes
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp"}

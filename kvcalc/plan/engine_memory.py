@@ -27,6 +27,43 @@ def engine_refusal(
     return _refusal(engine, batch, prompt + new, _limits(spec, gpu, dep, engine, dtype, kv_dtype, prompt, new))
 
 
+# the variable that lets each engine start with a longer context than it derives from config.json
+LONGER_CONTEXT_ENV = {
+    "vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+    "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+}
+
+
+def longest_context(spec: ModelSpec, engine: str) -> int | None:
+    """The longest context `engine` starts with for this model, as it derives it from config.json (vLLM 0.19's
+    max_model_len check, SGLang's context_length from 0.5.1, TensorRT-LLM's max_position_embeddings); None: any
+    (llama.cpp warns of a context past n_ctx_train, and runs it)."""
+    if engine == "vllm":
+        from kvcalc.engines.vllm.startup import longest_model_len
+
+        return longest_model_len(spec)
+    if engine == "sglang":
+        from kvcalc.engines.sglang.release import config_context_len
+
+        return config_context_len(spec)
+    return spec.max_position_embeddings if engine == "trtllm" else None
+
+
+def context_refusal(spec: ModelSpec, engine: str, tokens: int) -> str | None:
+    """Why `engine` would not start for `tokens`-token sequences: past the context it derives from config.json."""
+    from kvcalc.engines.names import ENGINE_NAMES
+
+    longest = longest_context(spec, engine)
+    if not longest or tokens <= longest:
+        return None
+    what = "max_position_embeddings" if longest == spec.max_position_embeddings else "config.json (as it reads it)"
+    unless = f" unless {LONGER_CONTEXT_ENV[engine]}" if engine in LONGER_CONTEXT_ENV else ""
+    return (
+        f"past the {longest:,} tokens {ENGINE_NAMES[engine]} derives for {spec.name} from its {what}: it refuses a "
+        f"longer context{unless}"
+    )
+
+
 def engine_rows(
     result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, dtype: str | None,
     pool: bool = True,
@@ -57,6 +94,9 @@ def _limits(
 ) -> tuple | str:
     """(Limits, pool text) of the engine on the deployment, or why it would not start (serving_limits' words)."""
     from kvcalc.plan.serve_report import serving_limits
+
+    if why := context_refusal(spec, engine.lower(), prompt + new):
+        return f"it would not start for {prompt + new:,}-token sequences: they are {why}"
 
     try:
         return serving_limits(

@@ -37,9 +37,10 @@ def plan_from_inputs(
     """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
     a PlanResult, as `--format json` prints it. gpu: names ('h100,h200' or a list) or GpuSpecs (default
     DEFAULT_GPUS); price: {"h200": 3.5}, "h200=3.5" or a list of them; the rest as the command's options."""
+    from kvcalc.engines.names import ENGINE_NAMES
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.inputs import resolve
-    from kvcalc.plan.planner import DEFAULT_GPUS, ENGINE_NAMES, MAX_GPUS, plan
+    from kvcalc.plan.planner import DEFAULT_GPUS, MAX_GPUS, plan
     from kvcalc.plan.price import parse_prices
     from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_fraction
 
@@ -71,16 +72,11 @@ def plan_from_inputs(
 
         if is_gguf_ref(model):  # each quant file an option, judged by llama.cpp's own buffers
             return _gguf_plan(model, length, users, p, n, tpot_ms, ttft_ms, gpu, max_gpus, prices, dtypes, kvs)
+    from kvcalc.plan.engine_memory import context_refusal, longest_context
+
     spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
-    trained = spec.max_position_embeddings
-    if trained and length > trained and engine != "llamacpp":
-        env = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"}
-        unless = f" unless {env[engine]}" if engine in env else ""
-        raise UsageError(
-            f"--seq {length:,} is past {spec.name}'s max_position_embeddings ({trained:,}): "
-            f"{ENGINE_NAMES[engine]} refuses a longer context{unless}",
-            hint=f"--seq {trained:,} or less",
-        )
+    if why := context_refusal(spec, engine, length):
+        raise UsageError(f"--seq {length:,} is {why}", hint=f"--seq {longest_context(spec, engine):,} or less")
     items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
     gpus = []
     for item in items:  # names ('a,b' too) or GpuSpec objects

@@ -10,6 +10,7 @@ across nodes; MoE models also with expert parallelism (ep = tp) and DP attention
 them; with vLLM and SGLang also data-parallel replicas of a smaller layout, the users split among them. Per (GPU, dtypes, layout kind) the counts stop one past the first that meets the goals: at a
 fixed number of users more GPUs cost more per token."""
 
+from kvcalc.engines.names import ENGINE_NAMES
 from kvcalc.plan.closed_loop import PlanEstimate, scaled
 from kvcalc.results import Result
 from kvcalc.units import DEFAULT_GPU_UTIL
@@ -18,7 +19,6 @@ DEFAULT_GPUS = ("h100", "h200", "b200", "mi300x", "a100", "l40s")
 COUNTS = (1, 2, 4, 8, 16)
 MAX_GPUS = 16
 BLOCK_TOKENS = {"vllm": 16, "trtllm": 32}  # KV block sizes by default (vLLM --block-size, TRT-LLM tokens_per_block)
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp"}
 
 
 # NOTE: no `from __future__ import annotations`: Pydantic would compile each annotation string.
