@@ -81,8 +81,8 @@ def test_the_python_apis_roofline_asks_the_engine_alike():
 
 def test_sequences_past_the_context_the_engine_derives_are_not_said_to_fit():
     # Llama-3-8B's config gives 8,192 positions: vLLM 0.19 and SGLang 0.5.5 refuse a longer --max-model-len /
-    # --context-length before loading anything; TensorRT-LLM's pool is not asked about the length here
-    for engine, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
+    # --context-length before loading anything; TensorRT-LLM cuts its max_seq_len to 8,192 and rejects longer requests
+    for engine, name in (("vllm", "vLLM"), ("sglang", "SGLang"), ("trtllm", "TensorRT-LLM")):
         g = _static("llama-3-8b", "--gpu", "h100", "--prompt", "8k", "--new", "1k", "--batch", "2", "--engine", engine)
         assert not g["fits"]
         assert (

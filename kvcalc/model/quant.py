@@ -132,6 +132,7 @@ class EngineLengths(BaseModel):
     vllm_any_length: bool = False  # no length key at all: vLLM takes any --max-model-len (its default 2,048)
     vllm_key: str | None = None  # the config key vLLM derives it from, where not max_position_embeddings
     sglang: int | None = None  # SGLang's derived context_length
+    trtllm: int | None = None  # TensorRT-LLM's inferred max_seq_len
 
 
 class Checkpoint(BaseModel):

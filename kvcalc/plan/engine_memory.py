@@ -36,7 +36,7 @@ LONGER_CONTEXT_ENV = {
 
 def longest_context(spec: ModelSpec, engine: str) -> int | None:
     """The longest context `engine` starts with for this model, as it derives it from config.json (vLLM 0.19's
-    max_model_len check, SGLang's context_length from 0.5.1, TensorRT-LLM's max_position_embeddings); None: any
+    max_model_len check, SGLang's context_length from 0.5.1, TensorRT-LLM's inferred max_seq_len); None: any
     (llama.cpp warns of a context past n_ctx_train, and runs it)."""
     if engine == "vllm":
         from kvcalc.engines.vllm.startup import longest_model_len
@@ -46,22 +46,25 @@ def longest_context(spec: ModelSpec, engine: str) -> int | None:
         from kvcalc.engines.sglang.release import config_context_len
 
         return config_context_len(spec)
-    return spec.max_position_embeddings if engine == "trtllm" else None
+    if engine == "trtllm":
+        lengths = spec.checkpoint.lengths if spec.checkpoint else None
+        return (lengths.trtllm if lengths else None) or spec.max_position_embeddings
+    return None
 
 
 def context_refusal(spec: ModelSpec, engine: str, tokens: int) -> str | None:
-    """Why `engine` would not start for `tokens`-token sequences: past the context it derives from config.json."""
+    """Why `engine` would not serve `tokens`-token sequences: past the context it derives from config.json."""
     from kvcalc.engines.names import ENGINE_NAMES
 
     longest = longest_context(spec, engine)
     if not longest or tokens <= longest:
         return None
     what = "max_position_embeddings" if longest == spec.max_position_embeddings else "config.json (as it reads it)"
-    unless = f" unless {LONGER_CONTEXT_ENV[engine]}" if engine in LONGER_CONTEXT_ENV else ""
-    return (
-        f"past the {longest:,} tokens {ENGINE_NAMES[engine]} derives for {spec.name} from its {what}: it refuses a "
-        f"longer context{unless}"
-    )
+    if engine in LONGER_CONTEXT_ENV:
+        does = f"it refuses a longer context unless {LONGER_CONTEXT_ENV[engine]}"
+    else:  # TensorRT-LLM starts, its max_seq_len cut to the model's (a warning), and rejects longer requests
+        does = "it cuts max_seq_len to that and rejects longer requests"
+    return f"past the {longest:,} tokens {ENGINE_NAMES[engine]} derives for {spec.name} from its {what}: {does}"
 
 
 def engine_rows(
@@ -96,7 +99,7 @@ def _limits(
     from kvcalc.plan.serve_report import serving_limits
 
     if why := context_refusal(spec, engine.lower(), prompt + new):
-        return f"it would not start for {prompt + new:,}-token sequences: they are {why}"
+        return f"it would not serve {prompt + new:,}-token sequences: they are {why}"
 
     try:
         return serving_limits(

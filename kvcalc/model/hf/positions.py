@@ -13,6 +13,9 @@ vLLM 0.19 (its max_model_len):
 Not read: tokenizer_config.json's model_max_length, which vLLM also takes the smaller of (kvcalc reads
 config.json alone).
 
+TensorRT-LLM (trtllm_max_seq_len): max_position_embeddings times a RoPE factor; it cuts a longer max_seq_len to that
+and starts.
+
 SGLang 0.4.6 to 0.5.23 (hf_transformers_utils get_context_length): the first of max_sequence_length, seq_length,
 max_seq_len, model_max_length, max_position_embeddings (2,048 if none), times rope_scaling's factor unless the
 setting has original_max_position_embeddings or is llama3. A --context-length beyond it is a ValueError from 0.5.1
@@ -21,6 +24,7 @@ setting has original_max_position_embeddings or is llama3. A --context-length be
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 # derive_max_model_len_and_key's keys, in its order
@@ -41,6 +45,7 @@ SGLANG_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_le
 TRAINED_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
 NO_KEY_LENGTH = 2048  # both engines' length where the config has none of their keys
 UNSCALED = ("su", "longrope", "llama3")  # rope types whose factor vLLM does not apply to the length
+TRT_UNSCALED = ("su", "longrope", "llama3", "yarn")  # and TensorRT-LLM's
 
 
 def _length(value: Any) -> int | None:
@@ -118,6 +123,17 @@ def sglang_context_length(text: dict[str, Any]) -> int:
     return int(factor * value) if value is not None else NO_KEY_LENGTH
 
 
+def trtllm_max_seq_len(text: dict[str, Any]) -> int:
+    """TensorRT-LLM's inferred max_seq_len (_torch/models/modeling_utils.py infer_max_seq_len, after the builder's
+    _init_max_seq_len): max_position_embeddings (2,048 if none) times rope_scaling's factor unless su / longrope /
+    llama3 / yarn. A longer --max_seq_len is cut to it with a warning (model_engine._init_max_seq_len)."""
+    scaling = text.get("rope_scaling")
+    factor = 1.0
+    if isinstance(scaling, dict) and (scaling.get("type") or scaling.get("rope_type")) not in TRT_UNSCALED:
+        factor = _number(scaling.get("factor", 1.0), 1.0)
+    return math.ceil((_length(text.get("max_position_embeddings")) or NO_KEY_LENGTH) * factor)
+
+
 def engine_lengths(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, Any]:
     """What the engines take beyond the trained length (model/quant.EngineLengths' fields), empty where every
     engine takes that."""
@@ -128,11 +144,13 @@ def engine_lengths(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, Any]:
     trained = trained_length(text)
     default, limit, key = vllm_lengths(raw, text)
     sglang = sglang_context_length(text)
+    trtllm = trtllm_max_seq_len(text)
     lengths = {
         "vllm_default": None if default == trained else default,
         "vllm_limit": None if limit == default else limit,
         "vllm_any_length": limit is None,
         "vllm_key": None if key in (None, "max_position_embeddings") else key,
         "sglang": None if sglang == trained else sglang,
+        "trtllm": None if trtllm == trained else trtllm,
     }
     return {k: v for k, v in lengths.items() if v}
