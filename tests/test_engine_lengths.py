@@ -57,3 +57,15 @@ def test_a_spec_keeps_only_the_lengths_that_differ():
     assert qwen.max_position_embeddings == 32768
     lengths = qwen.checkpoint.lengths
     assert (lengths.vllm_default, lengths.vllm_key, lengths.sglang, lengths.trtllm) == (8192, "seq_length", 8192, None)
+
+
+def test_lengths_are_whole_positive_numbers_and_model_max_length_is_cohere_s_alone():
+    from kvcalc.model.hf.positions import trained_length, vllm_lengths
+
+    assert trained_length(LLAMA | {"max_position_embeddings": 4096.0}) == 4096
+    assert trained_length(LLAMA | {"max_position_embeddings": float("inf")}) is None
+    assert trained_length(LLAMA | {"max_position_embeddings": True, "seq_length": 2048}) == 2048
+    # a tokenizer's model_max_length pasted into config.json is not the trained context, except Cohere's own field
+    huge = LLAMA | {"model_max_length": 10**30}
+    assert trained_length(huge) == 4096 and vllm_lengths(huge, huge)[0] == 10**30  # vLLM takes it all the same
+    assert trained_length(LLAMA | {"model_type": "cohere", "model_max_length": 131072}) == 131072

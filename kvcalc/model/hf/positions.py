@@ -43,13 +43,19 @@ SGLANG_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_le
 # The context the model was trained for, as kvcalc reads it (ModelSpec.max_position_embeddings): Cohere's
 # model_max_length where given (Command-R v01: 131,072 beside a max_position_embeddings of 8,192), else the first of these
 TRAINED_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+COHERE_TYPES = ("cohere", "aya_vision")  # Command-R, Command-R7B / A (cohere2), Aya Vision
 NO_KEY_LENGTH = 2048  # both engines' length where the config has none of their keys
 UNSCALED = ("su", "longrope", "llama3")  # rope types whose factor vLLM does not apply to the length
 TRT_UNSCALED = ("su", "longrope", "llama3", "yarn")  # and TensorRT-LLM's
 
 
 def _length(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    """A positive whole number of tokens (4096.0 read as 4096, as the engines' arithmetic takes it), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        return None
+    if value != int(value):
+        return None
+    return int(value)
 
 
 def _number(value: Any, default: float) -> float:
@@ -58,7 +64,8 @@ def _number(value: Any, default: float) -> float:
 
 def trained_length(text: dict[str, Any]) -> int | None:
     """Cohere's model_max_length, else the first of TRAINED_KEYS the text config gives."""
-    keys = ("model_max_length", *TRAINED_KEYS)
+    cohere = str(text.get("model_type", "")).startswith(COHERE_TYPES)
+    keys = ("model_max_length", *TRAINED_KEYS) if cohere else TRAINED_KEYS
     return next((v for k in keys if (v := _length(text.get(k))) is not None), None)
 
 
