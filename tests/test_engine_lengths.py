@@ -6,9 +6,9 @@ import json
 import pytest
 from conftest import FIXTURES
 
+from kvcalc.engines.lengths import context_refusal, longest_context
 from kvcalc.model.hf.positions import trtllm_max_seq_len
 from kvcalc.model.hf.reader import spec_from_config
-from kvcalc.plan.engine_memory import context_refusal, longest_context
 
 
 def _fixture(name: str) -> dict:

@@ -414,7 +414,8 @@ def test_a_context_beyond_the_configs_is_refused_from_0_5_1():
 def test_sglangs_context_length_is_read_as_sglang_reads_the_config(fixture, length):
     from conftest import FIXTURES
 
+    from kvcalc.engines.lengths import config_context_len
     from kvcalc.model.hf.reader import spec_from_config
 
     raw = json.loads((FIXTURES / "real_configs" / fixture).read_text())
-    assert rel.config_context_len(spec_from_config(raw, "x", "test")) == length
+    assert config_context_len(spec_from_config(raw, "x", "test")) == length

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kvcalc.cost.roofline import RooflineResult
 from kvcalc.cost.step import Deployment
+from kvcalc.engines.lengths import context_refusal
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -25,46 +26,6 @@ def engine_refusal(
     if engine is None or engine.lower() not in ENGINES:
         return None
     return _refusal(engine, batch, prompt + new, _limits(spec, gpu, dep, engine, dtype, kv_dtype, prompt, new))
-
-
-# the variable that lets each engine start with a longer context than it derives from config.json
-LONGER_CONTEXT_ENV = {
-    "vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
-    "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-}
-
-
-def longest_context(spec: ModelSpec, engine: str) -> int | None:
-    """The longest context `engine` starts with for this model, as it derives it from config.json (vLLM 0.19's
-    max_model_len check, SGLang's context_length from 0.5.1, TensorRT-LLM's inferred max_seq_len); None: any
-    (llama.cpp warns of a context past n_ctx_train, and runs it)."""
-    if engine == "vllm":
-        from kvcalc.engines.vllm.startup import longest_model_len
-
-        return longest_model_len(spec)
-    if engine == "sglang":
-        from kvcalc.engines.sglang.release import config_context_len
-
-        return config_context_len(spec)
-    if engine == "trtllm":
-        lengths = spec.checkpoint.lengths if spec.checkpoint else None
-        return (lengths.trtllm if lengths else None) or spec.max_position_embeddings
-    return None
-
-
-def context_refusal(spec: ModelSpec, engine: str, tokens: int) -> str | None:
-    """Why `engine` would not serve `tokens`-token sequences: past the context it derives from config.json."""
-    from kvcalc.engines.names import ENGINE_NAMES
-
-    longest = longest_context(spec, engine)
-    if not longest or tokens <= longest:
-        return None
-    what = "max_position_embeddings" if longest == spec.max_position_embeddings else "config.json (as it reads it)"
-    if engine in LONGER_CONTEXT_ENV:
-        does = f"it refuses a longer context unless {LONGER_CONTEXT_ENV[engine]}"
-    else:  # TensorRT-LLM starts, its max_seq_len cut to the model's (a warning), and rejects longer requests
-        does = "it cuts max_seq_len to that and rejects longer requests"
-    return f"past the {longest:,} tokens {ENGINE_NAMES[engine]} derives for {spec.name} from its {what}: {does}"
 
 
 def engine_rows(

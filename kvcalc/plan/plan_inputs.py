@@ -72,7 +72,7 @@ def plan_from_inputs(
 
         if is_gguf_ref(model):  # each quant file an option, judged by llama.cpp's own buffers
             return _gguf_plan(model, length, users, p, n, tpot_ms, ttft_ms, gpu, max_gpus, prices, dtypes, kvs)
-    from kvcalc.plan.engine_memory import context_refusal, longest_context
+    from kvcalc.engines.lengths import context_refusal, longest_context
 
     spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
     if why := context_refusal(spec, engine, length):

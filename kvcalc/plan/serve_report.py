@@ -389,6 +389,10 @@ def serve_report(
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
     warnings = refusal_warnings(engine, gpu.name, spec, dtype) + ([too_long] if too_long else [])
+    from kvcalc.engines.lengths import context_refusal
+
+    if why := context_refusal(spec, engine, prompt + new):  # the server would not take such requests at all
+        warnings.append(f"the engine would not serve requests of {prompt + new:,} tokens: they are {why}")
     held = min(limits.pool_holds(prompt + new), limits.max_num_seqs)  # whole requests at once
     if concurrency is not None and concurrency > held:
         warnings.append(f"the engine holds {held:,} requests of {prompt + new:,} tokens at once ({pool}): "

@@ -17,6 +17,7 @@ import math
 
 from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
 from kvcalc.engines.fp32 import sglang_gate_bytes
+from kvcalc.engines.lengths import config_context_len
 from kvcalc.engines.runtime import (
     CUDA_CONTEXT_BYTES,
     SGLANG_TP_INIT_NVLS_BYTES,
@@ -307,7 +308,7 @@ def predict(
         full = int(total_tokens / (SWA_FULL_TOKENS_RATIO * len(swa_layers) + len(full_layers)))
         swa_tokens = int(full * SWA_FULL_TOKENS_RATIO)
         tokens = full
-    derived = rel.config_context_len(spec)
+    derived = config_context_len(spec)
     context_len = settings.context_len or derived or seq
     refusal = rel.context_refusal(version, settings.context_len, derived)  # before any memory is profiled
     if tokens <= 0 and refusal is None:

@@ -18,7 +18,6 @@ import re
 
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
-from kvcalc.model.spec import ModelSpec
 
 DEFAULT_RELEASE = "0.5.5"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
@@ -177,12 +176,6 @@ def refusal(release: tuple[int, int, int], fraction: float, available_gib: float
 
 # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN defaults to false from 0.5.1 (0.4.6 - 0.5.0rc2: true, a warning)
 CONTEXT_REFUSED_FROM = (0, 5, 1)
-
-
-def config_context_len(spec: ModelSpec) -> int | None:
-    """The context_length SGLang derives from the model's config.json (model/hf/positions.py), where known."""
-    lengths = spec.checkpoint.lengths if spec.checkpoint else None
-    return (lengths.sglang if lengths else None) or spec.max_position_embeddings
 
 
 def context_refusal(release: tuple[int, int, int], given: int | None, derived: int | None) -> str | None:

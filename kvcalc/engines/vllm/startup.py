@@ -16,6 +16,7 @@ and when needed > available it raises ValueError with the largest max_model_len 
 
 import math
 
+from kvcalc.engines.lengths import longest_model_len
 from kvcalc.errors import SpecError
 from kvcalc.model.spec import LayerKind, ModelSpec
 from kvcalc.results import Result
@@ -47,17 +48,6 @@ def default_max_model_len(spec: ModelSpec) -> int:
             f"{spec.name} has no max_position_embeddings, so vLLM's default max_model_len is unknown",
             hint="give --seq (vLLM's --max-model-len)",
         )
-    return spec.max_position_embeddings
-
-
-def longest_model_len(spec: ModelSpec) -> int | None:
-    """The longest --max-model-len vLLM 0.19 accepts for the model (_get_and_verify_max_len; longer is a
-    ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); None where kvcalc does not know it."""
-    lengths = spec.checkpoint.lengths if spec.checkpoint else None
-    if lengths and lengths.vllm_any_length:
-        return None
-    if lengths and (lengths.vllm_limit or lengths.vllm_default):
-        return lengths.vllm_limit or lengths.vllm_default
     return spec.max_position_embeddings
 
 
