@@ -69,3 +69,13 @@ def test_lengths_are_whole_positive_numbers_and_model_max_length_is_cohere_s_alo
     huge = LLAMA | {"model_max_length": 10**30}
     assert trained_length(huge) == 4096 and vllm_lengths(huge, huge)[0] == 10**30  # vLLM takes it all the same
     assert trained_length(LLAMA | {"model_type": "cohere", "model_max_length": 131072}) == 131072
+
+
+def test_fits_largest_context_stops_where_the_engine_does():
+    from conftest import run_json
+
+    # Qwen-72B (v1): vLLM and SGLang take 8,192 (seq_length), TensorRT-LLM 32,768 (max_position_embeddings)
+    for engine, longest in (("vllm", 8192), ("sglang", 8192), ("trtllm", 32768)):
+        d = run_json("fit", "qwen-72b", "--gpu", "h200", "--tp", "8", "--engine", engine, "--seq", "4k")
+        assert d["max_seq"] == longest and d["max_seq_memory"] > 300_000
+        assert (d["max_seq_limit"] is not None) == (engine != "trtllm")

@@ -69,6 +69,8 @@ class FitResult(Result):
     max_concurrency: float
     # What memory alone allows at this batch, above the model's maximum context or not (None: unbounded).
     max_seq_memory: int | None = None
+    # Where max_seq is cut at the longest context the engine named takes, not max_position_embeddings: whose it is
+    max_seq_limit: str | None = None
     # Whose definition kv_capacity_tokens and max_concurrency follow: "kvcalc", or the engine named ("vLLM 0.19").
     capacity_basis: str = "kvcalc"
     weight_format: str = ""  # the weights' formats as a label, a mix named as one ("mxfp4 experts + bf16")
@@ -233,9 +235,10 @@ def fit_report(
     return result
 
 
-def capped_context(spec: ModelSpec, memory_seq: int | None) -> int | None:
-    """The largest context a request may have: what memory holds, never above max_position_embeddings."""
-    limit = spec.max_position_embeddings
+def capped_context(spec: ModelSpec, memory_seq: int | None, longest: int | None = None) -> int | None:
+    """The largest context a request may have: what memory holds, never above max_position_embeddings (or
+    `longest`, the longest the engine takes for the model: engines/lengths.longest_context)."""
+    limit = longest or spec.max_position_embeddings
     if limit is None:
         return memory_seq
     return limit if memory_seq is None else min(memory_seq, limit)
@@ -250,12 +253,15 @@ def adopt_engine_capacity(
     spec: ModelSpec,
     held_at: Callable[[int], int],
     context: bool = True,
+    engine: str | None = None,
 ) -> None:
     """One capacity and one concurrency per answer: when an engine is named, its own (its pool, its
     blocks per request) replace kvcalc's, and `capacity_basis` says whose they are. `held_at(s)`: the
     requests of s tokens the engine's pool holds at once, its cap on running requests included (monotone in s);
     the row's fits, largest batch and (with `context`) largest context at its batch become the engine's too,
-    so that every memory answer on the sheet is the one the verdict gives."""
+    so that every memory answer on the sheet is the one the verdict gives; `engine` ("vllm", ...): the largest
+    context stops at the longest it takes for the model (engines/lengths.longest_context)."""
+    longest = engine_limit(result, spec, engine)
     result.kv_capacity_tokens = kv_tokens
     result.max_concurrency = concurrency
     result.capacity_basis = basis
@@ -268,7 +274,22 @@ def adopt_engine_capacity(
             if held_at(MAX_SEARCH_SEQ) >= batch
             else largest_satisfying(MAX_SEARCH_SEQ, lambda s: held_at(s) >= batch)
         )
-        result.max_seq_memory, result.max_seq = memory, capped_context(spec, memory)
+        result.max_seq_memory, result.max_seq = memory, capped_context(spec, memory, longest)
+
+
+def engine_limit(result: FitResult, spec: ModelSpec, engine: str | None) -> int | None:
+    """The longest context `engine` takes for the model where it is not max_position_embeddings (None: that one),
+    naming it on the result (max_seq_limit)."""
+    if engine is None:
+        return None
+    from kvcalc.engines.lengths import longest_context
+    from kvcalc.engines.names import ENGINE_NAMES
+
+    longest = longest_context(spec, engine)
+    if longest is None or longest == spec.max_position_embeddings:
+        return None
+    result.max_seq_limit = f"the longest {ENGINE_NAMES[engine]} takes for this config"
+    return longest
 
 
 def _slo_figures(slo) -> str:  # noqa: ANN001

@@ -64,7 +64,7 @@ def fit_rows(
     from kvcalc.cost.fabric import node_warnings, nodes_spanned
     from kvcalc.cost.step import stages
     from kvcalc.plan import vllm_fit
-    from kvcalc.plan.fit import adopt_engine_capacity, capped_context, fit_report, verdict
+    from kvcalc.plan.fit import adopt_engine_capacity, capped_context, engine_limit, fit_report, verdict
 
     terms = None
     accounting = "kvcalc: --reserve as given"
@@ -143,11 +143,13 @@ def fit_rows(
                 one = result.batch == 1
                 if one:
                     mem = vllm_fit.largest_context(spec, terms, kv_logged, v, max_batched_tokens)
-                    result.max_seq_memory, result.max_seq = mem, capped_context(spec, mem)
+                    longest = engine_limit(result, spec, "vllm")
+                    result.max_seq_memory, result.max_seq = mem, capped_context(spec, mem, longest)
                 basis = f"vLLM {v.version}"
                 adopt_engine_capacity(
-                    result, basis, v.kv_cache_tokens, v.max_concurrency, spec=spec, held_at=held_at, context=not one
-                )
+                    result, basis, v.kv_cache_tokens, v.max_concurrency, spec=spec, held_at=held_at, context=not one,
+                    engine="vllm",
+                )  # fmt: skip
             if pool == "trtllm":
                 from kvcalc.plan import trtllm_fit
 
@@ -161,9 +163,13 @@ def fit_rows(
                 p = result.sglang
                 basis = f"SGLang {p.release}"
                 held_at = sglang_fit.held_at(p)
+                from kvcalc.engines.sglang import release as rel
+
+                refuses = rel.parse_release(p.release) >= rel.CONTEXT_REFUSED_FROM  # a longer --context-length
                 adopt_engine_capacity(
-                    result, basis, p.kv_capacity_tokens, p.max_concurrency, spec=spec, held_at=held_at
-                )
+                    result, basis, p.kv_capacity_tokens, p.max_concurrency, spec=spec, held_at=held_at,
+                    engine="sglang" if refuses else None,
+                )  # fmt: skip
                 result.accounting = (
                     f"SGLang {p.release}: weights as it loads them, mem_fraction_static of the memory free before load"
                 )

@@ -54,7 +54,7 @@ def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment
         return min(dep.kv_ranks * (blocks // -(-s // trt.TOKENS_PER_BLOCK)), trt.MAX_BATCH_SIZE)
 
     tokens, concurrency = _replica(blocks, dep.kv_ranks, result.seq)
-    adopt_engine_capacity(result, LABEL, tokens, concurrency, spec=spec, held_at=held_at)
+    adopt_engine_capacity(result, LABEL, tokens, concurrency, spec=spec, held_at=held_at, engine="trtllm")
 
 
 def verdict(result: FitResult) -> tuple[bool, str]:

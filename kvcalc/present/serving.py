@@ -158,7 +158,8 @@ def _largest_context(result) -> str:  # noqa: ANN001
         return f"none: {result.batch:,} requests are never held at once"
     if memory is None or memory > result.max_seq:
         held = "any length: no layer's cache grows with it" if memory is None else f"{memory:,}"
-        return f"{result.max_seq:,} tokens, the model's max_position_embeddings (memory would hold {held})"
+        limit = result.max_seq_limit or "the model's max_position_embeddings"
+        return f"{result.max_seq:,} tokens, {limit} (memory would hold {held})"
     return f"{result.max_seq:,} tokens"
 
 
