@@ -419,3 +419,17 @@ def test_sglangs_context_length_is_read_as_sglang_reads_the_config(fixture, leng
 
     raw = json.loads((FIXTURES / "real_configs" / fixture).read_text())
     assert config_context_len(spec_from_config(raw, "x", "test")) == length
+
+
+def test_without_seq_sglangs_context_len_is_the_configs_as_a_default_launch_has_it():
+    # A server launched without --context-length logs context_len=131072 for Llama-3.1-8B, and its
+    # max_running_requests follows from it: max(min(tokens / context_len x 512, 4096), 2048) = 2048 on a 24 GB card
+    # (../shared/reference/sglang_logs.json, sgl-maxuhl98-thesis-llama8b-24gb); with --seq 8k it is SGLang's
+    # --context-length 8192, and tokens / 8192 x 512 requests
+    args = ("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "sglang", "--format", "json")
+    default = json.loads(run(*args).stdout)
+    p = default["sglang"]
+    assert p["context_len"] == 131072 and p["max_running_requests"] == 2048 and default["seq"] == 8192
+    given = json.loads(run(*args, "--seq", "8k").stdout)["sglang"]
+    assert given["context_len"] == 8192
+    assert given["max_running_requests"] == int(given["max_total_num_tokens"] / 8192 * 512) > 2048

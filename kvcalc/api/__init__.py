@@ -271,7 +271,7 @@ def fit(
         prompt=parse_count(prompt, "prompt") if prompt is not None else None,
         util=util,
         pool="sglang" if sglang else "trtllm" if trtllm else None,
-        sglang={**sglang_options, "kv_dtype": kv_given},
+        sglang={**sglang_options, "kv_dtype": kv_given, "context_given": seq is not None},
         estimate_engine=goal_engine(engine, ceiling),
     )
     return results[0] if len(results) == 1 else results

@@ -344,7 +344,11 @@ def fit(
             steps=steps,
             estimate_engine=goal_engine(engine, ceiling),
             pool="sglang" if is_sglang else "trtllm" if is_trtllm else None,
-            sglang={**sglang_options, "kv_dtype": kv_given},  # kv_dtype None: SGLang's auto, the model dtype
+            sglang={
+                **sglang_options,
+                "kv_dtype": kv_given,
+                "context_given": seq is not None,
+            },  # kv_dtype None: SGLang's auto, the model dtype
         )
         results += rows
     sheets = [fit_sheet(results[0])] if len(results) == 1 else [fit_grid_sheet(results)]

@@ -70,8 +70,11 @@ def predict(
     max_running_requests: int | None,
     dp_attention: bool,
     steps: list[str] | None,
+    context_given: bool = True,
 ):  # noqa: ANN201
-    """SGLang's pool for one --seq (the context length, SGLang's --context-length) and --batch."""
+    """SGLang's pool for one --seq (the context length, SGLang's --context-length) and --batch. `context_given`
+    False (--seq left out): SGLang launched without --context-length, its context_len the config's own (the
+    figure its max_running_requests follows from), while the fit's question stays --seq's default."""
     from kvcalc.cost.shard import check_pp
     from kvcalc.engines.sglang.pool import SglangSettings
     from kvcalc.engines.sglang.pool import predict as pool_predict
@@ -98,7 +101,7 @@ def predict(
         chunked_prefill_size=chunked_prefill_size,
         page_size=page_size or 1,
         max_running_requests=max_running_requests,
-        context_len=seq,
+        context_len=seq if context_given else None,
         kv_dtype=kv_dtype,
     )
     pool = pool_predict(spec, gpu, settings, seq=seq, batch=batch, dtype=dtype)
