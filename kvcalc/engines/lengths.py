@@ -14,14 +14,15 @@ LONGER_CONTEXT_ENV = {
 }
 
 
-def _lengths(spec: ModelSpec) -> EngineLengths | None:
+def lengths_of(spec: ModelSpec) -> EngineLengths | None:
+    """The engines' lengths the spec's checkpoint carries (None: every engine takes max_position_embeddings)."""
     return spec.checkpoint.lengths if spec.checkpoint else None
 
 
 def longest_model_len(spec: ModelSpec) -> int | None:
     """The longest --max-model-len vLLM 0.19 accepts for the model (_get_and_verify_max_len; longer is a
     ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); None where it takes any (no length key in the config)."""
-    lengths = _lengths(spec)
+    lengths = lengths_of(spec)
     if lengths and lengths.vllm_any_length:
         return None
     return (lengths.vllm_limit or lengths.vllm_default if lengths else None) or spec.max_position_embeddings
@@ -29,13 +30,13 @@ def longest_model_len(spec: ModelSpec) -> int | None:
 
 def config_context_len(spec: ModelSpec) -> int | None:
     """The context_length SGLang derives from the model's config.json (get_context_length), where known."""
-    lengths = _lengths(spec)
+    lengths = lengths_of(spec)
     return (lengths.sglang if lengths else None) or spec.max_position_embeddings
 
 
 def trtllm_max_seq_len(spec: ModelSpec) -> int | None:
     """The max_seq_len TensorRT-LLM infers for the model (a longer one is cut to it), where known."""
-    lengths = _lengths(spec)
+    lengths = lengths_of(spec)
     return (lengths.trtllm if lengths else None) or spec.max_position_embeddings
 
 

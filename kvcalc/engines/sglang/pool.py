@@ -310,7 +310,8 @@ def predict(
         tokens = full
     derived = config_context_len(spec)
     context_len = settings.context_len or derived or seq
-    refusal = rel.context_refusal(version, settings.context_len, derived)  # before any memory is profiled
+    too_long = rel.context_refusal(version, settings.context_len, derived)  # before any memory is profiled
+    refusal = too_long
     if tokens <= 0 and refusal is None:
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
     mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
@@ -364,9 +365,7 @@ def predict(
         max_concurrency=capacity / seq if seq else 0.0,
         fits=fits,
         refusal=refusal,
-        context_limit=derived
-        if refusal and settings.context_len and derived and settings.context_len > derived
-        else None,
+        context_limit=derived if too_long else None,
         not_modelled=notes,
     )
     return pool.model_copy(update={"log_lines": log_lines(pool, spec, act)})

@@ -16,7 +16,7 @@ and when needed > available it raises ValueError with the largest max_model_len 
 
 import math
 
-from kvcalc.engines.lengths import longest_model_len
+from kvcalc.engines.lengths import lengths_of, longest_model_len
 from kvcalc.errors import SpecError
 from kvcalc.model.spec import LayerKind, ModelSpec
 from kvcalc.results import Result
@@ -40,7 +40,7 @@ def default_max_model_len(spec: ModelSpec) -> int:
     """vLLM's max_model_len when none is given: the model's own maximum as vLLM derives it from config.json
     (model/hf/positions.py: the smallest length key, a RoPE factor, LongRoPE's short table; vllm/config/model.py
     _get_and_verify_max_len), else max_position_embeddings."""
-    lengths = spec.checkpoint.lengths if spec.checkpoint else None
+    lengths = lengths_of(spec)
     if lengths and lengths.vllm_default:
         return lengths.vllm_default
     if not spec.max_position_embeddings:
@@ -56,7 +56,7 @@ def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
     limit = longest_model_len(spec)
     if limit is None or max_model_len <= limit:
         return None
-    lengths = spec.checkpoint.lengths if spec.checkpoint else None
+    lengths = lengths_of(spec)
     key = (lengths.vllm_key if lengths else None) or "max_position_embeddings"
     # NOTE: with RoPE the derived length is a float by then (times the scaling factor, 1.0 if none)
     rope = spec.checkpoint is None or spec.checkpoint.rotary_dim is not None

@@ -357,7 +357,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),
-        "max_position_embeddings": positions if isinstance(positions, int) and positions > 0 else None,
+        "max_position_embeddings": positions,
         **(moe := hf_moe.moe_fields(cfg, model_type)),
         **vector_fields(cfg, model_type, moe=bool(moe.get("experts"))),
     }
