@@ -93,7 +93,7 @@ def fit(
             "-s",
             help="Tokens per request (prompt + output): 8k, or a list/range (default 8k = 8,192, every command's; "
             "with --engine vllm, vLLM's default max_model_len, as vLLM derives it from config.json). Under "
-            "--engine vllm / sglang it is the server's --max-model-len / --context-length.",
+            "--engine vllm / sglang it is the server's max_model_len / context_length.",
         ),
     ] = None,
     batch: Annotated[
