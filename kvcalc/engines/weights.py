@@ -177,7 +177,7 @@ def weight_bytes(
     if spec.max_position_embeddings:
         # NOTE: a cos/sin cache of rows x rotary_dim in the model dtype (or `rotary_bytes`) per distinct rope setting
         # (rotary_embedding/base.py registers cos_sin_cache; get_rope shares equal instances). The rows
-        # are max_position_embeddings unless the scaling lengthens the table (quant._rotary_rows).
+        # are max_position_embeddings unless the scaling lengthens the table (model/hf/positions.rotary_rows).
         rows = (ck.rotary_rows if ck and ck.rotary_rows else None) or (spec.max_position_embeddings,)
         widths = (ck.rotary_widths if ck and ck.rotary_widths else None) or (rotary_dim(spec),) * len(rows)
         rotary = sum(allocated(r * w * (rotary_bytes or ab)) for r, w in zip(rows, widths))

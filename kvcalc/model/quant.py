@@ -324,7 +324,7 @@ def _read_quantization(q: Any) -> Quantization | None:
 def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpoint | None:
     """One call from the config reader: what vLLM loads beyond the architecture's parameters.
     defaults: the text model's class defaults, for the fields a sparse config leaves out."""
-    from kvcalc.model.hf.positions import engine_lengths
+    from kvcalc.model.hf.positions import engine_lengths, rotary_rows
     from kvcalc.model.hf.towers import image_profile, vision_params
 
     if not isinstance(raw, dict):
@@ -354,63 +354,12 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
-        rotary_rows=_rotary_rows(text),
+        rotary_rows=rotary_rows(raw, text),
         rotary_widths=_rotary_widths(text),
         vision_params=vision_params(raw, text),
         image_profile=image_profile(raw),
         lengths=EngineLengths(**lengths) if (lengths := engine_lengths(raw, text)) else None,
     )
-
-
-def _scaled_rows(max_pos: int, scaling: Any) -> int:
-    """Rows of one rotary cache (vllm/model_executor/layers/rotary_embedding, get_rope)."""
-    if not isinstance(scaling, dict):
-        return max_pos
-    kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
-    factor = scaling.get("factor")
-    if not isinstance(factor, (int, float)) or factor <= 0:
-        return max_pos
-    if kind in ("linear", "dynamic"):
-        # linear_scaling_rope.py / dynamic_ntk_scaling_rope.py: max_len = max_position_embeddings x factor
-        return int(max_pos * factor)
-    if kind in ("yarn", "deepseek_yarn"):
-        # yarn_scaling_rope.py (and DeepSeek's): ceil(original_max_position x factor), at least max_position
-        original = scaling.get("original_max_position_embeddings")
-        original = original if isinstance(original, int) and original > 0 else max_pos
-        return max(math.ceil(original * factor), max_pos)
-    return max_pos  # default, llama3, mrope, longrope's long table: max_position_embeddings rows
-
-
-def _rotary_rows(text: dict[str, Any]) -> tuple[int, ...] | None:
-    """The cos/sin caches' rows when they differ from one table of the spec's max_position_embeddings."""
-    from kvcalc.model.hf.positions import trained_length
-
-    max_pos = text.get("max_position_embeddings")
-    if not isinstance(max_pos, int) or max_pos <= 0:
-        return None
-    params = text.get("rope_parameters")
-    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
-        # transformers 5 per-layer-type rope parameters: one cache per distinct setting (get_rope shares only
-        # equal ones), the full layers' first
-        rows = [_scaled_rows(max_pos, v) for v in _rope_settings(params)]
-    else:
-        rows = [_scaled_rows(max_pos, text.get("rope_scaling") or params)]
-        if "rope_local_base_freq" in text:
-            # Gemma 3: sliding layers build their own default rope (gemma3.py, rope_local_base_freq)
-            rows.append(max_pos)
-    # NOTE: compared with the trained length the spec carries (Command-R's is its model_max_length, 131,072;
-    # vLLM's commandr.py builds its table from max_position_embeddings, 8,192)
-    return None if rows == [trained_length(text)] else tuple(rows)
-
-
-def _rope_settings(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The distinct per-layer-type rope settings, the full layers' first."""
-    out: list[dict[str, Any]] = []
-    for key in sorted(params, key=lambda k: k != "full_attention"):
-        value = params[key]
-        if isinstance(value, dict) and value not in out:
-            out.append(value)
-    return out
 
 
 def _rotary_widths(text: dict[str, Any]) -> tuple[int, ...] | None:

@@ -1,4 +1,5 @@
-"""The longest request each engine takes for a config.json, as the engine reads it (Checkpoint.lengths).
+"""Positions as the engines read config.json: the longest request each engine takes (Checkpoint.lengths), and
+the RoPE settings and cos/sin table rows vLLM builds from it (rope_settings, rotary_rows).
 
 vLLM 0.19 (its max_model_len):
 - vllm/transformers_utils/model_arch_config_convertor.py, derive_max_model_len_and_key: the smallest of the
@@ -69,18 +70,59 @@ def trained_length(text: dict[str, Any]) -> int | None:
     return next((v for k in keys if (v := _length(text.get(k))) is not None), None)
 
 
-def _rope_settings(raw: dict[str, Any], text: dict[str, Any]) -> list[dict[str, Any]]:
-    """The RoPE settings as vLLM's patch_rope_parameters leaves them: rope_parameters (transformers 5, perhaps
-    one per layer type) or the legacy rope_scaling, each with its rope_type (the legacy `type`, su read as longrope)."""
-    params = text.get("rope_parameters") or text.get("rope_scaling") or raw.get("rope_scaling")
-    if not isinstance(params, dict):
-        return []
-    nested = [v for v in params.values() if isinstance(v, dict)]
-    out = []
-    for setting in nested if nested and not ({"rope_type", "type", "factor"} & set(params)) else [params]:
+def rope_settings(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The RoPE settings as vLLM 0.19's patch_rope_parameters leaves them: the legacy rope_scaling where given
+    (transformers 4 copies it over rope_parameters, 5 converts it), else rope_parameters, else the outer config's
+    rope_scaling. Keyed by layer type where the parameters are nested (transformers 5's per-layer-type dicts, in
+    the config's order), else one setting under "". Each has its rope_type: the legacy `type`, su read as
+    longrope and mrope as default, as patch_rope_parameters_dict renames them. The SGLang and TensorRT-LLM
+    readers below read rope_scaling themselves, as those engines do."""
+    params = text.get("rope_scaling") or text.get("rope_parameters") or raw.get("rope_scaling")
+    if not isinstance(params, dict) or not params:
+        return {}
+    nested = all(isinstance(v, dict) for v in params.values())
+    out = {}
+    for key, setting in params.items() if nested else [("", params)]:
         kind = str(setting.get("rope_type") or setting.get("type") or "default")
-        out.append({**setting, "rope_type": "longrope" if kind == "su" else kind})
+        out[key] = {**setting, "rope_type": {"su": "longrope", "mrope": "default"}.get(kind, kind)}
     return out
+
+
+def _scaled_rows(max_pos: int, setting: dict[str, Any]) -> int:
+    """Rows of one rotary cache (vllm/model_executor/layers/rotary_embedding, get_rope)."""
+    factor = setting.get("factor")
+    if not isinstance(factor, (int, float)) or factor <= 0:
+        return max_pos
+    if setting["rope_type"] in ("linear", "dynamic"):
+        # linear_scaling_rope.py / dynamic_ntk_scaling_rope.py: max_len = max_position_embeddings x factor
+        return int(max_pos * factor)
+    if setting["rope_type"] in ("yarn", "deepseek_yarn"):
+        # yarn_scaling_rope.py (and DeepSeek's): ceil(original_max_position x factor), at least max_position
+        original = setting.get("original_max_position_embeddings")
+        original = original if isinstance(original, int) and original > 0 else max_pos
+        return max(math.ceil(original * factor), max_pos)
+    return max_pos  # default, llama3, mrope, longrope's long table: max_position_embeddings rows
+
+
+def rotary_rows(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, ...] | None:
+    """The rows of vLLM's cos/sin caches (Checkpoint.rotary_rows) where they differ from one table of the
+    spec's max_position_embeddings: one cache per distinct setting (get_rope shares only equal ones), the full
+    layers' first."""
+    max_pos = text.get("max_position_embeddings")
+    if not isinstance(max_pos, int) or max_pos <= 0:
+        return None
+    settings = rope_settings(raw, text)
+    distinct: list[dict[str, Any]] = []
+    for key in sorted(settings, key=lambda k: k != "full_attention"):
+        if settings[key] not in distinct:
+            distinct.append(settings[key])
+    rows = [_scaled_rows(max_pos, s) for s in distinct] or [max_pos]
+    if list(settings) in ([], [""]) and "rope_local_base_freq" in text:
+        # Gemma 3: sliding layers build their own default rope (gemma3.py, rope_local_base_freq)
+        rows.append(max_pos)
+    # NOTE: compared with the trained length the spec carries (Command-R's is its model_max_length, 131,072;
+    # vLLM's commandr.py builds its table from max_position_embeddings, 8,192)
+    return None if rows == [trained_length(text)] else tuple(rows)
 
 
 def vllm_lengths(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int | None, str | None]:
@@ -97,7 +139,7 @@ def vllm_lengths(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int | 
         derived, key = given, "model_max_length"
     if derived == float("inf"):
         return NO_KEY_LENGTH, None, None
-    settings = _rope_settings(raw, text)
+    settings = list(rope_settings(raw, text).values())
     model_types = f"{raw.get('model_type', '')} {text.get('model_type', '')}"
     if settings and "gemma3" not in model_types:
         factor = 1.0
