@@ -310,3 +310,21 @@ def test_the_python_apis_served_generate_refuses_reserve_under_vllm_and_sglang()
     base = dict(model="llama-3.1-8b", gpu="h100", concurrency=4, engine="trtllm")
     assert generate(**base, reserve="60GiB").kv_capacity_tokens < generate(**base).kv_capacity_tokens
     assert "+ reserve 2 GiB =" in generate(model="llama-3.1-8b", gpu="h100").memory_note  # the static default
+
+
+def test_one_rule_names_the_served_and_goal_options_given_for_the_cli_and_the_api():
+    from kvcalc.plan.inputs import served_options, unread_goal_options
+
+    # a default (range_ratio 1, steady_state off) is not given; one request or a ratio of 0.5 is
+    assert served_options(requests=1, range_ratio=1.0, steady_state=False, max_num_seqs=None) == ([], ["requests"])
+    assert served_options(mem_fraction_static=0.8, range_ratio=0.5) == (["mem_fraction_static"], ["range_ratio"])
+    # --plot's chart draws the speed options, so only --prompt is unread with it
+    assert unread_goal_options(prompt=100, mbu=0.5, ceiling=False) == ["prompt", "mbu"]
+    assert unread_goal_options(plot=True, prompt=None, mbu=0.5, ceiling=True) == []
+    with pytest.raises(TypeError):  # a caller's misspelt option is a bug, not a user's error
+        served_options(request=4)
+    # the command line names the flags given, in its own spelling
+    r = run("generate", "llama-3.1-8b", "--gpu", "h100", "--max-num-seqs", "4")
+    assert r.exit_code == 2 and "--max-num-seqs is a serving engine's launch flag (" in r.stderr
+    r = run("generate", "llama-3.1-8b", "--gpu", "h100", "--max-batched-tokens", "4096", "--requests", "9")
+    assert "--max-batched-tokens is a serving engine's launch flag" in r.stderr and r.stdout == ""

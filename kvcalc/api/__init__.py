@@ -28,6 +28,7 @@ from kvcalc.api.args import (
     as_reserve,
     as_some_gpus,
     check_goals,
+    check_static,
 )
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
@@ -337,11 +338,8 @@ def generate(
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens),
                       steady_state, range_ratio, mem_fraction_static)  # fmt: skip
-    served = dict(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-                  mem_fraction_static=mem_fraction_static, requests=requests,
-                  range_ratio=None if range_ratio == 1 else range_ratio, steady_state=steady_state or None)  # fmt: skip
-    if given := [k for k, v in served.items() if v is not None]:  # a served run's launch flags and requests
-        raise UsageError(f"{' / '.join(given)}: a served run's launch flags or requests: give concurrency or rate")
+    check_static(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
+                 requests=requests, range_ratio=range_ratio, steady_state=steady_state)  # fmt: skip
     return generate_report(
         spec,
         gpu_spec,

@@ -130,8 +130,18 @@ def check_goals(tpot_ms: float | None, ttft_ms: float | None, **goal_only: Any) 
     for what, value in (("tpot_ms", tpot_ms), ("ttft_ms", ttft_ms)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"{what} must be a positive number of milliseconds, got {value}")
-    if tpot_ms is None and ttft_ms is None and (given := [k for k, v in goal_only.items() if v not in (None, False)]):
+    from kvcalc.plan.inputs import unread_goal_options
+
+    if tpot_ms is None and ttft_ms is None and (given := unread_goal_options(**goal_only)):
         raise UsageError(f"{', '.join(given)}: a latency goal's options", hint="give tpot_ms or ttft_ms")
+
+
+def check_static(**served: Any) -> None:
+    """A static batch refuses a served run's launch flags and requests, as `generate` refuses them."""
+    from kvcalc.plan.inputs import served_options
+
+    if given := [k for names in served_options(**served) for k in names]:
+        raise UsageError(f"{' / '.join(given)}: a served run's launch flags or requests: give concurrency or rate")
 
 
 def as_block_size(block_size: int, engine: str | None) -> int:

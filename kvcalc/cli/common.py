@@ -33,6 +33,11 @@ def _is_plot_word(following: str) -> bool:
     return ext.lower() in ("", ".json") or not __import__("re").fullmatch(r"\.[A-Za-z]{2,5}", ext)
 
 
+def flags(names: list[str]) -> str:
+    """Option names as the command line spells them: ["max_num_seqs", "requests"] -> "--max-num-seqs, --requests"."""
+    return ", ".join("--" + n.replace("_", "-") for n in names)
+
+
 def _error_line(message: str, hint: str | None = None) -> None:
     # NOTE: one line, always: a message from a file or a library may hold newlines.
     # A hint in parentheses, unless it holds parentheses itself: then after a semicolon, never "((".

@@ -25,6 +25,7 @@ from kvcalc.cli.common import (
     _gpu,
     _plot_ready,
     app,
+    flags,
 )
 from kvcalc.cli.deploy import (
     EffOpt,
@@ -56,7 +57,7 @@ from kvcalc.cli.sglang import (
 )
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
-from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
+from kvcalc.plan.inputs import cross_overrides, resolve, served_options, what_ifs
 from kvcalc.units import KV_DTYPES, normalize_dtype, parse_count
 
 GpuOpt = Annotated[
@@ -184,15 +185,19 @@ def generate(
             steady=steady_state, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
             mem_fraction_static=mem_fraction_static, reserve_given=reserve is not None,
         )  # fmt: skip
-    if max_num_seqs is not None or max_batched_tokens is not None or mem_fraction_static is not None:
+    launch, served = served_options(
+        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
+        requests=requests, range_ratio=range_ratio, steady_state=steady_state,
+    )  # fmt: skip
+    if launch:
         raise UsageError(
-            "--max-num-seqs, --max-batched-tokens and --mem-fraction-static are a serving engine's launch flags",
+            f"{flags(launch)} {'is' if len(launch) == 1 else 'are'} a serving engine's launch "
+            f"{'flag' if len(launch) == 1 else 'flags'}",
             hint="give --concurrency or --rate; a static --batch runs its sequences together",
         )
-    if served := [f for f, on in (("--requests", requests is not None), ("--range-ratio", range_ratio != 1.0),
-                                  ("--steady-state", steady_state)) if on]:  # fmt: skip
+    if served:
         raise UsageError(
-            f"{', '.join(served)} {'describes' if len(served) == 1 else 'describe'} a served run's requests",
+            f"{flags(served)} {'describes' if len(served) == 1 else 'describe'} a served run's requests",
             hint="give --concurrency or --rate; a static --batch is one batch of alike sequences",
         )
     from kvcalc.model.formats import matmul_dtype

@@ -30,6 +30,7 @@ from kvcalc.cli.common import (
     _gpu_names,
     _plot_ready,
     app,
+    flags,
 )
 from kvcalc.cli.deploy import (
     EffOpt,
@@ -55,7 +56,7 @@ from kvcalc.cli.sglang import (
 )
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
-from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs
+from kvcalc.plan.inputs import cross_overrides, resolve, unread_goal_options, what_ifs
 from kvcalc.units import DEFAULT_SEQ, FIT_MAX_ROWS, KV_DTYPES, check_grid, normalize_dtype, parse_count, parse_range
 
 GpuOpt = Annotated[
@@ -259,12 +260,12 @@ def fit(
     _check_planner(tp=tp, gpus=gpus, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_batched_tokens=max_batched_tokens)
     _plot_ready(plot, plot_size)
     if tpot_ms is None and ttft_ms is None:  # the speed options shape a goal's verdict (and --plot's chart)
-        speed = (("--ceiling", ceiling), ("--efficiency", efficiency), ("--mbu", mbu), ("--mfu", mfu))
-        if unread := [f for f, on in (("--prompt", prompt is not None), *(() if plot else speed)) if on]:
+        speed = dict(ceiling=ceiling, efficiency=efficiency, mbu=mbu, mfu=mfu)
+        if unread := unread_goal_options(plot=plot, prompt=prompt, **speed):
             raise UsageError(
-                f"{', '.join(unread)} {'applies' if len(unread) == 1 else 'apply'} to a latency goal",
+                f"{flags(unread)} {'applies' if len(unread) == 1 else 'apply'} to a latency goal",
                 hint="give --tpot-ms or --ttft-ms"
-                + ("" if "--prompt" in unread else " (or --plot: its chart draws them)"),
+                + ("" if "prompt" in unread else " (or --plot: its chart draws them)"),
             )
     n_tp, n_pp = ranks(tp, gpus, pp)
     batches = parse_range(batch, "--batch")

@@ -27,6 +27,40 @@ def cross_overrides(images: int | None, encoder_seq: str | None) -> dict[str, An
     return out
 
 
+GOAL_OPTIONS = ("prompt", "ceiling", "efficiency", "mbu", "mfu")  # fit's, shaping a latency goal's verdict
+SERVED_LAUNCH = ("max_num_seqs", "max_batched_tokens", "mem_fraction_static")  # generate's, a served run's
+SERVED_REQUESTS = ("requests", "range_ratio", "steady_state")
+_DEFAULTS = {"range_ratio": 1.0}  # a served option at this value was not given
+
+
+def _given(options: dict[str, Any], names: tuple[str, ...]) -> list[str]:
+    """The names among `names` whose option was given: not None, not False, not its default."""
+    return [
+        k
+        for k in names
+        if (v := options.get(k)) is not None and v is not False and not (k in _DEFAULTS and v == _DEFAULTS[k])
+    ]
+
+
+def _known(options: dict[str, Any], names: tuple[str, ...]) -> None:
+    if unknown := sorted(set(options) - set(names)):
+        raise TypeError(f"not one of {names}: {unknown}")  # a caller's slip, not the user's
+
+
+def unread_goal_options(*, plot: bool = False, **options: Any) -> list[str]:
+    """Of fit's options that only shape a latency goal's verdict (GOAL_OPTIONS), those given: what `fit` and
+    api.fit refuse without a TPOT / TTFT goal. --plot's chart draws the speed ones, so with it only prompt counts."""
+    _known(options, GOAL_OPTIONS)
+    return _given(options, GOAL_OPTIONS[:1] if plot else GOAL_OPTIONS)
+
+
+def served_options(**options: Any) -> tuple[list[str], list[str]]:
+    """Of generate's options that describe a served run, those given: (a serving engine's launch flags, the
+    requests' options). A static batch refuses both (`generate` and api.generate)."""
+    _known(options, SERVED_LAUNCH + SERVED_REQUESTS)
+    return _given(options, SERVED_LAUNCH), _given(options, SERVED_REQUESTS)
+
+
 # NOTE: upper bounds for the what-if overrides: real models have at most a few hundred layers and
 # a few hundred heads; far larger values only make the per-layer arithmetic slow.
 OVERRIDE_LIMITS = {"layers": 10_000, "kv_heads": 65_536, "head_dim": 65_536}

@@ -11,8 +11,8 @@ vLLM 0.19 (its max_model_len):
   its original_max_position_embeddings. That is the longest --max-model-len vLLM accepts (longer: a ValueError
   unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1). Its default is the same, except that a LongRoPE model (Phi-3 / 3.5 /
   Phi-4-mini 128k) defaults to its original_max_position_embeddings, the short table's length.
-Not read: tokenizer_config.json's model_max_length, which vLLM also takes the smaller of (kvcalc reads
-config.json alone).
+tokenizer_config.json's model_max_length is not read: vLLM 0.19 takes the smaller of it only for a pooling model
+with absolute position embeddings (ModelConfig.get_and_verify_max_len), not a generating one.
 
 TensorRT-LLM (trtllm_max_seq_len): max_position_embeddings times a RoPE factor; it cuts a longer max_seq_len to that
 and starts.
