@@ -20,6 +20,13 @@ class UsageError(KvcalcError):
     exit_code = 2
 
 
+class DoesNotFitError(KvcalcError):
+    """The deployment cannot run what was asked: its engine would not start there, or one request does not fit
+    its pool, so there is nothing to time. Exit status 3, as `fit` exits for a setup that does not fit."""
+
+    exit_code = 3
+
+
 class NotFoundError(KvcalcError):
     """An unknown preset, file, repository or revision."""
 

@@ -553,3 +553,16 @@ def test_kv_sharing_layers_hold_no_cache_and_gemma4_doubles_their_mlps():
     ):
         with pytest.raises(Exception, match=why):
             spec_from_config({**raw, **bad}, "g", "x.json")
+
+
+def test_gemma3n_as_the_hub_writes_it(tmp_path):
+    # The hub's Gemma 3n configs list each layer's MLP activation sparsity (E4B: 0.95 in the first ten of 35
+    # layers, google/gemma-3n-E4B-it text_config). It is neither a cache nor a parameter: the same 4 full + 16
+    # sliding layers hold K and V. Its name ("pattern") once made it read as an unread per-layer KV shape: refused.
+    cfg = json.loads((CONFIGS / "gemma3n-e4b.json").read_text())
+    text = cfg.get("text_config", cfg)
+    text["activation_sparsity_pattern"] = [0.95] * 10 + [0.0] * 25
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    out = run_json("cache", path, "--seq", 8192)
+    assert out["total_bytes"] == 4 * 2048 * 8192 + 16 * 2048 * 512

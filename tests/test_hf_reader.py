@@ -22,6 +22,9 @@ FAMILIES = [
     ("mistral-sliding", 32, 4 * 256 * 32, 1000, 4 * 256 * 64),
     # qwen2 use_sliding_window: only layers >= max_window_layers (4) of 6 slide
     ("qwen2-sliding", 32, 6 * 256 * 32, 1000, 4 * 256 * 1000 + 2 * 256 * 64),
+    # qwen2_moe as transformers 5 saves it: sliding_window 0 when use_sliding_window is false (Qwen2MoeConfig
+    # writes 0, not None), every layer full; 2 KV heads x d 32 (256/8): 256 B/layer/token
+    ("qwen2moe-v5-saved", 32, 4 * 256 * 32, 10_000, 4 * 256 * 10_000),
     # gemma2: even layers slide (W 64); 2 KV heads x d 128: 1,024 B/layer/token
     ("gemma2-alternating", 32, 6 * 1024 * 32, 1000, 3 * 1024 * 1000 + 3 * 1024 * 64),
     # gpt-oss layer_types: sliding (W 16) / full alternating; 2 x 32: 256 B/layer/token

@@ -132,10 +132,14 @@ def test_a_request_larger_than_the_pool_is_refused():
 
 def test_a_deployment_vllm_would_not_start_says_so():
     # DeepSeek-V3 (671B, fp8) on 8 x H100: its 79.55 GiB of weights a GPU exceed vLLM's 0.9 x 79.19 GiB budget
+    # exit status 3, as `fit` exits for a setup that does not fit (2 is a malformed command line)
     r = run("generate", "deepseek-v3", "--gpu", "h100", "--tp", "8", "--concurrency", "4", "--format", "json")
-    assert r.exit_code == 2 and r.stdout == ""
+    assert r.exit_code == 3 and r.stdout == ""
     assert "vLLM 0.19 would not start: No available memory for the cache blocks (weights 79.55 GiB" in r.stderr
     assert "of 71.27 GiB at --gpu-util 0.9" in r.stderr and "Traceback" not in r.stderr
+    # TensorRT-LLM starts there with no pool to speak of: one request of 8,192 tokens does not fit it, also exit 3
+    r = run("generate", "deepseek-v3", "--gpu", "h100", "--engine", "trtllm", "--concurrency", "4", "-f", "json")
+    assert r.exit_code == 3 and r.stdout == "" and "one request of 8,192 tokens does not fit the KV pool" in r.stderr
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 64, 1000, 4097])

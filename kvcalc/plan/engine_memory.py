@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvcalc.cost.roofline import RooflineResult
 from kvcalc.cost.step import Deployment
 from kvcalc.engines.lengths import context_refusal
-from kvcalc.errors import UsageError
+from kvcalc.errors import DoesNotFitError, UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 
@@ -66,7 +66,7 @@ def _limits(
         return serving_limits(
             spec, gpu, dep, engine=engine.lower(), dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new
         )
-    except UsageError as err:
+    except (DoesNotFitError, UsageError) as err:
         return err.message
 
 

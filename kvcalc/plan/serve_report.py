@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from kvcalc.cost.constants import ConstantsMemo
 from kvcalc.cost.step import Deployment, comm_seconds, context_warning, held_kv_bytes, needs_link, stages
-from kvcalc.errors import UsageError
+from kvcalc.errors import DoesNotFitError, UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.serve import Limits, Load, StepTimer
@@ -140,7 +140,7 @@ def kv_pool(
         terms = predict(spec, gpu, settings, dtype=dtype)
         if short := next((s for s in terms.stages if s.available_kv_bytes <= 0), None):
             # NOTE: vLLM's check_enough_kv_cache_memory (engines/vllm/startup.check_start) refuses a pool of no blocks
-            raise UsageError(
+            raise DoesNotFitError(
                 f"vLLM {VLLM_VERSION} would not start: {NO_CACHE_MEMORY} (weights "
                 f"{short.weights_bytes / GIB:.2f} GiB + peak {short.profile_peak_bytes / GIB:.2f} GiB + non-torch "
                 f"{short.non_torch_bytes / GIB:.2f} GiB a GPU, of {terms.requested_bytes / GIB:.2f} GiB at "
@@ -169,7 +169,7 @@ def kv_pool(
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
             given = launch.get("max_num_batched_tokens")
-            raise UsageError(
+            raise DoesNotFitError(
                 f"SGLang {p.release} would not start{f' with --max-batched-tokens {given:,}' if given else ''}: "
                 + p.refusal,
                 hint="its default --mem-fraction-static keeps 1.5 MiB a token of the chunk out: give the fraction your "
@@ -272,7 +272,7 @@ def serving_limits(
         )
         pool += f"; x {r} DP-attention ranks"
     if limits.pool_holds(prompt + new) < 1:
-        raise UsageError(
+        raise DoesNotFitError(
             f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
             hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
         )

@@ -184,6 +184,9 @@ PER_LAYER_READ = {
     "layer_types", "layers_block_type", "no_rope_layers", "moe_intermediate_size", "moe_topk", "num_shared_expert",
     "block_configs", "attn_type_list", "cross_attention_layers", "full_attn_idxs", "mlp_layer_types", "indexer_types",
     "moe_layer_freq",
+    # Gemma 3n: each layer's MLP activation sparsity (0.95 in the first ten of E2B / E4B): a top-k of the
+    # activations, neither a cache nor a parameter (its "pattern" would read as a KV shape below)
+    "activation_sparsity_pattern",
 }  # fmt: skip
 # Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression, which
 # layers are which: MiMo-V2-Flash's hybrid_layer_pattern).
