@@ -79,9 +79,14 @@ def test_config_reading_follows_gemma4_text_config(tmp_path):
     assert "per-layer input embeddings" in shown["spec"]["params_unknown"]
 
 
-def test_llamacpp_says_it_does_not_model_k_eq_v():
-    result = run("fit", "gemma-4-26b-a4b", "--gpu", "rtx-4090", "--engine", "llamacpp")
-    assert result.exit_code == 2 and "layers whose V is their K (Gemma 4) is not modelled" in result.stderr
+def test_llamacpp_caches_v_on_k_eq_v_layers():
+    # src/models/gemma4.cpp: Vcur = Kcur where the file has no attn_v, normed apart and stored as any V. Gemma 4
+    # 26B-A4B at 8,192 tokens: 5 full layers x 8,192 cells x 2 KV heads x 512 x 2 B for K and again for V; 25
+    # sliding layers over 1,024 + 512 (one ubatch) cells x 8 x 256 x 2 B each
+    out = run_json("cache", "gemma-4-26b-a4b", "--seq", "8192", "--gpu", "rtx-4090", "--engine", "llamacpp")
+    parts = {p["cache"]: p for p in out["llamacpp"]["kv_parts"]}
+    assert parts["non-SWA"]["k_bytes"] == parts["non-SWA"]["v_bytes"] == 5 * 8192 * 2 * 512 * 2
+    assert parts["SWA"]["k_bytes"] == parts["SWA"]["v_bytes"] == 25 * 1536 * 8 * 256 * 2
 
 
 def test_sglang_says_it_does_not_model_a_split_of_unequal_cells():

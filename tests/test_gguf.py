@@ -246,6 +246,68 @@ def test_hybrid_layers_recurrent_as_llamacpp_marks_them():
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
+def test_qwen35_gguf_reads_as_its_loader_marks_recurrent_layers(arch):
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.kv import kv_parts
+
+    # src/models/qwen35.cpp / qwen35moe.cpp: attention.recurrent_layers where the file lists it, else every layer
+    # but each full_attention_interval-th (4) is a Gated DeltaNet layer, its state Mamba-style
+    # (d_conv - 1)(d_inner + 2 n_group d_state) + d_state d_inner = 3 x (1,024 + 256) + 131,072 f32
+    ssm = {"ssm.conv_kernel": 4, "ssm.inner_size": 1024, "ssm.state_size": 128, "ssm.group_count": 1}
+    moe = {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 64} if arch == "qwen35moe" else {}
+    md, t = llama_like(arch, layers=8, extra={f"{arch}.{k}": v for k, v in {**ssm, **moe}.items()})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), f"{arch}.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == (["stateless"] * 3 + ["full"]) * 2
+    assert spec.experts == (8 if moe else 0)
+    parts = {p.cache: p for p in kv_parts(spec, 4096, era(None), parallel=1)[0]}
+    assert parts["recurrent"].bytes == 6 * 4 * (3 * 1280 + 131072) and parts["non-SWA"].layers == 2
+    md[f"{arch}.attention.recurrent_layers"] = [True, False] * 4
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), f"{arch}.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == ["stateless", "full"] * 4
+
+
+def test_nemotron_h_moe_gguf_loads_as_nemotron_h():
+    # llama_model_nemotron_h_moe reuses nemotron_h's loader: a layer without KV heads and without an MLP is Mamba-2,
+    # one without KV heads but with an MLP (here a MoE) holds nothing
+    ssm = {"ssm.conv_kernel": 4, "ssm.inner_size": 1024, "ssm.state_size": 128, "ssm.group_count": 8}
+    extra = {
+        "attention.head_count_kv": [0, 0, 2, 0], "feed_forward_length": [0, 512, 0, 512], "expert_count": 8,
+        "expert_used_count": 2, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 128, **ssm,
+    }  # fmt: skip
+    md, t = llama_like("nemotron_h_moe", layers=4, extra={f"nemotron_h_moe.{k}": v for k, v in extra.items()})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "nh-moe.gguf")
+    state = 4 * (3 * (1024 + 2 * 8 * 128) + 128 * 1024)
+    assert [(r.kind.value, r.state_bytes) for r in spec.expanded_layers()] == [
+        ("stateless", state), ("stateless", 0), ("full", 0), ("stateless", 0),
+    ]  # fmt: skip
+    assert (spec.experts, spec.shared_expert_intermediate_size) == (8, 128)
+
+
+def test_gemma3n_gguf_caches_its_first_twenty_layers_and_keeps_per_layer_embeddings_on_the_cpu(tmp_path):
+    # src/models/gemma3n.cpp: load_swa_pattern(ml, 5) (four sliding layers, then a full one) and n_layer_kv_from_start
+    # 20: of E4B's 35 layers, 0-19 hold K and V (16 sliding over 512 tokens, 4 full), 20-34 read an earlier layer's
+    md, t = llama_like("gemma3n", layers=35, hidden=256, heads=8, kv_heads=2)
+    md.update({"gemma3n.attention.sliding_window": 512, "gemma3n.attention.key_length": 256,
+               "gemma3n.attention.value_length": 256})  # fmt: skip
+    path = tmp_path / "gemma-3n-E4B-it-Q8_0.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    out = run_json("cache", path, "--seq", "8192")
+    # K and V x 2 KV heads x 256 x 2 B = 2,048 B a layer and token
+    assert out["total_bytes"] == 4 * 2048 * 8192 + 16 * 2048 * 512
+    # per_layer_token_embd is an input-layer tensor (llama-arch.cpp LLM_TENSOR_INFOS): mapped on the CPU with
+    # token_embd, not placed on the first GPU with the layers; the AltUp projections go with the output layer
+    ple = ("per_layer_token_embd.weight", (256 * 35, 1000), "q8_0")
+    altup = ("altup_proj.weight", (256, 256, 3), "f16")
+    (tmp_path / "with.gguf").write_bytes(gguf_bytes(md, [*t, ple, altup])[0])
+    base = run_json("cache", path, "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")["llamacpp"]
+    more = run_json("cache", tmp_path / "with.gguf", "--seq", "1024", "--gpu", "h100", "--engine", "llamacpp")
+    more = more["llamacpp"]
+    assert more["cpu_mapped_bytes"] - base["cpu_mapped_bytes"] == 256 * 35 * 1000 // 32 * 34  # q8_0: 34 B / 32
+    gpu = more["model_buffer_bytes"] - base["model_buffer_bytes"]
+    assert 256 * 256 * 3 * 2 <= gpu < 256 * 256 * 3 * 2 + 1024  # the f16 AltUp projection, as allocated
+
+
 def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
     # GLM-4.5's GGUF keeps its MTP block after the trunk (block_count 93, nextn_predict_layers 1): llama.cpp caches
     # the trunk's layers alone (n_layer() = n_layer_all - n_layer_nextn) and places every block with -ngl

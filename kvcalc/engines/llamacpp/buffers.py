@@ -24,7 +24,10 @@ MATRIX_ROW_PADDING = 512
 CUDA_ALIGNMENT = 128
 CPU_ALIGNMENT = 32
 _BLK = re.compile(r"^blk\.(\d+)\.")
-_OUTPUT = ("output.", "output_norm.", "cls.", "cls_out.", "cls_norm.")
+# llama-arch.cpp LLM_TENSOR_INFOS: the output layer's tensors (on the output device) and the input layer's (on the
+# CPU); Gemma 3n's per-layer token embeddings are input, its AltUp projections output
+_OUTPUT = ("output.", "output_norm.", "cls.", "cls_out.", "cls_norm.", "altup_proj.", "altup_unembd_proj.")
+_INPUT = ("token_embd.", "token_types", "position_embd", "per_layer_token_embd.")
 
 
 class TensorRow(NamedTuple):
@@ -79,7 +82,7 @@ def model_buffers(
             dev = devices[il] if il < n_layer else None
         elif t.name.startswith(_OUTPUT):
             dev = devices[n_layer]
-        elif t.name.startswith("token_embd.") or t.name.startswith("token_types") or t.name.startswith("position_embd"):
+        elif t.name.startswith(_INPUT):
             dev = None
         else:  # rope_freqs and kin: created with layer 0
             dev = devices[0]

@@ -105,12 +105,8 @@ def kv_parts(
             f"{spec.name}: llama.cpp's DeepSeek Sparse Attention caches (latent + indexer keys) are not modelled",
             hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
         )
-    if any(run.v_is_k for run, _ in spec.layer_groups()):
-        # NOTE: llama.cpp's gemma4 graph: whether a k_eq_v layer keeps a V tensor of its own is not read here.
-        raise UsageError(
-            f"{spec.name}: llama.cpp's cache for layers whose V is their K (Gemma 4) is not modelled",
-            hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
-        )
+    # NOTE: a layer whose V is its K (Gemma 4's attention_k_eq_v) still caches V: src/models/gemma4.cpp takes Vcur =
+    # Kcur where the file has no attn_v, norms it apart and stores it as any V (n_embd_v_gqa(il) wide).
     refusal = (
         FA_REFUSAL
         if is_quantized(type_v)

@@ -21,6 +21,7 @@ from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
     "gemma2": (2, False, LayerKind.SLIDING),
     "gemma3": (6, False, LayerKind.SLIDING),
+    "gemma3n": (5, False, LayerKind.SLIDING),
     "gemma-embedding": (6, False, LayerKind.SLIDING),
     "gpt-oss": (2, False, LayerKind.SLIDING),
     "cohere2": (4, False, LayerKind.SLIDING),
@@ -35,9 +36,9 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
 # reads from config.json that llama.cpp serves. Others are refused by name.
 SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
-    "gemma-embedding", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
+    "gemma-embedding", "gemma3n", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
     "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
-    "granitehybrid", "nemotron_h", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
+    "granitehybrid", "nemotron_h", "nemotron_h_moe", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "qwen35", "qwen35moe", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
@@ -51,6 +52,12 @@ SUPPORTED = {
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
     "lfm2", "lfm2moe",
 }  # fmt: skip
+# Layers that hold K and V before the rest read an earlier layer's (src/models/gemma3n.cpp sets
+# n_layer_kv_from_start to 20 whatever the file says: E2B's 30 layers and E4B's 35 alike)
+KV_FROM_START = {"gemma3n": 20}
+# Gated DeltaNet hybrids (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp): recurrent layers as
+# attention.recurrent_layers lists them, else all but every full_attention_interval-th (4); Mamba-style state
+GATED_DELTA = ("qwen3next", "qwen35", "qwen35moe")
 # The config.json class a GGUF architecture was converted from, where an engine's rule names it
 ARCHITECTURES = {"minicpm3": "MiniCPM3ForCausalLM"}
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
@@ -257,13 +264,18 @@ def _pattern(
         swa = [il % 4 < 3 for il in range(n)] if window else None
     state = _state_bytes(md, arch)
     ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name, nextn)
-    interval = _get(md, arch, "full_attention_interval", 4) if arch == "qwen3next" else 0
+    listed = _get(md, arch, "attention.recurrent_layers") if arch in GATED_DELTA else None
+    interval = _get(md, arch, "full_attention_interval", 4) if arch in GATED_DELTA else 0
     runs: list[LayerRun] = []
     for il in range(n):
-        # NOTE: which layers are recurrent, as each src/models/<arch>.cpp sets is_recr: qwen3next by
-        # interval, nemotron_h where a layer has neither KV heads nor an MLP, the others where kv == 0
-        recurrent = (il + 1) % interval != 0 if interval else kv[il] == 0 and not mla
-        if arch == "nemotron_h" and kv[il] == 0 and ff[il] != 0:
+        # NOTE: which layers are recurrent, as each src/models/<arch>.cpp sets is_recr: Qwen3-Next / 3.5 as
+        # attention.recurrent_layers lists them, else by interval; nemotron_h (and its MoE, which loads alike)
+        # where a layer has neither KV heads nor an MLP; the others where kv == 0
+        if isinstance(listed, list) and len(listed) >= n:
+            recurrent = bool(listed[il])
+        else:
+            recurrent = (il + 1) % interval != 0 if interval else kv[il] == 0 and not mla
+        if arch in ("nemotron_h", "nemotron_h_moe") and kv[il] == 0 and ff[il] != 0:
             runs.append(LayerRun(kind=LayerKind.STATELESS))  # an MLP-only layer: no cache, no state
         elif recurrent:
             runs.append(LayerRun(kind=LayerKind.STATELESS, state_bytes=state, state_elements=state // 4))
@@ -276,6 +288,8 @@ def _pattern(
             beside = state if arch == "falcon-h1" else 0
             heads = kv[il] if kv[il] != kv_max else None
             runs.append(LayerRun(kind=LayerKind.FULL, kv_heads=heads, state_bytes=beside, state_elements=beside // 4))
+    if (start := KV_FROM_START.get(arch)) is not None and start < n:
+        runs = [r if il < start else r.model_copy(update={"kv_shared": True}) for il, r in enumerate(runs)]
     if all(r == runs[0] for r in runs) and runs[0].kind in (LayerKind.FULL, LayerKind.MLA) and not runs[0].state_bytes:
         return []
     # NOTE: the shortest period that repeats (gemma2: [sliding, full]), else one run per layer
