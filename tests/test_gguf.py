@@ -308,6 +308,36 @@ def test_gemma3n_gguf_caches_its_first_twenty_layers_and_keeps_per_layer_embeddi
     assert 256 * 256 * 3 * 2 <= gpu < 256 * 256 * 3 * 2 + 1024  # the f16 AltUp projection, as allocated
 
 
+def test_gemma4_gguf_reads_as_the_hub_config_does(tmp_path):
+    # src/models/gemma4.cpp and llama_hparams: sliding_window_pattern one bool a layer; a sliding layer's head
+    # key_length_swa wide, a full layer's key_length; head_count_kv per layer; no attn_v on a full layer: Vcur =
+    # Kcur. Gemma 4 26B-A4B's shape: the spec its config.json gives (model_presets/gemma-4-26b-a4b.yaml)
+    from kvcalc.cost.kvcache import bytes_per_token
+    from kvcalc.model.presets import get_model
+
+    extra = {
+        "attention.sliding_window": 1024, "attention.sliding_window_pattern": [True] * 5 + [False],  # x 5
+        "attention.key_length": 512, "attention.value_length": 512, "attention.key_length_swa": 256,
+        "attention.value_length_swa": 256, "attention.head_count_kv": [8] * 5 + [2],
+        "expert_count": 128, "expert_used_count": 8, "expert_feed_forward_length": 704,
+    }  # fmt: skip
+    md, t = llama_like("gemma4", layers=30, hidden=2816, heads=16, kv_heads=8, ff=2112)
+    md.update({f"gemma4.{k}": v * 5 if isinstance(v, list) else v for k, v in extra.items()})
+    t = [x for x in t if not any(x[0] == f"blk.{il}.attn_v.weight" for il in range(5, 30, 6))]
+    data = gguf_bytes(md, t, data=False)[0]
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), "gemma-4-26B-A4B-Q4_K_M.gguf")
+    hub = get_model("gemma-4-26b-a4b")
+    assert spec.layer_pattern == hub.layer_pattern and spec.head_dim == hub.head_dim == 256
+    kv = 25 * 2 * 8 * 256 * 2 + 5 * 2 * 2 * 512 * 2
+    assert bytes_per_token(spec, "bf16") == bytes_per_token(hub, "bf16") == kv
+    assert spec.shared_expert_intermediate_size == hub.shared_expert_intermediate_size == 2112
+    # attention.shared_kv_layers: the last N layers read an earlier layer's K and V (n_layer_kv_from_start)
+    md["gemma4.attention.shared_kv_layers"] = 6
+    data = gguf_bytes(md, t, data=False)[0]
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), "m.gguf")
+    assert [r.kv_shared for r in spec.expanded_layers()] == [False] * 24 + [True] * 6
+
+
 def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
     # GLM-4.5's GGUF keeps its MTP block after the trunk (block_count 93, nextn_predict_layers 1): llama.cpp caches
     # the trunk's layers alone (n_layer() = n_layer_all - n_layer_nextn) and places every block with -ngl

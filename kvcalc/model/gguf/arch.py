@@ -36,7 +36,7 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
 # reads from config.json that llama.cpp serves. Others are refused by name.
 SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
-    "gemma-embedding", "gemma3n", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
+    "gemma-embedding", "gemma3n", "gemma4", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
     "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
     "granitehybrid", "nemotron_h", "nemotron_h_moe", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "qwen35", "qwen35moe", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
@@ -191,7 +191,11 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
     if arch in ARCHITECTURES:
         spec["architecture"] = ARCHITECTURES[arch]
-    spec["layer_pattern"] = _pattern(md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name, nextn)
+    full_width, k_as_v = _own_widths(md, arch, n, spec, names)
+    spec["layer_pattern"] = _pattern(
+        md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name, nextn,
+        full_width=full_width, k_as_v=k_as_v, kv_from=_kv_from(md, arch, n),
+    )  # fmt: skip
     return build(ModelSpec, spec, f"{name} (GGUF)")
 
 
@@ -202,6 +206,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
 SHARED_RULES = {
     "deepseek2": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count", "afmoe": "count",
     "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
+    "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
 }  # fmt: skip
 
 
@@ -218,6 +223,9 @@ def _shared_width(md: dict[str, Any], arch: str, expert: int) -> int:
         return length or count * expert
     if rule == "length or one":
         return length or expert
+    if rule == "ff":
+        ff = _get(md, arch, "feed_forward_length", 0)
+        return int(max(ff) if isinstance(ff, list) else ff or 0)
     return length
 
 
@@ -245,6 +253,33 @@ def _weight_dtype(label: str | None) -> str:
     return "mxfp4" if label.startswith("MXFP4") else "int4"
 
 
+def _own_widths(
+    md: dict[str, Any], arch: str, n: int, spec: dict[str, Any], names: set[str]
+) -> tuple[int | None, frozenset[int]]:
+    """(the full layers' own head width, the layers whose V is their K). llama_hparams: a sliding layer's head is
+    attention.key_length_swa wide (default key_length), a full layer's key_length; where they differ the spec's
+    head_dim is the sliding layers' (Gemma 4: 256, its full layers 512). gemma4.cpp takes Vcur = Kcur on a
+    layer whose file has no attn_v (use_alternative_attention: Gemma 4's attention_k_eq_v)."""
+    key_len, swa_len = _get(md, arch, "attention.key_length"), _get(md, arch, "attention.key_length_swa")
+    full = None
+    if isinstance(swa_len, int) and isinstance(key_len, int) and swa_len != key_len and _swa_layers(md, arch, n):
+        spec["head_dim"], full = swa_len, key_len
+    k_as_v: frozenset[int] = frozenset()
+    if arch == "gemma4":
+        has = [f"blk.{il}.attn_k.weight" in names and f"blk.{il}.attn_qkv.weight" not in names for il in range(n)]
+        k_as_v = frozenset(il for il in range(n) if has[il] and f"blk.{il}.attn_v.weight" not in names)
+    return full, k_as_v
+
+
+def _kv_from(md: dict[str, Any], arch: str, n: int) -> int | None:
+    """The first layer that reads an earlier layer's K and V (llama_hparams.n_layer_kv_from_start), None if all
+    hold their own: Gemma 3n's fixed 20, Gemma 4's block count less attention.shared_kv_layers."""
+    if arch == "gemma4":
+        shared = _get(md, arch, "attention.shared_kv_layers", 0)
+        return n - shared if isinstance(shared, int) and 0 < shared < n else None
+    return KV_FROM_START.get(arch)
+
+
 def _pattern(
     md: dict[str, Any],
     arch: str,
@@ -255,6 +290,9 @@ def _pattern(
     kv_max: int | None,
     name: str,
     nextn: int = 0,
+    full_width: int | None = None,
+    k_as_v: frozenset[int] = frozenset(),
+    kv_from: int | None = None,
 ) -> list[LayerRun]:
     swa = _swa_layers(md, arch, n)
     window = _get(md, arch, "attention.sliding_window")
@@ -287,9 +325,18 @@ def _pattern(
             # NOTE: a Falcon-H1 layer is attention and a Mamba-2 mixer side by side: its state rides on the layer
             beside = state if arch == "falcon-h1" else 0
             heads = kv[il] if kv[il] != kv_max else None
-            runs.append(LayerRun(kind=LayerKind.FULL, kv_heads=heads, state_bytes=beside, state_elements=beside // 4))
-    if (start := KV_FROM_START.get(arch)) is not None and start < n:
-        runs = [r if il < start else r.model_copy(update={"kv_shared": True}) for il, r in enumerate(runs)]
+            runs.append(
+                LayerRun(
+                    kind=LayerKind.FULL,
+                    kv_heads=heads,
+                    state_bytes=beside,
+                    state_elements=beside // 4,
+                    head_dim=full_width,
+                    v_is_k=il in k_as_v,
+                )  # fmt: skip
+            )
+    if kv_from is not None and kv_from < n:
+        runs = [r if il < kv_from else r.model_copy(update={"kv_shared": True}) for il, r in enumerate(runs)]
     if all(r == runs[0] for r in runs) and runs[0].kind in (LayerKind.FULL, LayerKind.MLA) and not runs[0].state_bytes:
         return []
     # NOTE: the shortest period that repeats (gemma2: [sliding, full]), else one run per layer
