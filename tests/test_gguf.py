@@ -9,7 +9,7 @@ import sys
 
 import ggufhub
 import pytest
-from conftest import run, run_json
+from conftest import FIXTURES, run, run_json
 from gguf_writer import gguf_bytes, llama_like
 
 from kvcalc.errors import SpecError
@@ -336,6 +336,22 @@ def test_gemma4_gguf_reads_as_the_hub_config_does(tmp_path):
     data = gguf_bytes(md, t, data=False)[0]
     spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "m.gguf", 1 << 20), "m.gguf")
     assert [r.kv_shared for r in spec.expanded_layers()] == [False] * 24 + [True] * 6
+
+
+def test_deci_gguf_caches_the_layers_that_keep_attention(tmp_path):
+    # deci.cpp (Llama-3.x-Nemotron NAS): head_count_kv per layer, 0 where the block's attention is a no-op or a
+    # linear map: no cache there. The HF fixture's blocks (tests/fixtures/configs/nemotron-nas.json: 8 heads over
+    # groups of 4, no-op, 8, 2) as the converter writes them: 2, 0, 1 and 4 KV heads x d 32, 7 heads in all
+    md, t = llama_like("deci", layers=4, hidden=256, heads=8, kv_heads=2)
+    md.update({"deci.attention.head_count": [8, 0, 8, 8], "deci.attention.head_count_kv": [2, 0, 1, 4]})
+    path = tmp_path / "nas-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t, data=False)[0])
+    out = run_json("cache", path, "--seq", "1000")
+    assert (
+        out["total_bytes"]
+        == run_json("cache", FIXTURES / "configs" / "nemotron-nas.json", "--seq", "1000")["total_bytes"]
+    )
+    assert out["total_bytes"] == 7 * 32 * 2 * 2 * 1000
 
 
 def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):

@@ -47,6 +47,8 @@ SUPPORTED = {
     "afmoe", "exaone-moe", "cohere2moe",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
     "mimo2",
+    # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
+    "deci",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
     "minicpm3",
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
