@@ -373,8 +373,12 @@ def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "arch", ["seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe"]
-)
+    "arch",
+    [
+        "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe", "phi2",
+        "chatglm", "nemotron", "codeshell", "plamo", "jais",
+    ],
+)  # fmt: skip
 def test_full_attention_architectures_read_as_llama(arch):
     # src/models/<arch>.cpp: every layer full attention with llama's keys: the cache is llama's
     md, t = llama_like(arch, layers=4, hidden=256, heads=8, kv_heads=2)

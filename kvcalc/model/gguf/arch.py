@@ -42,7 +42,7 @@ SUPPORTED = {
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
-    "dots1", "minimax-m2", "bailingmoe", "bailingmoe2",
+    "dots1", "minimax-m2", "bailingmoe", "bailingmoe2", "phi2", "chatglm", "nemotron", "codeshell", "plamo", "jais",
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
     "afmoe", "exaone-moe", "cohere2moe",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
