@@ -433,3 +433,14 @@ def test_without_seq_sglangs_context_len_is_the_configs_as_a_default_launch_has_
     given = json.loads(run(*args, "--seq", "8k").stdout)["sglang"]
     assert given["context_len"] == 8192
     assert given["max_running_requests"] == int(given["max_total_num_tokens"] / 8192 * 512) > 2048
+
+
+def test_sglang_pools_every_layer_even_where_it_reads_an_earlier_layers_kv():
+    # SGLang 0.5.5 profile_max_num_token: cell = KV heads x head_dim x num_effective_layers x 2 x element, every
+    # layer of the model, so Hunyuan-Large's 32 CLA layers (reading the layer before's K and V) take slots too:
+    # 8 KV heads / tp 8 x 80 x (K + V) x 2 B x 64 layers, where the cache they use holds 32 of them
+    from kvcalc.cost.kvcache import bytes_per_token
+
+    spec = get_model("hunyuan-large")
+    assert cell_bytes(spec, "bf16", 8)[0] == 1 * 80 * 2 * 2 * 64
+    assert bytes_per_token(spec, "bf16") == 8 * 80 * 2 * 2 * 32

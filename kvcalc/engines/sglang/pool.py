@@ -30,7 +30,7 @@ from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.formats import quantization_of
-from kvcalc.model.spec import LayerKind, ModelSpec
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 from kvcalc.results import Result
 from kvcalc.units import dtype_bits
 
@@ -145,9 +145,9 @@ def cell_bytes(
     k_bits = total_bits = 0
     mla = False
     for i in layers:
+        # NOTE: a layer that reads an earlier layer's K and V (Gemma 3n's last 15, Hunyuan's CLA) is still a layer of
+        # SGLang's pool: profile_max_num_token's cell is KV heads x head_dim x num_effective_layers (every layer)
         run = expanded[i]
-        if run.kv_shared:
-            continue
         if run.kind == LayerKind.MLA:
             mla = True
             total_bits += (spec.kv_lora_rank + spec.qk_rope_head_dim) * bits
@@ -160,6 +160,11 @@ def cell_bytes(
             k_bits += heads * d * bits
             total_bits += heads * (d + spec.run_v_dim(run)) * bits  # MHATokenToKVPool's own v_head_dim
     return total_bits // 8, k_bits // 8, mla
+
+
+def _own(run: LayerRun) -> LayerRun:
+    """The layer as SGLang's pool holds it: its own K and V slots even where it reads an earlier layer's."""
+    return run.model_copy(update={"kv_shared": False}) if run.kv_shared else run
 
 
 def _stage_ranges(spec: ModelSpec, pp: int) -> list[range]:
@@ -294,7 +299,7 @@ def predict(
     expanded = spec.expanded_layers()
     full_layers = [i for i in layers0 if expanded[i].kind in (LayerKind.FULL, LayerKind.MLA)]
     swa_layers = [i for i in layers0 if expanded[i].kind == LayerKind.SLIDING]
-    shapes = {elements_per_token(spec, expanded[i], attn_tp) for i in full_layers + swa_layers}
+    shapes = {elements_per_token(spec, _own(expanded[i]), attn_tp) for i in full_layers + swa_layers}
     if full_layers and swa_layers and len(shapes) > 1:
         raise UsageError(
             f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4; "
