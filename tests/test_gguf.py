@@ -77,6 +77,15 @@ def test_gemma3_sliding_pattern_and_deepseek_mla_from_metadata():
         512, 64, 128, 128,
     )  # fmt: skip
     assert spec.experts == 256 and spec.dense_layers == 3
+    # mistral4: llama_model_mistral4 reuses deepseek2's loader (models.h), so the same keys read the same model
+    md4 = {k.replace("deepseek2.", "mistral4."): v for k, v in md.items()} | {"general.architecture": "mistral4"}
+    md4["mistral4.expert_shared_count"] = md["deepseek2.expert_shared_count"] = 1
+    same = [
+        spec_from_gguf(header_of(gguf_bytes(m, [("token_embd.weight", (7168, 129280), "q4_K")])[0]), "m.gguf")
+        for m in (md, md4)
+    ]
+    assert same[0].model_dump(exclude={"name", "source"}) == same[1].model_dump(exclude={"name", "source"})
+    assert same[1].shared_expert_intermediate_size == 2048 and same[1].is_mla
 
 
 def test_quant_labels_from_names_and_split_parts_grouped():

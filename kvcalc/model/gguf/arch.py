@@ -36,7 +36,7 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
 # reads from config.json that llama.cpp serves. Others are refused by name.
 SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
-    "gemma-embedding", "gemma3n", "gemma4", "command-r", "cohere2", "deepseek2", "gpt-oss", "granite", "granitemoe", "olmo2",
+    "gemma-embedding", "gemma3n", "gemma4", "command-r", "cohere2", "deepseek2", "mistral4", "gpt-oss", "granite", "granitemoe", "olmo2",
     "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
     "granitehybrid", "nemotron_h", "nemotron_h_moe", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "qwen35", "qwen35moe", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
     "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
@@ -206,7 +206,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
 # length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
 # (ernie4_5-moe, qwen2moe: no shared experts without it).
 SHARED_RULES = {
-    "deepseek2": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count", "afmoe": "count",
+    "deepseek2": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count", "afmoe": "count",
     "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
 }  # fmt: skip
