@@ -36,10 +36,11 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
 # reads from config.json that llama.cpp serves. Others are refused by name.
 SUPPORTED = {
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3",
-    "gemma-embedding", "gemma3n", "gemma4", "command-r", "cohere2", "deepseek2", "mistral4", "gpt-oss", "granite", "granitemoe", "olmo2",
-    "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2", "falcon-h1",
-    "granitehybrid", "nemotron_h", "nemotron_h_moe", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5", "ernie4_5-moe", "qwen3next", "qwen35", "qwen35moe", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan", "starcoder", "refact", "bloom", "qwen", "olmo",
-    "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
+    "gemma-embedding", "gemma3n", "gemma4", "command-r", "cohere2", "deepseek2", "mistral4", "gpt-oss", "granite",
+    "granitemoe", "olmo2", "starcoder2", "exaone4", "llama4", "glm4", "glm4moe", "internlm2", "mamba", "mamba2",
+    "falcon-h1", "granitehybrid", "nemotron_h", "nemotron_h_moe", "stablelm", "smollm3", "hunyuan-moe", "ernie4_5",
+    "ernie4_5-moe", "qwen3next", "qwen35", "qwen35moe", "jamba", "falcon", "gpt2", "gptneox", "mpt", "baichuan",
+    "starcoder", "refact", "bloom", "qwen", "olmo", "olmoe", "minicpm", "qwen2vl", "qwen3vl", "qwen3vlmoe",
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2", "phi2", "chatglm", "nemotron", "codeshell", "plamo", "jais",
@@ -193,7 +194,9 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
     if arch in ARCHITECTURES:
         spec["architecture"] = ARCHITECTURES[arch]
-    full_width, k_as_v = _own_widths(md, arch, n, spec, names)
+    swa_width, full_width, k_as_v = _own_widths(md, arch, n, names)
+    if swa_width is not None:
+        spec["head_dim"] = swa_width
     spec["layer_pattern"] = _pattern(
         md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name, nextn,
         full_width=full_width, k_as_v=k_as_v, kv_from=_kv_from(md, arch, n),
@@ -206,8 +209,8 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
 # length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
 # (ernie4_5-moe, qwen2moe: no shared experts without it).
 SHARED_RULES = {
-    "deepseek2": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count", "afmoe": "count",
-    "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
+    "deepseek2": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
+    "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
 }  # fmt: skip
 
@@ -256,21 +259,21 @@ def _weight_dtype(label: str | None) -> str:
 
 
 def _own_widths(
-    md: dict[str, Any], arch: str, n: int, spec: dict[str, Any], names: set[str]
-) -> tuple[int | None, frozenset[int]]:
-    """(the full layers' own head width, the layers whose V is their K). llama_hparams: a sliding layer's head is
-    attention.key_length_swa wide (default key_length), a full layer's key_length; where they differ the spec's
-    head_dim is the sliding layers' (Gemma 4: 256, its full layers 512). gemma4.cpp takes Vcur = Kcur on a
-    layer whose file has no attn_v (use_alternative_attention: Gemma 4's attention_k_eq_v)."""
+    md: dict[str, Any], arch: str, n: int, names: set[str]
+) -> tuple[int | None, int | None, frozenset[int]]:
+    """(the model's head width where the sliding layers set it, the full layers' own, the layers whose V is their
+    K). llama_hparams: a sliding layer's head is attention.key_length_swa wide (default key_length), a full
+    layer's key_length; where they differ the spec's head_dim is the sliding layers' (Gemma 4: 256, its full
+    layers 512). gemma4.cpp takes Vcur = Kcur on a layer whose file has no attn_v (Gemma 4's attention_k_eq_v)."""
     key_len, swa_len = _get(md, arch, "attention.key_length"), _get(md, arch, "attention.key_length_swa")
-    full = None
+    own: tuple[int | None, int | None] = (None, None)
     if isinstance(swa_len, int) and isinstance(key_len, int) and swa_len != key_len and _swa_layers(md, arch, n):
-        spec["head_dim"], full = swa_len, key_len
+        own = (swa_len, key_len)
     k_as_v: frozenset[int] = frozenset()
     if arch == "gemma4":
         has = [f"blk.{il}.attn_k.weight" in names and f"blk.{il}.attn_qkv.weight" not in names for il in range(n)]
         k_as_v = frozenset(il for il in range(n) if has[il] and f"blk.{il}.attn_v.weight" not in names)
-    return full, k_as_v
+    return *own, k_as_v
 
 
 def _kv_from(md: dict[str, Any], arch: str, n: int) -> int | None:
@@ -335,7 +338,7 @@ def _pattern(
                     state_elements=beside // 4,
                     head_dim=full_width,
                     v_is_k=il in k_as_v,
-                )  # fmt: skip
+                )
             )
     if kv_from is not None and kv_from < n:
         runs = [r if il < kv_from else r.model_copy(update={"kv_shared": True}) for il, r in enumerate(runs)]
