@@ -477,6 +477,20 @@ def test_mimo2_values_narrower_than_keys_and_kv_heads_per_layer(tmp_path):
     assert (full["k_bytes"], full["v_bytes"]) == (1024 * 2 * 48 * 2, 1024 * 2 * 32 * 2)
 
 
+def test_step35_sliding_layers_and_kv_heads_per_layer(tmp_path):
+    # step35.cpp (Step-3.5-Flash): sliding_window_pattern one bool a layer (get_arr, required), head counts per
+    # layer: full layers with 2 KV heads here, sliding ones with 4, each head 32 wide (256 / 8)
+    extra = {
+        "step35.attention.head_count_kv": [2, 4, 4, 4], "step35.attention.sliding_window": 128,
+        "step35.attention.sliding_window_pattern": [False, True, True, True],
+    }  # fmt: skip
+    md, t = llama_like("step35", layers=4, hidden=256, heads=8, kv_heads=2, extra=extra)
+    path = tmp_path / "step-3.5-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    # 1,000 tokens: the full layer holds them all, each sliding layer its 128
+    assert run_json("cache", path, "--seq", "1000")["total_bytes"] == (2 * 1000 + 3 * 4 * 128) * 2 * 32 * 2
+
+
 def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):
     # minicpm3.cpp decompresses each head's K (nope + rope) and V before build_attn: no latent in llama.cpp's cache
     extra = {

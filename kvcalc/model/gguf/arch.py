@@ -47,7 +47,7 @@ SUPPORTED = {
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
     "afmoe", "exaone-moe", "cohere2moe",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
-    "mimo2",
+    "mimo2", "step35",
     # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
     "deci",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
