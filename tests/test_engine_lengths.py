@@ -72,10 +72,16 @@ def test_lengths_are_whole_positive_numbers_and_model_max_length_is_cohere_s_alo
 
 
 def test_fits_largest_context_stops_where_the_engine_does():
-    from conftest import run_json
+    from conftest import run, run_json
 
-    # Qwen-72B (v1): vLLM and SGLang take 8,192 (seq_length), TensorRT-LLM 32,768 (max_position_embeddings)
-    for engine, longest in (("vllm", 8192), ("sglang", 8192), ("trtllm", 32768)):
+    # Qwen-72B (v1): vLLM and SGLang take 8,192 (seq_length) and say whose limit it is
+    for engine in ("vllm", "sglang"):
         d = run_json("fit", "qwen-72b", "--gpu", "h200", "--tp", "8", "--engine", engine, "--seq", "4k")
-        assert d["max_seq"] == longest and d["max_seq_memory"] > 300_000
-        assert (d["max_seq_limit"] is not None) == (engine != "trtllm")
+        assert d["max_seq"] == 8192 and d["max_seq_memory"] > 300_000 and d["max_seq_limit"] is not None
+    # TensorRT-LLM's PyTorch backend registers no QWenLMHeadModel: it would not load the model at all
+    r = run("fit", "qwen-72b", "--gpu", "h200", "--tp", "8", "--engine", "trtllm", "--seq", "4k")
+    assert r.exit_code == 2 and "Unknown architecture for AutoModelForCausalLM: QWenLMHeadModel" in r.stderr
+    # where it serves the model, its longest is max_position_embeddings (131,072 for Llama-3.1-8B: llama3 RoPE
+    # adds no factor), cut to rather than refused past, so no engine limit is named
+    d = run_json("fit", "llama-3.1-8b", "--gpu", "h200", "--engine", "trtllm", "--seq", "4k")
+    assert d["max_seq"] == 131072 and d["max_seq_memory"] > 131072 and d["max_seq_limit"] is None

@@ -203,3 +203,19 @@ def test_fit_under_trtllm_pages_the_batch_in_its_blocks_of_32():
 def test_the_python_apis_fit_pages_trtllms_pool_alike():
     r = kvcalc.fit("llama-3.1-8b", "h100", engine="trtllm", seq=8001)
     assert r.block_size == 32 and r.per_gpu.kv_bytes == 8_032 * 32 * 8 * 128 * 2 * 2
+
+
+def test_an_architecture_trtllms_pytorch_backend_does_not_register_is_said_so():
+    # tensorrt_llm/_torch/models registers no GraniteForCausalLM (its docs: "supported via the AutoDeploy backend");
+    # AutoModelForCausalLM.from_config raises "Unknown architecture for AutoModelForCausalLM: <name>"
+    r = run("fit", "granite-3.3-8b", "--gpu", "h100", "--engine", "trtllm")
+    assert r.exit_code == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "Unknown architecture for AutoModelForCausalLM: GraniteForCausalLM" in r.stderr
+    # a speed is still given, for a deployment that cannot be made as stated
+    out = run_json("generate", "granite-3.3-8b", "--gpu", "h100", "--engine", "trtllm", "--concurrency", "4")
+    assert out["estimate"]["tpot_s"] > 0
+    assert any("TensorRT-LLM would not start: ValueError: Unknown architecture" in w for w in out["warnings"])
+    # a registered one (LlamaForCausalLM) is neither refused nor warned of; vLLM serves Granite
+    ok = run_json("generate", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--concurrency", "4")
+    assert not any("Unknown architecture" in w for w in ok["warnings"])
+    assert run("fit", "granite-3.3-8b", "--gpu", "h100", "--engine", "vllm").exit_code == 0

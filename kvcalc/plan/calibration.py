@@ -41,15 +41,21 @@ def user_file(gpu: str, engine: str) -> Path:
 def refusal_warnings(
     engine: str | None, gpu_name: str, spec: ModelSpec | None = None, dtype: str | None = None
 ) -> list[str]:
-    """The warnings a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal) or
-    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal): its figures, ceiling or
-    estimate, are for a deployment that cannot be made as stated (a checkpoint quantized so could be served)."""
+    """The warnings a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal),
+    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal) or, TensorRT-LLM, registers no
+    class for its architecture (engines/trtllm/models): its figures, ceiling or estimate, are for a deployment
+    that cannot be made as stated (a checkpoint quantized so could be served; another backend might be)."""
     from kvcalc.engines.kernels import checkpoint_refusal, gpu_refusal
 
     why = gpu_refusal(engine, gpu_name) if engine else None
     out = [f"not a real deployment: {why}"] if why else []
     if spec is not None and (why := checkpoint_refusal(spec, engine, dtype)):
         out.append(f"not a real deployment: {why}; the figures are the model's quantized as --dtype {dtype}")
+    if spec is not None and engine and engine.lower() == "trtllm":
+        from kvcalc.engines.trtllm.models import architecture_refusal
+
+        if why := architecture_refusal(spec):
+            out.append(f"not a real deployment: TensorRT-LLM would not start: {why}")
     return out
 
 

@@ -38,7 +38,7 @@ def engine_rows(
     pool False: the warnings alone (roofline without --engine keeps kvcalc's arithmetic and its start-up time)."""
     from kvcalc.plan.calibration import refusal_warnings
 
-    result.warnings += refusal_warnings(engine, result.gpu)
+    result.warnings += refusal_warnings(engine, result.gpu, spec)
     if not pool or engine is None or engine.lower() not in ENGINES:
         return
     pools: dict[int, tuple | str] = {}

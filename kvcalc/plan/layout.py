@@ -70,6 +70,11 @@ def engine_refusal(  # noqa: ANN201
             return why
         if ep > 1 and ep != tp:
             return f"vLLM's expert-parallel size is tp x dp ({tp}), not {ep}"
+    if engine == "trtllm":
+        from kvcalc.engines.trtllm.models import architecture_refusal
+
+        if why := architecture_refusal(spec):
+            return why
     if engine == "sglang" and ep > 1 and tp % ep:
         return f"SGLang's --ep-size must divide --tp ({tp}), not {ep}"
     if engine == "llamacpp" and (ep > 1 or dp_attention):

@@ -4,6 +4,7 @@ of a max_num_batched_tokens forward and its non-torch memory, or --reserve): Ten
 max_num_tokens (8,192) the same way, and its pool is free_gpu_memory_fraction (--gpu-util) of what is left."""
 
 from kvcalc.cost.step import Deployment
+from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.fit import FitResult, adopt_engine_capacity, engine_verdict, gpus_named
@@ -44,8 +45,16 @@ def _replica(blocks: int, ranks: int, seq: int) -> tuple[int, float]:
 
 def adopt_pool(result: FitResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
     """The row's capacity, concurrency, largest batch and context become TensorRT-LLM's, at the row's reserve
-    (fit's, or --reserve): each rank's pool holds whole requests of its blocks, at most max_batch_size."""
+    (fit's, or --reserve): each rank's pool holds whole requests of its blocks, at most max_batch_size. An
+    architecture its PyTorch backend registers no class for is refused, in its words (as vLLM's and SGLang's)."""
     from kvcalc.engines.trtllm import pool as trt
+    from kvcalc.engines.trtllm.models import architecture_refusal
+
+    if why := architecture_refusal(spec):
+        raise UsageError(
+            f"--engine trtllm: TensorRT-LLM does not serve {spec.name}: {why}",
+            hint="--engine vllm or sglang, or drop --engine for kvcalc's own arithmetic",
+        )
 
     dep = dep._replace(reserve_bytes=result.per_gpu.reserve_bytes)
     blocks = trt.predict(spec, gpu, dep, dtype=dtype, kv_dtype=result.kv_dtype).blocks
