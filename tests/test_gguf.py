@@ -491,6 +491,25 @@ def test_step35_sliding_layers_and_kv_heads_per_layer(tmp_path):
     assert run_json("cache", path, "--seq", "1000")["total_bytes"] == (2 * 1000 + 3 * 4 * 128) * 2 * 32 * 2
 
 
+def test_kimi_linear_gguf_kda_layers_are_recurrent_beside_mla(tmp_path):
+    # kimi-linear.cpp: a layer with no KV heads is a Kimi Delta Attention layer (is_recr), the others MLA. KDA's
+    # state (llama-hparams.cpp n_embd_r / n_embd_s), f32: 3 x (d_conv 4 - 1) x 8 heads x 32 + 32 x 32 x 8 elements
+    extra = {
+        "attention.head_count_kv": [0, 0, 0, 8], "attention.kv_lora_rank": 64, "rope.dimension_count": 16,
+        "attention.key_length_mla": 48, "attention.value_length_mla": 32, "kda.head_dim": 32, "ssm.conv_kernel": 4,
+        "expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 64, "expert_shared_count": 1,
+    }  # fmt: skip
+    md, t = llama_like("kimi-linear", layers=4, extra={f"kimi-linear.{k}": v for k, v in extra.items()})
+    path = tmp_path / "Kimi-Linear-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    out = run_json("cache", path, "--seq", "1000", "--batch", "2")
+    # one MLA layer caches its latent, (64 + 16) x 2 B a token; three KDA layers a state a sequence
+    assert out["total_bytes"] == 2 * 1000 * (64 + 16) * 2
+    assert out["state_bytes"] == 2 * 3 * 4 * (3 * 3 * 8 * 32 + 32 * 32 * 8)
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name)
+    assert spec.shared_expert_intermediate_size == 64 and spec.is_mla
+
+
 def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):
     # minicpm3.cpp decompresses each head's K (nope + rope) and V before build_attn: no latent in llama.cpp's cache
     extra = {

@@ -52,6 +52,8 @@ SUPPORTED = {
     "deci",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
     "minicpm3",
+    # Kimi Delta Attention layers (no KV heads: recurrent, a head_dim x head_dim state a head) beside MLA ones
+    "kimi-linear",
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
     "lfm2", "lfm2moe",
 }  # fmt: skip
@@ -61,6 +63,8 @@ KV_FROM_START = {"gemma3n": 20}
 # Gated DeltaNet hybrids (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp): recurrent layers as
 # attention.recurrent_layers lists them, else all but every full_attention_interval-th (4); Mamba-style state
 GATED_DELTA = ("qwen3next", "qwen35", "qwen35moe")
+# Recurrent where a layer has no KV heads even in an MLA model (kimi-linear.cpp: is_recr = n_head_kv(il) == 0)
+RECURRENT_BESIDE_MLA = ("kimi-linear",)
 # The config.json class a GGUF architecture was converted from, where an engine's rule names it
 ARCHITECTURES = {"minicpm3": "MiniCPM3ForCausalLM"}
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
@@ -212,6 +216,7 @@ SHARED_RULES = {
     "deepseek2": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
     "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
+    "kimi-linear": "count or one",  # n_ff_exp x (n_expert_shared, or 1)
 }  # fmt: skip
 
 
@@ -228,6 +233,8 @@ def _shared_width(md: dict[str, Any], arch: str, expert: int) -> int:
         return length or count * expert
     if rule == "length or one":
         return length or expert
+    if rule == "count or one":
+        return max(count, 1) * expert
     if rule == "ff":
         ff = _get(md, arch, "feed_forward_length", 0)
         return int(max(ff) if isinstance(ff, list) else ff or 0)
@@ -317,7 +324,9 @@ def _pattern(
         if isinstance(listed, list) and len(listed) >= n:
             recurrent = bool(listed[il])
         else:
-            recurrent = (il + 1) % interval != 0 if interval else kv[il] == 0 and not mla
+            recurrent = (
+                (il + 1) % interval != 0 if interval else kv[il] == 0 and (not mla or arch in RECURRENT_BESIDE_MLA)
+            )
         if arch in ("nemotron_h", "nemotron_h_moe") and kv[il] == 0 and ff[il] != 0:
             runs.append(LayerRun(kind=LayerKind.STATELESS))  # an MLP-only layer: no cache, no state
         elif recurrent:
@@ -363,10 +372,18 @@ def _compress(runs: list[LayerRun]) -> list[LayerRun]:
 
 def _state_bytes(md: dict[str, Any], arch: str) -> int:
     """Recurrent state of one layer and one sequence, f32 (llama-hparams.cpp n_embd_r/s): LFM2's short convolution
-    keeps its last l_cache - 1 inputs, n_embd wide; Mamba-style layers their conv inputs and SSM state."""
+    keeps its last l_cache - 1 inputs, n_embd wide; Kimi Delta Attention its Q / K / V convolutions and a square
+    state a head; Mamba-style layers their conv inputs and SSM state."""
     l_cache = _get(md, arch, "shortconv.l_cache", 0)
     if l_cache:
         return int(4 * _get(md, arch, "embedding_length", 0) * (l_cache - 1))
+    if kda := _get(md, arch, "kda.head_dim", 0):
+        # Kimi Delta Attention (n_embd_r / n_embd_s): Q, K and V convolutions keep d_conv - 1 steps (3 if the
+        # file gives no kernel) of n_head x head_dim each; the state is head_dim x head_dim a head
+        heads = _get(md, arch, "attention.head_count", 0)
+        heads = int(heads[0] if isinstance(heads, list) else heads)
+        d_conv = _get(md, arch, "ssm.conv_kernel", 0)
+        return int(4 * (3 * (d_conv - 1 if d_conv else 3) * heads * kda + kda * kda * heads))
     d_conv, d_inner = _get(md, arch, "ssm.conv_kernel", 0), _get(md, arch, "ssm.inner_size", 0)
     d_state, groups = _get(md, arch, "ssm.state_size", 0), _get(md, arch, "ssm.group_count", 0)
     r = (d_conv - 1) * (d_inner + 2 * groups * d_state) if d_conv else 0
