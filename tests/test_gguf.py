@@ -385,7 +385,7 @@ def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
     "arch",
     [
         "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe", "phi2",
-        "chatglm", "nemotron", "codeshell", "plamo", "jais",
+        "chatglm", "nemotron", "codeshell", "plamo", "jais", "hy_v3",
     ],
 )  # fmt: skip
 def test_full_attention_architectures_read_as_llama(arch):
@@ -508,6 +508,20 @@ def test_kimi_linear_gguf_kda_layers_are_recurrent_beside_mla(tmp_path):
     assert out["state_bytes"] == 2 * 3 * 4 * (3 * 3 * 8 * 32 + 32 * 32 * 8)
     spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name)
     assert spec.shared_expert_intermediate_size == 64 and spec.is_mla
+
+
+def test_laguna_gguf_slides_three_layers_in_four_where_the_file_gives_a_window():
+    # laguna.cpp: load_swa_pattern(ml, 4, dense_first) only where sliding_window is set (XS.2); M.1 has none: all
+    # full. One shared expert unless the file counts more, its width expert_shared_feed_forward_length
+    moe = {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 64}
+    md, t = llama_like("laguna", layers=8, extra={f"laguna.{k}": v for k, v in moe.items()})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "laguna-M.1.gguf")
+    assert {r.kind.value for r in spec.expanded_layers()} == {"full"} and spec.shared_expert_intermediate_size == 64
+    md["laguna.attention.sliding_window"] = 512
+    md["laguna.expert_shared_feed_forward_length"] = 96
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "laguna-XS.2.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == (["full"] + ["sliding"] * 3) * 2
+    assert spec.shared_expert_intermediate_size == 96
 
 
 def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):

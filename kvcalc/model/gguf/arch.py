@@ -30,7 +30,12 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
     "llama4": (4, False, LayerKind.CHUNKED),  # 3 chunked (attention_chunk_size) + 1 full
     "afmoe": (4, False, LayerKind.SLIDING),  # where the file gives a window
     "exaone-moe": (4, False, LayerKind.SLIDING),
-    "cohere2moe": (4, True, LayerKind.SLIDING),  # load_swa_pattern(ml, 4, true): every 4th layer from 0 is full
+    "cohere2moe": (4, True, LayerKind.SLIDING),
+    "laguna": (
+        4,
+        True,
+        LayerKind.SLIDING,
+    ),  # XS.2: full at il % 4 == 0, where the file gives a window  # load_swa_pattern(ml, 4, true): every 4th layer from 0 is full
 }
 # Architectures read the same way as llama (dense or MoE, GQA, optional SWA): the families kvcalc
 # reads from config.json that llama.cpp serves. Others are refused by name.
@@ -44,8 +49,9 @@ SUPPORTED = {
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2", "phi2", "chatglm", "nemotron", "codeshell", "plamo", "jais",
+    "hy_v3",
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
-    "afmoe", "exaone-moe", "cohere2moe",
+    "afmoe", "exaone-moe", "cohere2moe", "laguna",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
     "mimo2", "step35",
     # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
@@ -217,6 +223,7 @@ SHARED_RULES = {
     "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
     "kimi-linear": "count or one",  # n_ff_exp x (n_expert_shared, or 1)
+    "laguna": "length, else count or one",  # laguna.cpp: the count defaults to 1
 }  # fmt: skip
 
 
@@ -235,6 +242,8 @@ def _shared_width(md: dict[str, Any], arch: str, expert: int) -> int:
         return length or expert
     if rule == "count or one":
         return max(count, 1) * expert
+    if rule == "length, else count or one":
+        return length or max(count, 1) * expert
     if rule == "ff":
         ff = _get(md, arch, "feed_forward_length", 0)
         return int(max(ff) if isinstance(ff, list) else ff or 0)
