@@ -385,7 +385,7 @@ def test_multi_token_prediction_blocks_are_placed_but_not_cached(tmp_path):
     "arch",
     [
         "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe", "phi2",
-        "chatglm", "nemotron", "codeshell", "plamo", "jais", "hy_v3",
+        "chatglm", "nemotron", "codeshell", "plamo", "jais", "hy_v3", "grovemoe",
     ],
 )  # fmt: skip
 def test_full_attention_architectures_read_as_llama(arch):
@@ -522,6 +522,25 @@ def test_laguna_gguf_slides_three_layers_in_four_where_the_file_gives_a_window()
     spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "laguna-XS.2.gguf")
     assert [r.kind.value for r in spec.expanded_layers()] == (["full"] + ["sliding"] * 3) * 2
     assert spec.shared_expert_intermediate_size == 96
+
+
+@pytest.mark.parametrize(
+    ("arch", "pattern", "kinds"),
+    [
+        # mellum.cpp: load_swa_pattern(ml, 4) where the file gives a window: three sliding layers, then a full one
+        ("mellum", None, ["sliding"] * 3 + ["full"]),
+        # maple.cpp / spark2-5.cpp: get_arr(sliding_window_pattern), one bool a layer, required
+        ("maple", [True, False, True, True], ["sliding", "full", "sliding", "sliding"]),
+        ("spark2_5", [False, True, True, False], ["full", "sliding", "sliding", "full"]),
+    ],
+)
+def test_sliding_patterns_as_each_loader_sets_them(arch, pattern, kinds):
+    extra = {f"{arch}.attention.sliding_window": 256}
+    if pattern is not None:
+        extra[f"{arch}.attention.sliding_window_pattern"] = pattern
+    md, t = llama_like(arch, layers=4, extra=extra)
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), f"{arch}.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == kinds
 
 
 def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):

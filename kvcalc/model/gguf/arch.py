@@ -30,12 +30,9 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
     "llama4": (4, False, LayerKind.CHUNKED),  # 3 chunked (attention_chunk_size) + 1 full
     "afmoe": (4, False, LayerKind.SLIDING),  # where the file gives a window
     "exaone-moe": (4, False, LayerKind.SLIDING),
-    "cohere2moe": (4, True, LayerKind.SLIDING),
-    "laguna": (
-        4,
-        True,
-        LayerKind.SLIDING,
-    ),  # XS.2: full at il % 4 == 0, where the file gives a window  # load_swa_pattern(ml, 4, true): every 4th layer from 0 is full
+    "cohere2moe": (4, True, LayerKind.SLIDING),  # load_swa_pattern(ml, 4, true): every 4th layer from 0 is full
+    "laguna": (4, True, LayerKind.SLIDING),  # XS.2, where the file gives a window: full at il % 4 == 0
+    "mellum": (4, False, LayerKind.SLIDING),  # where the file gives a window
 }
 # Architectures read the same way as llama (dense or MoE, GQA, optional SWA): the families kvcalc
 # reads from config.json that llama.cpp serves. Others are refused by name.
@@ -49,11 +46,11 @@ SUPPORTED = {
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2", "phi2", "chatglm", "nemotron", "codeshell", "plamo", "jais",
-    "hy_v3",
+    "hy_v3", "grovemoe",
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
-    "afmoe", "exaone-moe", "cohere2moe", "laguna",
+    "afmoe", "exaone-moe", "cohere2moe", "laguna", "mellum",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
-    "mimo2", "step35",
+    "mimo2", "step35", "maple", "spark2_5",
     # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
     "deci",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
