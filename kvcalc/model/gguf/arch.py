@@ -194,7 +194,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
             experts=experts,
             experts_per_token=_get(md, arch, "expert_used_count", 1),
             expert_intermediate_size=(expert := _expert_width(md, arch, name)),
-            shared_expert_intermediate_size=_shared_width(md, arch, expert or 0),
+            shared_expert_intermediate_size=_shared_width(md, arch, expert or 0, ff),
             dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
         )
     if nextn:
@@ -224,8 +224,9 @@ SHARED_RULES = {
 }  # fmt: skip
 
 
-def _shared_width(md: dict[str, Any], arch: str, expert: int) -> int:
-    """The shared experts' MLP width, as llama.cpp builds the ffn_*_shexp tensors (expert: n_ff_exp)."""
+def _shared_width(md: dict[str, Any], arch: str, expert: int, ff: int) -> int:
+    """The shared experts' MLP width, as llama.cpp builds the ffn_*_shexp tensors (expert: n_ff_exp; ff: the
+    dense MLP's feed_forward_length, the widest layer's)."""
     length = int(_get(md, arch, "expert_shared_feed_forward_length", 0) or 0)
     count = int(_get(md, arch, "expert_shared_count", 0) or 0)
     rule = SHARED_RULES.get(arch)
@@ -242,8 +243,7 @@ def _shared_width(md: dict[str, Any], arch: str, expert: int) -> int:
     if rule == "length, else count or one":
         return length or max(count, 1) * expert
     if rule == "ff":
-        ff = _get(md, arch, "feed_forward_length", 0)
-        return int(max(ff) if isinstance(ff, list) else ff or 0)
+        return ff
     return length
 
 
@@ -284,8 +284,12 @@ def _own_widths(
         own = (swa_len, key_len)
     k_as_v: frozenset[int] = frozenset()
     if arch == "gemma4":
-        has = [f"blk.{il}.attn_k.weight" in names and f"blk.{il}.attn_qkv.weight" not in names for il in range(n)]
-        k_as_v = frozenset(il for il in range(n) if has[il] and f"blk.{il}.attn_v.weight" not in names)
+        k_as_v = frozenset(
+            il
+            for il in range(n)
+            if f"blk.{il}.attn_k.weight" in names
+            and not {f"blk.{il}.attn_v.weight", f"blk.{il}.attn_qkv.weight"} & names
+        )
     return *own, k_as_v
 
 
