@@ -543,6 +543,37 @@ def test_sliding_patterns_as_each_loader_sets_them(arch, pattern, kinds):
     assert [r.kind.value for r in spec.expanded_layers()] == kinds
 
 
+def test_smallthinker_gguf_slides_with_the_window_its_loader_forces(tmp_path):
+    # smallthinker.cpp: where the file gives a sliding_window, n_swa = 4096 whatever it says, and
+    # load_swa_pattern(ml, 4, dense_first): layers 0 and 4 full, the rest sliding; no window: every layer full
+    moe = {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 64}
+    md, t = llama_like("smallthinker", layers=8, extra={f"smallthinker.{k}": v for k, v in moe.items()})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "SmallThinker-4BA0.6B-Q4_K_M.gguf")
+    assert {r.kind.value for r in spec.expanded_layers()} == {"full"} and spec.experts == 8
+    md["smallthinker.attention.sliding_window"] = 2048
+    path = tmp_path / "SmallThinker-21BA3B-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name)
+    assert [r.kind.value for r in spec.expanded_layers()] == (["full"] + ["sliding"] * 3) * 2
+    assert {r.window_tokens for r in spec.expanded_layers() if r.kind.value == "sliding"} == {4096}
+    # 8,192 tokens: 2 full layers hold them all, 6 sliding ones 4,096 each; 2 KV heads x 32 wide (256 / 8), K and V
+    assert run_json("cache", path, "--seq", "8192")["total_bytes"] == (2 * 8192 + 6 * 4096) * 2 * 2 * 32 * 2
+
+
+def test_openelm_gguf_reads_heads_per_layer_and_layer_0s_head_width(tmp_path):
+    # openelm.cpp: query heads, KV heads and MLP widths per layer, every layer full attention. Its converter writes
+    # key_length; without one llama.cpp's head width is n_embd / n_head(0), layer 0's count (256 / 4 = 64), not
+    # the widest layer's (256 / 8 = 32)
+    extra = {"openelm.attention.head_count": [4, 4, 8, 8], "openelm.attention.head_count_kv": [1, 1, 2, 2]}
+    md, t = llama_like("openelm", layers=4, extra=extra)
+    path = tmp_path / "OpenELM-270M-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    assert spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name).head_dim == 64
+    assert run_json("cache", path, "--seq", "100")["bytes_per_token"] == (1 + 1 + 2 + 2) * 2 * 64 * 2
+    md["openelm.attention.key_length"] = md["openelm.attention.value_length"] = 16
+    assert spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name).head_dim == 16
+
+
 def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):
     # minicpm3.cpp decompresses each head's K (nope + rope) and V before build_attn: no latent in llama.cpp's cache
     extra = {

@@ -33,7 +33,10 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
     "cohere2moe": (4, True, LayerKind.SLIDING),  # load_swa_pattern(ml, 4, true): every 4th layer from 0 is full
     "laguna": (4, True, LayerKind.SLIDING),  # XS.2, where the file gives a window: full at il % 4 == 0
     "mellum": (4, False, LayerKind.SLIDING),  # where the file gives a window
+    "smallthinker": (4, True, LayerKind.SLIDING),  # where the file gives a window: full at il % 4 == 0
 }
+# Windows a loader sets whatever the file says, where the file gives one (smallthinker.cpp: n_swa = 4096)
+SWA_FORCED = {"smallthinker": 4096}
 # Architectures read the same way as llama (dense or MoE, GQA, optional SWA): the families kvcalc
 # reads from config.json that llama.cpp serves. Others are refused by name.
 SUPPORTED = {
@@ -47,8 +50,10 @@ SUPPORTED = {
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2", "phi2", "chatglm", "nemotron", "codeshell", "plamo", "jais",
     "hy_v3", "grovemoe",
+    # query and KV heads and MLP widths per layer (openelm.cpp: one fused QKV, every layer full)
+    "openelm",
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
-    "afmoe", "exaone-moe", "cohere2moe", "laguna", "mellum",
+    "afmoe", "exaone-moe", "cohere2moe", "laguna", "mellum", "smallthinker",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
     "mimo2", "step35", "maple", "spark2_5",
     # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
@@ -186,6 +191,9 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec["num_kv_heads"] = max(kv) or 1
         if key_len:
             spec["head_dim"] = key_len
+        elif heads[0] and len(set(heads)) > 1:
+            # llama.cpp's default head width is n_embd / n_head(0): layer 0's count, not the widest layer's
+            spec["head_dim"] = hidden // heads[0]
         if key_len and val_len and val_len != key_len:
             spec["v_head_dim"] = val_len  # n_embd_head_v: values narrower than keys (mimo2: 128 beside 192)
     experts = _get(md, arch, "expert_count", 0) or 0
@@ -318,6 +326,7 @@ def _pattern(
 ) -> list[LayerRun]:
     swa = _swa_layers(md, arch, n)
     window = _get(md, arch, "attention.sliding_window")
+    window = SWA_FORCED.get(arch, window) if window else window
     kind_swa = SWA_DEFAULT.get(arch, (0, False, LayerKind.SLIDING))[2]
     if arch == "llama4":
         window = _get(md, arch, "attention.chunk_size", 8192)
