@@ -16,6 +16,13 @@ from kvcalc.model.spec import LayerKind
 GIB = 2**30
 CONFIG = FIXTURES / "real_configs" / "gemma-4-26b-a4b.json"
 
+# A Gemma 4 with per-layer input embeddings and an audio tower (E2B / E4B's kind), every field left to transformers
+# 5.25's Gemma4Config defaults but the last 10 layers sharing K and V: 30 layers of 2,304 (8 heads of 256, 4 KV heads,
+# a full layer of 512-wide heads every sixth), MLP 9,216, vocabulary 262,144 tied, per-layer inputs 256 wide over a
+# 262,144-row table; the default vision tower (16 layers of 768) and audio tower (12 Conformer layers of 1,024).
+PLE = FIXTURES / "configs" / "gemma4-ple-audio.json"
+VISION_26B = 27 * (4 * 1152 * 16 * 72 + 3 * 1152 * 4304 + 4 * 1152 + 2 * 72) + 3 * 16 * 16 * 1152 + 2 * 10240 * 1152
+
 
 def test_gemma4_26b_cache_per_token_by_hand():
     # 25 sliding layers (W 1,024) of 8 KV heads x 256, 5 full layers of 2 KV heads x 512; K and V both cached
@@ -38,7 +45,9 @@ def test_full_layers_take_the_global_shape_and_load_k_as_v():
     # the MoE block (128 experts of 704, top 8) runs beside the dense MLP (2,112) in every layer
     c = param_counts(spec)
     assert c.expert_params == 3 * hidden * 704 and c.shared_experts == 30 * 3 * hidden * 2112
-    assert c.total == pytest.approx(25.2e9, rel=0.005) and c.active == pytest.approx(3.8e9, rel=0.01)
+    # the model card's 25.2B total and 3.8B active are the language model's; the vision tower (~550M) comes beside
+    assert c.total - c.extra == pytest.approx(25.2e9, rel=0.005) and c.active == pytest.approx(3.8e9, rel=0.01)
+    assert c.extra == VISION_26B + 2 * 1152 + 1152 * 2816
 
 
 def test_attention_flops_use_each_layers_width():
@@ -71,12 +80,13 @@ def test_config_reading_follows_gemma4_text_config(tmp_path):
     path.write_text(json.dumps(plain))
     out = run_json("cache", str(path), "--seq", "1")
     assert out["bytes_per_token"] == 25 * 2 * 8 * 256 * 2 + 5 * 2 * 8 * 512 * 2
-    # per-layer input embeddings (the E2B / E4B models) are not counted: parameters unknown, cache answered
+    # per-layer input embeddings (the E2B / E4B models): 256 wide over Gemma4TextConfig's default 262,144-row table
     ple = {**config, "text_config": {**text, "hidden_size_per_layer_input": 256}}
     path.write_text(json.dumps(ple))
     shown = run_json("show", str(path))
-    assert shown["params"] is None and shown["kv_bytes_per_token_bf16"] == 225_280
-    assert "per-layer input embeddings" in shown["spec"]["params_unknown"]
+    assert shown["kv_bytes_per_token_bf16"] == 225_280 and shown["spec"]["params_unknown"] is None
+    assert shown["params"]["per_layer_table"] == 262144 * 30 * 256
+    assert shown["params"]["per_layer_inputs"] == 2816 * 30 * 256 + 256 + 30 * (2 * 2816 * 256 + 2816)
 
 
 def test_llamacpp_caches_v_on_k_eq_v_layers():
@@ -98,10 +108,11 @@ def test_sglang_says_it_does_not_model_a_split_of_unequal_cells():
 
 def test_a_minimal_gemma4_text_config():
     # tests/fixtures/configs/gemma4-global.json: 3 sliding layers of 16 KV heads x 256, one full of 4 x 512;
-    # no hidden_size_per_layer_input, so Gemma4TextConfig's default (256) applies: parameters unknown
+    # no hidden_size_per_layer_input, so Gemma4TextConfig's defaults apply: per-layer inputs 256 wide over 262,144 rows
     shown = run_json("show", FIXTURES / "configs" / "gemma4-global.json")
     assert shown["kv_bytes_per_token_bf16"] == 3 * 2 * 16 * 256 * 2 + 2 * 4 * 512 * 2
-    assert shown["params"] is None and "per-layer input embeddings" in shown["spec"]["params_unknown"]
+    assert shown["params"]["per_layer_table"] == 262144 * 4 * 256
+    assert shown["params"]["per_layer_inputs"] == 5376 * 4 * 256 + 256 + 4 * (2 * 5376 * 256 + 5376)
 
 
 def test_vllm_holds_both_rotary_caches():
@@ -111,3 +122,69 @@ def test_vllm_holds_both_rotary_caches():
 
     w = weight_bytes(get_model("gemma-4-26b-a4b"), "bf16", None)
     assert w.rotary_cache == allocated(262_144 * 512 * 2) + allocated(262_144 * 256 * 2)
+
+
+def test_gemma4_vision_tower_as_vllm_loads_it():
+    # gemma4_mm.py: transformers' Gemma4VisionModel (AutoModel.from_config), whole on every rank, then embed_vision's
+    # ReplicatedLinear from the tower's 1,152 to the text's 2,816. The 26B-A4B's tower: 27 layers of q / k / v / o
+    # (1,152 x 16 heads x 72), a gated MLP of 4,304, four norms and the q / k norms; a 3 x 16 x 16 patch projection,
+    # a 2 x 10,240 position table (transformers 5.25 counts these 569,548,080 parameters), and the std_bias / std_scale
+    # buffers of a standardizing tower
+    from kvcalc.engines.weights import weight_bytes
+
+    assert VISION_26B == 569_548_080
+    spec = get_model("gemma-4-26b-a4b")
+    held = VISION_26B + 2 * 1152 + 1152 * 2816
+    assert spec.checkpoint.vision_params == (0, held)
+    assert weight_bytes(spec, "bf16", None, tp=2).extra == held * 2  # bf16, whole on each rank
+    v = run_json("fit", "gemma-4-26b-a4b", "--gpu", "h100", "--engine", "vllm", "--seq", "8192")["vllm"]
+    assert not any("vision encoder's weights" in u for u in v["not_sized"])
+
+
+def test_gemma4_per_layer_embeddings_and_audio_tower_by_hand():
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.engines.weights import allocated
+    from kvcalc.model.hf.reader import spec_from_config
+    from kvcalc.model.presets import get_gpu
+
+    spec = spec_from_config(json.loads(PLE.read_text()), "g", PLE.name)
+    c = param_counts(spec)
+    # Gemma4TextModel: embed_tokens_per_layer (262,144 x 30 x 256), per_layer_model_projection (2,304 -> 30 x 256)
+    # and its 256-wide norm; in each layer per_layer_input_gate, per_layer_projection and post_per_layer_input_norm
+    assert c.per_layer_table == 262144 * 30 * 256
+    assert c.per_layer_inputs == 2304 * 30 * 256 + 256 + 30 * (2 * 2304 * 256 + 2304)
+    # the audio tower: 12 layers of 24 h^2 + (kernel 5 + 9) h + h / 8 heads, the 128- and 32-channel 3 x 3 sub-sampling
+    # convs with their norms and the (128 // 4) x 32 -> 1,024 projection, output_proj to 1,536 with its bias, then
+    # embed_audio's 1,536 -> 2,304; the vision tower: 16 layers of 768 (12 heads x 64), MLP 3,072; embed_vision 768 -> 2,304
+    audio = 12 * (24 * 1024**2 + 14 * 1024 + 128) + 9 * 128 + 128 + 9 * 128 * 32 + 32 + 32 * 32 * 1024
+    audio += 1536 * 1024 + 1536 + 1536 * 2304
+    vision = 16 * (4 * 768 * 768 + 3 * 768 * 3072 + 4 * 768 + 2 * 64) + 3 * 256 * 768 + 2 * 10240 * 768 + 768 * 2304
+    assert c.extra == audio + vision
+    # transformers 5.25 builds 5,498,049,312 parameters from this file; kvcalc counts the k_norm weights that vLLM
+    # builds on the 10 KV-sharing layers too (8 sliding of 256, 2 full of 512), which transformers leaves out
+    assert c.total == 5_498_049_312 + 8 * 256 + 2 * 512
+    assert c.active_excl_embedding == c.active - c.per_layer_table  # the table is looked up, not multiplied
+    # vLLM: the table vocab-parallel, the projection column-parallel, each layer's gate and projection whole; and the
+    # per-layer inputs buffer gemma4_mm.py makes at load, max_num_batched_tokens x 30 x 256 x 2 B
+    # (PyTorch's allocator books the 35,389,440-B projection its whole 2 MiB-rounded segment)
+    w1 = predict(spec, get_gpu("h100"), Settings()).weights
+    layer = 2 * 2304 * 256 * 2 + 2304 * 2
+    assert w1.per_layer_inputs == 262144 * 30 * 256 * 2 + allocated(2304 * 30 * 256 * 2) + 512 + 30 * layer
+    assert allocated(2304 * 30 * 256 * 2) == 17 * 2 * 2**20
+    terms = predict(spec, get_gpu("h100"), Settings())
+    assert terms.weights_bytes == w1.total + 8192 * 30 * 256 * 2
+    text_only = spec.model_copy(update={"architecture": "Gemma4ForCausalLM"})
+    assert predict(text_only, get_gpu("h100"), Settings()).weights_bytes == w1.total  # no buffer without the wrapper
+    w2 = predict(spec, get_gpu("h100"), Settings(tp=2)).weights
+    assert w2.per_layer_inputs == 262144 * 30 * 256 + allocated(2304 * 15 * 256 * 2) + 512 + 30 * layer
+    # an L4 (under 70 GiB): vLLM's budget of 2,048 batched tokens sizes the buffer
+    fit = run_json("fit", PLE, "--gpu", "l4", "--engine", "vllm", "--seq", "8192")["vllm"]
+    l4 = predict(spec, get_gpu("l4"), Settings(max_num_seqs=256, max_num_batched_tokens=2048))
+    assert fit["weights_bytes"] == l4.weights_bytes == l4.weights.total + 2048 * 30 * 256 * 2
+    # llama.cpp from config.json: the table is an input-layer tensor beside token_embd (mapped on the CPU), not a
+    # layer's weights
+    from kvcalc.engines.llamacpp.buffers import spec_tensors
+
+    rows = {t.name: t.nbytes for t in spec_tensors(spec)}
+    assert rows["per_layer_token_embd.weight"] == 262144 * 30 * 256 * 2
+    assert rows["blk.0.weights"] == (c.total - c.embedding - c.extra - c.per_layer_table) // 30 * 2

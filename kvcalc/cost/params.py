@@ -25,6 +25,8 @@ class ParamCounts(Result):
     moe_layers: int
     norms: int
     extra: int  # outside the decoder layers: vision tower, encoder, position tables
+    per_layer_table: int = 0  # Gemma 4's per-layer embedding table (looked up, like the input embedding)
+    per_layer_inputs: int = 0  # its projection into the per-layer width, and each layer's gate and projection
     total: int
     active: int  # per token, both embeddings counted (Mistral's, Qwen's convention)
     active_excl_embedding: int  # less the input-embedding table (OpenAI's gpt-oss convention)
@@ -130,6 +132,17 @@ def latent_proj_params(spec: ModelSpec) -> int:
     return 2 * spec.hidden_size * latent + ((latent + spec.hidden_size) if spec.mlp_bias else 0)
 
 
+def per_layer_input_params(spec: ModelSpec) -> tuple[int, int, int]:
+    """Gemma 4's per-layer embeddings (transformers Gemma4TextModel, vLLM gemma4.py), 0s without: (the token table,
+    per_layer_vocab rows x num_layers x per_layer_input; the model's projection of the hidden state into that width with
+    the norm after it; one layer's gate to and projection from per_layer_input, with the norm after them)."""
+    p = spec.per_layer_input
+    if not p:
+        return 0, 0, 0
+    n, h = spec.num_layers, spec.hidden_size
+    return (spec.per_layer_vocab or spec.vocab) * n * p, h * n * p + p, 2 * h * p + h
+
+
 def param_counts(spec: ModelSpec) -> ParamCounts:
     """Parameters from the architecture (an explicit `params` is not consulted here)."""
     if spec.params_unknown or spec.vocab_size is None:
@@ -156,7 +169,9 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         else:
             dense += _mlp(spec, spec.intermediate_size)
     extra = int(extra_params(spec))
-    total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra
+    table, model, layer = per_layer_input_params(spec)
+    per_layer = model + layer * spec.num_layers
+    total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra + table + per_layer
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
     active = total - extra - experts + moe_layers * spec.experts_per_token * one_expert
     return ParamCounts(
@@ -171,9 +186,11 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         moe_layers=moe_layers,
         norms=norms,
         extra=extra,
+        per_layer_table=table,
+        per_layer_inputs=per_layer,
         total=total,
         active=active,
-        active_excl_embedding=active - (embedding if lm_head else 0),
+        active_excl_embedding=active - (embedding if lm_head else 0) - table,
     )
 
 

@@ -30,6 +30,7 @@ from kvcalc.cost.params import (
     extra_params,
     layer_norm_params,
     param_counts,
+    per_layer_input_params,
     router_params,
     shard_bytes,
     shard_formats,
@@ -144,6 +145,7 @@ def _layer_rank(
     hidden = spec.hidden_size
     mixer = _mixer_rank(spec, run, 1 if dp_attention else tp)
     dense = Fraction(layer_norm_params(spec, run, moe))  # norms, whole
+    dense += per_layer_input_params(spec)[2]  # Gemma 4's per-layer gate and projection: ReplicatedLinear, whole
     experts = Fraction(0)
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)
@@ -179,6 +181,13 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_
         # A step reads only its tokens' rows of the input table.
         rows = min(tokens, spec.vocab) * spec.hidden_size if tokens is not None else 0
         out += inp if tokens is None else Fraction(rows, 1 if dp_attention else tp)
+    ple, ple_model, _ = per_layer_input_params(spec)
+    if first and ple:
+        # Gemma 4's per-layer table, vocab-parallel like the input one (a step reads its tokens' rows), and the
+        # column-parallel projection into its width, its norm whole
+        width = spec.num_layers * spec.per_layer_input
+        held = ple if tokens is None else min(tokens, spec.per_layer_vocab or spec.vocab) * width
+        out += Fraction(held, tp) + Fraction(ple_model - spec.per_layer_input, tp) + spec.per_layer_input
     if last:
         out += _head(spec, tp)
     return out
@@ -256,6 +265,8 @@ def rank_read_parts(
         return Fraction(sum((n * b for n, b in zip(base, per)), zero)), zero, 0, zero
     untied = not (spec.tie_embeddings and pp == 1 and not dp_attention)
     rows = Fraction(spec.hidden_size, 1 if dp_attention else tp) if stage == 0 and untied else zero
+    if stage == 0 and spec.per_layer_input:  # and a row of Gemma 4's per-layer table a token
+        rows += Fraction(spec.num_layers * spec.per_layer_input, tp)
     start, end = pp_indices(spec.num_layers, stage, pp)
     moe_layers = sum(n for _, moe, n in _stage_layers(spec, start, end) if moe)
     one = Fraction(expert_params(spec), tp) if moe_layers else zero
@@ -302,6 +313,8 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
         total += n * (mixer + dense)
         if moe:
             total += n * spec.experts_per_token * Fraction(expert_params(spec), tp)
+    if stage == 0 and spec.per_layer_input:  # Gemma 4's projection into the per-layer width, column-parallel
+        total += Fraction(spec.hidden_size * spec.num_layers * spec.per_layer_input, tp)
     if stage == pp - 1:
         total += _head(spec, tp)
     return math.ceil(total)

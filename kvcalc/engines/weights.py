@@ -57,6 +57,7 @@ class WeightBytes(Result):
     extra: int  # outside the decoder: a vision tower and projector (spec.extra_params), 16-bit, split by tp
     rotary_cache: int | None  # None: the checkpoint's max_position_embeddings is unknown
     total: int
+    per_layer_inputs: int = 0  # Gemma 4's per-layer table, its projection, each layer's gate and projection
 
 
 def padded_vocab(vocab: int) -> int:
@@ -172,6 +173,7 @@ def weight_bytes(
         else:
             mlp += _mlp(spec, linear, spec.intermediate_size, tp, ab)
     norms *= ab
+    per_layer = _per_layer_inputs(spec, a, linear, tp, layers) if spec.per_layer_input else 0
     rotary = None
     ck = spec.checkpoint
     if spec.max_position_embeddings:
@@ -189,7 +191,20 @@ def weight_bytes(
     elif first and ck and ck.vision_params:
         split, replicated = ck.vision_params
         extra = (math.ceil(split / tp) + replicated) * ab
-    parts = (embedding, lm_head, attention, mlp, experts, router, norms, mixers, absorbed, rotary or 0, extra)
+    parts = (
+        embedding,
+        lm_head,
+        attention,
+        mlp,
+        experts,
+        router,
+        norms,
+        mixers,
+        absorbed,
+        rotary or 0,
+        extra,
+        per_layer,
+    )
     return WeightBytes(
         embedding=embedding,
         lm_head=lm_head,
@@ -203,7 +218,24 @@ def weight_bytes(
         extra=extra,
         rotary_cache=rotary,
         total=sum(parts),
+        per_layer_inputs=per_layer,
     )
+
+
+def _per_layer_inputs(spec: ModelSpec, a: LinearFormat, linear: LinearFormat, tp: int, layers: range) -> int:
+    """Gemma 4's per-layer embeddings on one rank of the stage holding `layers` (vLLM gemma4.py): on the first stage
+    the table (VocabParallelEmbedding, its rows padded and split, in the model dtype) and the projection into its width
+    (ColumnParallelLinear) with its norm; in each layer the gate to it and the projection from it (ReplicatedLinear,
+    whole on every rank) and the norm after them."""
+    p, h, width = spec.per_layer_input, spec.hidden_size, spec.num_layers * spec.per_layer_input
+    ab = a.weight_bits // 8
+    out = 0
+    if layers.start == 0:
+        rows = math.ceil(padded_vocab(spec.per_layer_vocab or spec.vocab) / tp)
+        out += sum(allocated(t) for t in a.tensor_bytes(rows, width))
+        out += sum(allocated(t) for t in linear.tensor_bytes(math.ceil(width / tp), h)) + allocated(p * ab)
+    one = sum(allocated(t) for t in linear.tensor_bytes(p, h) + linear.tensor_bytes(h, p)) + allocated(h * ab)
+    return out + len(layers) * one
 
 
 def _mlp(spec: ModelSpec, fmt: LinearFormat, inter: int, tp: int, bias_bytes: int) -> int:

@@ -110,12 +110,14 @@ def spec_tensors(spec: ModelSpec, wtype: str = "f16") -> list[TensorRow]:
 
     c = param_counts(spec)
     _, block, bsize = BY_NAME[wtype]
-    per_layer = (c.total - c.embedding - c.lm_head - c.extra) // spec.num_layers
+    per_layer = (c.total - c.embedding - c.lm_head - c.extra - c.per_layer_table) // spec.num_layers
 
     def row(name: str, n: int) -> TensorRow:
         return TensorRow(name, spec.hidden_size, wtype, -(-n // block) * bsize)
 
     rows = [row("token_embd.weight", c.embedding)]
+    if c.per_layer_table:  # Gemma 4's per-layer table: an input-layer tensor, with token_embd
+        rows.append(row("per_layer_token_embd.weight", c.per_layer_table))
     rows += [row(f"blk.{il}.weights", per_layer) for il in range(spec.num_layers)]
     if c.lm_head:
         rows.append(row("output.weight", c.lm_head))

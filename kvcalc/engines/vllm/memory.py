@@ -21,7 +21,7 @@ import math
 
 from kvcalc.engines.fp32 import VLLM_SSM_A_BYTES, vllm_gate_bytes, vllm_rotary_bytes
 from kvcalc.engines.runtime import NVLS_BYTES, has_nvls
-from kvcalc.engines.weights import WeightBytes, padded_vocab, weight_bytes
+from kvcalc.engines.weights import WeightBytes, allocated, padded_vocab, weight_bytes
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.formats import quantization_of
 from kvcalc.model.quant import Quantization
@@ -169,6 +169,15 @@ def sampler_peak_bytes(spec: ModelSpec, act: int, rows: int) -> int:
     return rows * padded_vocab(spec.vocab_size) * act + 3 * rows * spec.vocab_size * 4
 
 
+def per_layer_buffer_bytes(spec: ModelSpec, act: int, tokens: int) -> int:
+    """The per-layer inputs buffer vLLM's Gemma 4 keeps for CUDA graphs (gemma4_mm.py: torch.zeros of
+    max_num_batched_tokens x num_layers x hidden_size_per_layer_input in the model dtype, made while loading, so in
+    its weights figure); 0 for other models and for the text-only Gemma4ForCausalLM, which makes none."""
+    if not spec.per_layer_input or spec.architecture != "Gemma4ForConditionalGeneration":
+        return 0
+    return allocated(tokens * spec.num_layers * spec.per_layer_input * act)
+
+
 def image_profile_bytes(spec: ModelSpec, act: int, tokens: int) -> int:
     """Dummy images and their embeddings, held through the language model's profiling forward."""
     ck = spec.checkpoint
@@ -227,6 +236,7 @@ def predict(
             router_bytes=vllm_gate_bytes(spec, gpu), rotary_bytes=vllm_rotary_bytes(spec), ssm_a_bytes=VLLM_SSM_A_BYTES,
         )  # fmt: skip
         first_weights = first_weights or w
+        held = w.total + (per_layer_buffer_bytes(spec, act, tokens) if layers.start == 0 else 0)
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)
         workspace = moe_workspace_bytes(spec, act, tokens, tp, layers)
         if layers.start > 0:
@@ -244,10 +254,10 @@ def predict(
         stages.append(
             StageMemory(
                 layers=len(layers),
-                weights_bytes=w.total,
+                weights_bytes=held,
                 profile_peak_bytes=peak,
                 non_torch_bytes=non_torch,
-                available_kv_bytes=requested - w.total - peak - non_torch,
+                available_kv_bytes=requested - held - peak - non_torch,
             )
         )
     s0 = stages[0]

@@ -39,6 +39,7 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
         "max_position_embeddings": 131072,
         "hidden_size_per_layer_input": 256,
+        "vocab_size_per_layer_input": 262144,
     },
     # Gemma3nTextConfig (transformers 5.25): without layer_types every 5th layer is full attention; the last
     # num_kv_shared_layers layers reuse earlier K and V (reader._kv_shared_tail).

@@ -298,6 +298,10 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         decoder = ssm_fields(cfg, model_type, layers, _state_dtypes(cfg, model_type))
     else:
         decoder = _decoder_fields(cfg, model_type, raw)
+    if model_type == "gemma4_text" and cfg.get("hidden_size_per_layer_input"):
+        # Gemma 4 E2B / E4B: per-layer input embeddings (Gemma4TextConfig's defaults fill what the file omits)
+        decoder["per_layer_input"] = cfg.int_field("hidden_size_per_layer_input")
+        decoder["per_layer_vocab"] = cfg.int_field("vocab_size_per_layer_input")
     missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
     missing += parameter_doubts(cfg, model_type)
     fields.update(decoder)

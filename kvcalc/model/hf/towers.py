@@ -22,6 +22,8 @@ def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] 
         return _llava_vision(raw, vision, text)
     if str(raw.get("model_type")) in QWEN_VL:
         return _qwen_vl_vision(str(raw.get("model_type")), vision)
+    if str(raw.get("model_type")) == "gemma4":
+        return _gemma4_towers(raw, vision, text)
     if str(raw.get("model_type")) != "gemma3":
         return None
     if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
@@ -181,6 +183,62 @@ def _qwen_vl_vision(kind: str, vision: dict[str, Any]) -> tuple[int, int] | None
     if gen == 3:
         replicated += d + int(vision.get("num_position_embeddings", 0)) * d  # the Conv3d's bias, pos_embed
     return split, replicated
+
+
+# transformers 5.25's Gemma4VisionConfig / Gemma4AudioConfig defaults, for the keys a file leaves out
+GEMMA4_VISION = {
+    "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16, "num_attention_heads": 12,
+    "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16, "position_embedding_size": 10240, "standardize": False,
+}  # fmt: skip
+GEMMA4_AUDIO = {
+    "hidden_size": 1024, "num_hidden_layers": 12, "num_attention_heads": 8, "subsampling_conv_channels": [128, 32],
+    "conv_kernel_size": 5, "output_proj_dims": 1536,
+}  # fmt: skip
+
+
+def _gemma4_towers(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """Gemma 4's vision tower and, where the config has an audio_config, its audio tower, each with its projector into
+    the text width (vLLM gemma4_mm.py): transformers' own modules (AutoModel.from_config), whole on every rank, then
+    Gemma4MultimodalEmbedder's ReplicatedLinear embedding_projection (its norm has no weight)."""
+    v = {**GEMMA4_VISION, **{k: x for k, x in vision.items() if x is not None}}
+    try:
+        text_hidden = int(text["hidden_size"])
+        h, inter, layers = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+        heads, kv, d = int(v["num_attention_heads"]), int(v["num_key_value_heads"]), int(v["head_dim"])
+        patch, positions = int(v["patch_size"]), int(v["position_embedding_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    # NOTE: transformers Gemma4VisionEncoderLayer: q / o over heads x head_dim, k / v over KV heads, a gated MLP, four
+    # RMS norms and the q / k norms (v_norm has no scale); Gemma4VisionPatchEmbedder: a 3 x patch^2 -> hidden
+    # projection and a two-axis position table; std_bias / std_scale buffers where it standardizes. The clipped
+    # linears' four scalar bounds are not counted.
+    layer = 2 * h * heads * d + 2 * h * kv * d + 3 * h * inter + 4 * h + 2 * d
+    tower = layers * layer + 3 * patch * patch * h + 2 * positions * h + (2 * h if v["standardize"] else 0)
+    total = tower + h * text_hidden
+    audio = raw.get("audio_config")
+    if isinstance(audio, dict):
+        heard = _gemma4_audio({**GEMMA4_AUDIO, **{k: x for k, x in audio.items() if x is not None}}, text_hidden)
+        if heard is None:
+            return None
+        total += heard
+    return 0, total
+
+
+def _gemma4_audio(a: dict[str, Any], text_hidden: int) -> int | None:
+    """Gemma 4's audio tower (transformers Gemma4AudioModel) and its projector: two conv sub-sampling layers into the
+    hidden width; per Conformer layer two feed-forwards 4 x hidden wide with their norms, the light conv (its start
+    projection to 2 x hidden, a depthwise kernel, its end projection and two norms), three layer norms, attention q /
+    k / v / post and relative_k_proj, hidden x hidden each, and a per-dim scale; output_proj (with a bias) to
+    output_proj_dims, then embed_audio's projection from there to the text width."""
+    try:
+        h, layers, heads = int(a["hidden_size"]), int(a["num_hidden_layers"]), int(a["num_attention_heads"])
+        c0, c1 = (int(c) for c in a["subsampling_conv_channels"])
+        k, out = int(a["conv_kernel_size"]), int(a["output_proj_dims"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    layer = 24 * h * h + (k + 9) * h + h // heads
+    subsample = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * h
+    return layers * layer + subsample + out * h + out + out * text_hidden
 
 
 def image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
