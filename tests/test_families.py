@@ -566,3 +566,42 @@ def test_gemma3n_as_the_hub_writes_it(tmp_path):
     path.write_text(json.dumps(cfg))
     out = run_json("cache", path, "--seq", 8192)
     assert out["total_bytes"] == 4 * 2048 * 8192 + 16 * 2048 * 512
+
+
+def test_gemma3n_parameters_by_hand():
+    # gemma3n-e4b.json: Gemma 3n E4B's text shape (35 layers of 2,048, 8 heads and 2 KV heads of 256, MLP 16,384, the
+    # last 15 layers sharing K and V, vocabulary 262,400 tied) with Gemma3nTextConfig's per-layer inputs (256 wide over
+    # 262,144 rows), AltUp over 4 streams and LAuReL of rank 64; the default towers (timm's mobilenetv5_300m_enc and
+    # the 12-layer, 1,536-wide audio Conformer)
+    from kvcalc.cost.params import param_counts
+    from kvcalc.model.hf.reader import spec_from_config
+
+    spec = spec_from_config(json.loads((CONFIGS / "gemma3n-e4b.json").read_text()), "g", "gemma3n-e4b.json")
+    c = param_counts(spec)
+    h, n = 2048, 35
+    assert c.per_layer_table == 262144 * n * 256
+    # outside the layers: per_layer_model_projection and its norm, AltUp's 3 + 3 (un)embedding projections; per layer:
+    # the per-layer gate, projection and norm, AltUp's 4 x 4 correction, 16 x 4 prediction, 4 x 2,048 router, router
+    # norm and output scale, LAuReL's 2,048 -> 64 -> 2,048 and its norm
+    layer = 2 * h * 256 + h + (16 + 64 + 4 * h + 2 * h) + (2 * h * 64 + h)
+    assert c.per_layer_inputs == h * n * 256 + 256 + 6 * h * h + n * layer
+    # the audio Conformer: 12 x (24 x 1,536^2 + (5 + 9) x 1,536 + 1,536 / 8), its two 3 x 3 sub-sampling convs (128
+    # then 32 channels, each with a norm) and the 32 x 32 -> 1,536 projection (128 mel bins, halved twice); the
+    # embedders: 128 hard tokens, two norms and a projection to 2,048 each
+    audio = 12 * (24 * 1536**2 + 14 * 1536 + 192) + (128 * 9 + 128) + (32 * 128 * 9 + 32) + 32 * 32 * 1536
+    embedders = (128 * 2048 + 2 * 2048 + 2048 * 2048) + (128 * 1536 + 2 * 1536 + 1536 * 2048)
+    assert c.extra == 294_126_912 + audio + embedders
+    # transformers 5.25 builds 7,818,517,072 parameters from this file (with timm 1.0.31's encoder); kvcalc counts the
+    # k_norm weights vLLM builds on the 15 KV-sharing layers (256 each) too
+    assert c.total == 7_818_517_072 + 15 * 256
+    shown = run_json("fit", CONFIGS / "gemma3n-e4b.json", "--gpu", "l4", "--engine", "vllm", "--seq", "8192")["vllm"]
+    assert not any("vision encoder's weights" in u for u in shown["not_sized"])
+    # the per-layer inputs buffer gemma3n_mm.py makes at load: 2,048 batched tokens (an L4) x 35 x 256 x 2 B, which
+    # PyTorch's allocator books as its whole 2 MiB-rounded segment (36,700,160 B -> 18 x 2 MiB)
+    from kvcalc.engines.vllm.memory import Settings, predict
+    from kvcalc.engines.weights import allocated
+    from kvcalc.model.presets import get_gpu
+
+    terms = predict(spec, get_gpu("l4"), Settings(max_num_seqs=256, max_num_batched_tokens=2048))
+    assert allocated(2048 * 35 * 256 * 2) == 18 * 2 * 2**20
+    assert shown["weights_bytes"] == terms.weights_bytes == terms.weights.total + 18 * 2 * 2**20

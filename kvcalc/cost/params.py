@@ -25,8 +25,8 @@ class ParamCounts(Result):
     moe_layers: int
     norms: int
     extra: int  # outside the decoder layers: vision tower, encoder, position tables
-    per_layer_table: int = 0  # Gemma 4's per-layer embedding table (looked up, like the input embedding)
-    per_layer_inputs: int = 0  # its projection into the per-layer width, and each layer's gate and projection
+    per_layer_table: int = 0  # Gemma 3n / 4's per-layer embedding table (looked up, like the input embedding)
+    per_layer_inputs: int = 0  # the rest of per_layer_input_params: projections, gates, AltUp, LAuReL
     total: int
     active: int  # per token, both embeddings counted (Mistral's, Qwen's convention)
     active_excl_embedding: int  # less the input-embedding table (OpenAI's gpt-oss convention)
@@ -132,15 +132,45 @@ def latent_proj_params(spec: ModelSpec) -> int:
     return 2 * spec.hidden_size * latent + ((latent + spec.hidden_size) if spec.mlp_bias else 0)
 
 
-def per_layer_input_params(spec: ModelSpec) -> tuple[int, int, int]:
-    """Gemma 4's per-layer embeddings (transformers Gemma4TextModel, vLLM gemma4.py), 0s without: (the token table,
-    per_layer_vocab rows x num_layers x per_layer_input; the model's projection of the hidden state into that width with
-    the norm after it; one layer's gate to and projection from per_layer_input, with the norm after them)."""
-    p = spec.per_layer_input
+class LayerInputs(NamedTuple):
+    """Gemma 3n / 4's per-layer input embeddings, with Gemma 3n's AltUp and LAuReL, in parameters (0s without), by
+    where vLLM keeps them (gemma3n.py, gemma4.py): split over the tensor-parallel ranks or whole on each."""
+
+    table: int  # the per-layer token table (VocabParallelEmbedding): looked up, not multiplied
+    model_split: int  # outside the layers: the projection into the per-layer width; AltUp's (un)embedding projections
+    model_whole: int  # outside the layers: the norm after that projection
+    layer_split: int  # one layer's LAuReL low-rank pair (column- and row-parallel)
+    layer_whole: int  # one layer's gate to and projection from the per-layer width and their norm; AltUp's
+    #                   coefficients, modality router, router norm and output scale; LAuReL's norm
+
+    @property
+    def model(self) -> int:
+        return self.model_split + self.model_whole
+
+    @property
+    def layer(self) -> int:
+        return self.layer_split + self.layer_whole
+
+
+def per_layer_input_params(spec: ModelSpec) -> LayerInputs:
+    """transformers Gemma4TextModel / Gemma3nTextModel: a table of per_layer_vocab rows x num_layers x per_layer_input;
+    per_layer_model_projection (hidden -> num_layers x per_layer_input) and its norm; in each layer per_layer_input_gate
+    and per_layer_projection with post_per_layer_input_norm. Gemma 3n adds AltUp over altup_inputs streams
+    (altup_projections and altup_unembed_projections, altup_inputs - 1 of hidden x hidden each; per layer the
+    correction (n x n) and prediction (n^2 x n) coefficients, the modality router (n x hidden), router_norm and
+    correct_output_scale) and LAuReL (linear_left / linear_right of laurel_rank, post_laurel_norm)."""
+    p, n, h = spec.per_layer_input, spec.num_layers, spec.hidden_size
     if not p:
-        return 0, 0, 0
-    n, h = spec.num_layers, spec.hidden_size
-    return (spec.per_layer_vocab or spec.vocab) * n * p, h * n * p + p, 2 * h * p + h
+        return LayerInputs(0, 0, 0, 0, 0)
+    a, r = spec.altup_inputs, spec.laurel_rank
+    altup_layer = a * a + a**3 + a * h + 2 * h if a else 0
+    return LayerInputs(
+        table=(spec.per_layer_vocab or spec.vocab) * n * p,
+        model_split=h * n * p + (2 * (a - 1) * h * h if a else 0),
+        model_whole=p,
+        layer_split=2 * h * r,
+        layer_whole=2 * h * p + h + altup_layer + (h if r else 0),
+    )
 
 
 def param_counts(spec: ModelSpec) -> ParamCounts:
@@ -169,8 +199,8 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         else:
             dense += _mlp(spec, spec.intermediate_size)
     extra = int(extra_params(spec))
-    table, model, layer = per_layer_input_params(spec)
-    per_layer = model + layer * spec.num_layers
+    inputs = per_layer_input_params(spec)
+    table, per_layer = inputs.table, inputs.model + inputs.layer * spec.num_layers
     total = embedding + lm_head + attention + dense + router + shared + experts + norms + extra + table + per_layer
     # NOTE: the extra weights (vision tower, encoder) do not run for a generated token.
     active = total - extra - experts + moe_layers * spec.experts_per_token * one_expert

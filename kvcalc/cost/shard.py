@@ -145,7 +145,8 @@ def _layer_rank(
     hidden = spec.hidden_size
     mixer = _mixer_rank(spec, run, 1 if dp_attention else tp)
     dense = Fraction(layer_norm_params(spec, run, moe))  # norms, whole
-    dense += per_layer_input_params(spec)[2]  # Gemma 4's per-layer gate and projection: ReplicatedLinear, whole
+    inputs = per_layer_input_params(spec)  # Gemma 3n / 4: the per-layer gate and projection whole, LAuReL split
+    dense += inputs.layer_whole + Fraction(inputs.layer_split, tp)
     experts = Fraction(0)
     if run.intermediate_size is not None:
         dense += Fraction(_mlp(spec, run.intermediate_size), tp)
@@ -181,13 +182,13 @@ def _ends(spec: ModelSpec, tp: int, stage: int, pp: int, tokens: int | None, dp_
         # A step reads only its tokens' rows of the input table.
         rows = min(tokens, spec.vocab) * spec.hidden_size if tokens is not None else 0
         out += inp if tokens is None else Fraction(rows, 1 if dp_attention else tp)
-    ple, ple_model, _ = per_layer_input_params(spec)
-    if first and ple:
-        # Gemma 4's per-layer table, vocab-parallel like the input one (a step reads its tokens' rows), and the
-        # column-parallel projection into its width, its norm whole
+    inputs = per_layer_input_params(spec)
+    if first and inputs.table:
+        # Gemma 3n / 4's per-layer table, vocab-parallel like the input one (a step reads its tokens' rows), and the
+        # column-parallel projections (into its width; Gemma 3n's AltUp), the norm whole
         width = spec.num_layers * spec.per_layer_input
-        held = ple if tokens is None else min(tokens, spec.per_layer_vocab or spec.vocab) * width
-        out += Fraction(held, tp) + Fraction(ple_model - spec.per_layer_input, tp) + spec.per_layer_input
+        held = inputs.table if tokens is None else min(tokens, spec.per_layer_vocab or spec.vocab) * width
+        out += Fraction(held + inputs.model_split, tp) + inputs.model_whole
     if last:
         out += _head(spec, tp)
     return out
@@ -313,8 +314,8 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
         total += n * (mixer + dense)
         if moe:
             total += n * spec.experts_per_token * Fraction(expert_params(spec), tp)
-    if stage == 0 and spec.per_layer_input:  # Gemma 4's projection into the per-layer width, column-parallel
-        total += Fraction(spec.hidden_size * spec.num_layers * spec.per_layer_input, tp)
+    if stage == 0 and spec.per_layer_input:  # Gemma 3n / 4's column-parallel projections outside the layers
+        total += Fraction(per_layer_input_params(spec).model_split, tp)
     if stage == pp - 1:
         total += _head(spec, tp)
     return math.ceil(total)

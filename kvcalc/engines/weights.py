@@ -223,18 +223,27 @@ def weight_bytes(
 
 
 def _per_layer_inputs(spec: ModelSpec, a: LinearFormat, linear: LinearFormat, tp: int, layers: range) -> int:
-    """Gemma 4's per-layer embeddings on one rank of the stage holding `layers` (vLLM gemma4.py): on the first stage
-    the table (VocabParallelEmbedding, its rows padded and split, in the model dtype) and the projection into its width
-    (ColumnParallelLinear) with its norm; in each layer the gate to it and the projection from it (ReplicatedLinear,
-    whole on every rank) and the norm after them."""
+    """Gemma 3n / 4's per-layer embeddings on one rank of the stage holding `layers` (vLLM gemma3n.py, gemma4.py): on the
+    first stage the table (VocabParallelEmbedding, its rows padded and split, in the model dtype), the projection into
+    its width and Gemma 3n's AltUp projections (ColumnParallelLinear) and the norm; in each layer the gate to it and
+    the projection from it (ReplicatedLinear, whole on every rank) and their norm; Gemma 3n's AltUp coefficients and
+    router (ReplicatedLinear), router norm and float32 output scale, LAuReL's column- and row-parallel pair and norm."""
     p, h, width = spec.per_layer_input, spec.hidden_size, spec.num_layers * spec.per_layer_input
-    ab = a.weight_bits // 8
+    n, r, ab = spec.altup_inputs, spec.laurel_rank, a.weight_bits // 8
+
+    def lin(fmt: LinearFormat, out_rows: int, in_cols: int) -> int:
+        return sum(allocated(t) for t in fmt.tensor_bytes(out_rows, in_cols))
+
     out = 0
     if layers.start == 0:
-        rows = math.ceil(padded_vocab(spec.per_layer_vocab or spec.vocab) / tp)
-        out += sum(allocated(t) for t in a.tensor_bytes(rows, width))
-        out += sum(allocated(t) for t in linear.tensor_bytes(math.ceil(width / tp), h)) + allocated(p * ab)
-    one = sum(allocated(t) for t in linear.tensor_bytes(p, h) + linear.tensor_bytes(h, p)) + allocated(h * ab)
+        out += lin(a, math.ceil(padded_vocab(spec.per_layer_vocab or spec.vocab) / tp), width)
+        out += lin(linear, math.ceil(width / tp), h) + allocated(p * ab)
+        out += 2 * max(n - 1, 0) * lin(linear, math.ceil(h / tp), h)
+    one = lin(linear, p, h) + lin(linear, h, p) + allocated(h * ab)
+    if n:
+        one += lin(linear, n, n) + lin(linear, n * n, n) + lin(linear, n, h) + allocated(h * ab) + allocated(h * 4)
+    if r:
+        one += lin(linear, math.ceil(r / tp), h) + lin(linear, h, math.ceil(r / tp)) + allocated(h * ab)
     return out + len(layers) * one
 
 

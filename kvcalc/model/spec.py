@@ -165,11 +165,12 @@ class ModelSpec(BaseModel):
     # Weights outside the decoder layers and token embeddings: a vision tower and projector, an
     # encoder, position tables. Held in memory, not read by a decode step.
     extra_params: NonNeg = 0
-    # Gemma 4's per-layer embeddings (E2B / E4B: hidden_size_per_layer_input): a token table of per_layer_vocab (None:
-    # vocab_size) rows x num_layers x per_layer_input, looked up; a projection into that width; per layer a gate to it
-    # and a projection from it, with a norm (cost/params.per_layer_input_params). 0: none.
+    # Gemma 3n / 4 E2B / E4B: per-layer input embeddings (hidden_size_per_layer_input wide, a table of per_layer_vocab
+    # rows, None: vocab_size), Gemma 3n's AltUp streams and LAuReL rank (cost/params.per_layer_input_params). 0: none.
     per_layer_input: NonNeg = 0
     per_layer_vocab: Pos | None = None
+    altup_inputs: NonNeg = 0
+    laurel_rank: NonNeg = 0
     image_tokens: Pos | None = None  # encoder tokens one image adds to each cross-attention layer
     params_unknown: str | None = None  # why parameters cannot be counted (a field the config lacks)
     dtype: str = "bf16"

@@ -170,10 +170,11 @@ def sampler_peak_bytes(spec: ModelSpec, act: int, rows: int) -> int:
 
 
 def per_layer_buffer_bytes(spec: ModelSpec, act: int, tokens: int) -> int:
-    """The per-layer inputs buffer vLLM's Gemma 4 keeps for CUDA graphs (gemma4_mm.py: torch.zeros of
-    max_num_batched_tokens x num_layers x hidden_size_per_layer_input in the model dtype, made while loading, so in
-    its weights figure); 0 for other models and for the text-only Gemma4ForCausalLM, which makes none."""
-    if not spec.per_layer_input or spec.architecture != "Gemma4ForConditionalGeneration":
+    """The per-layer inputs buffer vLLM's Gemma 3n / 4 keep for CUDA graphs (gemma3n_mm.py, gemma4_mm.py: torch.zeros
+    of max_num_batched_tokens x num_layers x hidden_size_per_layer_input in the model dtype, made while loading, so in
+    the weights figure); 0 for other models and for the text-only Gemma3nForCausalLM / Gemma4ForCausalLM."""
+    wrappers = ("Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration")
+    if not spec.per_layer_input or spec.architecture not in wrappers:
         return 0
     return allocated(tokens * spec.num_layers * spec.per_layer_input * act)
 

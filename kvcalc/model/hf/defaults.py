@@ -56,6 +56,9 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
         "max_position_embeddings": 32768,
         "hidden_size_per_layer_input": 256,
+        "vocab_size_per_layer_input": 262144,
+        "altup_num_inputs": 4,
+        "laurel_rank": 64,
     },
     # vLLM 0.19's FlashConfig (models/longcat_flash.py): LongCat-Flash's MLA ranks
     "longcat_flash": {

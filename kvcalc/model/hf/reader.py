@@ -298,10 +298,14 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         decoder = ssm_fields(cfg, model_type, layers, _state_dtypes(cfg, model_type))
     else:
         decoder = _decoder_fields(cfg, model_type, raw)
-    if model_type == "gemma4_text" and cfg.get("hidden_size_per_layer_input"):
-        # Gemma 4 E2B / E4B: per-layer input embeddings (Gemma4TextConfig's defaults fill what the file omits)
+    if model_type in ("gemma3n_text", "gemma4_text") and cfg.get("hidden_size_per_layer_input"):
+        # Gemma 3n, Gemma 4 E2B / E4B: per-layer input embeddings; Gemma 3n's AltUp and LAuReL (the config classes'
+        # defaults fill what the file omits)
         decoder["per_layer_input"] = cfg.int_field("hidden_size_per_layer_input")
         decoder["per_layer_vocab"] = cfg.int_field("vocab_size_per_layer_input")
+        if model_type == "gemma3n_text":
+            decoder["altup_inputs"] = cfg.int_field("altup_num_inputs")
+            decoder["laurel_rank"] = cfg.int_field("laurel_rank")
     missing = [m for m in (fields.get("params_unknown"), decoder.pop("params_unknown", None)) if m]
     missing += parameter_doubts(cfg, model_type)
     fields.update(decoder)

@@ -24,6 +24,8 @@ def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] 
         return _qwen_vl_vision(str(raw.get("model_type")), vision)
     if str(raw.get("model_type")) == "gemma4":
         return _gemma4_towers(raw, vision, text)
+    if str(raw.get("model_type")) == "gemma3n":
+        return _gemma3n_towers(raw, vision, text)
     if str(raw.get("model_type")) != "gemma3":
         return None
     if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
@@ -236,9 +238,56 @@ def _gemma4_audio(a: dict[str, Any], text_hidden: int) -> int | None:
         k, out = int(a["conv_kernel_size"]), int(a["output_proj_dims"])
     except (KeyError, TypeError, ValueError):
         return None
-    layer = 24 * h * h + (k + 9) * h + h // heads
     subsample = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * h
-    return layers * layer + subsample + out * h + out + out * text_hidden
+    return layers * _conformer_layer(h, k, heads) + subsample + out * h + out + out * text_hidden
+
+
+def _conformer_layer(h: int, kernel: int, heads: int) -> int:
+    """One Gemma 3n / 4 audio Conformer layer: two feed-forwards 4 x h wide with pre and post norms; attention q, k,
+    v, the relative-position projection and the output, h x h each, and a per-dim scale (h / heads); the light conv's
+    start projection (to 2 h), depthwise kernel, end projection and two norms; three more norms."""
+    return 24 * h * h + (kernel + 9) * h + h // heads
+
+
+# Encoders timm builds by name for transformers' TimmWrapperModel (no classifier head), in parameters: counted from
+# timm 1.0.31 (the same as transformers 5.25's Gemma3nVisionConfig default builds)
+TIMM_ENCODERS = {"mobilenetv5_300m_enc": 294_126_912}
+# transformers 5.25's Gemma3nAudioConfig defaults, for the keys a file leaves out
+GEMMA3N_AUDIO = {
+    "hidden_size": 1536, "conf_num_hidden_layers": 12, "conf_num_attention_heads": 8, "conf_conv_kernel_size": 5,
+    "input_feat_size": 128, "sscp_conv_channel_size": [128, 32], "sscp_conv_kernel_size": [[3, 3], [3, 3]],
+    "sscp_conv_stride_size": [[2, 2], [2, 2]], "vocab_size": 128,
+}  # fmt: skip
+
+
+def _gemma3n_towers(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
+    """Gemma 3n's timm vision encoder and its audio encoder (AutoModel.from_config, whole on every rank), each with a
+    Gemma3nMultimodalEmbedder (vLLM gemma3n_mm.py): a VocabParallelEmbedding of its 128 hard tokens and a
+    RowParallelLinear projection to the text width (split over tp), the hard and soft token norms (whole)."""
+    tower = TIMM_ENCODERS.get(str(vision.get("architecture", "mobilenetv5_300m_enc")))
+    audio = raw.get("audio_config")
+    if tower is None or vision.get("model_args") or not isinstance(audio, dict):
+        return None
+    a = {**GEMMA3N_AUDIO, **{k: x for k, x in audio.items() if x is not None}}
+    try:
+        text_hidden, v_hidden = int(text["hidden_size"]), int(vision.get("hidden_size", 2048))
+        h, layers, heads = int(a["hidden_size"]), int(a["conf_num_hidden_layers"]), int(a["conf_num_attention_heads"])
+        channels = [int(c) for c in a["sscp_conv_channel_size"]]
+        kernels = [(int(kh), int(kw)) for kh, kw in a["sscp_conv_kernel_size"]]
+        strides = [int(sw) for _, sw in a["sscp_conv_stride_size"]]
+        freq = int(a["input_feat_size"])
+        tokens = (int(vision.get("vocab_size", 128)), int(a["vocab_size"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    # the sub-sampling convs (one input channel, then each block's; a norm of their channels) pad the frequency axis
+    # by one each side, then the projection from the last block's channels x frequencies to h
+    subsample, before = 0, 1
+    for c, (kh, kw), sw in zip(channels, kernels, strides):
+        subsample += c * before * kh * kw + c
+        before, freq = c, (freq + 2 - kw) // sw + 1
+    heard = layers * _conformer_layer(h, int(a["conf_conv_kernel_size"]), heads) + subsample + before * freq * h
+    split = tokens[0] * v_hidden + v_hidden * text_hidden + tokens[1] * h + h * text_hidden
+    return split, tower + heard + 2 * v_hidden + 2 * h
 
 
 def image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:

@@ -238,13 +238,12 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     step = cfg.get("decoder_sparse_step")
     if step not in (None, 0, 1) or cfg.get("mlp_only_layers"):
         doubts.append("decoder_sparse_step / mlp_only_layers (dense layers between MoE layers) are not read")
-    # NOTE: Gemma 4's per-layer input embeddings are read (reader: ModelSpec.per_layer_input); Gemma 3n's come with
-    # AltUp's and LAuReL's weights in every layer, which are not.
-    if model_type != "gemma4_text" and (
+    # NOTE: Gemma 3n's and Gemma 4's per-layer input embeddings are read (reader: ModelSpec.per_layer_input)
+    if model_type not in ("gemma3n_text", "gemma4_text") and (
         cfg.get("hidden_size_per_layer_input")
         or (cfg.get("vocab_size_per_layer_input") and cfg.get("hidden_size_per_layer_input") is None)
     ):
-        doubts.append("per-layer input embeddings with AltUp and LAuReL (Gemma 3n) are not counted")
+        doubts.append("per-layer input embeddings (hidden_size_per_layer_input) are not counted")
     freq = cfg.get("moe_layer_freq")
     if freq not in (None, 1) and not (isinstance(freq, list) and all(f == 1 for f in freq[leading_dense(freq, 0) :])):
         doubts.append("moe_layer_freq other than 1, or leading dense layers (0) then MoE layers (1), is not read")
