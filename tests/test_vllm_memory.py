@@ -839,3 +839,16 @@ def test_generate_says_when_the_engine_would_not_requantize_the_checkpoint():
         assert not warned("qwen3-235b-a22b-fp8", "--engine", "vllm", "--dtype", "bf16", *args)
         assert not warned("qwen3-235b-a22b-fp8", "--engine", "trtllm", "--dtype", "int4", *args)
         assert not warned("qwen3-32b", "--engine", "vllm", "--dtype", "int4", *args)
+
+
+def test_qwen3_next_output_gate_is_held_with_the_queries():
+    # vLLM qwen3_next.py (Qwen3-Next, Qwen3.5): QKVParallelLinear over twice the query heads when attn_output_gate,
+    # the gate's rows beside the queries. Qwen3-Next-80B: 12 full-attention layers of 16 heads x 256 (2 KV heads),
+    # hidden 2,048, bf16; each layer's fused qkv (16 x 2 + 2 + 2) x 256 rows and its o_proj; at tp 2 half the heads, one
+    # KV head a rank
+    spec = get_model("qwen3-next-80b-a3b-thinking")
+    assert spec.attn_output_gate
+    assert weight_bytes(spec, "bf16", None).attention == 12 * ((16 * 2 + 2 + 2) * 256 * 2048 * 2 + 2048 * 16 * 256 * 2)
+    assert weight_bytes(spec, "bf16", None, tp=2).attention == 12 * (
+        (8 * 2 + 1 + 1) * 256 * 2048 * 2 + 2048 * 8 * 256 * 2
+    )

@@ -137,7 +137,12 @@ def weight_bytes(
         elif run.kind != LayerKind.STATELESS:
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
-            attention += lin(attn, (hr + g) * dr + g * vr, h) + lin(attn, h, hr * vr)
+            # NOTE: a per-head output gate as wide as the queries (attn_output_gate): qwen3_next.py (Qwen3-Next,
+            # Qwen3.5) fuses it into QKVParallelLinear as twice the query heads; afmoe.py keeps its own gate_proj
+            gate = hr * dr if spec.attn_output_gate else 0
+            fused = gate if spec.architecture != "AfmoeForCausalLM" else 0
+            attention += lin(attn, (hr + g) * dr + fused + g * vr, h) + lin(attn, h, hr * vr)
+            attention += lin(attn, gate - fused, h) if gate - fused else 0
             if sinks := sink_params(spec, run):
                 # GptOssAttention.sinks: one logit per local head, in the model's dtype (torch.empty under vLLM's
                 # default dtype), a 512 B block of its own
