@@ -612,3 +612,62 @@ def test_lfm2_short_convolution_layers_and_their_state():
     spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "LFM2-8B-A1B-Q4_K_M.gguf")
     assert (spec.experts, spec.experts_per_token, spec.dense_layers) == (32, 4, 2)
     assert sum(r.state_bytes for r in spec.expanded_layers()) == 10 * 2 * 2048 * 4
+
+
+def _dsa_metadata(arch: str, layers: int = 6, context: int = 163840) -> dict:
+    # DeepSeek-V3.2's attention (MLA: latent 512, rope 64) and lightning indexer (64 heads of 128, top 2,048) on a
+    # small trunk; deepseek32.cpp / glm-dsa.cpp read the indexer keys with get_key (required)
+    md = {
+        "block_count": layers, "embedding_length": 1024, "attention.head_count": 16, "attention.head_count_kv": 1,
+        "attention.key_length": 576, "attention.value_length": 512, "attention.key_length_mla": 192,
+        "attention.value_length_mla": 128, "attention.kv_lora_rank": 512, "rope.dimension_count": 64,
+        "attention.q_lora_rank": 256, "feed_forward_length": 2048, "expert_count": 8, "expert_used_count": 2,
+        "expert_feed_forward_length": 256, "expert_shared_count": 1, "leading_dense_block_count": 1,
+        "vocab_size": 1000, "context_length": context, "attention.indexer.head_count": 64,
+        "attention.indexer.key_length": 128, "attention.indexer.top_k": 2048,
+    }  # fmt: skip
+    return {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in md.items()}}
+
+
+def test_deepseek_sparse_attention_ggufs_cache_the_latent_and_the_indexer_keys(tmp_path):
+    # llama-kv-cache-dsa.cpp: kv_mla, the latent cache (K only, 512 + 64 wide), and kv_lid, the same cells with one
+    # key head of indexer.key_length (128) a layer, K only, in -ctk's type; deepseek32: every trunk layer has one
+    path = tmp_path / "DeepSeek-V3.2-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(_dsa_metadata("deepseek32"), [("token_embd.weight", (1024, 1000), "q4_K")])[0])
+    spec = spec_from_gguf(header_of(path.read_bytes()), path.name)
+    assert (spec.index_heads, spec.index_head_dim, spec.index_topk) == (64, 128, 2048) and spec.is_sparse
+    assert spec.shared_expert_intermediate_size == 256
+    parts = {p["cache"]: p for p in run_json("cache", path, "--seq", "8192", "--engine", "llamacpp", "--gpu", "h100")[
+        "llamacpp"]["kv_parts"]}  # fmt: skip
+    assert parts["non-SWA"]["k_bytes"] == 6 * 8192 * (512 + 64) * 2 and parts["non-SWA"]["v_bytes"] == 0
+    assert parts["indexer"]["k_bytes"] == 6 * 8192 * 128 * 2 and parts["indexer"]["v_bytes"] == 0
+    q8 = run_json("cache", path, "--seq", "8192", "--engine", "llamacpp", "--gpu", "h100", "--kv-dtype", "q8_0")
+    (lid,) = [p for p in q8["llamacpp"]["kv_parts"] if p["cache"] == "indexer"]
+    assert lid["k_bytes"] == 6 * 8192 * 128 // 32 * 34  # q8_0: 34 B a block of 32
+    # before the 2026-04 era no build had the cache: refused in those words
+    old = run("cache", path, "--seq", "8192", "--engine", "llamacpp", "--gpu", "h100", "--engine-version", "2026-01")
+    assert old.exit_code == 2 and "no DeepSeek Sparse Attention cache" in old.stderr
+    del_keys = {k: v for k, v in _dsa_metadata("deepseek32").items() if "indexer.top_k" not in k}
+    with pytest.raises(SpecError, match="indexer"):
+        spec_from_gguf(header_of(gguf_bytes(del_keys, [("token_embd.weight", (1024, 1000), "q4_K")])[0]), "x.gguf")
+
+
+@pytest.mark.parametrize(
+    ("context", "types", "full"),
+    [
+        (202752, None, [True] * 8),  # GLM-5 / 5.1 (context under 1,048,576): every layer its own indexer
+        (1048576, None, [True, True, True, False, False, False, True, False]),  # GLM-5.2's table: 0, 1, then 2 + 4k
+        (1048576, [1, 0, 1, 0, 1, 0, 1, 0], [True, False] * 4),  # attention.indexer.types, one a layer
+    ],
+)
+def test_glm_dsa_indexer_keys_only_where_a_layer_has_its_own_indexer(tmp_path, context, types, full):
+    md = _dsa_metadata("glm-dsa", layers=8, context=context)
+    if types is not None:
+        md["glm-dsa.attention.indexer.types"] = types
+    path = tmp_path / "GLM-5-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, [("token_embd.weight", (1024, 1000), "q4_K")])[0])
+    spec = spec_from_gguf(header_of(path.read_bytes()), path.name)
+    assert [not r.index_shared for r in spec.expanded_layers()] == full
+    parts = run_json("cache", path, "--seq", "4096", "--engine", "llamacpp", "--gpu", "h100")["llamacpp"]["kv_parts"]
+    (lid,) = [p for p in parts if p["cache"] == "indexer"]
+    assert (lid["layers"], lid["k_bytes"]) == (sum(full), sum(full) * 4096 * 128 * 2)

@@ -97,12 +97,22 @@ def test_sglang_cell_and_page_for_dsa(gpu, kv_dtype, per_layer):
     assert pool.max_total_num_tokens == int(pool.available_kv_bytes // pool.cell_bytes) // 64 * 64
 
 
-def test_llamacpp_refuses_rather_than_drop_the_indexer_cache():
+def test_llamacpp_caches_the_indexer_keys_and_older_builds_refuse():
+    # llama-kv-cache-dsa.cpp (2026-04 era): beside the K-only latent, one 128-wide indexer key a token for each layer
+    # with an indexer of its own: DeepSeek-V3.2's 61; GLM-5.2's, whose other layers reuse an earlier top-k, only those
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.kv import kv_parts
 
-    with pytest.raises(UsageError, match="DeepSeek Sparse Attention caches"):
-        kv_parts(get_model("deepseek-v3.2"), 4096, era(None))
+    parts, refusal = kv_parts(get_model("deepseek-v3.2"), 4096, era(None))
+    lid = {p.cache: p for p in parts}["indexer"]
+    assert refusal is None and (lid.layers, lid.k_bytes, lid.v_bytes) == (61, 61 * 4096 * 128 * 2, 0)
+    glm = get_model("glm-5.2")
+    own = [i for i, r in enumerate(glm.expanded_layers()) if not r.index_shared]
+    assert 0 < len(own) < glm.num_layers
+    lid = {p.cache: p for p in kv_parts(glm, 4096, era(None))[0]}["indexer"]
+    assert lid.layer_ids == own and lid.k_bytes == len(own) * 4096 * (glm.index_head_dim or 0) * 2
+    with pytest.raises(UsageError, match="no DeepSeek Sparse Attention cache"):
+        kv_parts(get_model("deepseek-v3.2"), 4096, era("2026-01"))
 
 
 def test_reader_takes_the_indexer_fields_and_refuses_what_it_cannot_read(tmp_path):

@@ -142,4 +142,6 @@ def compute_buffer(spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_at
         ff = max(ff, (spec.expert_intermediate_size or ff) * spec.experts_per_token)
     act = n_tokens * (spec.hidden_size + ff) * 4
     kq = 0 if flash_attn else n_kv * spec.num_heads * n_tokens * 4
+    if spec.is_sparse:  # the fused lightning indexer's scores (f32) over the cache, and their mask (f16)
+        kq += n_kv * n_tokens * (4 + 2)
     return max(logits, kq + act)

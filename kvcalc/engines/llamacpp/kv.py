@@ -22,7 +22,7 @@ FA_REFUSAL = "quantized V cache was requested, but this requires Flash Attention
 
 
 class KvPart(Result):
-    cache: str  # "non-SWA" | "SWA" | "recurrent"
+    cache: str  # "non-SWA" | "SWA" | "recurrent" | "indexer" (DeepSeek Sparse Attention's keys)
     layers: int
     cells: int  # kv_size: cells per stream, as the `( N cells, L layers, a/b seqs)` log line prints
     streams: int
@@ -98,12 +98,11 @@ def kv_parts(
     swa_full: bool = False,
 ) -> tuple[list[KvPart], str | None]:
     """The caches llama.cpp builds, and its refusal in its own words (None when it starts)."""
-    if spec.is_sparse:
-        # NOTE: llama.cpp's glm-dsa / deepseek32 keep a second cache of indexer keys (llama-kv-cache-dsa.cpp,
-        # kv_lid, in type_k) beside the latent; which builds run the sparse top-k is not settled here.
+    if spec.is_sparse and not era.dsa:
         raise UsageError(
-            f"{spec.name}: llama.cpp's DeepSeek Sparse Attention caches (latent + indexer keys) are not modelled",
-            hint="use --engine vllm or sglang, or kvcalc's own estimate without --engine",
+            f"{spec.name}: llama.cpp builds of the {era.key} era have no DeepSeek Sparse Attention cache "
+            "(llama_kv_cache_dsa came with PR #21149, in the 2026-04 era)",
+            hint="--engine-version 2026-04, or --engine vllm / sglang",
         )
     # NOTE: a layer whose V is its K (Gemma 4's attention_k_eq_v) still caches V: src/models/gemma4.cpp takes Vcur =
     # Kcur where the file has no attn_v, norms it apart and stores it as any V (n_embd_v_gqa(il) wide).
@@ -180,4 +179,19 @@ def kv_parts(
                 layer_ids=ids,
             )
         )
+    if spec.is_sparse:
+        parts.append(_indexer_part(spec, layers, base_cells, streams, type_k))
     return parts, refusal
+
+
+def _indexer_part(spec: ModelSpec, layers: list[LayerRun], cells: int, streams: int, type_k: str) -> KvPart:
+    """DeepSeek Sparse Attention's indexer keys (llama-kv-cache-dsa.cpp kv_lid): a second llama_kv_cache over the
+    same cells whose hparams it rewrites to one key head of indexer.key_length, K only (MLA has no V tensor), in
+    -ctk's type, for every trunk layer with an indexer of its own (glm-dsa: is_indexer_full; deepseek32: all)."""
+    assert spec.index_head_dim is not None
+    ids = [il for il, run in enumerate(layers) if run.kind == LayerKind.MLA and not run.index_shared]
+    k = streams * cells * row_bytes(type_k, spec.index_head_dim) * len(ids)
+    return KvPart(
+        cache="indexer", layers=len(ids), cells=cells, streams=streams, k_type=type_k, v_type=None, k_bytes=k,
+        v_bytes=0, layer_ids=ids,
+    )  # fmt: skip
