@@ -418,6 +418,7 @@ def test_phimoe_window_is_not_a_sliding_cache():
         # afmoe: n_ff_exp x n_expert_shared; cohere2moe: the length, else that; exaone-moe: the length, else n_ff_exp
         ("afmoe", {"expert_shared_count": 2, "expert_feed_forward_length": 64}, 128),
         ("cohere2moe", {"expert_shared_count": 2, "expert_feed_forward_length": 64}, 128),
+        ("deepseek", {"expert_shared_count": 2, "expert_feed_forward_length": 64}, 128),  # deepseek.cpp: n_ff_exp x count
         ("cohere2moe", {"expert_shared_count": 2, "expert_feed_forward_length": 64, "expert_shared_feed_forward_length": 96}, 96),
         ("exaone-moe", {"expert_shared_count": 2, "expert_feed_forward_length": [0, 64]}, 64),
         # qwen2moe: the length alone
@@ -532,6 +533,8 @@ def test_laguna_gguf_slides_three_layers_in_four_where_the_file_gives_a_window()
         # maple.cpp / spark2-5.cpp: get_arr(sliding_window_pattern), one bool a layer, required
         ("maple", [True, False, True, True], ["sliding", "full", "sliding", "sliding"]),
         ("spark2_5", [False, True, True, False], ["full", "sliding", "sliding", "full"]),
+        # muse-glimmer.cpp: load_swa_pattern(ml, 4); plamo3.cpp: load_swa_pattern(ml, 8) where the file gives a window
+        ("muse-glimmer", None, ["sliding"] * 3 + ["full"]),
     ],
 )
 def test_sliding_patterns_as_each_loader_sets_them(arch, pattern, kinds):
@@ -671,3 +674,16 @@ def test_glm_dsa_indexer_keys_only_where_a_layer_has_its_own_indexer(tmp_path, c
     parts = run_json("cache", path, "--seq", "4096", "--engine", "llamacpp", "--gpu", "h100")["llamacpp"]["kv_parts"]
     (lid,) = [p for p in parts if p["cache"] == "indexer"]
     assert (lid["layers"], lid["k_bytes"]) == (sum(full), sum(full) * 4096 * 128 * 2)
+
+
+def test_plamo3_slides_seven_layers_in_eight_and_llama_like_archs_read_full():
+    # plamo3.cpp: load_swa_pattern(ml, 8) where the file gives a window, none without
+    md, t = llama_like("plamo3", layers=16, extra={"plamo3.attention.sliding_window": 2048})
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "plamo3.gguf")
+    assert [r.kind.value for r in spec.expanded_layers()] == (["sliding"] * 7 + ["full"]) * 2
+    # deepseek (DeepSeek-MoE v1), arctic, jais2, maincoder, bitnet, chameleon, cogvlm, hunyuan_vl: their loaders read
+    # llama's attention keys and build one plain cache over every layer (build_attn with llm_graph_input_attn_kv)
+    for arch in ("deepseek", "arctic", "jais2", "maincoder", "bitnet", "chameleon", "cogvlm", "hunyuan_vl"):
+        md, t = llama_like(arch, layers=4, hidden=256, heads=8, kv_heads=2)
+        spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), f"{arch}.gguf")
+        assert {r.kind.value for r in spec.expanded_layers()} == {"full"} and spec.kv_heads == 2, arch

@@ -34,6 +34,8 @@ SWA_DEFAULT: dict[str, tuple[int, bool, LayerKind]] = {
     "laguna": (4, True, LayerKind.SLIDING),  # XS.2, where the file gives a window: full at il % 4 == 0
     "mellum": (4, False, LayerKind.SLIDING),  # where the file gives a window
     "smallthinker": (4, True, LayerKind.SLIDING),  # where the file gives a window: full at il % 4 == 0
+    "plamo3": (8, False, LayerKind.SLIDING),  # where the file gives a window: 7 sliding, then 1 full
+    "muse-glimmer": (4, False, LayerKind.SLIDING),
 }
 # Windows a loader sets whatever the file says, where the file gives one (smallthinker.cpp: n_swa = 4096)
 SWA_FORCED = {"smallthinker": 4096}
@@ -49,11 +51,11 @@ SUPPORTED = {
     # full attention over every layer, dense or MoE, nothing beyond llama's keys (src/models/<arch>.cpp)
     "seed_oss", "apertus", "arcee", "hunyuan-dense", "exaone", "dbrx", "xverse", "orion", "grok", "phimoe",
     "dots1", "minimax-m2", "bailingmoe", "bailingmoe2", "phi2", "chatglm", "nemotron", "codeshell", "plamo", "jais",
-    "hy_v3", "grovemoe",
+    "hy_v3", "grovemoe", "deepseek", "arctic", "jais2", "maincoder", "bitnet", "chameleon", "cogvlm", "hunyuan_vl",
     # query and KV heads and MLP widths per layer (openelm.cpp: one fused QKV, every layer full)
     "openelm",
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
-    "afmoe", "exaone-moe", "cohere2moe", "laguna", "mellum", "smallthinker",
+    "afmoe", "exaone-moe", "cohere2moe", "laguna", "mellum", "smallthinker", "plamo3", "muse-glimmer",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
     "mimo2", "step35", "maple", "spark2_5",
     # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
@@ -234,7 +236,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
 # length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
 # (ernie4_5-moe, qwen2moe: no shared experts without it).
 SHARED_RULES = {
-    "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
+    "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
     "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
     "kimi-linear": "count or one",  # n_ff_exp x (n_expert_shared, or 1)
