@@ -51,9 +51,17 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     kv = g * d + (0 if run.v_is_k else g * vd)  # Gemma 4's k_eq_v layers have k_proj only
     bias = (h * d + kv) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
-    gate = hidden * h * d if spec.attn_output_gate else 0  # transformers Qwen3NextAttention: q_proj is 2·h·d wide
+    gate = output_gate_params(spec, d)
     parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
     return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run)
+
+
+def output_gate_params(spec: ModelSpec, head_dim: int) -> int:
+    """A self-attention layer's output gate: transformers Qwen3NextAttention's q_proj is 2 x heads x head_dim wide (a
+    gate a channel); Lfm3Attention's g_proj gives one a head, hidden -> heads."""
+    if spec.attn_output_gate == "head":
+        return spec.hidden_size * spec.num_heads
+    return spec.hidden_size * spec.num_heads * head_dim if spec.attn_output_gate else 0
 
 
 def sink_params(spec: ModelSpec, run: LayerRun) -> int:

@@ -29,6 +29,7 @@ from kvcalc.cost.params import (
     expert_params,
     extra_params,
     layer_norm_params,
+    output_gate_params,
     param_counts,
     per_layer_input_params,
     router_params,
@@ -117,7 +118,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         bias = (Fraction(h * d, tp) + kv) if spec.attention_bias else 0
         bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
         # Qwen3-Next / Qwen3.5: q_proj also yields a per-head output gate, split by heads like Q.
-        gate = hidden * h * d if spec.attn_output_gate else 0
+        gate = output_gate_params(spec, d)
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads
         return Fraction(hidden * h * (d + vd) + gate + sink_params(spec, run), tp) + hidden * kv + bias + parallel

@@ -139,8 +139,8 @@ def weight_bytes(
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
             # NOTE: a per-head output gate as wide as the queries (attn_output_gate): qwen3_next.py (Qwen3-Next,
             # Qwen3.5) fuses it into QKVParallelLinear as twice the query heads; afmoe.py keeps its own gate_proj
-            gate = hr * dr if spec.attn_output_gate else 0
-            fused = gate if spec.architecture != "AfmoeForCausalLM" else 0
+            gate = hr if spec.attn_output_gate == "head" else hr * dr if spec.attn_output_gate else 0
+            fused = gate if spec.attn_output_gate is True and spec.architecture != "AfmoeForCausalLM" else 0
             attention += lin(attn, (hr + g) * dr + fused + g * vr, h) + lin(attn, h, hr * vr)
             attention += lin(attn, gate - fused, h) if gate - fused else 0
             if sinks := sink_params(spec, run):

@@ -128,7 +128,7 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
             attn = 0
         else:
             g, d, v = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
-            gate = hr * d if spec.attn_output_gate else 0  # the output gate's rows beside the queries
+            gate = hr if spec.attn_output_gate == "head" else hr * d if spec.attn_output_gate else 0  # its rows
             attn = tokens * ((hr + g) * d + gate + g * v + hr * v) * act
         inter = run.intermediate_size
         if inter is None and not routed[i]:

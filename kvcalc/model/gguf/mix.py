@@ -134,7 +134,7 @@ def mix_shard(spec: ModelSpec, ftype: str) -> MixShard:
             attn_params += kv_b + rest
             continue
         g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads
-        q = hidden * h * d * (2 if spec.attn_output_gate else 1)
+        q = hidden * h * d * (2 if spec.attn_output_gate is True else 1)
         kv = hidden * g * d
         o = h * d * hidden
         attn_bytes += q * rate(Role("attn_q", k, n_v), hidden) + kv * rate(Role("attn_k", k, n_v), hidden)
@@ -183,7 +183,9 @@ def tensor_table(spec: ModelSpec, ftype: str) -> list[tuple[str, int, str, int]]
     for il, run in enumerate(runs):
         g = run.kv_heads or spec.kv_heads
         b = f"blk.{il}."
-        out.append(t(b + "attn_q.weight", hidden, h * d * (2 if spec.attn_output_gate else 1), Role("attn_q", il, n)))
+        out.append(
+            t(b + "attn_q.weight", hidden, h * d * (2 if spec.attn_output_gate is True else 1), Role("attn_q", il, n))
+        )
         if not run.kv_shared:
             out.append(t(b + "attn_k.weight", hidden, g * d, Role("attn_k", il, n)))
             out.append(t(b + "attn_v.weight", hidden, g * d, Role("attn_v", il, n)))

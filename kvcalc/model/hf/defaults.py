@@ -137,6 +137,20 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_expand": 2,
     },
     "lfm2": {"tie_word_embeddings": True, "conv_L_cache": 3},
+    # Lfm3Config (transformers 5.25): its defaults, for the keys a file leaves out
+    "lfm3": {
+        "vocab_size": 128000,
+        "hidden_size": 2048,
+        "intermediate_size": 7680,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "max_position_embeddings": 128000,
+        "conv_L_cache": 7,
+        "sliding_window": 256,
+        "tie_word_embeddings": True,
+    },  # fmt: skip
     # Lfm2MoeConfig (transformers 5): LFM2-8B-A1B's shape; its dense layers' MLP is intermediate_size wide
     "lfm2_moe": {
         "tie_word_embeddings": True,

@@ -53,7 +53,7 @@ MAX_LAYERS = 100_000
 # Families whose values may be narrower than their keys (v_head_dim beside head_dim, without MLA).
 V_NARROWER = ("mimo_v2_flash",)
 MAMBA_TYPES = {"granitemoehybrid", "bamba"}
-CONV_TYPES = {"lfm2", "lfm2_moe"}
+CONV_TYPES = {"lfm2", "lfm2_moe", "lfm3"}
 ENCODER_DECODER = {
     "whisper",
     "t5",
@@ -155,6 +155,12 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         types = ["attention" if i in attention else "mamba" for i in range(layers)]
     if types is None and model_type in MAMBA_TYPES:
         types = ["mamba"] * layers  # GraniteMoeHybridConfig.layers_block_type without layer_types
+    if types is None and model_type == "lfm3":
+        # Lfm3Config: full attention at i % 4 == 2, sliding at the other even layers from 4, short convs between
+        types = [
+            "full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i else "conv"
+            for i in range(layers)
+        ]
     if types is None and model_type in CONV_TYPES:
         # Lfm2Config: full_attn_idxs (default: every layer) name the attention layers.
         full = cfg.get("full_attn_idxs", default=list(range(layers)))
@@ -361,7 +367,11 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # Qwen 1/2 bias q, k, v alone.
         "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
         # AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates the output like Qwen3-Next's.
-        "attn_output_gate": bool(cfg.get("attn_output_gate", default=model_type in ("qwen3_next", "afmoe"))),
+        "attn_output_gate": (
+            "head"
+            if model_type == "lfm3" and cfg.get("use_attention_gate", default=True)
+            else bool(cfg.get("attn_output_gate", default=model_type in ("qwen3_next", "afmoe")))
+        ),
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),

@@ -20,7 +20,7 @@ from kvcalc.model.hf.fields import Config
 HEAD_QK = {
     "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text",
     "gemma3", "gemma3_text", "gemma3n_text", "gemma4_text", "exaone4", "exaone_moe", "apertus", "afmoe", "dots1",
-    "lfm2", "lfm2_moe",
+    "lfm2", "lfm2_moe", "lfm3",
 }  # fmt: skip
 HEAD_QK_FLAG = {
     "glm4_moe": ("use_qk_norm", False),
@@ -97,8 +97,8 @@ def vector_fields(cfg: Config, model_type: str, moe: bool) -> dict[str, Any]:
         fields["qk_norm"] = "head"
     elif model_type in FULL_QK or (model_type in FULL_QK_FLAG and _flag(cfg, FULL_QK_FLAG, model_type)):
         fields["qk_norm"] = "full"
-    if model_type in SANDWICH:
-        fields["sandwich_norms"] = True
+    if model_type in SANDWICH or (model_type == "lfm3" and cfg.get("use_sandwich_norm", default=True)):
+        fields["sandwich_norms"] = True  # Lfm3DecoderLayer's post_operator_norm / post_ffn_norm under use_sandwich_norm
     if model_type == "gpt_oss":
         fields["attention_sinks"] = "all"  # GptOssAttention.sinks: one per query head, every layer
     elif model_type == "mimo_v2_flash" and cfg.get("add_swa_attention_sink_bias", default=False):
