@@ -605,3 +605,23 @@ def test_gemma3n_parameters_by_hand():
     terms = predict(spec, get_gpu("l4"), Settings(max_num_seqs=256, max_num_batched_tokens=2048))
     assert allocated(2048 * 35 * 256 * 2) == 18 * 2 * 2**20
     assert shown["weights_bytes"] == terms.weights_bytes == terms.weights.total + 18 * 2 * 2**20
+
+
+def test_shared_experts_of_exaone_moe_and_hy_v3_by_hand():
+    # ExaoneMoeSparseMoEBlock and HY-V3's MoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
+    # hy-v3-defaults.json (HYV3Config's defaults): 80 layers of 4,096, 64 heads and 8 KV heads of 128 with q / k
+    # norms, layer 0 a dense MLP of 13,312, then 192 experts of 1,536 beside one shared expert, vocabulary 120,832
+    from kvcalc.cost.params import param_counts
+    from kvcalc.model.hf.reader import spec_from_config
+
+    hy = param_counts(spec_from_config(json.loads((CONFIGS / "hy-v3-defaults.json").read_text()), "hy", "hy.json"))
+    h = 4096
+    attention = h * 64 * 128 * 2 + h * 8 * 128 * 2 + 2 * 128
+    moe = 192 * 3 * h * 1536 + 3 * h * 1536 + 192 * h
+    total = 2 * 120832 * h + 80 * attention + 3 * h * 13312 + 79 * moe + 80 * 2 * h + h
+    assert hy.shared_experts == 79 * 3 * h * 1536 and hy.total == total == 295_033_528_320  # transformers 5.25's
+    ex = param_counts(spec_from_config(json.loads((CONFIGS / "exaone-moe-defaults.json").read_text()), "ex", "ex.json"))
+    assert ex.shared_experts == 31 * 3 * h * 1024
+    # transformers 5.25 builds 28,550,639,616 parameters, keeping each MoE layer's e_score_correction_bias (64) as a
+    # buffer; kvcalc counts it with the router, as the checkpoint holds it
+    assert ex.total == 28_550_639_616 + 31 * 64

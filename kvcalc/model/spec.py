@@ -144,9 +144,7 @@ class ModelSpec(BaseModel):
     mlp_gated: bool = True
     attention_bias: bool = False  # q, k, v biases
     o_proj_bias: bool = False
-    attn_output_gate: bool | Literal["head"] = (
-        False  # per-dim, from q_proj (Qwen3-Next); "head": a scalar a head (LFM3)
-    )
+    attn_output_gate: bool | Literal["head"] = False  # from q_proj (Qwen3-Next); "head": one a head (LFM3)
     mlp_bias: bool = False  # biases on every MLP / expert projection (gpt-oss, BART, Whisper)
     # Vectors beside the matrices, for exact parameter counts (hf/vectors.py says which families have them):
     # query and key norms in each self-attention layer, "head" one head_dim wide each (Qwen3, Gemma 3) or "full"

@@ -97,8 +97,9 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     elif model_type == "gemma4_text":
         # Gemma4DecoderLayer: the dense MLP (intermediate_size) runs beside the experts in every layer.
         shared = cfg.int_field("intermediate_size")
-    elif model_type in ("afmoe", "kimi_linear"):
-        # AfmoeMoE, KimiMoE: shared_experts is one MLP of moe_intermediate_size x num_shared_experts.
+    elif model_type in ("afmoe", "kimi_linear", "exaone_moe", "hy_v3"):
+        # AfmoeMoE, KimiMoE, ExaoneMoeSparseMoEBlock, HYV3's MoE: shared_experts is one MLP of moe_intermediate_size x
+        # num_shared_experts.
         shared = cfg.get("num_shared_experts", default=0) * (moe_inter or 0)
     elif cfg.get("n_shared_experts"):
         shared = cfg.get("n_shared_experts") * (moe_inter or 0)

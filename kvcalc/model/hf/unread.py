@@ -272,6 +272,8 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     read = MOE_KEYS_READ | {
         "llama4_text": {"moe_layers"},
         "afmoe": {"num_shared_experts"},
+        "exaone_moe": {"num_shared_experts"},
+        "hy_v3": {"num_shared_experts"},
         "kimi_linear": {"num_shared_experts", "num_experts_per_token"},
         **dict.fromkeys(BAILING_TYPES, {"num_shared_experts"}),
         # moe_capacity: the training-time token capacity per expert, no weights
