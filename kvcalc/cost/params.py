@@ -56,12 +56,17 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run)
 
 
-def output_gate_params(spec: ModelSpec, head_dim: int) -> int:
-    """A self-attention layer's output gate: transformers Qwen3NextAttention's q_proj is 2 x heads x head_dim wide (a
-    gate a channel); Lfm3Attention's g_proj gives one a head, hidden -> heads."""
+def output_gate_rows(spec: ModelSpec, heads: int, head_dim: int) -> int:
+    """Output rows of a self-attention layer's output gate over `heads` query heads, each a projection of the hidden
+    state: transformers Qwen3NextAttention's q_proj is 2 x heads x head_dim wide (a gate a channel); Lfm3Attention's
+    g_proj gives one a head (hidden -> heads); 0 without a gate."""
     if spec.attn_output_gate == "head":
-        return spec.hidden_size * spec.num_heads
-    return spec.hidden_size * spec.num_heads * head_dim if spec.attn_output_gate else 0
+        return heads
+    return heads * head_dim if spec.attn_output_gate else 0
+
+
+def output_gate_params(spec: ModelSpec, head_dim: int) -> int:
+    return spec.hidden_size * output_gate_rows(spec, spec.num_heads, head_dim)
 
 
 def sink_params(spec: ModelSpec, run: LayerRun) -> int:

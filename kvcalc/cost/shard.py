@@ -117,7 +117,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         kv = g * d + (0 if run.v_is_k else g * vd)
         bias = (Fraction(h * d, tp) + kv) if spec.attention_bias else 0
         bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
-        # Qwen3-Next / Qwen3.5: q_proj also yields a per-head output gate, split by heads like Q.
+        # an output gate (Qwen3-Next / Qwen3.5: per channel from q_proj; LFM3: one a head), split by heads like Q
         gate = output_gate_params(spec, d)
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads

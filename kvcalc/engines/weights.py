@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from kvcalc.cost.params import end_norm_params, layer_norm_params, sink_params
+from kvcalc.cost.params import end_norm_params, layer_norm_params, output_gate_rows, sink_params
 from kvcalc.model.formats import rotary_dim
 from kvcalc.model.quant import LinearFormat, Quantization, plain
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -57,7 +57,7 @@ class WeightBytes(Result):
     extra: int  # outside the decoder: a vision tower and projector (spec.extra_params), 16-bit, split by tp
     rotary_cache: int | None  # None: the checkpoint's max_position_embeddings is unknown
     total: int
-    per_layer_inputs: int = 0  # Gemma 4's per-layer table, its projection, each layer's gate and projection
+    per_layer_inputs: int = 0  # Gemma 3n / 4's per-layer table and projections (_per_layer_inputs)
 
 
 def padded_vocab(vocab: int) -> int:
@@ -139,7 +139,7 @@ def weight_bytes(
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
             # NOTE: a per-head output gate as wide as the queries (attn_output_gate): qwen3_next.py (Qwen3-Next,
             # Qwen3.5) fuses it into QKVParallelLinear as twice the query heads; afmoe.py keeps its own gate_proj
-            gate = hr if spec.attn_output_gate == "head" else hr * dr if spec.attn_output_gate else 0
+            gate = output_gate_rows(spec, hr, dr)
             fused = gate if spec.attn_output_gate is True and spec.architecture != "AfmoeForCausalLM" else 0
             attention += lin(attn, (hr + g) * dr + fused + g * vr, h) + lin(attn, h, hr * vr)
             attention += lin(attn, gate - fused, h) if gate - fused else 0

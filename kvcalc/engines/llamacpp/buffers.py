@@ -116,7 +116,7 @@ def spec_tensors(spec: ModelSpec, wtype: str = "f16") -> list[TensorRow]:
         return TensorRow(name, spec.hidden_size, wtype, -(-n // block) * bsize)
 
     rows = [row("token_embd.weight", c.embedding)]
-    if c.per_layer_table:  # Gemma 4's per-layer table: an input-layer tensor, with token_embd
+    if c.per_layer_table:  # Gemma 3n / 4's per-layer table: an input-layer tensor, with token_embd
         rows.append(row("per_layer_token_embd.weight", c.per_layer_table))
     rows += [row(f"blk.{il}.weights", per_layer) for il in range(spec.num_layers)]
     if c.lm_head:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from kvcalc.cost.params import output_gate_rows
 from kvcalc.engines.fp32 import VLLM_SSM_A_BYTES, vllm_gate_bytes, vllm_rotary_bytes
 from kvcalc.engines.runtime import NVLS_BYTES, has_nvls
 from kvcalc.engines.weights import WeightBytes, allocated, padded_vocab, weight_bytes
@@ -128,7 +129,7 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
             attn = 0
         else:
             g, d, v = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
-            gate = hr if spec.attn_output_gate == "head" else hr * d if spec.attn_output_gate else 0  # its rows
+            gate = output_gate_rows(spec, hr, d)
             attn = tokens * ((hr + g) * d + gate + g * v + hr * v) * act
         inter = run.intermediate_size
         if inter is None and not routed[i]:
