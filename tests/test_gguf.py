@@ -687,3 +687,22 @@ def test_plamo3_slides_seven_layers_in_eight_and_llama_like_archs_read_full():
         md, t = llama_like(arch, layers=4, hidden=256, heads=8, kv_heads=2)
         spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), f"{arch}.gguf")
         assert {r.kind.value for r in spec.expanded_layers()} == {"full"} and spec.kv_heads == 2, arch
+
+
+def test_hy_v4_caches_indexer_keys_only_with_an_indexer(tmp_path):
+    # hy-v4.cpp: the indexer keys are optional (its all-full-attention checkpoints have none: one plain MLA cache);
+    # with indexer.top_k, attention.indexer.types says which layers own an indexer, and layer 0 must
+    md = {k.replace("deepseek32.", "hy_v4."): v for k, v in _dsa_metadata("deepseek32", layers=4).items()}
+    md["general.architecture"] = "hy_v4"
+    dense = {k: v for k, v in md.items() if ".indexer." not in k}
+    spec = spec_from_gguf(header_of(gguf_bytes(dense, [("token_embd.weight", (1024, 1000), "q4_K")])[0]), "hy.gguf")
+    assert spec.is_mla and not spec.is_sparse and spec.shared_expert_intermediate_size == 256
+    md["hy_v4.attention.indexer.types"] = [1, 0, 1, 0]
+    path = tmp_path / "HY-V4-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, [("token_embd.weight", (1024, 1000), "q4_K")])[0])
+    parts = run_json("cache", path, "--seq", "4096", "--engine", "llamacpp", "--gpu", "h100")["llamacpp"]["kv_parts"]
+    (lid,) = [p for p in parts if p["cache"] == "indexer"]
+    assert (lid["layers"], lid["k_bytes"]) == (2, 2 * 4096 * 128 * 2)
+    md["hy_v4.attention.indexer.types"] = [0, 1, 1, 1]
+    with pytest.raises(SpecError, match="layer 0 must own an indexer"):
+        spec_from_gguf(header_of(gguf_bytes(md, [("token_embd.weight", (1024, 1000), "q4_K")])[0]), "hy.gguf")

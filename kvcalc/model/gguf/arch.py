@@ -62,15 +62,16 @@ SUPPORTED = {
     "deci",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
     "minicpm3",
-    # MLA with DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2, GLM-5): its keys cached apart
-    "deepseek32", "glm-dsa",
+    # MLA with DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2, GLM-5; HY-V4 where the file has one):
+    # its keys cached apart
+    "deepseek32", "glm-dsa", "hy_v4",
     # Kimi Delta Attention layers (no KV heads: recurrent, a head_dim x head_dim state a head) beside MLA ones
     "kimi-linear",
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
     "lfm2", "lfm2moe",
 }  # fmt: skip
 # DeepSeek Sparse Attention: MLA layers with a lightning indexer whose keys llama.cpp caches apart (llama-kv-cache-dsa)
-DSA = ("deepseek32", "glm-dsa")
+DSA = ("deepseek32", "glm-dsa", "hy_v4")
 # Layers that hold K and V before the rest read an earlier layer's (src/models/gemma3n.cpp sets
 # n_layer_kv_from_start to 20 whatever the file says: E2B's 30 layers and E4B's 35 alike)
 KV_FROM_START = {"gemma3n": 20}
@@ -193,9 +194,11 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
             q_lora_rank=_get(md, arch, "attention.q_lora_rank") or None,
             head_dim=k_mla,
         )
-        if arch in DSA:  # deepseek32.cpp / glm-dsa.cpp: required keys (ml.get_key without a default)
-            keys = ("head_count", "key_length", "top_k")
-            found = [_get(md, arch, f"attention.indexer.{k}") for k in keys]
+        keys = ("head_count", "key_length", "top_k")
+        found = [_get(md, arch, f"attention.indexer.{k}") for k in keys]
+        # deepseek32.cpp / glm-dsa.cpp read the indexer keys with get_key (required); hy-v4.cpp only where top_k > 0
+        # (its all-full-attention checkpoints have none)
+        if arch in DSA and (arch != "hy_v4" or found[2]):
             if not all(isinstance(v, int) and v > 0 for v in found):
                 raise SpecError(f"{name}: GGUF metadata lacks {arch}.attention.indexer.head_count / key_length / top_k")
             spec.update(index_heads=found[0], index_head_dim=found[1], index_topk=found[2])
@@ -236,7 +239,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
 # length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
 # (ernie4_5-moe, qwen2moe: no shared experts without it).
 SHARED_RULES = {
-    "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
+    "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "hy_v4": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
     "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
     "kimi-linear": "count or one",  # n_ff_exp x (n_expert_shared, or 1)
@@ -337,7 +340,7 @@ def _pattern(
     kv_from: int | None = None,
 ) -> list[LayerRun]:
     swa = _swa_layers(md, arch, n)
-    shared_index = _shared_indexers(md, arch, n)
+    shared_index = _shared_indexers(md, arch, n, name)
     window = _get(md, arch, "attention.sliding_window")
     window = SWA_FORCED.get(arch, window) if window else window
     kind_swa = SWA_DEFAULT.get(arch, (0, False, LayerKind.SLIDING))[2]
@@ -402,13 +405,16 @@ def _compress(runs: list[LayerRun]) -> list[LayerRun]:
     return out
 
 
-def _shared_indexers(md: dict[str, Any], arch: str, n: int) -> frozenset[int]:
+def _shared_indexers(md: dict[str, Any], arch: str, n: int, name: str) -> frozenset[int]:
     """Layers without an indexer of their own (glm-dsa.cpp is_indexer_full: attention.indexer.types, one value or one
     a layer; else every layer for GLM-5 / 5.1, whose context_length is under 1,048,576, and GLM-5.2's table: layers 0
-    and 1, then every fourth from 2). deepseek32: none."""
-    if arch != "glm-dsa":
+    and 1, then every fourth from 2; hy_v4: attention.indexer.types, else none, which hy-v4.cpp refuses).
+    deepseek32: none."""
+    if arch not in ("glm-dsa", "hy_v4") or not _get(md, arch, "attention.indexer.top_k"):
         return frozenset()
     types = _get(md, arch, "attention.indexer.types")
+    if arch == "hy_v4" and not (types[0] if isinstance(types, list) and types else types):
+        raise SpecError(f"{name}: {arch} layer 0 must own an indexer (attention.indexer.types), as hy-v4.cpp requires")
     if isinstance(types, list):
         full = [bool(t) for t in types[:n]] + [False] * (n - len(types))
     elif isinstance(types, int):
