@@ -706,3 +706,21 @@ def test_hy_v4_caches_indexer_keys_only_with_an_indexer(tmp_path):
     md["hy_v4.attention.indexer.types"] = [0, 1, 1, 1]
     with pytest.raises(SpecError, match="layer 0 must own an indexer"):
         spec_from_gguf(header_of(gguf_bytes(md, [("token_embd.weight", (1024, 1000), "q4_K")])[0]), "hy.gguf")
+
+
+def test_minimax01_lightning_layers_hold_a_head_dim_square_state(tmp_path):
+    # minimax-01.cpp: attention.recurrent_layers, else all but every full_attention_interval-th (8) layer are lightning
+    # attention, recurrent with n_embd_head_la = the key width: a key_length^2 state a head, f32, no conv window
+    extra = {"minimax-01.attention.key_length": 32, "minimax-01.attention.value_length": 32}
+    md, t = llama_like("minimax-01", layers=16, hidden=256, heads=8, kv_heads=8, extra=extra)
+    path = tmp_path / "MiniMax-M1-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    spec = spec_from_gguf(header_of(path.read_bytes()), path.name)
+    assert [r.kind.value for r in spec.expanded_layers()] == (["stateless"] * 7 + ["full"]) * 2
+    out = run_json("cache", path, "--seq", "1000", "--engine", "llamacpp", "--gpu", "h100")
+    parts = {p["cache"]: p for p in out["llamacpp"]["kv_parts"]}
+    assert parts["recurrent"]["k_bytes"] == 14 * 4 * 32 * 32 * 8 * 1  # one sequence (-np 1), 14 layers
+    assert parts["non-SWA"]["k_bytes"] == 2 * 1024 * 8 * 32 * 2  # two full layers, 1,000 tokens padded to 1,024 cells
+    md["minimax-01.attention.recurrent_layers"] = [True, False] * 8
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name)
+    assert [r.kind.value for r in spec.expanded_layers()] == ["stateless", "full"] * 8

@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 from kvcalc.errors import SpecError
+from kvcalc.model.gguf.experts import expert_width, shared_width
 from kvcalc.model.gguf.reader import Header, Skipped, Tensor
+from kvcalc.model.gguf.reader import arch_value as _get
 from kvcalc.model.quant import Checkpoint
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 
@@ -67,6 +69,8 @@ SUPPORTED = {
     "deepseek32", "glm-dsa", "hy_v4",
     # Kimi Delta Attention layers (no KV heads: recurrent, a head_dim x head_dim state a head) beside MLA ones
     "kimi-linear",
+    # lightning attention layers (recurrent: a head_dim x head_dim state a head) beside full attention (MiniMax-01, M1)
+    "minimax-01",
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
     "lfm2", "lfm2moe",
 }  # fmt: skip
@@ -78,6 +82,9 @@ KV_FROM_START = {"gemma3n": 20}
 # Gated DeltaNet hybrids (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp): recurrent layers as
 # attention.recurrent_layers lists them, else all but every full_attention_interval-th (4); Mamba-style state
 GATED_DELTA = ("qwen3next", "qwen35", "qwen35moe")
+# Recurrent layers as attention.recurrent_layers lists them, else all but every full_attention_interval-th, whose
+# default each loader sets: Gated DeltaNet's 4, MiniMax-01's lightning attention 8 (minimax-01.cpp)
+RECURRENT_INTERVAL = dict.fromkeys(GATED_DELTA, 4) | {"minimax-01": 8}
 # Recurrent where a layer has no KV heads even in an MLA model (kimi-linear.cpp: is_recr = n_head_kv(il) == 0)
 RECURRENT_BESIDE_MLA = ("kimi-linear",)
 # The config.json class a GGUF architecture was converted from, where an engine's rule names it
@@ -101,11 +108,6 @@ def quant_label(filename: str, header: Header | None = None) -> str | None:
         return str(found[-1]).upper()
     ft = header.metadata.get("general.file_type") if header else None
     return FILE_TYPES.get(ft) if isinstance(ft, int) else None
-
-
-def _get(md: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
-    value = md.get(f"{arch}.{key}", default)
-    return default if isinstance(value, Skipped) else value
 
 
 def _per_layer(value: Any, n: int, what: str, name: str, nextn: int = 0) -> list[int]:
@@ -216,8 +218,8 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec.update(
             experts=experts,
             experts_per_token=_get(md, arch, "expert_used_count", 1),
-            expert_intermediate_size=(expert := _expert_width(md, arch, name)),
-            shared_expert_intermediate_size=_shared_width(md, arch, expert or 0, ff),
+            expert_intermediate_size=(expert := expert_width(md, arch, name)),
+            shared_expert_intermediate_size=shared_width(md, arch, expert or 0, ff),
             dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
         )
     if nextn:
@@ -232,53 +234,6 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         full_width=full_width, k_as_v=k_as_v, kv_from=_kv_from(md, arch, n),
     )  # fmt: skip
     return build(ModelSpec, spec, f"{name} (GGUF)")
-
-
-# How src/models/<arch>.cpp sizes the shared experts' ffn_*_shexp (one MLP): "count" n_expert_shared x n_ff_exp;
-# "length x count" (expert_shared_feed_forward_length, else n_ff_exp) x n_expert_shared; "length or count" the
-# length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
-# (ernie4_5-moe, qwen2moe: no shared experts without it).
-SHARED_RULES = {
-    "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "hy_v4": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
-    "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
-    "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
-    "kimi-linear": "count or one",  # n_ff_exp x (n_expert_shared, or 1)
-    "laguna": "length, else count or one",  # laguna.cpp: the count defaults to 1
-}  # fmt: skip
-
-
-def _shared_width(md: dict[str, Any], arch: str, expert: int, ff: int) -> int:
-    """The shared experts' MLP width, as llama.cpp builds the ffn_*_shexp tensors (expert: n_ff_exp; ff: the
-    dense MLP's feed_forward_length, the widest layer's)."""
-    length = int(_get(md, arch, "expert_shared_feed_forward_length", 0) or 0)
-    count = int(_get(md, arch, "expert_shared_count", 0) or 0)
-    rule = SHARED_RULES.get(arch)
-    if rule == "count":
-        return count * expert
-    if rule == "length x count":
-        return count * (length or expert)
-    if rule == "length or count":
-        return length or count * expert
-    if rule == "length or one":
-        return length or expert
-    if rule == "count or one":
-        return max(count, 1) * expert
-    if rule == "length, else count or one":
-        return length or max(count, 1) * expert
-    if rule == "ff":
-        return ff
-    return length
-
-
-def _expert_width(md: dict[str, Any], arch: str, name: str) -> int | None:
-    """expert_feed_forward_length: one number, or one per layer (0 on dense layers) that must agree."""
-    value = _get(md, arch, "expert_feed_forward_length")
-    if not isinstance(value, list):
-        return int(value) if isinstance(value, int) else None
-    widths = {int(v) for v in value if v}
-    if len(widths) > 1:
-        raise SpecError(f"{name}: expert_feed_forward_length differs between layers ({sorted(widths)}); not read")
-    return widths.pop() if widths else None
 
 
 def _weight_dtype(label: str | None) -> str:
@@ -349,8 +304,8 @@ def _pattern(
         swa = [il % 4 < 3 for il in range(n)] if window else None
     state = _state_bytes(md, arch)
     ff = _per_layer(_get(md, arch, "feed_forward_length", 1), n, "feed_forward_length", name, nextn)
-    listed = _get(md, arch, "attention.recurrent_layers") if arch in GATED_DELTA else None
-    interval = _get(md, arch, "full_attention_interval", 4) if arch in GATED_DELTA else 0
+    listed = _get(md, arch, "attention.recurrent_layers") if arch in RECURRENT_INTERVAL else None
+    interval = _get(md, arch, "full_attention_interval", RECURRENT_INTERVAL[arch]) if arch in RECURRENT_INTERVAL else 0
     runs: list[LayerRun] = []
     for il in range(n):
         # NOTE: which layers are recurrent, as each src/models/<arch>.cpp sets is_recr: Qwen3-Next / 3.5 as
@@ -433,6 +388,11 @@ def _state_bytes(md: dict[str, Any], arch: str) -> int:
     l_cache = _get(md, arch, "shortconv.l_cache", 0)
     if l_cache:
         return int(4 * _get(md, arch, "embedding_length", 0) * (l_cache - 1))
+    if arch == "minimax-01":  # lightning attention (n_embd_head_la = the key width): head_dim^2 a head, no conv
+        heads = _get(md, arch, "attention.head_count", 0)
+        heads = int(heads[0] if isinstance(heads, list) else heads)
+        width = _get(md, arch, "attention.key_length") or _get(md, arch, "embedding_length", 0) // max(heads, 1)
+        return int(4 * width * width * heads)
     if kda := _get(md, arch, "kda.head_dim", 0):
         # Kimi Delta Attention (n_embd_r / n_embd_s): Q, K and V convolutions keep d_conv - 1 steps (3 if the
         # file gives no kernel) of n_head x head_dim each; the state is head_dim x head_dim a head

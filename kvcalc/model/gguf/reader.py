@@ -186,3 +186,9 @@ def read_local(path: str) -> Header:
             return read_header(fetch, str(path))
     except OSError as exc:
         raise SpecError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+
+
+def arch_value(md: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
+    """`{arch}.{key}` of a header's metadata, `default` where the file has none (or it was skipped, too large)."""
+    value = md.get(f"{arch}.{key}", default)
+    return default if isinstance(value, Skipped) else value
