@@ -533,6 +533,7 @@ def test_laguna_gguf_slides_three_layers_in_four_where_the_file_gives_a_window()
         # maple.cpp / spark2-5.cpp: get_arr(sliding_window_pattern), one bool a layer, required
         ("maple", [True, False, True, True], ["sliding", "full", "sliding", "sliding"]),
         ("spark2_5", [False, True, True, False], ["full", "sliding", "sliding", "full"]),
+        ("granite_swa", [True, True, True, False], ["sliding"] * 3 + ["full"]),  # granite-swa.cpp: get_arr, required
         # muse-glimmer.cpp: load_swa_pattern(ml, 4); plamo3.cpp: load_swa_pattern(ml, 8) where the file gives a window
         ("muse-glimmer", None, ["sliding"] * 3 + ["full"]),
     ],

@@ -59,7 +59,7 @@ SUPPORTED = {
     # sliding layers in a fixed pattern (SWA_DEFAULT), MoE
     "afmoe", "exaone-moe", "cohere2moe", "laguna", "mellum", "smallthinker", "plamo3", "muse-glimmer",
     # sliding layers listed per layer, KV heads per layer, values narrower than keys
-    "mimo2", "step35", "maple", "spark2_5",
+    "mimo2", "step35", "maple", "spark2_5", "granite_swa",
     # KV heads per layer, 0 where Nemotron-NAS's search made the attention a no-op or one linear map (deci.cpp)
     "deci",
     # MLA's projections run as plain attention (engines/llamacpp/kv.MLA_AS_MHA)
@@ -217,7 +217,9 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     if experts:
         spec.update(
             experts=experts,
-            experts_per_token=_get(md, arch, "expert_used_count", 1),
+            experts_per_token=max(
+                _per_layer(_get(md, arch, "expert_used_count", 1), n, "expert_used_count", name, nextn)
+            ),
             expert_intermediate_size=(expert := expert_width(md, arch, name)),
             shared_expert_intermediate_size=shared_width(md, arch, expert or 0, ff),
             dense_layers=_get(md, arch, "leading_dense_block_count", 0) or 0,
