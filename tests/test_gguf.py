@@ -725,3 +725,19 @@ def test_minimax01_lightning_layers_hold_a_head_dim_square_state(tmp_path):
     md["minimax-01.attention.recurrent_layers"] = [True, False] * 8
     spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name)
     assert [r.kind.value for r in spec.expanded_layers()] == ["stateless", "full"] * 8
+
+
+@pytest.mark.parametrize(("arch", "shift", "kv_heads"), [("rwkv6", None, 0), ("rwkv7", None, 0), ("rwkv6qwen2", 1, 2)])
+def test_rwkv_layers_are_recurrent_with_their_token_shift_and_wkv_state(tmp_path, arch, shift, kv_heads):
+    # llm_arch_is_recurrent: every layer of an RWKV model is recurrent (RWKV6-Qwen2 files give KV heads all the same);
+    # llama-hparams.cpp n_embd_r = token_shift_count (default 2) x n_embd, n_embd_s = n_embd x wkv.head_size, f32
+    extra = {f"{arch}.wkv.head_size": 64} | ({f"{arch}.token_shift_count": shift} if shift else {})
+    md, t = llama_like(arch, layers=4, hidden=256, heads=8, kv_heads=2, extra=extra)
+    md[f"{arch}.attention.head_count"], md[f"{arch}.attention.head_count_kv"] = 0, kv_heads  # as converters write
+    path = tmp_path / f"{arch}-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    spec = spec_from_gguf(header_of(path.read_bytes()), path.name)
+    assert {r.kind.value for r in spec.expanded_layers()} == {"stateless"}
+    parts = run_json("cache", path, "--seq", "4096", "--engine", "llamacpp", "--gpu", "h100")["llamacpp"]["kv_parts"]
+    assert [p["cache"] for p in parts] == ["recurrent"]
+    assert parts[0]["k_bytes"] == 4 * 4 * ((shift or 2) * 256 + 256 * 64)

@@ -73,6 +73,8 @@ SUPPORTED = {
     "minimax-01",
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
     "lfm2", "lfm2moe",
+    # RWKV: every layer recurrent, a token shift and a wkv state a sequence (n_embd_r / n_embd_s)
+    "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7",
 }  # fmt: skip
 # DeepSeek Sparse Attention: MLA layers with a lightning indexer whose keys llama.cpp caches apart (llama-kv-cache-dsa)
 DSA = ("deepseek32", "glm-dsa", "hy_v4")
@@ -87,6 +89,8 @@ GATED_DELTA = ("qwen3next", "qwen35", "qwen35moe")
 RECURRENT_INTERVAL = dict.fromkeys(GATED_DELTA, 4) | {"minimax-01": 8}
 # Recurrent where a layer has no KV heads even in an MLA model (kimi-linear.cpp: is_recr = n_head_kv(il) == 0)
 RECURRENT_BESIDE_MLA = ("kimi-linear",)
+# Every layer recurrent (llama-arch.cpp llm_arch_is_recurrent), whatever KV heads RWKV6-Qwen2 / ARWKV7 files give
+RECURRENT_ALL = ("mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
 # The config.json class a GGUF architecture was converted from, where an engine's rule names it
 ARCHITECTURES = {"minicpm3": "MiniCPM3ForCausalLM"}
 QUANT_IN_NAME = r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|F32|MXFP4(?:_MOE)?|TQ\d_0))(?:[-_.]|$)"
@@ -160,6 +164,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     n -= nextn
     heads = _per_layer(_get(md, arch, "attention.head_count", 0), n, "head_count", name, nextn)
     kv = _per_layer(_get(md, arch, "attention.head_count_kv", max(heads) or 1), n, "head_count_kv", name, nextn)
+    kv = [0] * n if arch in RECURRENT_ALL else kv  # no attention: the KV heads a file gives are not read
     n_heads = max(heads) or 1
     ff = _get(md, arch, "feed_forward_length", 0)
     ff = max(ff) if isinstance(ff, list) else int(ff or 0)
@@ -316,7 +321,7 @@ def _pattern(
         if isinstance(listed, list) and len(listed) >= n:
             recurrent = bool(listed[il])
         else:
-            recurrent = (
+            recurrent = arch in RECURRENT_ALL or (
                 (il + 1) % interval != 0 if interval else kv[il] == 0 and (not mla or arch in RECURRENT_BESIDE_MLA)
             )
         if arch in ("nemotron_h", "nemotron_h_moe") and kv[il] == 0 and ff[il] != 0:
@@ -390,6 +395,9 @@ def _state_bytes(md: dict[str, Any], arch: str) -> int:
     l_cache = _get(md, arch, "shortconv.l_cache", 0)
     if l_cache:
         return int(4 * _get(md, arch, "embedding_length", 0) * (l_cache - 1))
+    if wkv := _get(md, arch, "wkv.head_size", 0):  # RWKV: token_shift_count (2) x n_embd shifts, n_embd x head size
+        n_embd = _get(md, arch, "embedding_length", 0)
+        return int(4 * (_get(md, arch, "token_shift_count", 2) * n_embd + n_embd * wkv))
     if arch == "minimax-01":  # lightning attention (n_embd_head_la = the key width): head_dim^2 a head, no conv
         heads = _get(md, arch, "attention.head_count", 0)
         heads = int(heads[0] if isinstance(heads, list) else heads)
