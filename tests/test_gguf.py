@@ -741,3 +741,19 @@ def test_rwkv_layers_are_recurrent_with_their_token_shift_and_wkv_state(tmp_path
     parts = run_json("cache", path, "--seq", "4096", "--engine", "llamacpp", "--gpu", "h100")["llamacpp"]["kv_parts"]
     assert [p["cache"] for p in parts] == ["recurrent"]
     assert parts[0]["k_bytes"] == 4 * 4 * ((shift or 2) * 256 + 256 * 64)
+
+
+def test_plamo2_mamba_layers_where_a_layer_has_no_kv_heads(tmp_path):
+    # plamo2.cpp: is_recr = n_head_kv(il) == 0; a recurrent layer keeps (d_conv - 1) x (d_inner + 2 x groups x d_state)
+    # conv inputs and d_state x d_inner state, f32 (n_embd_r / n_embd_s)
+    extra = {"plamo2.attention.head_count_kv": [0, 2, 0, 2], "plamo2.ssm.conv_kernel": 4, "plamo2.ssm.inner_size": 512,
+             "plamo2.ssm.state_size": 64, "plamo2.ssm.time_step_rank": 16, "plamo2.ssm.group_count": 1}  # fmt: skip
+    md, t = llama_like("plamo2", layers=4, hidden=256, heads=8, kv_heads=2, extra=extra)
+    path = tmp_path / "plamo-2-8b-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md, t)[0])
+    spec = spec_from_gguf(header_of(path.read_bytes()), path.name)
+    assert [r.kind.value for r in spec.expanded_layers()] == ["stateless", "full"] * 2
+    parts = run_json("cache", path, "--seq", "4096", "--engine", "llamacpp", "--gpu", "h100")["llamacpp"]["kv_parts"]
+    by = {p["cache"]: p for p in parts}
+    assert by["recurrent"]["k_bytes"] == 2 * 4 * (3 * (512 + 2 * 64) + 64 * 512)
+    assert by["non-SWA"]["k_bytes"] == 2 * 4096 * 2 * 32 * 2

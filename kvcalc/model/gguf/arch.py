@@ -73,6 +73,8 @@ SUPPORTED = {
     "minimax-01",
     # short-convolution layers (no KV heads) beside attention layers, dense or MoE
     "lfm2", "lfm2moe",
+    # Mamba-2 layers where a layer has no KV heads, attention elsewhere (plamo2.cpp: is_recr = n_head_kv(il) == 0)
+    "plamo2",
     # RWKV: every layer recurrent, a token shift and a wkv state a sequence (n_embd_r / n_embd_s)
     "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7",
 }  # fmt: skip
