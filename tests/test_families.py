@@ -625,3 +625,28 @@ def test_shared_experts_of_exaone_moe_and_hy_v3_by_hand():
     # transformers 5.25 builds 28,550,639,616 parameters, keeping each MoE layer's e_score_correction_bias (64) as a
     # buffer; kvcalc counts it with the router, as the checkpoint holds it
     assert ex.total == 28_550_639_616 + 31 * 64
+
+
+def test_qwen_omni_reads_the_thinker_and_leaves_the_talker():
+    # Qwen2.5-Omni / Qwen3-Omni keep the language model in thinker_config; vLLM serves the file's Qwen2_5OmniModel as
+    # the thinker (the talker and the codec run apart, in vLLM-Omni). A thinker of Qwen2.5-7B's shape (28 layers of
+    # 3,584, 28 heads and 4 KV heads of 128, MLP 18,944, q / k / v biases, vocabulary 152,064 untied) beside a talker
+    # of another shape: Qwen2.5-7B's 7,615,616,512 parameters and 28 x 2 x 4 x 128 x 2 B a token
+    from kvcalc.cost.kvcache import bytes_per_token
+    from kvcalc.cost.params import param_counts
+    from kvcalc.model.hf.reader import spec_from_config
+
+    text = {
+        "model_type": "qwen2_5_omni_text", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "tie_word_embeddings": False,
+        "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+    }  # fmt: skip
+    raw = {
+        "architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni",
+        "thinker_config": {"model_type": "qwen2_5_omni_thinker", "text_config": text},
+        "talker_config": {"model_type": "qwen2_5_omni_talker", "num_hidden_layers": 24, "hidden_size": 896},
+    }  # fmt: skip
+    spec = spec_from_config(raw, "omni", "omni.json")
+    assert spec.architecture == "Qwen2_5OmniModel" and spec.num_layers == 28 and spec.attention_bias
+    assert bytes_per_token(spec, "bf16") == 28 * 2 * 4 * 128 * 2
+    assert param_counts(spec).total == 7_615_616_512

@@ -34,7 +34,16 @@ from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
 # Families whose q, k and v carry biases when the config does not say (Qwen2Attention and its VL text models').
-QKV_BIAS = ("qwen2", "qwen2_moe", "qwen", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text")
+QKV_BIAS = (
+    "qwen2",
+    "qwen2_moe",
+    "qwen",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen2_vl_text",
+    "qwen2_5_vl_text",
+    "qwen2_5_omni_text",
+)
 # Families whose attention_bias also puts a bias on o_proj.
 O_PROJ_BIAS = {
     "llama",
@@ -67,6 +76,21 @@ ENCODER_DECODER = {
     "led",
     "longt5",
 }
+
+
+# The parts of a Qwen2.5-Omni / Qwen3-Omni config beside the thinker (the language model engines serve)
+OMNI_PARTS = ("thinker_config", "talker_config", "token2wav_config", "code2wav_config")
+
+
+def _thinker(raw: dict[str, Any]) -> dict[str, Any]:
+    """Qwen2.5-Omni / Qwen3-Omni keep their language model in thinker_config: vLLM registers the file's
+    Qwen2_5OmniModel / Qwen3OmniMoeForConditionalGeneration as the thinker, and the talker and the codec run apart
+    (vLLM-Omni). Read as the thinker's config, the file's architectures kept."""
+    thinker = raw.get("thinker_config")
+    if not isinstance(thinker, dict) or isinstance(raw.get("text_config"), dict):
+        return raw
+    outer = {k: v for k, v in raw.items() if k not in OMNI_PARTS}
+    return {**outer, **thinker, "architectures": raw.get("architectures") or thinker.get("architectures")}
 
 
 def _merge_text_config(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -235,6 +259,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     overrides = overrides or {}
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: config.json must be a JSON object")
+    raw = _thinker(raw)
     for wrapper in (raw, raw.get("text_config"), raw.get("llm_config"), raw.get("language_config")):
         if isinstance(wrapper, dict) and not isinstance(wrapper.get("model_type", ""), str):
             raise SpecError(f"{where}: field model_type must be a string, got {wrapper['model_type']!r}")

@@ -20,7 +20,7 @@ from kvcalc.model.hf.fields import Config
 HEAD_QK = {
     "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text",
     "gemma3", "gemma3_text", "gemma3n_text", "gemma4_text", "exaone4", "exaone_moe", "apertus", "afmoe", "dots1",
-    "lfm2", "lfm2_moe", "lfm3", "hy_v3",
+    "lfm2", "lfm2_moe", "lfm3", "hy_v3", "qwen3_omni_moe_text",
 }  # fmt: skip
 HEAD_QK_FLAG = {
     "glm4_moe": ("use_qk_norm", False),
