@@ -594,6 +594,9 @@ def test_gemma3n_parameters_by_hand():
     # transformers 5.25 builds 7,818,517,072 parameters from this file (with timm 1.0.31's encoder); kvcalc counts the
     # k_norm weights vLLM builds on the 15 KV-sharing layers (256 each) too
     assert c.total == 7_818_517_072 + 15 * 256
+    shown = run("show", CONFIGS / "gemma3n-e4b.json")
+    assert "of which per-layer embeddings" in shown.stdout and "2.35B" in shown.stdout
+    assert "without the input embeddings" in shown.stdout  # the table is out of the compute params as token_embd is
     shown = run_json("fit", CONFIGS / "gemma3n-e4b.json", "--gpu", "l4", "--engine", "vllm", "--seq", "8192")["vllm"]
     assert not any("vision encoder's weights" in u for u in shown["not_sized"])
     # the per-layer inputs buffer gemma3n_mm.py makes at load: 2,048 batched tokens (an L4) x 35 x 256 x 2 B, which

@@ -338,11 +338,19 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
         sheet.rows.append(["parameters", f"unknown: {spec.params_unknown}"])
         return sheet
     sheet.rows.append(["parameters (from the architecture)", f"{fmt_params(counts.total)} ({counts.total:,})"])
+    if counts.per_layer_table:
+        sheet.rows.append(
+            [
+                "of which per-layer embeddings",
+                f"{fmt_params(counts.per_layer_table)} (a lookup table, like the input's)",
+            ]
+        )
     if counts.active != counts.total:
         sheet.rows.append(
             [
                 "active per token",
-                f"{fmt_params(counts.active)}; {fmt_params(counts.active_excl_embedding)} without the input embedding",
+                f"{fmt_params(counts.active)}; {fmt_params(counts.active_excl_embedding)} without the input embedding"
+                + ("s" if counts.per_layer_table else ""),
             ]
         )
     if spec.params:
