@@ -594,6 +594,13 @@ def test_gemma3n_parameters_by_hand():
     # transformers 5.25 builds 7,818,517,072 parameters from this file (with timm 1.0.31's encoder); kvcalc counts the
     # k_norm weights vLLM builds on the 15 KV-sharing layers (256 each) too
     assert c.total == 7_818_517_072 + 15 * 256
+    # vLLM's profiling forward: AltUp's 4 streams of the hidden state and their predictions (2 x 4 x tokens x 2,048)
+    # where other models hold the hidden state and the residual, and the per-layer inputs (tokens x 35 x 256)
+    from kvcalc.engines.vllm.memory import forward_peak_bytes
+
+    bare = spec.model_copy(update={"per_layer_input": 0, "altup_inputs": 0})
+    extra = forward_peak_bytes(spec, 2, 2048, 1, range(35)) - forward_peak_bytes(bare, 2, 2048, 1, range(35))
+    assert extra == (2 * 4 - 2) * 2048 * 2048 * 2 + 2048 * 35 * 256 * 2
     shown = run("show", CONFIGS / "gemma3n-e4b.json")
     assert "of which per-layer embeddings" in shown.stdout and "2.35B" in shown.stdout
     assert "without the input embeddings" in shown.stdout  # the table is out of the compute params as token_embd is

@@ -181,6 +181,13 @@ def test_gemma4_per_layer_embeddings_and_audio_tower_by_hand():
     fit = run_json("fit", PLE, "--gpu", "l4", "--engine", "vllm", "--seq", "8192")["vllm"]
     l4 = predict(spec, get_gpu("l4"), Settings(max_num_seqs=256, max_num_batched_tokens=2048))
     assert fit["weights_bytes"] == l4.weights_bytes == l4.weights.total + 2048 * 30 * 256 * 2
+    # the profiling forward holds the projected per-layer inputs (tokens x 30 x 256, gathered whole) through the layers
+    from kvcalc.engines.vllm.memory import forward_peak_bytes
+
+    bare = spec.model_copy(update={"per_layer_input": 0})
+    assert forward_peak_bytes(spec, 2, 8192, 2, range(30)) - forward_peak_bytes(bare, 2, 8192, 2, range(30)) == (
+        8192 * 30 * 256 * 2
+    )
     # llama.cpp from config.json: the table is an input-layer tensor beside token_embd (mapped on the CPU), not a
     # layer's weights
     from kvcalc.engines.llamacpp.buffers import spec_tensors

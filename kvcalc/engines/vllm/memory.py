@@ -113,9 +113,12 @@ def forward_peak_bytes(spec: ModelSpec, act: int, tokens: int, tp: int, layers: 
     """Largest set of live activations in one decoder layer of a `tokens`-token forward, one rank."""
     h = spec.hidden_size
     hr = math.ceil(spec.num_heads / tp)
-    stream = 2 * tokens * h * act  # hidden states + residual
+    # hidden states + residual; Gemma 3n's AltUp keeps altup_inputs streams of them and as many predictions
+    stream = 2 * max(spec.altup_inputs, 1) * tokens * h * act
     if tp > 1:
         stream += tokens * h * act  # the all-reduce output
+    # Gemma 3n / 4's per-layer inputs, tokens x layers x width (gathered whole on every rank), held through the layers
+    stream += tokens * spec.num_layers * spec.per_layer_input * act
     peak = 0
     expanded, routed = spec.expanded_layers(), spec.routes_experts()
     for i in layers:
