@@ -228,11 +228,12 @@ def weight_bytes(
 
 
 def _per_layer_inputs(spec: ModelSpec, a: LinearFormat, linear: LinearFormat, tp: int, layers: range) -> int:
-    """Gemma 3n / 4's per-layer embeddings on one rank of the stage holding `layers` (vLLM gemma3n.py, gemma4.py): on the
-    first stage the table (VocabParallelEmbedding, its rows padded and split, in the model dtype), the projection into
-    its width and Gemma 3n's AltUp projections (ColumnParallelLinear) and the norm; in each layer the gate to it and
-    the projection from it (ReplicatedLinear, whole on every rank) and their norm; Gemma 3n's AltUp coefficients and
-    router (ReplicatedLinear), router norm and float32 output scale, LAuReL's column- and row-parallel pair and norm."""
+    """Gemma 3n / 4's per-layer embeddings on one rank of the stage holding `layers` (vLLM gemma3n.py, gemma4.py):
+    on the first stage the table (VocabParallelEmbedding, its rows padded and split, in the model dtype), the
+    projection into its width and Gemma 3n's AltUp projections (ColumnParallelLinear) and the norm; in each layer the
+    gate to it and the projection from it (ReplicatedLinear, whole on every rank) and their norm; Gemma 3n's AltUp
+    coefficients and router (ReplicatedLinear), router norm and float32 output scale, LAuReL's column- and
+    row-parallel pair and norm."""
     p, h, width = spec.per_layer_input, spec.hidden_size, spec.num_layers * spec.per_layer_input
     n, r, ab = spec.altup_inputs, spec.laurel_rank, a.weight_bits // 8
 

@@ -1,4 +1,4 @@
-"""GGUF metadata -> an MoE layer's expert widths, as each llama.cpp loader (src/models/<arch>.cpp) builds its tensors."""
+"""GGUF metadata -> an MoE layer's expert widths, as each llama.cpp loader (src/models/<arch>.cpp) builds them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from kvcalc.model.gguf.reader import arch_value as _get
 # length, else n_expert_shared x n_ff_exp; "length or one" the length, else n_ff_exp. Others: the length alone
 # (ernie4_5-moe, qwen2moe: no shared experts without it).
 SHARED_RULES = {
-    "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "hy_v4": "count", "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
+    "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "hy_v4": "count",
+    "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
     "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
     "kimi-linear": "count or one",  # n_ff_exp x (n_expert_shared, or 1)
