@@ -49,7 +49,10 @@ def test_vllm_pads_values_to_the_key_width():
 
 def test_engines_size_the_narrower_values_their_own_way():
     # SGLang's MHATokenToKVPool keeps V at v_head_dim: V is 128 / 192 of K
-    out = run_json("fit", "mimo-v2-flash", "--gpu", "h200", "--tp", "8", "--seq", "32k", "--engine", "sglang")
+    out = run_json(
+        "fit", "mimo-v2-flash", "--gpu", "h200", "--tp", "8", "--seq", "32k", "--engine", "sglang",
+        "--engine-version", "0.5.7",
+    )  # fmt: skip
     pool = out["sglang"]
     assert pool["v_bytes"] * 192 == pool["k_bytes"] * 128
     # llama.cpp: n_embd_k_gqa 4 x 192 and n_embd_v_gqa 4 x 128 on the full layers

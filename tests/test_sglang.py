@@ -10,7 +10,9 @@ import pytest
 from conftest import run, shared_path
 
 from kvcalc.engines.sglang import release as rel
+from kvcalc.engines.sglang import swa
 from kvcalc.engines.sglang.pool import SglangSettings, cell_bytes, predict
+from kvcalc.errors import UsageError
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.model.spec import ModelSpec
 
@@ -173,14 +175,106 @@ def test_dp_attention_keeps_whole_heads_and_one_pool_per_rank():
 
 def test_sliding_window_split():
     spec = get_model("gpt-oss-20b")  # 24 layers alternating sliding (128) and full, 8 KV heads of 64
-    pool = predict(
-        spec, get_gpu("h100"), SglangSettings(mem_fraction_static=0.8), seq=8192,
-        pre_load_free_bytes=78 * GiB, weights_bytes=13 * GiB,
-    )  # fmt: skip
+    common = dict(seq=8192, pre_load_free_bytes=78 * GiB, weights_bytes=13 * GiB)
     uniform = int((78 * GiB * 0.8 - 13 * GiB) // (24 * 8 * 64 * 2 * 2))  # 49.4 GiB over the uniform cell
-    full = int(uniform * 24 / (0.8 * 12 + 12))
+    # 0.5.10: the bytes of the uniform pool re-divided, the sliding layers at 0.8 x the full layers' tokens
+    pool = predict(spec, get_gpu("h100"), SglangSettings(release="0.5.10", mem_fraction_static=0.8), **common)
+    full = int(uniform * 24 / (12 + 0.8 * 12))
     assert (pool.max_total_num_tokens, pool.swa_tokens) == (full, int(full * 0.8))
     assert "Use Sliding window memory pool. full_layer_tokens=" in pool.log_lines[2]
+    assert pool.k_bytes == ((full + 1) * 12 + (int(full * 0.8) + 1) * 12) * 8 * 64 * 2
+    # 0.5.5 sets disable_hybrid_swa_memory for gpt-oss: every layer holds the uniform count
+    flat = predict(spec, get_gpu("h100"), SglangSettings(mem_fraction_static=0.8), **common)
+    assert (flat.max_total_num_tokens, flat.swa_tokens) == (uniform, None)
+    # 0.5.8 / 0.5.9 on an SM100 card: the default trtllm_mha backend disables it too
+    assert (
+        predict(spec, get_gpu("b200"), SglangSettings(release="0.5.9", mem_fraction_static=0.8), **common).swa_tokens
+        is None
+    )
+    assert predict(
+        spec, get_gpu("b200"), SglangSettings(release="0.5.10", mem_fraction_static=0.8), **common
+    ).swa_tokens
+
+
+# Which releases give the sliding layers a pool of their own, read from each wheel (engines/sglang/swa.py):
+# the Gemma 2 / 3 classes from 0.4.10 until 0.5.1 disables them for good; the allow-list from 0.5.8
+@pytest.mark.parametrize(
+    ("architecture", "split_in"),
+    [
+        ("Gemma3ForConditionalGeneration", {"0.4.9": False, "0.4.10": True, "0.5.1": False, "0.5.23": False}),
+        ("Gemma2ForCausalLM", {"0.4.4": False, "0.4.10": True, "0.5.5": False, "0.5.23": False}),
+        ("GptOssForCausalLM", {"0.4.10": False, "0.5.5": False, "0.5.8": True, "0.5.23": True}),
+        ("Llama4ForConditionalGeneration", {"0.5.5": False, "0.5.7": False, "0.5.8": True}),
+        ("Gemma4ForConditionalGeneration", {"0.5.11": True, "0.5.23": True}),
+        ("Olmo2ForCausalLM", {"0.5.5": False, "0.5.23": False}),
+        (None, {"0.4.10": False, "0.5.23": False}),
+    ],
+)
+def test_which_releases_split_the_pool(architecture, split_in):
+    for release, split in split_in.items():
+        assert swa.splits(rel.parse_release(release), architecture, blackwell=False) is split, release
+
+
+def test_llama4_chunked_layers_are_the_sliding_side_from_0_5_8():
+    spec = get_model("llama-4-scout")  # 48 layers: 36 chunked (8,192-token chunks), every 4th global
+    common = dict(seq=8192, pre_load_free_bytes=70 * GiB, weights_bytes=30 * GiB)
+    before = predict(spec, get_gpu("h100"), SglangSettings(release="0.5.7", tp=4, mem_fraction_static=0.9), **common)
+    after = predict(spec, get_gpu("h100"), SglangSettings(release="0.5.8", tp=4, mem_fraction_static=0.9), **common)
+    assert before.swa_tokens is None
+    assert after.max_total_num_tokens == int(before.max_total_num_tokens * 48 / (12 + 0.8 * 36))
+    assert after.swa_tokens == int(after.max_total_num_tokens * 0.8)
+
+
+def test_models_sglang_did_not_serve_yet_are_refused_by_release():
+    with pytest.raises(
+        UsageError, match=r"SGLang 0\.5\.5 has no model class for Gemma4ForConditionalGeneration \(first in 0\.5\.11\)"
+    ):
+        predict(get_model("gemma-4-26b-a4b"), get_gpu("h100"), SglangSettings(), seq=8192)
+    # from 0.5.11 its sliding and full layers (different head widths) split the pool by bytes
+    pool = predict(get_model("gemma-4-26b-a4b"), get_gpu("h100"), SglangSettings(release="0.5.11"), seq=8192)
+    assert pool.swa_tokens == int(pool.max_total_num_tokens * 0.8)
+
+
+def test_vlm_fraction_by_release():
+    # adjust_mem_fraction_for_vlm (0.4.10 on, default fraction only): 0.95 x (1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1))
+    # clipped to [0.8, 1.05]; Gemma 3's SigLIP has 27 layers of 1,152
+    gemma = 0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
+    assert rel.vlm_fraction((0, 5, 5), 0.835, True, (27, 1152)) == pytest.approx(0.835 * gemma)
+    assert rel.vlm_fraction((0, 5, 5), 0.7, False, (27, 1152)) == 0.7  # a given fraction is kept
+    assert rel.vlm_fraction((0, 5, 5), 0.835, True, (24, 3584)) == pytest.approx(0.835 * 0.95 * 0.8)  # the floor
+    # 0.4.4 and before: 5% off any fraction; 0.4.5 - 0.4.9: none
+    assert rel.vlm_fraction((0, 4, 4), 0.7, False, (27, 1152)) == pytest.approx(0.665)
+    assert rel.vlm_fraction((0, 4, 9), 0.88, True, (27, 1152)) == 0.88
+    pool = predict(get_model("gemma-3-27b"), get_gpu("h100"), SglangSettings(), seq=8192)
+    assert pool.mem_fraction_static == pytest.approx(0.835 * gemma)
+
+
+# More public start-up logs (not in ../shared): model, gpu, tp, release, --mem-fraction-static (None: the
+# release's default), context_len, logged "avail mem" before the weights, logged weights ("mem usage", or the
+# drop in avail mem), logged #tokens (or max_total_num_tokens)
+PUBLIC_LOGS = {
+    # github.com/didier-durand/llms-in-clouds docs/sglang.md: QwQ-32B on 4 x L4 (g6.12xlarge), SGLang 0.4.3.post4
+    "didier-qwq32b-4xl4": ("qwq-32b", "l4", 4, "0.4.3", None, 131072, 21.63, 15.54, 46611),
+    # docs.sglang.ai send_request notebook output (2025-01-23): Llama-3.1-8B-Instruct, one 80 GB GPU
+    "docs-llama31-8b": ("llama-3.1-8b", "h100", 1, "0.4.1", 0.88, 131072, 78.81, 78.81 - 63.72, 444500),
+    # github.com/jerryzsj/my-deepseek-r1 README (2025-02-04): DeepSeek-R1-Distill-Qwen-7B on an RTX 3090
+    "jerryzsj-r1-qwen7b-3090": ("qwen2.5-7b", "rtx-3090", 1, "0.4.2", 0.88, 131072, 22.76, 22.76 - 8.37, 105531),
+    # sgl-project/sglang#4760 (2025-03-25, FA3 backend test): Llama-3.1-8B-Instruct, default fraction
+    "pr4760-llama31-8b": ("llama-3.1-8b", "h100", 1, "0.4.4", None, 131072, 63.48 + 15.11, 15.11, 442750),
+    # sgl-project/sglang#4826 (2025-03-27): gemma-3-4b-it, one pool for every layer and 0.88 x 0.95 (multimodal)
+    "pr4826-gemma3-4b": ("gemma-3-4b", "h200", 1, "0.4.4", None, 131072, 131.08 + 8.13, 8.13, 834615),
+}
+
+
+@pytest.mark.parametrize("log_id", sorted(PUBLIC_LOGS))
+def test_rule_reproduces_more_public_logs(log_id):
+    model, gpu, tp, release, fraction, ctx, pre, weights, logged = PUBLIC_LOGS[log_id]
+    settings = SglangSettings(release=release, tp=tp, mem_fraction_static=fraction, context_len=ctx)
+    pool = predict(
+        get_model(model), get_gpu(gpu), settings, seq=ctx,
+        pre_load_free_bytes=round(pre * GiB), weights_bytes=round(weights * GiB),
+    )  # fmt: skip
+    assert _within(pool.max_total_num_tokens, logged, pool.cell_bytes), (pool.max_total_num_tokens, logged)
 
 
 def test_fit_engine_sglang_lines_and_json():

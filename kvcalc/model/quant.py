@@ -143,6 +143,10 @@ class Checkpoint(BaseModel):
     quantization: Quantization | None = None
     rotary_dim: int | None = None  # columns of vLLM's cos/sin cache (head_dim x partial_rotary_factor)
     vision: bool = False  # a vision_config: an encoder and projector are loaded and profiled too
+    # the vision_config's (num_hidden_layers, hidden_size) as SGLang's adjust_mem_fraction_for_vlm reads them:
+    # 24 and 1,024 where the file has no such key (getattr's defaults there; a config class's own default is not
+    # known here)
+    vision_shape: tuple[int, int] | None = None
     declared_dtype: str | None = None  # torch_dtype of the config (fp32, bf16, fp16)
     router_dtype: str | None = None  # the MoE gate's dtype where the config names it (router_dtype, moe_router_dtype)
     # rows of each cos/sin cache vLLM builds, when not the one max_position_embeddings table
@@ -354,12 +358,20 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
+        vision_shape=_vision_shape(raw.get("vision_config")),
         rotary_rows=rotary_rows(raw, text),
         rotary_widths=_rotary_widths(text),
         vision_params=vision_params(raw, text),
         image_profile=image_profile(raw),
         lengths=EngineLengths(**lengths) if (lengths := engine_lengths(raw, text)) else None,
     )
+
+
+def _vision_shape(vision: object) -> tuple[int, int] | None:
+    if not isinstance(vision, dict):
+        return None
+    layers, width = vision.get("num_hidden_layers", 24), vision.get("hidden_size", 1024)
+    return (layers, width) if isinstance(layers, int) and isinstance(width, int) else None
 
 
 def _rotary_widths(text: dict[str, Any]) -> tuple[int, ...] | None:

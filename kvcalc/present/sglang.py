@@ -54,6 +54,7 @@ def table_rows(result) -> list[list[str]]:  # noqa: ANN001
 def notes(p) -> list[str]:  # noqa: ANN001
     """The "SGLang <release> accounting" block under fit's sheet: SGLang's own lines, then concurrency."""
     how = "the release's default for this card" if p.mem_fraction_default else "given"
+    how += ", scaled for the vision tower" if p.vlm_scaled else ""
     out = [
         f"SGLang {p.release} accounting (predicted; 'GB' in SGLang's lines is GiB), mem_fraction_static "
         f"{p.mem_fraction_static:g} ({how}; nvidia-smi {p.gpu_mem_mib:,} MiB):"

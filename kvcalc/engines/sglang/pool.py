@@ -14,6 +14,7 @@ divides by 1 << 30). Pure.
 """
 
 import math
+from collections.abc import Sequence
 
 from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token
 from kvcalc.engines.fp32 import sglang_gate_bytes
@@ -25,6 +26,7 @@ from kvcalc.engines.runtime import (
     has_nvls,
 )
 from kvcalc.engines.sglang import release as rel
+from kvcalc.engines.sglang import swa
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
@@ -41,7 +43,6 @@ MIB = 2**20
 # Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
 # lightning attention (SGLang serves MiniMax-M2 only)
 SGLANG_UNSERVED = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
-SWA_FULL_TOKENS_RATIO = 0.8  # server_args.py swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio (0.5.5)
 # NOTE: "Load weight end. ... mem usage" is a drop in free memory, not torch's allocation: it also holds
 # what loading leaves behind outside the tensors (CUDA modules loaded lazily by the first kernels, the
@@ -73,6 +74,7 @@ class SglangPool(Result):
     release: str
     mem_fraction_static: float
     mem_fraction_default: bool  # True: the release's default for this card, tp and chunked_prefill_size
+    vlm_scaled: bool = False  # the fraction was scaled for a multimodal model (release.vlm_fraction)
     gpu_mem_mib: int  # what nvidia-smi reports, the default fraction's input
     cuda_total_bytes: int
     pre_load_free_bytes: int  # free after distributed init ("Load weight begin. avail mem")
@@ -135,7 +137,7 @@ def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec) -> str:
 
 
 def cell_bytes(
-    spec: ModelSpec, kv_dtype: str, attn_tp: int, layers: range | None = None, scaled_fp8: bool = False
+    spec: ModelSpec, kv_dtype: str, attn_tp: int, layers: Sequence[int] | None = None, scaled_fp8: bool = False
 ) -> tuple[int, int, bool]:
     """(K+V bytes of one token on one rank over the attention layers, K bytes alone, MLA?); a DSA model's
     indexer keys included, its fp8 latent with flashmla's scales and bf16 RoPE where `scaled_fp8`."""
@@ -224,6 +226,8 @@ def predict(
             hint="use --engine vllm or llamacpp, or kvcalc's own estimate without --engine",
         )
     version = rel.parse_release(settings.release)
+    if why := rel.unserved(version, spec.architecture):
+        raise UsageError(f"--engine sglang: {why}", hint="pass --engine-version with a release that serves it")
     tp, pp = settings.tp, settings.pp
     dp = tp if settings.dp_attention else 1
     attn_tp = tp // dp
@@ -249,6 +253,9 @@ def predict(
             dp_attention=settings.dp_attention,
             mla=has_mla,
         )
+    unscaled = fraction
+    if spec.checkpoint and spec.checkpoint.vision:
+        fraction = rel.vlm_fraction(version, fraction, default, spec.checkpoint.vision_shape or (24, 1024))
     if settings.dp_attention:
         # NOTE: server_args.py _handle_data_parallelism (after the default fraction is set): with DP
         # attention the chunked prefill size is divided by dp_size.
@@ -298,21 +305,20 @@ def predict(
     swa_tokens = None
     expanded = spec.expanded_layers()
     full_layers = [i for i in layers0 if expanded[i].kind in (LayerKind.FULL, LayerKind.MLA)]
-    swa_layers = [i for i in layers0 if expanded[i].kind == LayerKind.SLIDING]
+    # NOTE: Llama-4's chunked layers are the sliding side of its split (get_hybrid_layer_ids: (i + 1) % 4 != 0)
+    swa_layers = [i for i in layers0 if expanded[i].kind in (LayerKind.SLIDING, LayerKind.CHUNKED)]
+    split = bool(full_layers and swa_layers) and swa.splits(version, spec.architecture, blackwell=_blackwell(gpu))
     shapes = {elements_per_token(spec, _own(expanded[i]), attn_tp) for i in full_layers + swa_layers}
-    if full_layers and swa_layers and len(shapes) > 1:
+    if split and len(shapes) > 1 and version < swa.MEMORY_BASED_FROM:
         raise UsageError(
-            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes (Gemma 4; "
-            "MiMo-V2-Flash below tp 8); SGLang's split of the pool between them is not modelled",
-            hint="use --engine vllm, or kvcalc's own estimate without --engine",
+            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes; SGLang "
+            f"{settings.release}'s split of the pool between them (by layer counts) is not modelled",
+            hint="use --engine-version 0.5.10 or later, --engine vllm, or kvcalc's own estimate without --engine",
         )
-    if full_layers and swa_layers and tokens > 0:
-        # NOTE: set_num_token_hybrid: the uniform budget tokens x layers is re-split so that the SWA
-        # layers hold swa_full_tokens_ratio x the full layers' tokens; the count becomes the full layers'.
-        total_tokens = tokens * len(layers0)
-        full = int(total_tokens / (SWA_FULL_TOKENS_RATIO * len(swa_layers) + len(full_layers)))
-        swa_tokens = int(full * SWA_FULL_TOKENS_RATIO)
-        tokens = full
+    if split and tokens > 0:
+        full_cell = cell_bytes(spec, kv_dtype, attn_tp, full_layers)
+        swa_cell = cell_bytes(spec, kv_dtype, attn_tp, swa_layers)
+        tokens, swa_tokens = swa.full_tokens(tokens, full_cell[0], swa_cell[0], page)
     derived = config_context_len(spec)
     context_len = settings.context_len or derived or seq
     too_long = rel.context_refusal(version, settings.context_len, derived)  # before any memory is profiled
@@ -331,9 +337,9 @@ def predict(
         kv_b = slots * cell
     elif swa_tokens is not None:
         # full layers hold `tokens` slots, SWA layers `swa_tokens` (the SWA pool's page is 1)
-        per_layer_k, per_layer_v = k_cell // len(layers0), (cell - k_cell) // len(layers0)
-        held = slots * len(full_layers) + (swa_tokens + 1) * len(swa_layers)
-        k_b, v_b, kv_b = held * per_layer_k, held * per_layer_v, None
+        (f_kv, f_k, _), (s_kv, s_k, _) = full_cell, swa_cell
+        k_b = slots * f_k + (swa_tokens + 1) * s_k
+        v_b, kv_b = slots * (f_kv - f_k) + (swa_tokens + 1) * (s_kv - s_k), None
     else:
         k_b, v_b, kv_b = slots * k_cell, slots * (cell - k_cell), None
     del bits
@@ -344,6 +350,7 @@ def predict(
         release=settings.release,
         mem_fraction_static=fraction,
         mem_fraction_default=default,
+        vlm_scaled=fraction != unscaled,
         gpu_mem_mib=mib,
         cuda_total_bytes=total,
         pre_load_free_bytes=pre,
@@ -427,9 +434,7 @@ def _not_modelled(spec: ModelSpec, version: tuple[int, int, int], s: SglangSetti
     out = []
     ck = spec.checkpoint
     if ck and ck.vision:
-        out.append(
-            "the default fraction's multimodal factor (adjust_mem_fraction_for_vlm) and the vision encoder's own memory"
-        )
+        out.append("the vision encoder's own memory at run time")
     if rel.rule_of(version) >= (0, 5, 23):
         out.append(
             "0.5.23's post-capture KV resizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default, so not applied) and its "
@@ -437,8 +442,6 @@ def _not_modelled(spec: ModelSpec, version: tuple[int, int, int], s: SglangSetti
         )
     if s.pp > 1:
         out.append("NCCL send/receive buffers between pipeline stages")
-    if any(run.kind == LayerKind.CHUNKED for run, _ in spec.layer_groups()):
-        out.append("Llama-4's chunked-attention pool split (its own closed form); counted as a uniform pool")
     if rel.rule_of(version) < (0, 4, 6):
         out.append("chunked_prefill_size defaults of releases before 0.4.6 (taken as 0.4.6's)")
     return out

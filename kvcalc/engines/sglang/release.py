@@ -24,6 +24,22 @@ DEFAULT_RELEASE = "0.5.5"
 RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 23))
 
 
+# Architectures whose model class (srt/models) first ships in a release after 0.5.5, by the wheels
+SERVED_FROM = {
+    "MiMoV2FlashForCausalLM": (0, 5, 7), "Step3p5ForCausalLM": (0, 5, 9), "Gemma4ForCausalLM": (0, 5, 11),
+    "Gemma4ForConditionalGeneration": (0, 5, 11),
+}  # fmt: skip
+
+
+def unserved(release: tuple[int, int, int], architecture: str | None) -> str | None:
+    """Why SGLang `release` cannot load `architecture` (no model class yet), or None."""
+    since = SERVED_FROM.get(architecture or "")
+    if since is None or release >= since:
+        return None
+    first = ".".join(map(str, since))
+    return f"SGLang {'.'.join(map(str, release))} has no model class for {architecture} (first in {first})"
+
+
 def mxfp4_layout(gpu: GpuSpec) -> str | None:
     """How SGLang's default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read from
     0.5.5's server_args.py and quantization/mxfp4.py): flashinfer_mxfp4 on SM100, triton_kernel on Hopper, its
@@ -155,6 +171,26 @@ def default_mem_fraction(
     if g > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((g - reserved) / g, 3)
+
+
+# A multimodal model's fraction: 0.3 to 0.4.4 take 5% off any --mem-fraction-static (model_runner.py
+# "Automatically reduce --mem-fraction-static ... because this is a multimodal model"); 0.4.5 to 0.4.9 nothing;
+# from 0.4.10 the default one is scaled by adjust_mem_fraction_for_vlm (server_args.py; arg_groups/memory_hook.py
+# in 0.5.23) for the vision tower's size against a ViT-L/14 (24 layers of 1,024).
+VLM_FLAT_UNTIL = (0, 4, 5)
+VLM_ADJUST_FROM = (0, 4, 10)
+
+
+def vlm_fraction(release: tuple[int, int, int], fraction: float, default: bool, vision: tuple[int, int]) -> float:
+    """--mem-fraction-static as SGLang `release` leaves it for a multimodal model whose vision_config has
+    (num_hidden_layers, hidden_size) `vision`."""
+    if release < VLM_FLAT_UNTIL:
+        return fraction * 0.95
+    if release < VLM_ADJUST_FROM or not default:
+        return fraction
+    layers, width = vision
+    complexity = layers * width**2 / (24 * 1024**2)
+    return fraction * 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (complexity - 1.0)))
 
 
 def refusal(release: tuple[int, int, int], fraction: float, available_gib: float, pre_load_gib: float) -> str:
