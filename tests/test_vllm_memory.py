@@ -97,6 +97,20 @@ def test_profiles_on_average():
     assert max(errors) <= 0.25  # never promising much more than vLLM will have
 
 
+# vLLM 0.19 start-up logs on an A100 80GB from a public blog (myoceane.fr/index.php/ai-vllm-a100-gemma-4/,
+# 2026-04): preset, --gpu-util, --max-model-len, logged "Model loading took" and "Available KV cache memory" (GiB).
+# gpt-oss-20b's mxfp4 experts run as Marlin weights on Ampere; Gemma 4 26B-A4B loads its vision tower (run with
+# --enforce-eager, which 0.19's KV budget does not see).
+A100_LOGS = [("gpt-oss-20b", "0.65", 13.72, 36.56), ("gemma-4-26b-a4b", "0.9", 48.5, 21.5)]
+
+
+@pytest.mark.parametrize(("model", "util", "weights_gib", "available_gib"), A100_LOGS)
+def test_public_a100_logs(model, util, weights_gib, available_gib):
+    v = run_json("fit", model, "--gpu", "a100", "--engine", "vllm", "--gpu-util", util, "--seq", "131072")["vllm"]
+    assert abs(v["weights_bytes"] / GiB - weights_gib) <= BOUNDS["weights"]
+    assert abs(v["available_kv_bytes"] / GiB - available_gib) <= BOUNDS["available"]
+
+
 def test_weights_do_not_shrink_the_sampler_with_tp():
     # The sampler warm-up holds full-vocabulary logits on every rank: the peak is the same at tp 1, 2, 4
     peaks = {
