@@ -101,8 +101,12 @@ def test_llamacpp_caches_v_on_k_eq_v_layers():
 
 def test_sglang_serves_gemma4_from_0_5_11_with_its_pool_split_by_bytes():
     result = run("fit", "gemma-4-26b-a4b", "--gpu", "h100", "--engine", "sglang")
-    assert result.exit_code == 2 and "SGLang 0.5.5 has no model class for Gemma4ForConditionalGeneration" in result.stderr
-    pool = run_json("fit", "gemma-4-26b-a4b", "--gpu", "h100", "--engine", "sglang", "--engine-version", "0.5.11")["sglang"]
+    assert (
+        result.exit_code == 2 and "SGLang 0.5.5 has no model class for Gemma4ForConditionalGeneration" in result.stderr
+    )
+    pool = run_json("fit", "gemma-4-26b-a4b", "--gpu", "h100", "--engine", "sglang", "--engine-version", "0.5.11")[
+        "sglang"
+    ]
     # 25 sliding layers of 8 KV heads x 256 and 5 full ones of 2 x 512 (K and V both held; 0.5.10's byte split):
     # full = uniform x (F + S) / (F + 0.8 S), one rank's K + V bytes a token over each kind
     f, s_ = 5 * 2 * 512 * 2 * 2, 25 * 8 * 256 * 2 * 2
