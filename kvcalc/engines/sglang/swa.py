@@ -43,7 +43,7 @@ HYBRID_SWA_FROM = {
 SPLIT_FROM = (0, 4, 10)
 SPLIT_OFF = ((0, 5, 1), (0, 5, 8))  # every class with a window disabled
 MEMORY_BASED_FROM = (0, 5, 10)  # the split divides bytes, so full and sliding layers may differ in shape
-GPT_OSS_TRTLLM_MHA = ((0, 5, 8), (0, 5, 10))  # SM100's default backend disables the split
+GPT_OSS_SM100_FROM = (0, 5, 10)  # before, SM100's default trtllm_mha backend disables gpt-oss's split
 
 
 def splits(release: tuple[int, int, int], architecture: str | None, *, blackwell: bool) -> bool:
@@ -58,7 +58,7 @@ def splits(release: tuple[int, int, int], architecture: str | None, *, blackwell
     since = HYBRID_SWA_FROM.get(architecture)
     if since is None or release < since:
         return False
-    return not (architecture == "GptOssForCausalLM" and blackwell and release < GPT_OSS_TRTLLM_MHA[1])
+    return not (architecture == "GptOssForCausalLM" and blackwell and release < GPT_OSS_SM100_FROM)
 
 
 def full_tokens(tokens: int, full_cell: int, swa_cell: int, page: int) -> tuple[int, int]:
