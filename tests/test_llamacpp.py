@@ -8,7 +8,7 @@ import pytest
 from conftest import run, run_json
 from gguf_writer import gguf_bytes, llama_like
 
-from kvcalc.engines.llamacpp.buffers import TensorRow, cuda_alloc, layer_devices, model_buffers
+from kvcalc.engines.llamacpp.buffers import TensorRow, compute_buffer, cuda_alloc, layer_devices, model_buffers
 from kvcalc.engines.llamacpp.eras import era
 from kvcalc.engines.llamacpp.kv import FA_REFUSAL, kv_parts
 from kvcalc.errors import UsageError
@@ -149,7 +149,7 @@ def test_model_buffer_exact_from_the_tensor_table():
 
 
 def test_cache_engine_llamacpp_json_fields(tmp_path):
-    md, t = llama_like(layers=4, hidden=256, heads=8, kv_heads=2, ff=512, vocab=1000)
+    md, t = llama_like(layers=4, hidden=256, heads=8, kv_heads=2, ff=1024, vocab=1000)
     path = tmp_path / "tiny-Q4_K_M.gguf"
     path.write_bytes(gguf_bytes(md, t)[0])
     out = run_json("cache", path, "--engine", "llamacpp", "--seq", "1000", "--gpu", "rtx-4090")
@@ -157,8 +157,34 @@ def test_cache_engine_llamacpp_json_fields(tmp_path):
     assert out["quant"] == "Q4_K_M" and lc["kv_cells"] == 1024 and lc["kv_bytes"] == 1024 * 4 * 2 * 2 * 32 * 2
     assert lc["cpu_mapped_bytes"] == 1000 * 144 and lc["gpu_layers"] == lc["total_layers"] == 5 and lc["fits"]
     assert [d["name"] for d in lc["devices"]] == ["GPU0", "CPU"] and lc["weights_exact"]
-    assert lc["compute_buffer_bytes"] == 1000 * 512 * 4  # the logits, n_vocab x n_ubatch x 4 B
+    # FA on: the FFN moment, 3 n_ff + 4 n_embd f32 columns of 512 tokens, beside the f16 mask (1,024 cells x 512);
+    # llama.cpp's own reservation of this file on the CPU: 9,451,520 B (14,336 B of CPU-side inputs more)
+    assert lc["compute_buffer_bytes"] == (3 * 1024 + 4 * 256) * 512 * 4 + 1024 * 512 * 2 == 9_437_184
     assert lc["kv_capacity_tokens"] == 1024
+
+
+# Public llama.cpp logs (../shared/reference/llamacpp_rules.md 2.3; llama.cpp#12369, #13661, #13545), one GPU's
+# "compute buffer size" in MiB: (hidden, heads, head_dim, n_ff, vocab), n_kv, n_ubatch, FA, logged
+COMPUTE_LOGS = [
+    ((4096, 32, 128, 14336, 32000), 2048, 512, False, 164.0),  # Mistral-7B, K*Q + f32 mask + 2 n_embd + 2 q
+    ((4096, 32, 128, 14336, 32000), 32768, 512, False, 2144.0),
+    ((5120, 40, 128, 27648, 152064), 32768, 512, False, 2664.0),  # Qwen2.5-32B on 5 x MI50 (each GPU)
+    ((2048, 32, 128, 6144, 151936), 30016, 512, False, 1958.625),  # Qwen3-30B-A3B: q is 4,096 wide, not 2,048
+    ((5120, 40, 128, 27648, 152064), 4096, 512, True, 307.0),  # R1-Distill-Qwen-32B: logits beside the final norm
+    ((2048, 16, 128, 11008, 151936), 4096, 512, True, 300.75),  # Qwen2.5-3B-shaped
+    ((2048, 16, 128, 8192, 50304), 2048, 512, True, 102.25),  # Pythia-1.4B
+    ((2048, 16, 128, 8192, 50304), 2048, 128, True, 25.5625),
+]
+
+
+@pytest.mark.parametrize(("shape", "n_kv", "ubatch", "fa", "logged_mib"), COMPUTE_LOGS)
+def test_compute_buffer_of_public_logs(shape, n_kv, ubatch, fa, logged_mib):
+    hidden, heads, head_dim, ff, vocab = shape
+    spec = ModelSpec(
+        name="x", num_layers=2, hidden_size=hidden, num_heads=heads, num_kv_heads=8, head_dim=head_dim,
+        intermediate_size=ff, vocab_size=vocab,
+    )  # fmt: skip
+    assert compute_buffer(spec, n_kv, ubatch, n_kv, fa) == logged_mib * MiB
 
 
 def test_fit_lists_layers_that_fit_and_a_labelled_ceiling():

@@ -125,23 +125,35 @@ def spec_tensors(spec: ModelSpec, wtype: str = "f16") -> list[TensorRow]:
 
 
 # NOTE: the compute buffer has no formula in llama.cpp: gallocr's peak of live tensors over the
-# reserved pp graph (src/llama-context.cpp graph_reserve). The terms that dominate, checked against
-# public logs in ../shared/reference/llamacpp_rules.md §2.3: FA off, the K*Q scores
-# n_kv x n_head x n_ubatch x 4 B; FA on or short context, the logits n_vocab x n_ubatch x 4 B;
-# plus one layer's activations n_ubatch x (n_embd + n_ff) x 4 B. That sum came 0-60 MiB BELOW the
-# logged buffer on six logs (Mistral-7B 164 vs 164 at 2k, 2084 vs 2144 at 32k; Qwen2.5-32B FA 297
-# vs 307), so COMPUTE_MARGIN is added in fit's total.
+# reserved pp graph (src/llama-context.cpp graph_reserve). Three moments compete, in f32 columns of
+# n_ubatch x 4 B: the output, the logits beside the final norm (n_vocab + n_embd); a layer's FFN, gate, up
+# and their product beside four n_embd-wide tensors (3 n_ff + 4 n_embd); with FA off, the K*Q scores
+# n_kv x n_head beside q, k-side and residual tensors (2 n_embd + 2 n_head x head_dim). The attention
+# masks stay live throughout: n_kv x n_ubatch per cache (the sliding-window one too), f32, or their f16
+# copies where FA is on. Checked against llama.cpp's own reservation (llama-fit-params --fit-print, a
+# 2026-10 build, on synthetic GGUFs whose widths are varied one at a time) and against the public logs of
+# ../shared/reference/llamacpp_rules.md 2.3, equal to the MiB on eight: Mistral-7B FA off 164 at 2k and 2,144
+# at 32k, Qwen2.5-32B 2,664 at 32k, Qwen3-30B-A3B 1,958.63 at 30,016, R1-Distill-Qwen-32B 307, Qwen2.5-3B
+# 300.75, Pythia-1.4B 102.25 (n_ubatch 512) and 25.56 (128); Pythia-2.8B reads 152 against 162 (GPT-NeoX's
+# parallel residual). The FFN moment is llama.cpp's own figure only where n_ff is at least about 3 n_embd
+# (it reads 5 columns, not 7, at n_ff = n_embd, where gallocr reuses the freed n_embd blocks). fit adds
+# COMPUTE_MARGIN to its total for what this leaves out (MoE routing, recurrent scratch, backend pieces).
 COMPUTE_MARGIN = 64 << 20
 
 
-def compute_buffer(spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_attn: bool) -> int:
+def compute_buffer(spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_attn: bool, n_kv_swa: int = 0) -> int:
     n_tokens = min(n_ctx, ubatch)
-    logits = (spec.vocab_size or 0) * n_tokens * 4
+    column = n_tokens * 4
+    h = spec.hidden_size
     ff = spec.intermediate_size
     if spec.is_moe:
         ff = max(ff, (spec.expert_intermediate_size or ff) * spec.experts_per_token)
-    act = n_tokens * (spec.hidden_size + ff) * 4
-    kq = 0 if flash_attn else n_kv * spec.num_heads * n_tokens * 4
+    masks = (n_kv + n_kv_swa) * n_tokens * (2 if flash_attn else 4)
+    logits = ((spec.vocab_size or 0) + h) * column
+    ffn = (3 * ff + 4 * h) * column + masks
+    attn = masks
+    if not flash_attn:
+        attn += (n_kv * spec.num_heads + 2 * h + 2 * spec.num_heads * spec.head_dim_effective) * column
     if spec.is_sparse:  # the fused lightning indexer's scores (f32) over the cache, and their mask (f16)
-        kq += n_kv * n_tokens * (4 + 2)
-    return max(logits, kq + act)
+        attn += n_kv * n_tokens * (4 + 2)
+    return max(logits, ffn, attn)

@@ -100,7 +100,9 @@ def llamacpp_memory(
     gpu_model, cpu_mapped, _ = model_buffers(tensors, n_layer, devs, backend)
     base = next((p for p in parts if p.cache == "non-SWA"), None) or next((p for p in parts if p.cache == "SWA"), None)
     cells, streams = (base.cells, base.streams) if base else (0, 1)
-    compute = compute_buffer(spec, cells * (streams if kv_unified or streams == 1 else 1), ubatch, n_ctx, flash_attn)
+    swa = next((p for p in parts if p.cache == "SWA"), None) if base and base.cache == "non-SWA" else None
+    seen = streams if kv_unified or streams == 1 else 1  # the cells one sequence's attention reads
+    compute = compute_buffer(spec, cells * seen, ubatch, n_ctx, flash_attn, swa.cells * seen if swa else 0)
     kv_dev: dict[int | None, int] = {}
     for p in parts:
         per_layer = p.bytes // p.layers
