@@ -227,7 +227,8 @@ def predict(
         )
     version = rel.parse_release(settings.release)
     if why := rel.unserved(version, spec.architecture):
-        raise UsageError(f"--engine sglang: {why}", hint="pass --engine-version with a release that serves it")
+        first = ".".join(map(str, rel.SERVED_FROM[spec.architecture or ""]))
+        raise UsageError(f"--engine sglang: {why}", hint=f"pass --engine-version {first} or later")
     tp, pp = settings.tp, settings.pp
     dp = tp if settings.dp_attention else 1
     attn_tp = tp // dp
