@@ -226,8 +226,8 @@ def predict(
             hint="use --engine vllm or llamacpp, or kvcalc's own estimate without --engine",
         )
     version = rel.parse_release(settings.release)
-    if why := rel.unserved(version, spec.architecture):
-        first = ".".join(map(str, rel.SERVED_FROM[spec.architecture or ""]))
+    if missing := rel.unserved(version, spec.architecture):
+        why, first = missing
         raise UsageError(f"--engine sglang: {why}", hint=f"pass --engine-version {first} or later")
     tp, pp = settings.tp, settings.pp
     dp = tp if settings.dp_attention else 1
@@ -309,13 +309,15 @@ def predict(
     # NOTE: Llama-4's chunked layers are the sliding side of its split (get_hybrid_layer_ids: (i + 1) % 4 != 0)
     swa_layers = [i for i in layers0 if expanded[i].kind in (LayerKind.SLIDING, LayerKind.CHUNKED)]
     split = bool(full_layers and swa_layers) and swa.splits(version, spec.architecture, blackwell=_blackwell(gpu))
-    shapes = {elements_per_token(spec, _own(expanded[i]), attn_tp) for i in full_layers + swa_layers}
-    if split and len(shapes) > 1 and version < swa.MEMORY_BASED_FROM:
-        raise UsageError(
-            f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes; SGLang "
-            f"{settings.release}'s split of the pool between them (by layer counts) is not modelled",
-            hint="use --engine-version 0.5.10 or later, --engine vllm, or kvcalc's own estimate without --engine",
-        )
+    if split and version < swa.MEMORY_BASED_FROM:
+        shapes = {elements_per_token(spec, _own(expanded[i]), attn_tp) for i in full_layers + swa_layers}
+        if len(shapes) > 1:
+            raise UsageError(
+                f"--engine sglang: {spec.name}'s sliding and full layers cache different KV shapes; SGLang "
+                f"{settings.release}'s split of the pool between them (by layer counts) is not modelled",
+                hint=f"use --engine-version {rel.release_text(swa.MEMORY_BASED_FROM)} or later, --engine vllm, or "
+                "kvcalc's own estimate without --engine",
+            )
     if split and tokens > 0:
         full_cell = cell_bytes(spec, kv_dtype, attn_tp, full_layers)
         swa_cell = cell_bytes(spec, kv_dtype, attn_tp, swa_layers)

@@ -31,13 +31,17 @@ SERVED_FROM = {
 }  # fmt: skip
 
 
-def unserved(release: tuple[int, int, int], architecture: str | None) -> str | None:
-    """Why SGLang `release` cannot load `architecture` (no model class yet), or None."""
+def release_text(release: tuple[int, int, int]) -> str:
+    return ".".join(map(str, release))
+
+
+def unserved(release: tuple[int, int, int], architecture: str | None) -> tuple[str, str] | None:
+    """(why SGLang `release` cannot load `architecture`, the first release that can), or None where it can."""
     since = SERVED_FROM.get(architecture or "")
     if since is None or release >= since:
         return None
-    first = ".".join(map(str, since))
-    return f"SGLang {'.'.join(map(str, release))} has no model class for {architecture} (first in {first})"
+    first = release_text(since)
+    return f"SGLang {release_text(release)} has no model class for {architecture} (first in {first})", first
 
 
 def mxfp4_layout(gpu: GpuSpec) -> str | None:
