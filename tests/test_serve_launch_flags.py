@@ -328,3 +328,62 @@ def test_one_rule_names_the_served_and_goal_options_given_for_the_cli_and_the_ap
     assert r.exit_code == 2 and "--max-num-seqs is a serving engine's launch flag (" in r.stderr
     r = run("generate", "llama-3.1-8b", "--gpu", "h100", "--max-batched-tokens", "4096", "--requests", "9")
     assert "--max-batched-tokens is a serving engine's launch flag" in r.stderr and r.stdout == ""
+
+
+def test_generate_follows_the_sglang_release_fit_follows():
+    # gpt-oss-120b on one H100: SGLang 0.5.5 keeps its sliding-window layers in the one pool, 0.5.23 (gpt-oss is on
+    # is_hybrid_swa_model's list from 0.5.8) splits them off and reserves more for graphs, so its full-attention pool
+    # is smaller. generate --engine-version serves from the pool fit --engine-version reports, release by release.
+    model, where = ("gpt-oss-120b",), ("--gpu", "h100", "--engine", "sglang")
+    pools = {}
+    for release in ("0.5.5", "0.5.23"):
+        fitted = run_json("fit", *model, *where, "--seq", "8192", "--engine-version", release)["sglang"]
+        served = run_json("generate", *model, *where, "--concurrency", "8", "--engine-version", release)
+        assert served["kv_capacity_tokens"] == fitted["kv_capacity_tokens"]
+        assert served["kv_pool"].startswith(f"SGLang {release} pool ({fitted['kv_capacity_tokens']:,} tokens)")
+        pools[release] = fitted["kv_capacity_tokens"]
+    assert pools["0.5.23"] < pools["0.5.5"]
+    default = run_json("generate", *model, *where, "--concurrency", "8")
+    assert default["kv_capacity_tokens"] == pools["0.5.5"]  # the default release
+    # the Python API takes the same argument
+    api = generate("gpt-oss-120b", "h100", engine="sglang", engine_version="0.5.23", concurrency=8)
+    assert api.kv_capacity_tokens == pools["0.5.23"]
+
+
+def test_generate_engine_version_is_sglangs_and_a_release():
+    for args, words in (
+        (("--engine", "vllm"), "--engine-version needs --engine sglang"),
+        ((), "--engine-version needs --engine sglang"),  # the default engine is vLLM, modelled at 0.19
+        (("--engine", "sglang", "--engine-version", "five"), "'five' is not a release number"),
+    ):
+        version = () if "--engine-version" in args else ("--engine-version", "0.5.23")
+        r = run("generate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "2", *args, *version)
+        assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+    with pytest.raises(UsageError, match="needs --engine sglang"):
+        generate("llama-3.1-8b", "h100", engine="trtllm", engine_version="0.5.23", batch=2)
+
+
+def test_a_static_batch_asks_the_named_releases_pool():
+    # Gemma 4's model class ships in SGLang 0.5.11: an older release would not start, and says which release would
+    older = generate("gemma-4-26b-a4b", "h200", engine="sglang", engine_version="0.5.5", batch=4)
+    assert not older.fits
+    assert older.memory_note.startswith(
+        "DOES NOT FIT under --engine sglang: SGLang 0.5.5 has no model class for Gemma4"
+    )
+    assert older.memory_note.endswith("(pass --engine-version 0.5.11 or later)")
+    newer = generate("gemma-4-26b-a4b", "h200", engine="sglang", engine_version="0.5.11", batch=4)
+    assert newer.fits and newer.memory_note.startswith("fits: ")
+
+
+def test_fits_concurrency_search_follows_the_release():
+    # The same model under two SGLang releases: 0.5.5's pool seats two 8,192-token requests of gpt-oss-120b on one
+    # H100 (18,712 tokens), 0.5.23's one (14,425: its sliding-window layers split off); a client beyond the seats
+    # waits out a whole request (4,096 new tokens, far over 3 s), so the search stops at the seats.
+    from kvcalc.api import fit
+
+    seats = {}
+    for release in ("0.5.5", "0.5.23"):
+        r = fit("gpt-oss-120b", "h100", engine="sglang", seq="8k", ttft_ms=3000, engine_version=release)
+        seats[release] = r.kv_capacity_tokens // 8192
+        assert r.concurrency_slo.concurrency == seats[release]
+    assert seats == {"0.5.5": 2, "0.5.23": 1}

@@ -310,12 +310,14 @@ def generate(
     max_num_seqs: int | None = None,
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
+    engine_version: str | None = None,
 ) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for `engine`
     unless ceiling; with efficiency (or mbu / mfu) that what-if instead. With `concurrency` (closed loop) or `rate`
     (Poisson arrivals), requests are served as the engine schedules them: a ServeResult, a benchmark's whole run unless
     `steady_state`; `range_ratio` < 1 draws lengths from [ratio x L, L]; `max_num_seqs` / `max_batched_tokens` (SGLang's
-    `mem_fraction_static`): launch flags; `reserve` (2 GiB): TensorRT-LLM's alone when served. kv_dtype None: auto."""
+    `mem_fraction_static`): launch flags; `engine_version`: SGLang's release; `reserve` (2 GiB): TensorRT-LLM's alone
+    when served. kv_dtype None: auto."""
     from kvcalc.model.formats import matmul_dtype
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.generate import generate_report
@@ -323,9 +325,10 @@ def generate(
     util = (what_if := utilization(efficiency, mbu, mfu)) or (1.0, 1.0)  # as --efficiency / --mbu / --mfu
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.engines.names import engine_name
-    from kvcalc.plan.serve_launch import check_reserve
+    from kvcalc.plan.serve_launch import check_reserve, sglang_release
 
     named, engine = engine is not None, engine_name(engine or "vllm")[0]  # as --engine; named: its pool is asked
+    release = sglang_release(engine, engine_version)
     gpu_spec = gpu_as_run_by(as_one_gpu(gpu, "generate"), engine)
     overrides = as_overrides(layers=None, kv_heads=None, head_dim=None, window=None, dtype=dtype)
     spec = as_model(model, overrides)
@@ -336,26 +339,17 @@ def generate(
     if concurrency is not None or rate is not None:
         check_reserve(engine, reserve_given)
         return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
-                      batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens),
+                      batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release),
                       steady_state, range_ratio, mem_fraction_static)  # fmt: skip
     check_static(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
                  requests=requests, range_ratio=range_ratio, steady_state=steady_state)  # fmt: skip
     return generate_report(
-        spec,
-        gpu_spec,
-        batch=as_count(batch, "batch"),
-        prompt=as_count(prompt, "prompt"),
-        new=as_count(new, "new"),
-        dtype=overrides.get("dtype"),
-        kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
-        compute_dtype=gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype"))),
-        mbu=util[0],
-        mfu=util[1],
-        dep=dep,
-        engine=None if what_if or ceiling else engine,  # static_estimate checks the name
-        deployed_on=engine,
-        ask_pool=named,
-    )
+        spec, gpu_spec, batch=as_count(batch, "batch"), prompt=as_count(prompt, "prompt"), new=as_count(new, "new"),
+        dtype=overrides.get("dtype"), kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
+        compute_dtype=gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype"))), mbu=util[0], mfu=util[1],
+        dep=dep, engine=None if what_if or ceiling else engine,  # static_estimate checks the name
+        deployed_on=engine, ask_pool=named, engine_version=release,
+    )  # fmt: skip
 
 
 def _serve(
@@ -364,7 +358,7 @@ def _serve(
     """generate's serving path, checked as `generate --concurrency/--rate` checks its options."""
     from kvcalc.plan.serve_report import serve_report
 
-    prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens = load
+    prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release = load
     if concurrency is not None and rate is not None:
         raise UsageError("give concurrency (closed loop) or rate (open loop), not both")
     if what_if:
@@ -385,7 +379,7 @@ def _serve(
         seed=as_count(seed, "seed") if seed else 0,
         engine=engine, dtype=dtype, kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES), estimate=not ceiling, steady=steady,
         range_ratio=float(range_ratio), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        mem_fraction_static=fraction,
+        mem_fraction_static=fraction, engine_version=release,
     )  # fmt: skip
 
 

@@ -52,9 +52,7 @@ from kvcalc.cli.serve import (
     SeedOpt,
     SteadyOpt,
 )
-from kvcalc.cli.sglang import (
-    DpAttentionOpt,
-)
+from kvcalc.cli.sglang import DpAttentionOpt, ServedVersionOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, served_options, what_ifs
@@ -122,6 +120,7 @@ def generate(
     max_num_seqs: MaxSeqsOpt = None,
     max_batched_tokens: MaxTokensOpt = None,
     mem_fraction_static: MemFractionServeOpt = None,
+    engine_version: ServedVersionOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
     the ceiling (a bound) and the estimate calibrated on public runs of --engine, with its 80% interval
@@ -142,6 +141,9 @@ def generate(
     from kvcalc.present.serving import generate_sheet
 
     named, engine = engine is not None, engine or "vllm"  # named: its pool decides whether a static batch fits
+    from kvcalc.plan.serve_launch import gpu_util_for, sglang_release
+
+    release = sglang_release(engine, engine_version)  # SGLang's alone, checked before anything is read
     n_tp, n_pp = ranks(tp, gpus, pp)
     _plot_ready(plot, plot_size)
     overrides = {**what_ifs(layers, kv_heads, head_dim, window, dtype), **cross_overrides(images, encoder_seq)}
@@ -149,7 +151,6 @@ def generate(
     spec = resolve(model, overrides).spec
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.plan.kv_auto import auto_kv_dtype
-    from kvcalc.plan.serve_launch import gpu_util_for
 
     gpu_util = gpu_util_for(engine, gpu_util)
     gpu_spec = gpu_as_run_by(_gpu(gpu), engine)
@@ -183,7 +184,7 @@ def generate(
             prompt=args["prompt"], new=args["new"], batch_given=args["batch"] != 1, util=util, engine=engine,
             ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
             steady=steady_state, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-            mem_fraction_static=mem_fraction_static, reserve_given=reserve is not None,
+            mem_fraction_static=mem_fraction_static, reserve_given=reserve is not None, engine_version=release,
         )  # fmt: skip
     launch, served = served_options(
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
@@ -218,6 +219,7 @@ def generate(
             engine=est_engine,
             deployed_on=engine,
             ask_pool=named,
+            engine_version=release,
         )
     ]
     if util:
@@ -233,6 +235,7 @@ def generate(
                 dep=dep,
                 deployed_on=engine,
                 ask_pool=named,
+                engine_version=release,
             )
         )
     payload = results[0].model_dump(mode="json")

@@ -107,6 +107,7 @@ def serve_generate(
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
     reserve_given: bool = False,
+    engine_version: str | None = None,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -130,7 +131,7 @@ def serve_generate(
     args = dict(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio, engine=engine or "vllm", dtype=dtype,
         kv_dtype=kv_dtype, estimate=not ceiling, steady=steady, max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
+        max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static, engine_version=engine_version,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

@@ -14,6 +14,14 @@ EngineVersionOpt = Annotated[
         "with --engine llamacpp a llama.cpp build era: 2026-04 (default), 2026-01, 2025-12, 2025-08, 2025-03 or b7108.",
     ),
 ]
+ServedVersionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine-version",
+        help="With --engine sglang: the SGLang release whose pool, default fraction and chunk size to follow, "
+        "e.g. 0.5.23 (default 0.5.5).",
+    ),
+]
 MemFractionOpt = Annotated[
     Optional[float],
     typer.Option(

@@ -18,14 +18,14 @@ ENGINES = ("vllm", "sglang", "trtllm")  # llama.cpp's buffers are `fit --engine 
 
 def engine_refusal(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, *, dtype: str | None, kv_dtype: str,
-    batch: int, prompt: int, new: int,
+    batch: int, prompt: int, new: int, release: str | None = None,
 ) -> str | None:  # fmt: skip
     """Why `engine` would not run `batch` sequences of prompt + new tokens at once on the deployment: it would
     not start, one sequence outgrows its pool, the pool holds fewer of them, or its scheduler seats fewer (they
-    would run in waves, not as one batch). None where it would, or for no engine of the three."""
+    would run in waves, not as one batch). None where it would, or for no engine of the three. `release`: SGLang's."""
     if engine is None or engine.lower() not in ENGINES:
         return None
-    return _refusal(engine, batch, prompt + new, _limits(spec, gpu, dep, engine, dtype, kv_dtype, prompt, new))
+    return _refusal(engine, batch, prompt + new, _limits(spec, gpu, dep, engine, dtype, kv_dtype, prompt, new, release))
 
 
 def engine_rows(
@@ -54,7 +54,15 @@ def engine_rows(
 
 
 def _limits(
-    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str, dtype: str | None, kv_dtype: str, prompt: int, new: int
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dep: Deployment,
+    engine: str,
+    dtype: str | None,
+    kv_dtype: str,
+    prompt: int,
+    new: int,
+    release: str | None = None,
 ) -> tuple | str:
     """(Limits, pool text) of the engine on the deployment, or why it would not start (serving_limits' words)."""
     from kvcalc.plan.serve_report import serving_limits
@@ -64,10 +72,19 @@ def _limits(
 
     try:
         return serving_limits(
-            spec, gpu, dep, engine=engine.lower(), dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new
+            spec,
+            gpu,
+            dep,
+            engine=engine.lower(),
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+            prompt=prompt,
+            new=new,
+            release=release,
         )
     except (DoesNotFitError, UsageError) as err:
-        return err.message
+        said = err.message.removeprefix(f"--engine {engine.lower()}: ")  # _refusal names the engine
+        return f"{said} ({err.hint})" if err.hint else said
 
 
 def _refusal(engine: str, batch: int, tokens: int, held: tuple | str) -> str | None:

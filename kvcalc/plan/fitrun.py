@@ -202,6 +202,7 @@ def fit_rows(
             results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, estimate_engine, dtype, kv_dtype,
             launch=search_launch(estimate_engine, max_num_seqs, max_batched_tokens, sglang),
             fraction=(sglang or {}).get("mem_fraction_static") if estimate_engine == "sglang" else None,
+            release=(sglang or {}).get("engine_version") if estimate_engine == "sglang" else None,
         )  # fmt: skip
     return results
 
@@ -223,11 +224,12 @@ def search_launch(
 
 
 def concurrency_searches(
-    results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype, launch=None, fraction=None
+    results, spec, gpu, dep, prompt, tpot_ms, ttft_ms, engine, dtype, kv_dtype, launch=None, fraction=None, release=None
 ) -> None:  # noqa: ANN001
     """fit's latency goals under closed-loop serving: the largest concurrency meeting them on the engine's
     estimate (plan/serve_search), once per seq, requests of `prompt` (default half the seq) + the rest; in the
-    pool the engine sizes under the launch flags fit was given (`fraction`: SGLang's --mem-fraction-static)."""
+    pool the engine sizes under the launch flags fit was given (`fraction`: SGLang's --mem-fraction-static,
+    `release`: its --engine-version)."""
     from kvcalc.plan.serve_search import largest_concurrency
 
     found: dict[int, object] = {}
@@ -239,5 +241,6 @@ def concurrency_searches(
             found[r.seq] = largest_concurrency(
                 spec, gpu, dep, prompt=p, new=max(r.seq - p, 1), tpot_ms=tpot_ms, ttft_ms=ttft_ms,
                 engine=engine, dtype=dtype, kv_dtype=kv_dtype, launch=launch, mem_fraction_static=fraction,
+                release=release,
             )  # fmt: skip
         r.concurrency_slo = found[r.seq]

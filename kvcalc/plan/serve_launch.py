@@ -52,6 +52,22 @@ def pool_fraction(engine: str, mem_fraction_static: float | None) -> float | Non
     return check_mem_fraction(mem_fraction_static)
 
 
+def sglang_release(engine: str | None, engine_version: str | None) -> str | None:
+    """generate's `--engine-version` (the Python API's `engine_version`): the SGLang release whose pool, fraction
+    and chunk to follow, checked as fit checks it (engines/sglang/release.parse_release); None: the default
+    release. SGLang's alone: generate has no llama.cpp build eras (fit --engine llamacpp has)."""
+    if engine_version is None:
+        return None
+    if (engine or "vllm") != "sglang":
+        raise UsageError(
+            "--engine-version needs --engine sglang",
+            hint="generate follows SGLang's release; vLLM is modelled at 0.19 (docs/vllm.md), llama.cpp's build eras are fit's",
+        )
+    from kvcalc.engines.sglang.release import parse_release, release_text
+
+    return release_text(parse_release(engine_version))
+
+
 def gpu_util_for(engine: str | None, gpu_util: float | None) -> float:
     """fit's and generate's `--gpu-util`: vLLM's gpu_memory_utilization (TensorRT-LLM's free_gpu_memory_fraction)
     as given, vLLM's default when not given; refused under --engine sglang, which reads no such flag (its pool is

@@ -11,7 +11,7 @@ from kvcalc.errors import DoesNotFitError, UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.serve import Limits, Load, StepTimer
-from kvcalc.plan.serve_launch import launch_limits, pool_fraction
+from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
 from kvcalc.results import Result
@@ -112,7 +112,7 @@ def step_timers(
 
 def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int,
-    launch: Mapping[str, int] | None = None, mem_fraction_static: float | None = None,
+    launch: Mapping[str, int] | None = None, mem_fraction_static: float | None = None, release: str | None = None,
 ) -> tuple[Limits, str]:  # fmt: skip
     """One rank's scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's defaults) and its
@@ -123,7 +123,8 @@ def kv_pool(
     vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
     that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size. TensorRT-LLM's
     profiling peak is --reserve here, so its flags leave the pool as it is. serving_limits applies the flags.
-    `mem_fraction_static`: SGLang's, as launched (None: its release's default for the card)."""
+    `mem_fraction_static`: SGLang's, as launched (None: its release's default for the card); `release`: SGLang's
+    (None: engines/sglang/release.DEFAULT_RELEASE)."""
     launch = launch or {}
     if engine == "vllm" and not dep.dp_attention:
         from kvcalc.engines.runtime import GIB
@@ -164,7 +165,7 @@ def kv_pool(
         flags = SglangSettings(
             tp=dep.tp, pp=dep.pp, dp_attention=dep.dp_attention, kv_dtype=kv_dtype,
             chunked_prefill_size=launch.get("max_num_batched_tokens"), max_running_requests=launch.get("max_num_seqs"),
-            mem_fraction_static=mem_fraction_static,
+            mem_fraction_static=mem_fraction_static, **({"release": release} if release else {}),
         )  # fmt: skip
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
@@ -235,11 +236,12 @@ def serving_limits(
     launch: Mapping[str, int] | None = None,
     pool_flags: bool = True,
     mem_fraction_static: float | None = None,
+    release: str | None = None,
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool. `launch`: Limits fields a run's launch
     flags set (a user's, or a calibration point's: scripts/import_calibration.py), the server's figures;
     they size the pool too unless `pool_flags` is False (kv_pool), as SGLang's `mem_fraction_static` does."""
-    sizing = dict(launch=launch if pool_flags else None, mem_fraction_static=mem_fraction_static)
+    sizing = dict(launch=launch if pool_flags else None, mem_fraction_static=mem_fraction_static, release=release)
     limits, pool = kv_pool(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new, **sizing
     )
@@ -347,13 +349,15 @@ def serve_report(
     max_num_seqs: int | None = None,
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
+    engine_version: str | None = None,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
     Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
     `max_num_seqs` / `max_batched_tokens`: the engine's scheduler limits as launched (vLLM's --max-num-seqs and
     --max-num-batched-tokens, SGLang's --max-running-requests and --chunked-prefill-size, TensorRT-LLM's
     max_batch_size and max_num_tokens), as the calibration's runs are read with theirs; None: the engine's defaults.
-    `mem_fraction_static`: SGLang's --mem-fraction-static (plan/serve_launch.pool_fraction).
+    `mem_fraction_static`: SGLang's --mem-fraction-static (plan/serve_launch.pool_fraction); `engine_version`:
+    SGLang's release (plan/serve_launch.sglang_release; None: the default one).
 
     A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
     InferenceX): every client sends its first request at once, figures over all requests. `steady`:
@@ -378,7 +382,7 @@ def serve_report(
     fraction = pool_fraction(engine, mem_fraction_static)
     limits, pool = serving_limits(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch,
-        mem_fraction_static=fraction,
+        mem_fraction_static=fraction, release=sglang_release(engine, engine_version),
     )  # fmt: skip
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)

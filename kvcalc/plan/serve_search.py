@@ -42,17 +42,18 @@ def largest_concurrency(
     kv_dtype: str = "bf16",
     launch: Mapping[str, int] | None = None,
     mem_fraction_static: float | None = None,
+    release: str | None = None,
 ) -> ConcurrencySearch:
     """Search concurrency 1 .. min(max_num_seqs, 1024) for the goals, on the estimate and on the ceiling.
     `launch`: the scheduler limits the deployment is launched with (serving_limits), else the engine's;
-    `mem_fraction_static`: SGLang's pool fraction as launched."""
+    `mem_fraction_static`: SGLang's pool fraction as launched; `release`: SGLang's (None: the default)."""
     from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_report import serving_limits, step_timers
     from kvcalc.plan.serve_trace import runner
 
     limits, _ = serving_limits(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch,
-        mem_fraction_static=mem_fraction_static,
+        mem_fraction_static=mem_fraction_static, release=release,
     )  # fmt: skip
     ceiling, estimate, _, _, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     top = min(limits.max_num_seqs, SEARCH_LIMIT)
