@@ -162,6 +162,32 @@ def test_engines_commands():
     assert "-c 65536 -np 8" in server["command"] and server["dtype"] == "bf16"
 
 
+def test_sglang_options_are_served_as_their_check_line_serves_them():
+    # gpt-oss-120b ships in mxfp4: SGLang will not re-quantize it as fp8, which rejects that family (it was the
+    # whole plan's error); the option left is served at the fraction its launch line sets and the release named,
+    # and its `kvcalc generate` check line reproduces the planner's simulated figures and pool
+    base = ["gpt-oss-120b", "--seq", "8k", "--users", "16", "--gpu", "h100", "--engine", "sglang"]
+    out = run_json("plan", *base, "--engine-version", "0.5.23")
+    refused = [r["line"] for r in out["rejected"] if r["kind"] == "refused"]
+    assert any("is already quantized (mxfp4); SGLang loads the checkpoint's own format" in line for line in refused)
+    first = out["options"][0]
+    assert "--mem-fraction-static 0.9" in first["command"] and first["accounting"].startswith(
+        "SGLang 0.5.23's own pool"
+    )
+    assert first["check"].endswith("--engine sglang --mem-fraction-static 0.9 --engine-version 0.5.23")
+    assert first["decided_on"].startswith("simulation")
+    words = shlex.split(first["check"])
+    assert words[:2] == ["kvcalc", "generate"]
+    served = run_json(*words[1:])
+    assert served["kv_capacity_tokens"] == first["kv_capacity_tokens"]  # one GPU: the deployment's pool
+    for k in ("tpot_s", "ttft_p99_s"):
+        assert served["estimate"][k] == pytest.approx(first["estimate"][k], rel=1e-9)
+    # another release, another pool: 0.5.5 keeps the sliding-window layers in the one pool
+    older = run_json("plan", *base)["options"][0]
+    assert older["accounting"].startswith("SGLang 0.5.5's own pool") and "--engine-version" not in older["check"]
+    assert older["kv_capacity_tokens"] != first["kv_capacity_tokens"]
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -173,6 +199,8 @@ def test_engines_commands():
         (["--users", "4", "--tpot-ms", "0"], "--tpot-ms must be a positive"),
         # past the model's 131,072 positions vLLM refuses the --max-model-len (vllm/config/model.py)
         (["--users", "4", "--seq", "256k"], "past the 131,072 tokens vLLM derives for llama-3.1-8b"),
+        (["--users", "4", "--engine-version", "0.5.23"], "--engine-version needs --engine sglang"),
+        (["--users", "4", "--engine", "sglang", "--engine-version", "latest"], "'latest' is not a release number"),
     ],
 )
 def test_bad_input_is_one_line(args, words):

@@ -429,14 +429,15 @@ def plan(
     engine: str = "vllm",
     price: dict[str, float] | str | list[str] | None = None,
     gpu_util: float = DEFAULT_GPU_UTIL,
+    engine_version: str | None = None,
 ) -> PlanResult:
     """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
     options ranked by $ per million output tokens, the cheapest meeting the goals first, and the rejected
     families. gpu: names ('h100,h200' or a list) or GpuSpecs (default plan/planner.DEFAULT_GPUS); price:
-    {"h200": 3.5}, "h200=3.5" or a list of such; dtype / kv_dtype: the dtypes to try."""
+    {"h200": 3.5}, "h200=3.5" or a list of such; dtype / kv_dtype: the dtypes to try; engine_version: SGLang's."""
     from kvcalc.plan.plan_inputs import plan_from_inputs
 
     return plan_from_inputs(
         model, seq, users, tpot_ms=tpot_ms, ttft_ms=ttft_ms, prompt=prompt, new=new, gpu=gpu, max_gpus=max_gpus,
-        dtype=dtype, kv_dtype=kv_dtype, engine=engine, price=price, gpu_util=gpu_util,
+        dtype=dtype, kv_dtype=kv_dtype, engine=engine, price=price, gpu_util=gpu_util, engine_version=engine_version,
     )  # fmt: skip

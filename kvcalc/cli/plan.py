@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import Fmt, FmtOpt, ModelArg, _emit, app
+from kvcalc.cli.sglang import ServedVersionOpt
 from kvcalc.errors import UsageError
 from kvcalc.units import DEFAULT_GPU_UTIL
 
@@ -87,6 +88,7 @@ def plan(
     ] = DEFAULT_GPU_UTIL,
     top: Annotated[int, typer.Option("--top", help="Options shown in the table (default 10; JSON has all).")] = 10,
     fmt: FmtOpt = Fmt.table,
+    engine_version: ServedVersionOpt = None,
 ) -> None:
     """The cheapest deployment for MODEL: USERS at --seq tokens within --tpot-ms / --ttft-ms.
 
@@ -107,7 +109,7 @@ def plan(
 
     result = plan_from_inputs(
         model, seq, users, tpot_ms=tpot_ms, ttft_ms=ttft_ms, prompt=prompt, new=new, gpu=gpu, max_gpus=max_gpus,
-        dtype=dtype, kv_dtype=kv_dtype, engine=engine, price=price, gpu_util=gpu_util,
+        dtype=dtype, kv_dtype=kv_dtype, engine=engine, price=price, gpu_util=gpu_util, engine_version=engine_version,
     )  # fmt: skip
     if top < 1:
         raise UsageError(f"--top must be at least 1, got {top}")

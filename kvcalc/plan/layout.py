@@ -165,10 +165,11 @@ def layout_facts(
     seq: int | None = None,
     gpu_util: float = DEFAULT_GPU_UTIL,
     model_id: str | None = None,
+    engine_version: str | None = None,
 ) -> LayoutFacts:
     """The facts of one candidate. vLLM gets its 0.19 accounting and start-up check, SGLang and
     TensorRT-LLM their own pools (engines/sglang, engines/trtllm); llama.cpp gets kvcalc's per-rank
-    arithmetic with vLLM 0.19's reserve for the layout, labelled so in `accounting`."""
+    arithmetic with vLLM 0.19's reserve for the layout, labelled so in `accounting`. `engine_version`: SGLang's."""
     from kvcalc.errors import KvcalcError
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.deploy import deployment
@@ -227,6 +228,17 @@ def layout_facts(
             max_batched_tokens=tokens,
             reserve_given=False,
         )
+        pool = None
+        if engine == "sglang" and layout_refusal is None:
+            # NOTE: inside the try: what SGLang refuses (a checkpoint it will not re-quantize, a release without the
+            # model class) is this candidate's refusal, as vLLM's are, not the whole plan's error
+            from kvcalc.plan.sglang import predict as sglang_predict
+
+            pool = sglang_predict(
+                spec, gpu, tp=tp, pp=pp, seq=length, batch=1, dtype=dtype, kv_dtype=kv_dtype,
+                engine_version=engine_version, mem_fraction_static=gpu_util, chunked_prefill_size=None, page_size=None,
+                max_running_requests=None, dp_attention=dp_attention, steps=None,
+            )  # fmt: skip
     except KvcalcError as e:
         refusal = refusal or e.message
         return LayoutFacts(
@@ -254,17 +266,10 @@ def layout_facts(
     concurrency = r.vllm.max_concurrency if r.vllm else r.max_concurrency
     accounting = r.accounting
     fits = r.fits
-    if engine == "sglang" and layout_refusal is None:
-        from kvcalc.plan.sglang import predict as sglang_predict
-
-        pool = sglang_predict(
-            spec, gpu, tp=tp, pp=pp, seq=length, batch=1, dtype=dtype, kv_dtype=kv_dtype, engine_version=None,
-            mem_fraction_static=gpu_util, chunked_prefill_size=None, page_size=None, max_running_requests=None,
-            dp_attention=dp_attention, steps=None,
-        )  # fmt: skip
+    if pool is not None:
         tokens_held, concurrency, fits = pool.kv_capacity_tokens, pool.max_concurrency, pool.fits
         refusal = refusal or pool.refusal
-        accounting = f"SGLang's own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, as the command says"
+        accounting = f"SGLang {pool.release}'s own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, as the command says"
     elif engine == "trtllm" and layout_refusal is None:
         from kvcalc.plan.trtllm_fit import replica_pool
 

@@ -11,9 +11,10 @@ SIMULATION = "simulation (plan/serve.py), as `kvcalc generate --concurrency U` p
 
 
 def simulated_estimate(
-    spec, gpu, option, *, users: int, prompt: int, new: int, engine: str, gpu_util: float
+    spec, gpu, option, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, release: str | None = None
 ) -> PlanEstimate:  # noqa: ANN001
-    """`generate --concurrency U --prompt P --new N` on the option's deployment: the estimate and its interval."""
+    """`generate --concurrency U --prompt P --new N` on the option's deployment (the check command it prints):
+    the estimate and its interval. SGLang's pool at the fraction its launch command sets (--gpu-util) and `release`."""
     from kvcalc.plan.deploy import deployment
     from kvcalc.plan.serve_report import serve_report
 
@@ -24,7 +25,8 @@ def simulated_estimate(
     dtype = None if option.dtype == spec.dtype else option.dtype
     r = serve_report(
         spec, gpu, dep, prompt=prompt, new=new, concurrency=users, engine=engine, dtype=dtype,
-        kv_dtype=option.kv_dtype,
+        kv_dtype=option.kv_dtype, mem_fraction_static=gpu_util if engine == "sglang" else None,
+        engine_version=release if engine == "sglang" else None,
     )  # fmt: skip
     e = r.estimate
     keep = ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s")
@@ -35,7 +37,18 @@ def simulated_estimate(
 
 
 def check_first(
-    options: list, spec, gpus: dict, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, judge, rank
+    options: list,
+    spec,
+    gpus: dict,
+    *,
+    users: int,
+    prompt: int,
+    new: int,
+    engine: str,
+    gpu_util: float,
+    judge,
+    rank,
+    release: str | None = None,
 ) -> int:  # noqa: ANN001
     """Simulate options in rank order until the first is a simulated one; `judge(option, estimate)`
     returns the updated option, `rank` is the sort key. A closed-form option that misses only a TTFT
@@ -59,7 +72,15 @@ def check_first(
         u = -(-users // first.replicas)  # users on the busiest replica
         try:
             e = simulated_estimate(
-                spec, gpus[first.gpu], first, users=u, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util
+                spec,
+                gpus[first.gpu],
+                first,
+                users=u,
+                prompt=prompt,
+                new=new,
+                engine=engine,
+                gpu_util=gpu_util,
+                release=release,
             )
         except KvcalcError:
             break  # the simulation refuses what the closed form took: keep the closed form

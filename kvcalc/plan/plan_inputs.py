@@ -33,10 +33,12 @@ def plan_from_inputs(
     engine: str = "vllm",
     price=None,  # noqa: ANN001  ({gpu: usd}, 'g=usd', or a list of them)
     gpu_util: float = DEFAULT_GPU_UTIL,
+    engine_version: str | None = None,
 ):  # noqa: ANN201
     """The cheapest deployment serving `users` at `seq` tokens within tpot_ms / ttft_ms (`kvcalc plan`):
     a PlanResult, as `--format json` prints it. gpu: names ('h100,h200' or a list) or GpuSpecs (default
-    DEFAULT_GPUS); price: {"h200": 3.5}, "h200=3.5" or a list of them; the rest as the command's options."""
+    DEFAULT_GPUS); price: {"h200": 3.5}, "h200=3.5" or a list of them; engine_version: SGLang's release; the rest as
+    the command's options."""
     from kvcalc.engines.names import ENGINE_NAMES
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.inputs import resolve
@@ -50,6 +52,9 @@ def plan_from_inputs(
     engine = str(engine).strip().lower()
     if engine not in ENGINE_NAMES:
         raise UsageError(f"unknown engine '{engine}'", hint=f"one of {', '.join(ENGINE_NAMES)}")
+    from kvcalc.plan.serve_launch import sglang_release
+
+    release = sglang_release(engine, engine_version)
     if not isinstance(users, int) or users < 1:
         raise UsageError(f"--users must be at least 1, got {users}")
     if not 1 <= max_gpus <= MAX_GPUS:
@@ -85,7 +90,7 @@ def plan_from_inputs(
     return plan(
         spec, gpus, seq=length, users=users, prompt=p, new=n, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus,
         dtypes=dtypes or None, kv_dtypes_given=kvs or None, engine=engine, prices=prices,
-        gpu_util=parse_fraction(gpu_util, "--gpu-util"),
+        gpu_util=parse_fraction(gpu_util, "--gpu-util"), engine_version=release,
     )  # fmt: skip
 
 

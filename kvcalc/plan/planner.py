@@ -186,8 +186,9 @@ def plan(
     prices: dict[str, float] | None = None,
     gpu_util: float = DEFAULT_GPU_UTIL,
     model_id: str | None = None,
+    engine_version: str | None = None,
 ) -> PlanResult:
-    """Search the candidates, rank the options, group the rejections."""
+    """Search the candidates, rank the options, group the rejections. `engine_version`: SGLang's release."""
     from kvcalc.cost.step import needs_link
     from kvcalc.errors import KvcalcError
     from kvcalc.plan.closed_loop import closed_loop_estimate
@@ -218,7 +219,7 @@ def plan(
                         if (tp, pp, ep, dp) not in facts:
                             facts[tp, pp, ep, dp] = layout_facts(
                                 spec, gpu, tp=tp, pp=pp, ep=ep, dp_attention=dp, engine=engine, dtype=d,
-                                kv_dtype=kv, seq=seq, gpu_util=gpu_util, model_id=model_id,
+                                kv_dtype=kv, seq=seq, gpu_util=gpu_util, model_id=model_id, engine_version=engine_version,
                             )  # fmt: skip
                         f = facts[tp, pp, ep, dp]
                         u = -(-users // r)  # users on the busiest replica
@@ -269,7 +270,8 @@ def plan(
                             dtype=f.dtype, kv_dtype=f.kv_dtype, fits=True, headroom_bytes=f.headroom_bytes,
                             kv_capacity_tokens=f.kv_capacity_tokens, users_held=held, meets=False, estimate=e, decided_on=e.method,
                             usd_per_hour=usd_per_hour(gpu, n, prices), command=_replicated(_with_users(f.command, engine, u), engine, tp, r),
-                            check=_check(spec, model_id, gpu.name, tp, pp, ep, dp, d, f.kv_dtype, u, prompt, new, engine),
+                            check=_check(spec, model_id, gpu.name, (tp, pp, ep, dp), d, f.kv_dtype, u, prompt, new, engine,
+                                         gpu_util, engine_version),
                             accounting=f.accounting, warnings=f.warnings,
                         )  # fmt: skip
                         options.append(_judged(option, e, users, tpot_ms, ttft_ms))
@@ -278,7 +280,7 @@ def plan(
 
     simulated = check_first(
         options, spec, {g.name: g for g in gpus}, users=users, prompt=prompt, new=new, engine=engine,
-        gpu_util=gpu_util, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank,
+        gpu_util=gpu_util, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank, release=engine_version,
     )  # fmt: skip
     for o in options:  # the misses as finally decided (the first options on the simulation)
         what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention, o.replicas)} {o.dtype}/{o.kv_dtype}"
@@ -328,13 +330,18 @@ def _with_users(command: str, engine: str, users: int) -> str:
     return command if int(m.group(1)) >= users else command.replace(m.group(0), f"{flag} {users}")
 
 
-def _check(spec, model_id, gpu, tp, pp, ep, dp, dtype, kv, users, prompt, new, engine) -> str:  # noqa: ANN001
+def _check(spec, model_id, gpu, layout, dtype, kv, users, prompt, new, engine, gpu_util, release) -> str:  # noqa: ANN001
+    """The `kvcalc generate --concurrency` line that serves the option as plan/plan_check simulates it: SGLang's
+    pool at the fraction its launch command sets, of the release named."""
+    tp, pp, ep, dp = layout
     parts = [f"kvcalc generate {model_id or spec.name} --gpu {gpu} --tp {tp}"]
     parts += [f"--pp {pp}"] if pp > 1 else []
     parts += [f"--ep {ep}"] if ep > 1 else []
     parts += ["--dp-attention"] if dp else []
     parts += [f"--dtype {dtype}"] if dtype else []
     parts += [f"--kv-dtype {kv} --concurrency {users} --prompt {prompt} --new {new} --engine {engine}"]
+    if engine == "sglang":
+        parts += [f"--mem-fraction-static {gpu_util:g}"] + ([f"--engine-version {release}"] if release else [])
     return " ".join(parts)
 
 
