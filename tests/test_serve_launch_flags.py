@@ -387,3 +387,16 @@ def test_fits_concurrency_search_follows_the_release():
         seats[release] = r.kv_capacity_tokens // 8192
         assert r.concurrency_slo.concurrency == seats[release]
     assert seats == {"0.5.5": 2, "0.5.23": 1}
+
+
+def test_roofline_rows_are_held_by_the_named_releases_pool():
+    # the same rows as the pools above hold them: batch 2 of 8,192-token sequences fits 0.5.5's pool of gpt-oss-120b
+    # on one H100 and not 0.5.23's, and the warning says which release's pool
+    from kvcalc.api import roofline
+
+    for release, fits in (("0.5.5", [True, True, False]), ("0.5.23", [True, False, False])):
+        r = roofline("gpt-oss-120b", "h100", batch=[1, 2, 4], seq=8192, engine="sglang", engine_version=release)
+        assert [row.fits for row in r.rows] == fits
+        assert f"(SGLang {release} pool (" in r.warnings[-1]
+    cli = run("roofline", "gpt-oss-120b", "--gpu", "h100", "--engine", "vllm", "--engine-version", "0.5.23")
+    assert cli.exit_code == 2 and "--engine-version needs --engine sglang" in cli.stderr

@@ -118,20 +118,24 @@ def roofline(
     mfu: float | None = None,
     engine: str | None = None,
     ceiling: bool = False,
+    engine_version: str | None = None,
 ) -> RooflineResult | list[RooflineResult]:
     """Decode roofline of `model` on `gpu` (`kvcalc roofline`): one result per GPU, a row per batch x seq; with tp /
     pp, bytes and FLOPs per GPU and the deployment's communication; with efficiency (or mbu / mfu) a what-if beside
-    each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling. kv_dtype None: the engine's auto."""
+    each ceiling; rows carry the `engine`'s calibrated estimate unless ceiling. kv_dtype None: the engine's auto;
+    engine_version: SGLang's release for its pool."""
     from kvcalc.cost.roofline import roofline_report
     from kvcalc.plan.calibration import calibration_for
     from kvcalc.plan.deploy import utilization
     from kvcalc.plan.engine_memory import engine_rows
+    from kvcalc.plan.serve_launch import sglang_release
 
     batches, seqs = as_counts_nonempty(batch, "batch"), as_counts_nonempty(seq, "seq")
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.engines.names import engine_name
 
     named, engine = engine is not None, engine_name(engine or "vllm")[0]  # as --engine; named: its pool is asked
+    release = sglang_release(engine, engine_version)
     gpus = [gpu_as_run_by(g, engine) for g in as_some_gpus(gpu)]
     check_grid("roofline batch x seq x gpu", len(batches), len(seqs), len(gpus))
     overrides = as_overrides(layers=layers, kv_heads=kv_heads, head_dim=head_dim, window=window, dtype=dtype)
@@ -156,7 +160,7 @@ def roofline(
         for g, d in zip(gpus, deps)
     ]
     for r, g, d in zip(results, gpus, deps):
-        engine_rows(r, spec, g, d, engine, overrides.get("dtype"), pool=named)
+        engine_rows(r, spec, g, d, engine, overrides.get("dtype"), pool=named, release=release)
     return results[0] if len(results) == 1 else results
 
 

@@ -54,7 +54,7 @@ from kvcalc.cli.deploy import (
     TpOpt,
 )
 from kvcalc.cli.estimating import CeilingOpt, EngineOpt
-from kvcalc.cli.sglang import DpAttentionOpt
+from kvcalc.cli.sglang import DpAttentionOpt, ServedVersionOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.inputs import cross_overrides, resolve, what_ifs, with_context_warning
 from kvcalc.units import DEFAULT_GPU_UTIL, KV_DTYPES, check_grid, normalize_dtype, parse_range
@@ -222,6 +222,7 @@ def roofline(
     dtype: DtypeOpt = None,
     images: ImagesOpt = None,
     encoder_seq: EncoderSeqOpt = None,
+    engine_version: ServedVersionOpt = None,
 ) -> None:
     """Decode roofline of MODEL on a GPU: bytes, FLOPs, intensity, and time and tokens/s ceilings.
 
@@ -238,6 +239,9 @@ def roofline(
 
     _plot_ready(plot, plot_size)
     named, engine = engine is not None, engine or "vllm"  # named: its pool decides each row's fits
+    from kvcalc.plan.serve_launch import sglang_release
+
+    release = sglang_release(engine, engine_version)
     n_tp, n_pp = ranks(tp, gpus, pp)
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     gpu_names = _gpu_names(gpu)
@@ -292,7 +296,7 @@ def roofline(
                 calibration=calibration_for(g, est_engine),
             )  # fmt: skip
         )
-        engine_rows(results[-1], spec, g, dep, engine, overrides.get("dtype"), pool=named)
+        engine_rows(results[-1], spec, g, dep, engine, overrides.get("dtype"), pool=named, release=release)
         if not every:  # the same rows again, for their arithmetic alone
             roofline_report(spec, g, shown_b, shown_s, overrides.get("dtype"), kv, steps, dep=dep, util=util)
     _emit(

@@ -30,12 +30,13 @@ def engine_refusal(
 
 def engine_rows(
     result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, dtype: str | None,
-    pool: bool = True,
+    pool: bool = True, release: str | None = None,
 ) -> None:  # fmt: skip
     """roofline's result under `engine`: the warnings of a deployment it cannot make (plan/calibration
     .refusal_warnings), and each row's batch of `seq`-token sequences held at once by the engine (its pool asked
     once a context): a row it would not hold says fits False, and one warning gives the first such row's reason.
-    pool False: the warnings alone (roofline without --engine keeps kvcalc's arithmetic and its start-up time)."""
+    pool False: the warnings alone (roofline without --engine keeps kvcalc's arithmetic and its start-up time).
+    `release`: SGLang's (plan/serve_launch.sglang_release)."""
     from kvcalc.plan.calibration import refusal_warnings
 
     result.warnings += refusal_warnings(engine, result.gpu, spec)
@@ -45,7 +46,7 @@ def engine_rows(
     missed = []
     for row in result.rows:
         if row.seq not in pools:
-            pools[row.seq] = _limits(spec, gpu, dep, engine, dtype, result.kv_dtype, row.seq, 0)
+            pools[row.seq] = _limits(spec, gpu, dep, engine, dtype, result.kv_dtype, row.seq, 0, release)
         if why := _refusal(engine, row.batch, row.seq, pools[row.seq]):
             row.fits = False
             missed.append(why)
