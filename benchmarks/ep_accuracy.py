@@ -33,7 +33,7 @@ WAYS = ("as tp only", "layout, no all-to-all", "layout + all-to-all")
 
 
 def main() -> int:
-    from calibrate import setup_of
+    from calibrate import setup_of, sglang_release
 
     from kvcalc.cost.estimate import time_of
     from kvcalc.cost.fitting import ceiling, figures, setup_features
@@ -77,7 +77,10 @@ def main() -> int:
                 dtype, kv = r["dtype"] or None, r["kv_dtype"]
                 try:
                     if setup.concurrency is not None and not args.closed_form:
-                        sf = run_features(spec, gpu, dep, setup, engine=r["engine"], dtype=dtype, kv_dtype=kv)
+                        sf = run_features(
+                            spec, gpu, dep, setup, engine=r["engine"], dtype=dtype, kv_dtype=kv,
+                            release=sglang_release(r["engine"]),
+                        )  # fmt: skip
                     else:
                         sf = setup_features(spec, gpu, dep, setup, dtype, kv)
                 except Exception as e:  # a layout or pool kvcalc refuses: counted

@@ -106,6 +106,17 @@ def scores_of(engine: str) -> int:
     return prompt_chunk(engine) if engine == "llamacpp" else 0
 
 
+# NOTE: the SGLang release the calibration's SGLang runs are read under (their pools and default chunks): 0.5.5,
+# the rules of the releases they ran (0.5.1-0.5.9: aiconfigurator's rows, InferenceX's images) as kvcalc reads
+# them, and the release kvcalc's default was when the constants were fitted. kvcalc's default release for users
+# (engines/sglang/release.DEFAULT_RELEASE) is the newest read and may move on without moving the fit.
+CALIBRATION_SGLANG = "0.5.5"
+
+
+def sglang_release(engine: str) -> str | None:
+    return CALIBRATION_SGLANG if engine == "sglang" else None
+
+
 def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool = False):
     """Points (with their step features) from the calibration CSV; setups shared by several
     metrics are built once. `simulate`: closed-loop points as the serving simulation runs them
@@ -153,7 +164,9 @@ def load_points(path: Path = POINTS, simulate: bool = True, source_lengths: bool
             dtype, kv = r["dtype"] or None, r["kv_dtype"]
             try:
                 if simulated:
-                    cache[key] = run_features(spec, gpu, dep, setup, engine=engine, dtype=dtype, kv_dtype=kv)
+                    cache[key] = run_features(
+                        spec, gpu, dep, setup, engine=engine, dtype=dtype, kv_dtype=kv, release=sglang_release(engine)
+                    )
                 else:
                     cache[key] = setup_features(spec, gpu, dep, setup, dtype, kv, chunk, scores_of(engine))
             except Exception as e:  # a layout kvcalc refuses (tp not dividing heads, ...): counted, not fitted

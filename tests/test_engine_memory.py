@@ -17,9 +17,12 @@ def _static(*args: str) -> dict:
 def test_a_layout_sglang_refuses_is_not_said_to_fit():
     # Llama-3-70B on 2 x H100: 65.7 GiB of weights a GPU fit kvcalc's 0.9 x 79.2 GiB budget with 2.3 GiB to spare,
     # but SGLang holds back (1 - 0.834) of the memory free before load and has no room left for a pool
-    g = _static("llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang")
+    g = _static("llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang", "--engine-version", "0.5.5")
     assert not g["fits"] and g["memory_note"].startswith("DOES NOT FIT under --engine sglang: SGLang 0.5.5 would not")
-    f = json.loads(run("fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang", "-f", "json").stdout)
+    f = json.loads(
+        run("fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang", "--engine-version", "0.5.5",
+            "-f", "json").stdout
+    )  # fmt: skip
     assert f["sglang"]["refusal"] and f["sglang"]["refusal"] in g["memory_note"]
 
 
@@ -75,7 +78,7 @@ def test_roofline_rows_say_what_the_engine_holds():
 def test_the_python_apis_roofline_asks_the_engine_alike():
     import kvcalc
 
-    r = kvcalc.roofline("llama-3-70b", "h100", tp=2, batch="1..16", seq=8192, engine="sglang")
+    r = kvcalc.roofline("llama-3-70b", "h100", tp=2, batch="1..16", seq=8192, engine="sglang", engine_version="0.5.5")
     assert not any(row.fits for row in r.rows) and "SGLang 0.5.5 would not start" in r.warnings[-1]
 
 

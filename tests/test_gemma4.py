@@ -100,7 +100,7 @@ def test_llamacpp_caches_v_on_k_eq_v_layers():
 
 
 def test_sglang_serves_gemma4_from_0_5_11_with_its_pool_split_by_bytes():
-    result = run("fit", "gemma-4-26b-a4b", "--gpu", "h100", "--engine", "sglang")
+    result = run("fit", "gemma-4-26b-a4b", "--gpu", "h100", "--engine", "sglang", "--engine-version", "0.5.5")
     assert (
         result.exit_code == 2 and "SGLang 0.5.5 has no model class for Gemma4ForConditionalGeneration" in result.stderr
     )

@@ -183,9 +183,14 @@ def test_sglang_options_are_served_as_their_check_line_serves_them():
     for k in ("tpot_s", "ttft_p99_s"):
         assert served["estimate"][k] == pytest.approx(first["estimate"][k], rel=1e-9)
     # another release, another pool: 0.5.5 keeps the sliding-window layers in the one pool
-    older = run_json("plan", *base)["options"][0]
-    assert older["accounting"].startswith("SGLang 0.5.5's own pool") and "--engine-version" not in older["check"]
+    older = run_json("plan", *base, "--engine-version", "0.5.5")["options"][0]
+    assert older["accounting"].startswith("SGLang 0.5.5's own pool") and older["check"].endswith(
+        "--engine-version 0.5.5"
+    )
     assert older["kv_capacity_tokens"] != first["kv_capacity_tokens"]
+    # without --engine-version: the default release, which a check line without one serves too
+    default = run_json("plan", *base)["options"][0]
+    assert default["kv_capacity_tokens"] == first["kv_capacity_tokens"] and "--engine-version" not in default["check"]
 
 
 @pytest.mark.parametrize(

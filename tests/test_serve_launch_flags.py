@@ -154,7 +154,7 @@ def test_sglang_refuses_to_start_where_a_large_chunk_leaves_no_pool():
     assert "would not start with --max-batched-tokens 32,768" in r.stderr and "--mem-fraction-static" in r.stderr
     # seats alone do not move SGLang's fraction: Llama-3.1-70B's 65.7 GiB a GPU outgrow it on 2 x H100 either way
     r = run("generate", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--engine", "sglang", "--concurrency", "8",
-            "--max-num-seqs", "64")  # fmt: skip
+            "--max-num-seqs", "64", "--engine-version", "0.5.5")  # fmt: skip
     assert r.exit_code != 0 and "Traceback" not in r.stderr and "would not start: RuntimeError" in r.stderr
     ok = run_json("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8", "--dp-attention", "--engine",
                   "sglang", "--concurrency", "8")  # fmt: skip
@@ -344,7 +344,7 @@ def test_generate_follows_the_sglang_release_fit_follows():
         pools[release] = fitted["kv_capacity_tokens"]
     assert pools["0.5.23"] < pools["0.5.5"]
     default = run_json("generate", *model, *where, "--concurrency", "8")
-    assert default["kv_capacity_tokens"] == pools["0.5.5"]  # the default release
+    assert default["kv_capacity_tokens"] == pools["0.5.23"]  # the default release, the newest read
     # the Python API takes the same argument
     api = generate("gpt-oss-120b", "h100", engine="sglang", engine_version="0.5.23", concurrency=8)
     assert api.kv_capacity_tokens == pools["0.5.23"]
@@ -400,3 +400,12 @@ def test_roofline_rows_are_held_by_the_named_releases_pool():
         assert f"(SGLang {release} pool (" in r.warnings[-1]
     cli = run("roofline", "gpt-oss-120b", "--gpu", "h100", "--engine", "vllm", "--engine-version", "0.5.23")
     assert cli.exit_code == 2 and "--engine-version needs --engine sglang" in cli.stderr
+
+
+def test_the_help_names_the_default_release():
+    # the option's help is spelled out (the CLI modules stay light at import): it must name the release the pools follow
+    from kvcalc.cli.sglang import EngineVersionOpt, ServedVersionOpt
+    from kvcalc.engines.sglang.release import DEFAULT_RELEASE
+
+    for opt in (EngineVersionOpt, ServedVersionOpt):
+        assert f"(default {DEFAULT_RELEASE}, the newest read)" in opt.__metadata__[0].help

@@ -168,7 +168,7 @@ def test_dp_attention_keeps_whole_heads_and_one_pool_per_rank():
     assert dp8.max_total_num_tokens == int(rest // 327680) == 148930
     assert dp8.kv_capacity_tokens == 8 * 148930 and tp8.kv_capacity_tokens == tp8.max_total_num_tokens
     # the default fraction adds cuda_graph_max_bs x dp x 3 (and x 1.5 above 300) MiB; chunked prefill is divided by dp
-    auto = predict(spec, get_gpu("h100"), SglangSettings(tp=8, dp_attention=True), seq=8192)
+    auto = predict(spec, get_gpu("h100"), SglangSettings(release="0.5.5", tp=8, dp_attention=True), seq=8192)
     assert auto.mem_fraction_static == round((81559 - (512 + 8192 * 1.5 + 512 * 2 + 1024 + 512 * 8 * 4.5)) / 81559, 3)
     assert auto.chunked_prefill_size == 1024
 
@@ -184,7 +184,7 @@ def test_sliding_window_split():
     assert "Use Sliding window memory pool. full_layer_tokens=" in pool.log_lines[2]
     assert pool.k_bytes == ((full + 1) * 12 + (int(full * 0.8) + 1) * 12) * 8 * 64 * 2
     # 0.5.5 sets disable_hybrid_swa_memory for gpt-oss: every layer holds the uniform count
-    flat = predict(spec, get_gpu("h100"), SglangSettings(mem_fraction_static=0.8), **common)
+    flat = predict(spec, get_gpu("h100"), SglangSettings(release="0.5.5", mem_fraction_static=0.8), **common)
     assert (flat.max_total_num_tokens, flat.swa_tokens) == (uniform, None)
     # 0.5.8 / 0.5.9 on an SM100 card: the default trtllm_mha backend disables it too
     assert (
@@ -229,7 +229,7 @@ def test_models_sglang_did_not_serve_yet_are_refused_by_release():
     with pytest.raises(
         UsageError, match=r"SGLang 0\.5\.5 has no model class for Gemma4ForConditionalGeneration \(first in 0\.5\.11\)"
     ):
-        predict(get_model("gemma-4-26b-a4b"), get_gpu("h100"), SglangSettings(), seq=8192)
+        predict(get_model("gemma-4-26b-a4b"), get_gpu("h100"), SglangSettings(release="0.5.5"), seq=8192)
     # from 0.5.11 its sliding and full layers (different head widths) split the pool by bytes
     pool = predict(get_model("gemma-4-26b-a4b"), get_gpu("h100"), SglangSettings(release="0.5.11"), seq=8192)
     assert pool.swa_tokens == int(pool.max_total_num_tokens * 0.8)
@@ -245,7 +245,7 @@ def test_vlm_fraction_by_release():
     # 0.4.4 and before: 5% off any fraction; 0.4.5 - 0.4.9: none
     assert rel.vlm_fraction((0, 4, 4), 0.7, False, (27, 1152)) == pytest.approx(0.665)
     assert rel.vlm_fraction((0, 4, 9), 0.88, True, (27, 1152)) == 0.88
-    pool = predict(get_model("gemma-3-27b"), get_gpu("h100"), SglangSettings(), seq=8192)
+    pool = predict(get_model("gemma-3-27b"), get_gpu("h100"), SglangSettings(release="0.5.5"), seq=8192)
     assert pool.mem_fraction_static == pytest.approx(0.835 * gemma)
 
 
@@ -278,13 +278,28 @@ def test_rule_reproduces_more_public_logs(log_id):
 
 
 def test_fit_engine_sglang_lines_and_json():
-    r = run(
-        "fit", "qwen3-0.6b", "--gpu", "rtx-5080", "--engine", "sglang", "--mem-fraction-static", "0.15", "--seq", "2048"
+    args = (
+        "fit",
+        "qwen3-0.6b",
+        "--gpu",
+        "rtx-5080",
+        "--engine",
+        "sglang",
+        "--mem-fraction-static",
+        "0.15",
+        "--seq",
+        "2048",
     )
+    r = run(*args, "--engine-version", "0.5.5")
     assert r.exit_code == 0, r.output
     assert "SGLang 0.5.5 accounting" in r.stdout and "KV Cache is allocated. #tokens: " in r.stdout
+    # without --engine-version: the newest release kvcalc has read, in its own words (0.5.23 names the dtype first)
+    assert rel.DEFAULT_RELEASE == rel.release_text(rel.RULE_RELEASES[-1])
+    r = run(*args)
+    assert f"SGLang {rel.DEFAULT_RELEASE} accounting" in r.stdout
+    assert "KV Cache is allocated. dtype: torch.bfloat16, #tokens: " in r.stdout
     r = run("fit", "qwen3-14b", "--gpu", "rtx-4090", "--tp", "4", "--engine", "sglang", "--mem-fraction-static", "0.8",
-            "--seq", "40960", "--format", "json")  # fmt: skip
+            "--seq", "40960", "--format", "json", "--engine-version", "0.5.5")  # fmt: skip
     s = json.loads(r.stdout)["sglang"]
     for key in ("max_total_num_tokens", "mem_fraction_static", "k_bytes", "v_bytes", "available_kv_bytes",
                 "weights_bytes", "max_running_requests", "chunked_prefill_size", "release", "kv_capacity_tokens", "fits"):  # fmt: skip
@@ -300,7 +315,9 @@ def test_fit_exits_3_with_json_when_one_request_does_not_fit():
 
 
 def test_fit_predicts_sglang_refusal():
-    r = run("fit", "llama-3.1-70b", "--gpu", "h100", "--engine", "sglang", "--format", "json")
+    r = run(
+        "fit", "llama-3.1-70b", "--gpu", "h100", "--engine", "sglang", "--format", "json", "--engine-version", "0.5.5"
+    )
     assert r.exit_code == 3
     d = json.loads(r.stdout)
     assert d["sglang"]["refusal"].startswith(
@@ -397,7 +414,7 @@ def test_a_latency_goal_under_sglangs_pool_is_searched_and_worded_within_the_poo
 
     import kvcalc
 
-    r = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq=8192, engine="sglang", tpot_ms=40)
+    r = kvcalc.fit("llama-3.1-70b", "h100", tp=4, seq=8192, engine="sglang", tpot_ms=40, engine_version="0.5.5")
     assert r.sglang is not None and math.floor(r.sglang.max_concurrency) == 49 and r.max_batch == 49
     assert r.ok and "under SGLang 0.5.5 (49.38x concurrency" in r.verdict
     assert "meets TPOT 40 ms (estimate, sglang) up to batch 49; the ceiling would allow 49" in r.verdict
@@ -440,15 +457,14 @@ def test_the_largest_batch_and_context_under_sglang_are_its_pools():
     # Llama-3.1-70B on 4 x H100, 60 requests of 8k: SGLang 0.5.5's pool holds 404,556 tokens (page 1), so 49 whole
     # requests (404,556 // 8,192) and, at batch 60, contexts of 404,556 // 60 = 6,742 tokens; kvcalc's own bytes
     # would say 54 and 7,504. The sheet, the verdict and the JSON all give the pool's figures.
-    out = run(
-        "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "sglang"
-    )
+    out = run("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "sglang",
+              "--engine-version", "0.5.5")  # fmt: skip
     assert out.exit_code == 3
     assert "Largest batch at 8,192 tokens (SGLang 0.5.5's pool): 49." in out.stdout
     assert "Largest context at batch 60 (SGLang 0.5.5's pool): 6,742 tokens." in out.stdout
     assert "the largest batch it holds is 49" in out.stdout
     r = json.loads(run("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "49",
-                       "--engine", "sglang", "--format", "json").stdout)  # fmt: skip
+                       "--engine", "sglang", "--engine-version", "0.5.5", "--format", "json").stdout)  # fmt: skip
     row = r[0] if isinstance(r, list) else r
     assert row["fits"] and row["max_batch"] == 49 and row["max_seq"] == 404_556 // 49
 
@@ -459,7 +475,8 @@ def test_fit_under_sglang_divides_the_gpu_as_sglang_does():
     # pools (+ what whole pages leave). Llama-3.1-70B on 4 x H100, 60 x 8k: 491,520 tokens asked of 404,556.
     from kvcalc.units import fmt_bytes
 
-    args = ("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "sglang")
+    args = ("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--batch", "60", "--engine", "sglang",
+            "--engine-version", "0.5.5")  # fmt: skip
     p = json.loads(run(*args, "--format", "json").stdout)
     p = (p[0] if isinstance(p, list) else p)["sglang"]
     before = p["cuda_total_bytes"] - p["pre_load_free_bytes"]
@@ -520,7 +537,18 @@ def test_without_seq_sglangs_context_len_is_the_configs_as_a_default_launch_has_
     # max_running_requests follows from it: max(min(tokens / context_len x 512, 4096), 2048) = 2048 on a 24 GB card
     # (../shared/reference/sglang_logs.json, sgl-maxuhl98-thesis-llama8b-24gb); with --seq 8k it is SGLang's
     # --context-length 8192, and tokens / 8192 x 512 requests
-    args = ("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "sglang", "--format", "json")
+    args = (
+        "fit",
+        "llama-3.1-8b",
+        "--gpu",
+        "rtx-4090",
+        "--engine",
+        "sglang",
+        "--format",
+        "json",
+        "--engine-version",
+        "0.5.5",
+    )
     default = json.loads(run(*args).stdout)
     p = default["sglang"]
     assert p["context_len"] == 131072 and p["max_running_requests"] == 2048 and default["seq"] == 8192

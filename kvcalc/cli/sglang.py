@@ -10,7 +10,7 @@ EngineVersionOpt = Annotated[
     Optional[str],
     typer.Option(
         "--engine-version",
-        help="SGLang release whose defaults and accounting to follow, e.g. 0.4.9 or 0.5.23 (default 0.5.5); "
+        help="SGLang release whose defaults and accounting to follow, e.g. 0.4.9 or 0.5.5 (default 0.5.23, the newest read); "
         "with --engine llamacpp a llama.cpp build era: 2026-04 (default), 2026-01, 2025-12, 2025-08, 2025-03 or b7108.",
     ),
 ]
@@ -19,7 +19,7 @@ ServedVersionOpt = Annotated[
     typer.Option(
         "--engine-version",
         help="With --engine sglang: the SGLang release whose pool, default fraction and chunk size to follow, "
-        "e.g. 0.5.23 (default 0.5.5).",
+        "e.g. 0.5.5 (default 0.5.23, the newest read).",
     ),
 ]
 MemFractionOpt = Annotated[

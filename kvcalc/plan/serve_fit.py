@@ -35,11 +35,12 @@ def run_features(
     dtype: str | None,
     kv_dtype: str,
     requests: int | None = None,
+    release: str | None = None,
 ) -> SetupFeatures:
     """The closed-loop `setup` (concurrency C, prompt, new) as generate --concurrency C runs it by
     default: the engine's limits and KV pool (plan/serve_report.serving_limits; setup.launch: the limits
     the run was launched with), C clients starting together, `requests` requests (default_requests),
-    figures over all of them."""
+    figures over all of them. `release`: SGLang's (None: engines/sglang/release.DEFAULT_RELEASE)."""
     from kvcalc.cost.estimate import features
     from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_report import default_requests, serving_limits
@@ -52,7 +53,7 @@ def run_features(
     # the pool stays the engine's at its defaults rather than sized by half of what sized it.
     limits, _ = serving_limits(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=p, new=n,
-        launch=dict(setup.launch), pool_flags=False,
+        launch=dict(setup.launch), pool_flags=False, release=release,
     )  # fmt: skip
     total = requests if requests is not None else default_requests(c)
     tr = trace(Load(p, n, total, concurrency=c, burst=True, range_ratio=setup.range_ratio), limits)

@@ -19,7 +19,7 @@ import re
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 
-DEFAULT_RELEASE = "0.5.5"
+DEFAULT_RELEASE = "0.5.23"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
 RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 23))
 
