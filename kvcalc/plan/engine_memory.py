@@ -55,16 +55,9 @@ def engine_rows(
 
 
 def _limits(
-    spec: ModelSpec,
-    gpu: GpuSpec,
-    dep: Deployment,
-    engine: str,
-    dtype: str | None,
-    kv_dtype: str,
-    prompt: int,
-    new: int,
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str, dtype: str | None, kv_dtype: str, prompt: int, new: int,
     release: str | None = None,
-) -> tuple | str:
+) -> tuple | str:  # fmt: skip
     """(Limits, pool text) of the engine on the deployment, or why it would not start (serving_limits' words)."""
     from kvcalc.plan.serve_report import serving_limits
 
@@ -73,16 +66,9 @@ def _limits(
 
     try:
         return serving_limits(
-            spec,
-            gpu,
-            dep,
-            engine=engine.lower(),
-            dtype=dtype,
-            kv_dtype=kv_dtype,
-            prompt=prompt,
-            new=new,
+            spec, gpu, dep, engine=engine.lower(), dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new,
             release=release,
-        )
+        )  # fmt: skip
     except (DoesNotFitError, UsageError) as err:
         said = err.message.removeprefix(f"--engine {engine.lower()}: ")  # _refusal names the engine
         return f"{said} ({err.hint})" if err.hint else said

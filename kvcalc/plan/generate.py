@@ -288,7 +288,8 @@ def generate_report(
     """Prefill produces the first token; each of the other new - 1 tokens is one decode step over a
     context of prompt + t tokens (t = 1 .. new - 1). `engine`: the engine whose estimate to add (None: the
     ceiling alone); `deployed_on`: the engine named, estimate or not, warned of where the GPU has no build of it,
-    and (ask_pool) asked whether it starts and holds the batch (plan/engine_memory.py; `engine_version`: SGLang's release)."""
+    and (ask_pool) asked whether it starts and holds the batch (plan/engine_memory.py; `engine_version`: SGLang's
+    release, as plan/serve_launch.sglang_release checked it)."""
     needs_link(dep, gpu)
     staged = stages(spec, dep, dtype)
     util = (mbu, mfu)
@@ -342,12 +343,11 @@ def generate_report(
         steps += _lesson_lines(flops_cached, lesson)
     from kvcalc.plan.calibration import refusal_warnings
     from kvcalc.plan.engine_memory import engine_refusal
-    from kvcalc.plan.serve_launch import sglang_release
 
     pool_engine = (deployed_on or engine) if ask_pool else None
     held = engine_refusal(
         spec, gpu, dep, pool_engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch, prompt=prompt, new=new,
-        release=sglang_release(pool_engine, engine_version) if pool_engine else None,
+        release=engine_version,
     )  # fmt: skip
     return GenerateResult(
         engine=engine,

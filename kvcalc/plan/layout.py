@@ -269,7 +269,10 @@ def layout_facts(
     if pool is not None:
         tokens_held, concurrency, fits = pool.kv_capacity_tokens, pool.max_concurrency, pool.fits
         refusal = refusal or pool.refusal
-        accounting = f"SGLang {pool.release}'s own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, as the command says"
+        accounting = (
+            f"SGLang {pool.release}'s own pool (engines/sglang) at --mem-fraction-static {gpu_util:g}, "
+            "as the command says"
+        )
     elif engine == "trtllm" and layout_refusal is None:
         from kvcalc.plan.trtllm_fit import replica_pool
 

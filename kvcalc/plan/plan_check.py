@@ -26,7 +26,7 @@ def simulated_estimate(
     r = serve_report(
         spec, gpu, dep, prompt=prompt, new=new, concurrency=users, engine=engine, dtype=dtype,
         kv_dtype=option.kv_dtype, mem_fraction_static=gpu_util if engine == "sglang" else None,
-        engine_version=release if engine == "sglang" else None,
+        engine_version=release,
     )  # fmt: skip
     e = r.estimate
     keep = ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s")
@@ -37,19 +37,9 @@ def simulated_estimate(
 
 
 def check_first(
-    options: list,
-    spec,
-    gpus: dict,
-    *,
-    users: int,
-    prompt: int,
-    new: int,
-    engine: str,
-    gpu_util: float,
-    judge,
-    rank,
+    options: list, spec, gpus: dict, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, judge, rank,
     release: str | None = None,
-) -> int:  # noqa: ANN001
+) -> int:  # noqa: ANN001  # fmt: skip
     """Simulate options in rank order until the first is a simulated one; `judge(option, estimate)`
     returns the updated option, `rank` is the sort key. A closed-form option that misses only a TTFT
     goal ranks as if it met it while this runs: the closed form has no tail and its mean TTFT is the
@@ -72,16 +62,9 @@ def check_first(
         u = -(-users // first.replicas)  # users on the busiest replica
         try:
             e = simulated_estimate(
-                spec,
-                gpus[first.gpu],
-                first,
-                users=u,
-                prompt=prompt,
-                new=new,
-                engine=engine,
-                gpu_util=gpu_util,
+                spec, gpus[first.gpu], first, users=u, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util,
                 release=release,
-            )
+            )  # fmt: skip
         except KvcalcError:
             break  # the simulation refuses what the closed form took: keep the closed form
         options[0] = judge(first, scaled(e, users / u))

@@ -53,15 +53,16 @@ def pool_fraction(engine: str, mem_fraction_static: float | None) -> float | Non
 
 
 def sglang_release(engine: str | None, engine_version: str | None) -> str | None:
-    """generate's and plan's `--engine-version` (the Python API's `engine_version`): the SGLang release whose pool,
-    fraction and chunk to follow, checked as fit checks it (engines/sglang/release.parse_release); None: the
-    default release. SGLang's alone: llama.cpp's build eras are fit --engine llamacpp's."""
+    """generate's, roofline's and plan's `--engine-version` (the Python API's `engine_version`): the SGLang release
+    whose pool, fraction and chunk to follow, checked as fit checks it (engines/sglang/release.parse_release);
+    None: the default release. SGLang's alone: llama.cpp's build eras are fit --engine llamacpp's."""
     if engine_version is None:
         return None
     if (engine or "vllm") != "sglang":
         raise UsageError(
             "--engine-version needs --engine sglang",
-            hint="it names an SGLang release; vLLM is modelled at 0.19 (docs/vllm.md), llama.cpp's build eras are fit's",
+            hint="it names an SGLang release; vLLM is modelled at 0.19 (docs/vllm.md), llama.cpp's build eras are "
+            "fit's",
         )
     from kvcalc.engines.sglang.release import parse_release, release_text
 
