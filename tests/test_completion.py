@@ -43,3 +43,16 @@ def test_completion_reads_no_yaml():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_engine_version_completes_the_releases_kvcalc_reads():
+    # SGLang's releases where kvcalc's reading changes, and (fit's option) llama.cpp's build eras
+    from kvcalc.engines.llamacpp.eras import ERAS
+    from kvcalc.engines.sglang.release import DEFAULT_RELEASE, SERVED_FROM, release_text
+
+    served = set(complete("kvcalc generate 7b --gpu h100 --engine sglang --engine-version 0.5."))
+    assert {DEFAULT_RELEASE, "0.5.5", release_text(SERVED_FROM["Gemma4ForCausalLM"])} <= served
+    assert all(r.startswith("0.5.") for r in served)
+    assert set(complete("kvcalc plan 7b --engine sglang --engine-version 0.4.1")) == {"0.4.10"}
+    fit = set(complete("kvcalc fit 7b --engine llamacpp --engine-version 20"))
+    assert fit == {e for e in ERAS if e.startswith("20")} and fit

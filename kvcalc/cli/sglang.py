@@ -6,12 +6,28 @@ from typing import Annotated, Optional
 
 import typer
 
+
+def _complete_releases(incomplete: str) -> list[str]:
+    """SGLang's releases where kvcalc's reading changes (engines/sglang/release.turning_points)."""
+    from kvcalc.engines.sglang.release import turning_points
+
+    return [r for r in turning_points() if r.startswith(incomplete.removeprefix("v"))]
+
+
+def _complete_versions(incomplete: str) -> list[str]:
+    """fit's --engine-version: SGLang's releases, then llama.cpp's build eras (engines/llamacpp/eras.ERAS)."""
+    from kvcalc.engines.llamacpp.eras import ERAS
+
+    return _complete_releases(incomplete) + [e for e in ERAS if e.startswith(incomplete)]
+
+
 EngineVersionOpt = Annotated[
     Optional[str],
     typer.Option(
         "--engine-version",
         help="SGLang release whose defaults and accounting to follow, e.g. 0.4.9 or 0.5.5 (default 0.5.23, the newest read); "
         "with --engine llamacpp a llama.cpp build era: 2026-04 (default), 2026-01, 2025-12, 2025-08, 2025-03 or b7108.",
+        autocompletion=_complete_versions,
     ),
 ]
 ServedVersionOpt = Annotated[
@@ -20,6 +36,7 @@ ServedVersionOpt = Annotated[
         "--engine-version",
         help="With --engine sglang: the SGLang release whose pool, default fraction and chunk size to follow, "
         "e.g. 0.5.5 (default 0.5.23, the newest read).",
+        autocompletion=_complete_releases,
     ),
 ]
 MemFractionOpt = Annotated[

@@ -242,3 +242,13 @@ def max_running_requests(
     # scheduler takes min(tokens // 2 or the user's value // dp, that pool's size).
     pool = given if given is not None else estimated
     return min(tokens // 2 if given is None else given // dp, pool)
+
+
+def turning_points() -> list[str]:
+    """The releases at which kvcalc's reading of SGLang changes (a rule, a model class, the sliding-window split,
+    the VLM fraction, the context check), newest first: what `--engine-version` completes to in the shell."""
+    from kvcalc.engines.sglang import swa
+
+    points = {*RULE_RELEASES, *SERVED_FROM.values(), *swa.HYBRID_SWA_FROM.values(), swa.SPLIT_FROM, *swa.SPLIT_OFF}
+    points |= {swa.MEMORY_BASED_FROM, swa.GPT_OSS_SM100_FROM, VLM_FLAT_UNTIL, VLM_ADJUST_FROM, CONTEXT_REFUSED_FROM}
+    return [release_text(r) for r in sorted(points, reverse=True)]
