@@ -409,3 +409,21 @@ def test_the_help_names_the_default_release():
 
     for opt in (EngineVersionOpt, ServedVersionOpt):
         assert f"(default {DEFAULT_RELEASE}, the newest read)" in opt.__metadata__[0].help
+
+
+@pytest.mark.parametrize(
+    ("command", "engine", "words"),
+    [
+        # vLLM has one reading here, 0.19: the way to a later release's pool is its logged figure
+        ("fit", "vllm", "kvcalc models vLLM 0.19 alone"),
+        ("generate", "vllm", "give fit --engine vllm their logged 'Available KV cache memory' as --kv-memory"),
+        ("plan", "trtllm", "kvcalc models TensorRT-LLM 1.x's trtllm-serve defaults"),
+    ],
+)
+def test_engine_version_of_an_engine_modelled_at_one_release_says_which(command, engine, words):
+    load = ("--seq", "8k") if command == "fit" else ("--users", "4", "--seq", "8k") if command == "plan" else ()
+    extra = ("--concurrency", "4") if command == "generate" else ()
+    gpu = () if command == "plan" else ("--gpu", "h100")
+    r = run(command, "llama-3.1-8b", *gpu, *load, *extra, "--engine", engine, "--engine-version", "0.34")
+    assert r.exit_code == 2 and not r.stdout and len(r.stderr.strip().splitlines()) == 1
+    assert "--engine-version needs --engine sglang" in r.stderr and words in r.stderr

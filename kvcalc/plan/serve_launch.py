@@ -59,14 +59,22 @@ def sglang_release(engine: str | None, engine_version: str | None) -> str | None
     if engine_version is None:
         return None
     if (engine or "vllm") != "sglang":
-        raise UsageError(
-            "--engine-version needs --engine sglang",
-            hint="it names an SGLang release; vLLM is modelled at 0.19 (docs/vllm.md), llama.cpp's build eras are "
-            "fit's",
-        )
+        raise UsageError("--engine-version needs --engine sglang", hint=version_hint(engine or "vllm"))
     from kvcalc.engines.sglang.release import parse_release, release_text
 
     return release_text(parse_release(engine_version))
+
+
+def version_hint(engine: str) -> str:
+    """Why --engine-version names no release of `engine`: the one release kvcalc models of it, and what to do."""
+    if engine == "vllm":
+        return (
+            "kvcalc models vLLM 0.19 alone; later releases size the pool otherwise (docs/vllm.md): give fit --engine "
+            "vllm their logged 'Available KV cache memory' as --kv-memory"
+        )
+    if engine == "trtllm":
+        return "kvcalc models TensorRT-LLM 1.x's trtllm-serve defaults, one reading for every release"
+    return "it names an SGLang release (fit --engine llamacpp takes a llama.cpp build era)"
 
 
 def gpu_util_for(engine: str | None, gpu_util: float | None) -> float:

@@ -32,7 +32,10 @@ def check_options(
         if value is not None
     ]
     if given and not sglang:
-        raise UsageError(f"{given[0]} needs --engine sglang", hint="it is one of SGLang's server arguments")
+        from kvcalc.plan.serve_launch import version_hint
+
+        hint = version_hint(str(engine).lower()) if given[0] == "--engine-version" else None
+        raise UsageError(f"{given[0]} needs --engine sglang", hint=hint or "it is one of SGLang's server arguments")
     if not sglang:
         return False
     if mem_fraction_static is not None:
