@@ -34,8 +34,12 @@ def check_options(
     if given and not sglang:
         from kvcalc.plan.serve_launch import version_hint
 
-        hint = version_hint(str(engine).lower()) if given[0] == "--engine-version" else None
-        raise UsageError(f"{given[0]} needs --engine sglang", hint=hint or "it is one of SGLang's server arguments")
+        hint = (
+            version_hint(str(engine).lower())
+            if given[0] == "--engine-version"
+            else "it is one of SGLang's server arguments"
+        )
+        raise UsageError(f"{given[0]} needs --engine sglang", hint=hint)
     if not sglang:
         return False
     if mem_fraction_static is not None:
