@@ -9,9 +9,9 @@ import json
 import pytest
 from conftest import run, shared_path
 
+from kvcalc.engines.sglang import graphs, swa
 from kvcalc.engines.sglang import release as rel
-from kvcalc.engines.sglang import swa
-from kvcalc.engines.sglang.pool import SglangSettings, cell_bytes, predict
+from kvcalc.engines.sglang.pool import SglangSettings, cell_bytes, gpu_mem_mib, predict
 from kvcalc.errors import UsageError
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.model.spec import ModelSpec
@@ -118,27 +118,96 @@ def test_whole_prediction_from_presets(model, gpu, tp, release, fraction, logged
         (40960, 1, {"0.3.0": 0.88, "0.4.0": 0.88, "0.4.9": 0.75, "0.5.3": 0.833, "0.5.5": 0.833, "0.5.23": 0.823}),
         (40960, 8, {"0.3.0": 0.83, "0.4.3": 0.81, "0.5.2": 0.662, "0.5.5": 0.805, "0.5.23": 0.795}),
         (46068, 1, {"0.4.6": 0.88, "0.5.1": 0.778, "0.5.5": 0.851, "0.5.23": 0.843}),
-        (81559, 1, {"0.4.7": 0.88, "0.4.8": 0.874, "0.5.5": 0.835, "0.5.23": 0.83}),
+        (81559, 1, {"0.4.7": 0.88, "0.4.8": 0.874, "0.5.5": 0.835, "0.5.9": 0.835, "0.5.10": 0.83, "0.5.23": 0.83}),
+        # 20-35 GiB (4090): (2,048, 24 / 80) until 0.5.20, then (4,096, 48 / 160); from 0.5.10 8 MiB per prefill
+        # graph bucket (42 to 2,048 tokens, 50 to 4,096): 512 + 2,048 x 1.5 + 24 x 2 + 128 (+ 336) MiB at tp 1
+        (
+            24564,
+            1,
+            {"0.5.5": 0.847, "0.5.9": 0.847, "0.5.10": 0.833, "0.5.19": 0.833, "0.5.20": 0.704, "0.5.23": 0.704},
+        ),
+        (24564, 4, {"0.5.5": 0.827, "0.5.10": 0.813, "0.5.20": 0.679}),
         (81559, 8, {"0.4.6": 0.81, "0.5.2": 0.831, "0.5.5": 0.818, "0.5.23": 0.812}),
         (143771, 8, {"0.4.0": 0.81, "0.5.2": 0.886, "0.5.5": 0.897, "0.5.23": 0.893}),
         (183359, 1, {"0.4.7": 0.79, "0.5.2": 0.821, "0.5.5": 0.857, "0.5.23": 0.854}),
     ],
 )
 def test_default_fraction_per_release(mib, tp, expected):
+    # a text model without MLA, served plainly on an NVIDIA GPU
     for release, fraction in expected.items():
         v = rel.parse_release(release)
         chunk, bs = rel.graph_defaults(v, mib, tp)
+        on = graphs.prefill_graph_on(
+            v, architecture="LlamaForCausalLM", mla=False, sparse=False, pp=1, dp_attention=False, amd=False,
+            multimodal=False,
+        )  # fmt: skip
+        graph = graphs.prefill_graph_reserve_mib(on, mla=False, chunk=chunk, llama2=False)
         got = rel.default_mem_fraction(
-            v, mib, tp=tp, pp=1, chunked_prefill_size=chunk, cuda_graph_max_bs=bs, dp_attention=False, mla=False
-        )
+            v, mib, tp=tp, pp=1, chunked_prefill_size=chunk, cuda_graph_max_bs=bs, dp_attention=False,
+            prefill_graph_mib=graph,
+        )  # fmt: skip
         assert round(got, 3) == fraction, (release, got)
+
+
+def test_max_running_requests_caps_the_default_graph_batch_from_0_5_22():
+    # memory_hook.handle_gpu_memory_settings: a given --max-running-requests below the default cuda_graph_max_bs
+    # (256 on one H100) takes its place, and the fraction's 2 MiB a graph batch with it: 512 + 12,288 + 64 x 2 + 128
+    # + 464 MiB of the card's 81,559
+    assert rel.graph_defaults((0, 5, 21), 81559, 1, 64) == (8192, 256)
+    assert rel.graph_defaults((0, 5, 22), 81559, 1, 64) == (8192, 64)
+    pool = predict(get_model("llama-3.1-8b"), get_gpu("h100"), SglangSettings(max_running_requests=64), seq=4096)
+    assert pool.cuda_graph_max_bs == 64 and pool.mem_fraction_static == round((81559 - 13520) / 81559, 3)
+
+
+def _graph(release: str, architecture: str = "LlamaForCausalLM", **case) -> bool:
+    args = {"mla": False, "sparse": False, "pp": 1, "dp_attention": False, "amd": False, "multimodal": False} | case
+    return graphs.prefill_graph_on(rel.parse_release(release), architecture=architecture, **args)
+
+
+def test_prefill_graph_by_release_as_the_wheels_decide_it():
+    # opt-in before 0.5.10; never on ROCm
+    assert (_graph("0.5.9"), _graph("0.5.10"), _graph("0.5.23", amd=True)) == (False, True, False)
+    # pipeline parallelism: the piecewise graph's rule to 0.5.14, no breakable rule 0.5.15-0.5.18, opt-in from 0.5.19
+    assert [_graph(v, pp=2) for v in ("0.5.14", "0.5.15", "0.5.18", "0.5.19")] == [False, True, True, False]
+    # DP attention: off to 0.5.16
+    assert [_graph(v, dp_attention=True) for v in ("0.5.16", "0.5.17")] == [False, True]
+    # MLA: reserved to 0.5.14, off 0.5.15-0.5.16, in 0.5.17 only with DSA, reserved again from 0.5.18
+    mla = [_graph(v, "DeepseekV3ForCausalLM", mla=True) for v in ("0.5.14", "0.5.16", "0.5.17", "0.5.18")]
+    assert mla == [True, False, False, True]
+    assert _graph("0.5.17", "GlmMoeDsaForCausalLM", mla=True, sparse=True)
+    # the piecewise graph's disabled architectures stop mattering under the breakable graph
+    assert (_graph("0.5.14", "Qwen3NextForCausalLM"), _graph("0.5.15", "Qwen3NextForCausalLM")) == (False, True)
+    # multimodal models: off but an allowlist from 0.5.16, none in 0.5.15
+    qwen35 = [_graph(v, "Qwen3_5MoeForConditionalGeneration", multimodal=True) for v in ("0.5.15", "0.5.16")]
+    assert qwen35 == [False, True]
+    assert not _graph("0.5.23", "Qwen2_5_VLForConditionalGeneration", multimodal=True)
+    # what the reserve is: 58 buckets to 8,192 tokens, 4,096 tokens for a Llama-2 path, 1.5 GiB with MLA
+    assert graphs.prefill_graph_reserve_mib(True, mla=False, chunk=8192, llama2=False) == 464
+    assert graphs.prefill_graph_reserve_mib(True, mla=False, chunk=8192, llama2=True) == 400
+    assert graphs.prefill_graph_reserve_mib(True, mla=True, chunk=8192, llama2=False) == 1536
+    assert graphs.prefill_graph_reserve_mib(False, mla=True, chunk=8192, llama2=False) == 0
+
+
+def test_gemma_3_and_llama_4_are_served_text_only_by_default():
+    # configs/model_config.py mm_disabled_models (0.4.6 on): no VLM fraction and the prefill graph is kept
+    h100 = get_gpu("h100")
+    for name in ("gemma-3-27b", "llama-4-scout"):
+        spec = get_model(name)
+        assert not graphs.multimodal((0, 5, 23), spec.architecture, True)
+        assert graphs.multimodal((0, 4, 5), spec.architecture, True)
+        pool = predict(spec, h100, SglangSettings(tp=8), seq=4096)
+        assert not pool.vlm_scaled and pool.mem_fraction_static == rel.default_mem_fraction(
+            (0, 5, 23), gpu_mem_mib(h100), tp=8, pp=1, chunked_prefill_size=8192, cuda_graph_max_bs=512,
+            dp_attention=False, prefill_graph_mib=464,
+        )  # fmt: skip
+    assert predict(get_model("qwen2.5-vl-7b"), h100, SglangSettings(), seq=4096).vlm_scaled
 
 
 def test_default_fraction_large_cards_before_0_4_8():
     # 0.4.6 / 0.4.7 on an H200: min(0.88 + 48 GiB x 0.12 / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem), unrounded
     got = rel.default_mem_fraction(
         rel.parse_release("0.4.6.post5"), 143771, tp=1, pp=1, chunked_prefill_size=8192, cuda_graph_max_bs=160,
-        dp_attention=False, mla=False,
+        dp_attention=False,
     )  # fmt: skip
     assert got == (143771 - 18 * 1024) / 143771
 
@@ -245,8 +314,13 @@ def test_vlm_fraction_by_release():
     # 0.4.4 and before: 5% off any fraction; 0.4.5 - 0.4.9: none
     assert rel.vlm_fraction((0, 4, 4), 0.7, False, (27, 1152)) == pytest.approx(0.665)
     assert rel.vlm_fraction((0, 4, 9), 0.88, True, (27, 1152)) == 0.88
+    # Qwen2.5-VL's vision tower as SGLang reads it: width 1,280, layers 24 (num_hidden_layers' default: its config
+    # says depth). Gemma 3 is served text-only by default, so not scaled.
+    qwen = 0.95 * (1 - 0.1 * (24 * 1280**2 / (24 * 1024**2) - 1))
+    pool = predict(get_model("qwen2.5-vl-7b"), get_gpu("h100"), SglangSettings(release="0.5.5"), seq=8192)
+    assert pool.vlm_scaled and pool.mem_fraction_static == pytest.approx(0.835 * qwen)
     pool = predict(get_model("gemma-3-27b"), get_gpu("h100"), SglangSettings(release="0.5.5"), seq=8192)
-    assert pool.mem_fraction_static == pytest.approx(0.835 * gemma)
+    assert not pool.vlm_scaled and pool.mem_fraction_static == 0.835
 
 
 # More public start-up logs (not in ../shared): model, gpu, tp, release, --mem-fraction-static (None: the

@@ -25,8 +25,8 @@ from kvcalc.engines.runtime import (
     SGLANG_TP_INIT_RING_BYTES,
     has_nvls,
 )
+from kvcalc.engines.sglang import graphs, swa
 from kvcalc.engines.sglang import release as rel
-from kvcalc.engines.sglang import swa
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
@@ -233,7 +233,7 @@ def predict(
     dp = tp if settings.dp_attention else 1
     attn_tp = tp // dp
     mib = gpu_mem_mib(gpu)
-    chunk_default, graph_bs = rel.graph_defaults(version, mib, tp)
+    chunk_default, graph_bs = rel.graph_defaults(version, mib, tp, settings.max_running_requests)
     chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
     act = _act_dtype(spec)
     kv_dtype = settings.kv_dtype or auto_kv_dtype(spec, gpu)
@@ -243,19 +243,18 @@ def predict(
     has_mla = any(cell_bytes(spec, kv_dtype, attn_tp, r)[2] for r in ranges[:1])
     fraction = settings.mem_fraction_static
     default = fraction is None
+    vlm = graphs.multimodal(version, spec.architecture, bool(spec.checkpoint and spec.checkpoint.vision))
     if fraction is None:
+        graph_mib = graphs.reserve_mib(
+            version, spec, mla=has_mla, chunk=chunk, pp=pp, dp_attention=settings.dp_attention,
+            amd=gpu_family(gpu).startswith("cdna"), multimodal=vlm,
+        )  # fmt: skip
         fraction = rel.default_mem_fraction(
-            version,
-            mib,
-            tp=tp,
-            pp=pp,
-            chunked_prefill_size=chunk,
-            cuda_graph_max_bs=graph_bs,
-            dp_attention=settings.dp_attention,
-            mla=has_mla,
-        )
+            version, mib, tp=tp, pp=pp, chunked_prefill_size=chunk, cuda_graph_max_bs=graph_bs,
+            dp_attention=settings.dp_attention, prefill_graph_mib=graph_mib,
+        )  # fmt: skip
     unscaled = fraction
-    if spec.checkpoint and spec.checkpoint.vision:
+    if vlm and spec.checkpoint:
         fraction = rel.vlm_fraction(version, fraction, default, spec.checkpoint.vision_shape or (24, 1024))
     if settings.dp_attention:
         # NOTE: server_args.py _handle_data_parallelism (after the default fraction is set): with DP
@@ -271,7 +270,6 @@ def predict(
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
     # NOTE: 0.5.23 kv_cache_configurator.mm_runtime_reservation_gb: a multimodal model also keeps
     # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).
-    vlm = bool(spec.checkpoint and spec.checkpoint.vision)
     vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
     stage_tokens = []
     first = None

@@ -8,7 +8,9 @@ from 0.5.3 _handle_gpu_memory_settings) and arg_groups/memory_hook.py of 0.5.23
 MiB (utils get_nvgpu_memory_capacity). A release between two read ones takes the older one's rule
 (../shared/reference/sglang_rules.md names the releases read; 0.4.6.post5, 0.4.7, 0.4.8, 0.4.9.post2,
 0.5.2, 0.5.5 and 0.5.23 were checked against their wheels here: the reserved-memory rule starts at 0.4.8,
-and 0.4.6/0.4.7 cap large cards at (gpu_mem - 18 GiB) / gpu_mem, not the 13 GiB the notes say).
+and 0.4.6/0.4.7 cap large cards at (gpu_mem - 18 GiB) / gpu_mem, not the 13 GiB the notes say). Every wheel
+from 0.5.5 to 0.5.23 was read for the prefill CUDA graph's reserve (graphs.py, from 0.5.10) and the 20-35 GiB
+tier, (4,096, 48; 160 at tp >= 4) from 0.5.20; nothing else in the default fraction changes between them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kvcalc.hardware.gpu import GpuSpec
 
 DEFAULT_RELEASE = "0.5.23"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
-RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 23))
+RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 20), (0, 5, 23))
 
 
 # Architectures whose model class (srt/models) first ships in a release after 0.5.5, by the wheels
@@ -75,8 +77,18 @@ def rule_of(release: tuple[int, int, int]) -> tuple[int, int, int]:
     return max(r for r in RULE_RELEASES if r <= release)
 
 
-def graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, cuda_graph_max_bs) a release picks on this card when neither is given."""
+def graph_defaults(
+    release: tuple[int, int, int], gpu_mem_mib: int, tp: int, max_running: int | None = None
+) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) a release picks on this card when neither is given. From 0.5.22 a
+    given --max-running-requests caps the default cuda_graph_max_bs (memory_hook.handle_gpu_memory_settings)."""
+    chunk, graphs = _graph_defaults(release, gpu_mem_mib, tp)
+    if max_running is not None and release >= (0, 5, 22):
+        graphs = min(graphs, max_running)
+    return chunk, graphs
+
+
+def _graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) -> tuple[int, int]:
     g = gpu_mem_mib
     rule = rule_of(release)
     if rule < (0, 4, 8):
@@ -93,25 +105,12 @@ def graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) -> 
     if g < 20 * 1024:
         return 2048, 8
     if g < 35 * 1024:
-        return small[0], small[1] if tp < 4 else (80 if rule < (0, 5, 23) else 160)
+        return small[0], small[1] if tp < 4 else (80 if rule < (0, 5, 20) else 160)
     if g < 60 * 1024:
         return 4096, 32 if tp < 4 else 160
     if g < 160 * 1024:
         return 8192, 256 if tp < 4 else 512
     return 16384, 512
-
-
-def prefill_graph_sizes(max_tokens: int) -> list[int]:
-    """0.5.23's prefill CUDA-graph token buckets (cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes)."""
-    sizes = (
-        list(range(4, 33, 4))
-        + list(range(48, 257, 16))
-        + list(range(288, 513, 32))
-        + list(range(576, 1025, 64))
-        + list(range(1280, 4097, 256))
-        + list(range(4608, max_tokens + 1, 512))
-    )
-    return [s for s in sizes if s <= max_tokens]
 
 
 def check_mem_fraction(value: object) -> float:
@@ -131,9 +130,10 @@ def default_mem_fraction(
     chunked_prefill_size: int,
     cuda_graph_max_bs: int,
     dp_attention: bool,
-    mla: bool,
+    prefill_graph_mib: float = 0.0,
 ) -> float:
-    """--mem-fraction-static when it is not given (plain serving: no speculative decoding, not a VLM)."""
+    """--mem-fraction-static when it is not given (plain serving: no speculative decoding, not a VLM).
+    `prefill_graph_mib`: what the prefill CUDA graph reserves from 0.5.10 (graphs.prefill_graph_reserve_mib)."""
     g, rule, ps = gpu_mem_mib, rule_of(release), tp * pp
     if rule < (0, 4, 8):
         eight = 0.83 if rule < (0, 4, 0) else 0.81
@@ -168,10 +168,7 @@ def default_mem_fraction(
         reserved += cuda_graph_max_bs * dp * 3
         if cuda_graph_max_bs > 300:
             reserved += cuda_graph_max_bs * dp * 1.5
-    if rule >= (0, 5, 23):
-        # NOTE: the breakable prefill CUDA graph (on by default on CUDA): 8 MiB of non-torch memory per
-        # captured token bucket, 1.5 GiB flat with an MLA backend (memory_hook.reserve_for_graph_mb).
-        reserved += 1.5 * 1024 if mla else 8 * len(prefill_graph_sizes(chunked_prefill_size))
+    reserved += prefill_graph_mib  # before the floor below, in every release that reserves it
     if g > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((g - reserved) / g, 3)
@@ -247,8 +244,17 @@ def max_running_requests(
 def turning_points() -> list[str]:
     """The releases at which kvcalc's reading of SGLang changes (a rule, a model class, the sliding-window split,
     the VLM fraction, the context check), newest first: what `--engine-version` completes to in the shell."""
-    from kvcalc.engines.sglang import swa
+    from kvcalc.engines.sglang import graphs, swa
 
-    points = {*RULE_RELEASES, *SERVED_FROM.values(), *swa.HYBRID_SWA_FROM.values(), swa.SPLIT_FROM, *swa.SPLIT_OFF}
+    points = {
+        *RULE_RELEASES,
+        graphs.PREFILL_GRAPH_FROM,
+        graphs.BREAKABLE_FROM,
+        *graphs.TEXT_ONLY_BY_DEFAULT.values(),
+        *SERVED_FROM.values(),
+        *swa.HYBRID_SWA_FROM.values(),
+        swa.SPLIT_FROM,
+        *swa.SPLIT_OFF,
+    }
     points |= {swa.MEMORY_BASED_FROM, swa.GPT_OSS_SM100_FROM, VLM_FLAT_UNTIL, VLM_ADJUST_FROM, CONTEXT_REFUSED_FROM}
     return [release_text(r) for r in sorted(points, reverse=True)]
