@@ -640,3 +640,34 @@ def test_sglang_pools_every_layer_even_where_it_reads_an_earlier_layers_kv():
     spec = get_model("hunyuan-large")
     assert cell_bytes(spec, "bf16", 8)[0] == 1 * 80 * 2 * 2 * 64
     assert bytes_per_token(spec, "bf16") == 8 * 80 * 2 * 2 * 32
+
+
+def test_max_running_requests_and_the_refusal_by_release():
+    # 6,000 tokens at context 8,192: the estimate max(min(6,000 / 8,192 x 512, 4,096), 2,048) = 2,048; half the pool
+    # 3,000. A given 5,000: 0.5.5-0.5.9 keep it (their request pool is that size), 0.5.10-0.5.13 cap it at the
+    # estimate, 0.5.14 on at half the pool; 0.5.23 keeps one a rank where the given count is below the DP size.
+    got = [rel.max_running_requests(rel.parse_release(v), 6000, 8192, 5000, 1) for v in ("0.5.9", "0.5.10", "0.5.14")]
+    assert got == [5000, 2048, 3000]
+    assert [rel.max_running_requests((0, 5, v), 6000, 8192, 1, 2) for v in (22, 23)] == [0, 1]
+    assert rel.max_running_requests((0, 5, 12), 6000, 8192, None, 1) == 2048
+    words = {v: rel.refusal((0, 5, v), 0.88, 1.0, 10.0) for v in (9, 10, 12, 14)}
+    assert words[9].endswith("Current value: self.server_args.mem_fraction_static=0.88")
+    assert words[10].endswith("--mem-fraction-static. Current value: mem_fraction_static=0.88")
+    assert words[12] == "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    assert words[14].startswith("ValueError: Loaded weights leave no GPU memory") and "above 0.900" in words[14]
+
+
+def test_trtllm_mha_pages_64_tokens_on_sm100_from_0_5_7():
+    # server_args.py: trtllm_mha is an MHA model's default backend on SM100 from 0.5.7, and any page size but 16, 32
+    # or 64 becomes 64; MLA models, Hopper and RTX-class Blackwell (SM120) keep the page asked
+    b200, h100, llama, r1 = get_gpu("b200"), get_gpu("h100"), get_model("llama-3.1-8b"), get_model("deepseek-v3")
+    assert [rel.page_size((0, 5, v), 1, llama, b200, False) for v in (6, 7, 23)] == [1, 64, 64]
+    assert (
+        rel.page_size((0, 5, 23), 32, llama, b200, False) == 32
+        and rel.page_size((0, 5, 23), 128, llama, b200, False) == 64
+    )
+    assert rel.page_size((0, 5, 23), 1, llama, h100, False) == 1
+    assert rel.page_size((0, 5, 23), 1, llama, get_gpu("rtx-5090"), False) == 1
+    assert rel.page_size((0, 5, 23), 1, r1, b200, True) == 1
+    pool = predict(llama, b200, SglangSettings(), seq=4096)
+    assert pool.page_size == 64 and pool.max_total_num_tokens % 64 == 0

@@ -237,10 +237,10 @@ def predict(
     chunk = settings.chunked_prefill_size if settings.chunked_prefill_size is not None else chunk_default
     act = _act_dtype(spec)
     kv_dtype = settings.kv_dtype or auto_kv_dtype(spec, gpu)
-    page = DSA_PAGE_TOKENS if spec.is_sparse else settings.page_size
     scaled = spec.is_sparse and not _blackwell(gpu)
     ranges = _stage_ranges(spec, pp)
     has_mla = any(cell_bytes(spec, kv_dtype, attn_tp, r)[2] for r in ranges[:1])
+    page = DSA_PAGE_TOKENS if spec.is_sparse else rel.page_size(version, settings.page_size, spec, gpu, has_mla)
     fraction = settings.mem_fraction_static
     default = fraction is None
     vlm = graphs.multimodal(version, spec.architecture, bool(spec.checkpoint and spec.checkpoint.vision))
@@ -268,9 +268,9 @@ def predict(
     notes = _not_modelled(spec, version, settings, default)
     state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups())  # stateless or beside attention
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
-    # NOTE: 0.5.23 kv_cache_configurator.mm_runtime_reservation_gb: a multimodal model also keeps
+    # NOTE: kv_cache_configurator.mm_runtime_reservation_gb (0.5.18 on): a multimodal model also keeps
     # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).
-    vlm_reserve = 100 * MIB if vlm and rel.rule_of(version) >= (0, 5, 23) else 0
+    vlm_reserve = 100 * MIB if vlm and version >= (0, 5, 18) else 0
     stage_tokens = []
     first = None
     router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu)

@@ -18,8 +18,10 @@ from __future__ import annotations
 import math
 import re
 
+from kvcalc.engines.kernels import kernel_family
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
+from kvcalc.model.spec import ModelSpec
 
 DEFAULT_RELEASE = "0.5.23"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
@@ -113,6 +115,23 @@ def _graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) ->
     return 16384, 512
 
 
+# From 0.5.7 an MHA model's default attention backend on an SM100 card (B200, GB200, B300) is trtllm_mha, which
+# pages the cache in 16, 32 or 64 tokens and turns any other page size into 64 (server_args.py
+# _handle_attention_backend_compatibility; arg_groups/overrides.py in 0.5.23, where a model whose K and V heads
+# differ in width gets fa4 instead). MLA and DSA models have backends of their own; so do hybrid linear-attention
+# models, left at the page asked.
+TRTLLM_MHA_FROM = (0, 5, 7)
+
+
+def page_size(release: tuple[int, int, int], page: int, spec: ModelSpec, gpu: GpuSpec, mla: bool) -> int:
+    """The page size the release runs `spec` with on `gpu` when `page` is asked (1 by default)."""
+    hybrid = any(run.state_bytes for run, _ in spec.layer_groups())
+    kv_differ = spec.v_head_dim is not None and spec.v_head_dim != spec.head_dim_effective and release >= (0, 5, 23)
+    if release < TRTLLM_MHA_FROM or kernel_family(gpu) != "blackwell" or mla or hybrid or kv_differ:
+        return page
+    return page if page in (16, 32, 64) else 64
+
+
 def check_mem_fraction(value: object) -> float:
     """--mem-fraction-static as SGLang takes it: a number in (0, 1] (a share of the free memory before the weights
     load), else a usage error."""
@@ -195,8 +214,10 @@ def vlm_fraction(release: tuple[int, int, int], fraction: float, default: bool, 
 
 
 def refusal(release: tuple[int, int, int], fraction: float, available_gib: float, pre_load_gib: float) -> str:
-    """SGLang's own words when the weights leave no memory for the pool."""
-    if rule_of(release) >= (0, 5, 23):
+    """SGLang's own words when the weights leave no memory for the pool: from 0.5.14 a ValueError on rest <= 0
+    (model_runner_kv_cache_mixin.py, then kv_cache_configurator.py); 0.5.10's MemoryPoolConfig names the fraction
+    its own way and 0.5.11-0.5.13's (pool_configurator.py) not at all; before, model_runner.py's RuntimeError."""
+    if release >= (0, 5, 14):
         minimum = 1 - available_gib / pre_load_gib
         suggested = math.ceil(minimum * 1000) / 1000
         return (
@@ -204,7 +225,10 @@ def refusal(release: tuple[int, int, int], fraction: float, available_gib: float
             f"Raise --mem-fraction-static above {suggested:.3f} (minimum viable = 1 - available/pre = {minimum:.4f}). "
             "If using speculative decoding, draft weights are now counted."
         )
-    # NOTE: model_runner.py init_memory_pool (0.4.x-0.5.x): raised when the profiled token count is <= 0.
+    if release >= (0, 5, 10):
+        value = f" Current value: mem_fraction_static={fraction}" if release < (0, 5, 11) else ""
+        return "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." + value
+    # NOTE: model_runner.py init_memory_pool (0.4.x-0.5.9): raised when the profiled token count is <= 0.
     return (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
         f"Current value: self.server_args.mem_fraction_static={fraction}"
@@ -231,10 +255,16 @@ def context_refusal(release: tuple[int, int, int], given: int | None, derived: i
 def max_running_requests(
     release: tuple[int, int, int], tokens: int, context_len: int, given: int | None, dp: int
 ) -> int:
-    """The scheduler's max_running_requests (tp_worker.py; kv_cache_configurator.resolve_max_num_reqs in 0.5.23)."""
+    """The scheduler's max_running_requests (tp_worker.py; _resolve_max_num_reqs from 0.5.10, in
+    kv_cache_configurator.py from 0.5.16). 0.5.10-0.5.13 cap a given value at the estimate, not at half the pool;
+    from 0.5.14 at half the pool; 0.5.23 keeps at least one a rank."""
     estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
-    if rule_of(release) >= (0, 5, 23):
-        return min(max(1, given // dp), tokens // 2) if given is not None else min(estimated, tokens // 2)
+    if release >= (0, 5, 10) and given is None:
+        return min(estimated, tokens // 2)
+    if release >= (0, 5, 14):
+        return min(max(1, given // dp) if release >= (0, 5, 23) else given // dp, tokens // 2)
+    if release >= (0, 5, 10):
+        return min(given // dp, estimated)
     # NOTE: 0.5.5: req_to_token_pool holds max_num_reqs = the user's value or the estimate; the
     # scheduler takes min(tokens // 2 or the user's value // dp, that pool's size).
     pool = given if given is not None else estimated
