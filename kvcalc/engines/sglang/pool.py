@@ -270,7 +270,7 @@ def predict(
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
     # NOTE: kv_cache_configurator.mm_runtime_reservation_gb (0.5.18 on): a multimodal model also keeps
     # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).
-    vlm_reserve = 100 * MIB if vlm and version >= (0, 5, 18) else 0
+    vlm_reserve = 100 * MIB if vlm and version >= rel.MM_RESERVE_FROM else 0
     stage_tokens = []
     first = None
     router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu)

@@ -26,6 +26,10 @@ from kvcalc.model.spec import ModelSpec
 DEFAULT_RELEASE = "0.5.23"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
 RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 20), (0, 5, 23))
+# Where the pool's other release-made figures change (read in every wheel from 0.5.5 to 0.5.23): max_running_requests
+# resolved by _resolve_max_num_reqs (0.5.10) and capped at half the pool with the ValueError refusal (0.5.14), the
+# multimodal cache kept out of the pool (0.5.18), a given --max-running-requests capping cuda_graph_max_bs (0.5.22).
+REQUESTS_RESOLVED_FROM, HALF_POOL_FROM, MM_RESERVE_FROM, GRAPH_CAP_FROM = (0, 5, 10), (0, 5, 14), (0, 5, 18), (0, 5, 22)
 
 
 # Architectures whose model class (srt/models) first ships in a release after 0.5.5, by the wheels
@@ -84,10 +88,10 @@ def graph_defaults(
 ) -> tuple[int, int]:
     """(chunked_prefill_size, cuda_graph_max_bs) a release picks on this card when neither is given. From 0.5.22 a
     given --max-running-requests caps the default cuda_graph_max_bs (memory_hook.handle_gpu_memory_settings)."""
-    chunk, graphs = _graph_defaults(release, gpu_mem_mib, tp)
-    if max_running is not None and release >= (0, 5, 22):
-        graphs = min(graphs, max_running)
-    return chunk, graphs
+    chunk, bs = _graph_defaults(release, gpu_mem_mib, tp)
+    if max_running is not None and release >= GRAPH_CAP_FROM:
+        bs = min(bs, max_running)
+    return chunk, bs
 
 
 def _graph_defaults(release: tuple[int, int, int], gpu_mem_mib: int, tp: int) -> tuple[int, int]:
@@ -217,7 +221,7 @@ def refusal(release: tuple[int, int, int], fraction: float, available_gib: float
     """SGLang's own words when the weights leave no memory for the pool: from 0.5.14 a ValueError on rest <= 0
     (model_runner_kv_cache_mixin.py, then kv_cache_configurator.py); 0.5.10's MemoryPoolConfig names the fraction
     its own way and 0.5.11-0.5.13's (pool_configurator.py) not at all; before, model_runner.py's RuntimeError."""
-    if release >= (0, 5, 14):
+    if release >= HALF_POOL_FROM:
         minimum = 1 - available_gib / pre_load_gib
         suggested = math.ceil(minimum * 1000) / 1000
         return (
@@ -225,7 +229,7 @@ def refusal(release: tuple[int, int, int], fraction: float, available_gib: float
             f"Raise --mem-fraction-static above {suggested:.3f} (minimum viable = 1 - available/pre = {minimum:.4f}). "
             "If using speculative decoding, draft weights are now counted."
         )
-    if release >= (0, 5, 10):
+    if release >= REQUESTS_RESOLVED_FROM:
         value = f" Current value: mem_fraction_static={fraction}" if release < (0, 5, 11) else ""
         return "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." + value
     # NOTE: model_runner.py init_memory_pool (0.4.x-0.5.9): raised when the profiled token count is <= 0.
@@ -259,11 +263,11 @@ def max_running_requests(
     kv_cache_configurator.py from 0.5.16). 0.5.10-0.5.13 cap a given value at the estimate, not at half the pool;
     from 0.5.14 at half the pool; 0.5.23 keeps at least one a rank."""
     estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
-    if release >= (0, 5, 10) and given is None:
+    if release >= REQUESTS_RESOLVED_FROM and given is None:
         return min(estimated, tokens // 2)
-    if release >= (0, 5, 14):
+    if release >= HALF_POOL_FROM:
         return min(max(1, given // dp) if release >= (0, 5, 23) else given // dp, tokens // 2)
-    if release >= (0, 5, 10):
+    if release >= REQUESTS_RESOLVED_FROM:
         return min(given // dp, estimated)
     # NOTE: 0.5.5: req_to_token_pool holds max_num_reqs = the user's value or the estimate; the
     # scheduler takes min(tokens // 2 or the user's value // dp, that pool's size).
@@ -278,6 +282,11 @@ def turning_points() -> list[str]:
 
     points = {
         *RULE_RELEASES,
+        REQUESTS_RESOLVED_FROM,
+        HALF_POOL_FROM,
+        MM_RESERVE_FROM,
+        GRAPH_CAP_FROM,
+        TRTLLM_MHA_FROM,
         graphs.PREFILL_GRAPH_FROM,
         graphs.BREAKABLE_FROM,
         *graphs.TEXT_ONLY_BY_DEFAULT.values(),
