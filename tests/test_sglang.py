@@ -523,7 +523,10 @@ def test_gpt_oss_experts_in_sglangs_kernel_layouts():
     assert vllm.experts - sglang.experts == 24 * (236_810_240 - 227_088_384)
     # the pool reads each GPU's layout: H100's swizzled one against A100's strided view (same load overhead)
     strided = weight_bytes(spec, "bf16", quantization_of(spec, None), tp=2, mxfp4_layout="sglang-strided")
-    h100, a100 = (predict(spec, get_gpu(g), SglangSettings(tp=2), seq=8192).weights_bytes for g in ("h100", "a100"))
+    h100, a100 = (
+        predict(spec, get_gpu(g), SglangSettings(release="0.5.5", tp=2), seq=8192).weights_bytes
+        for g in ("h100", "a100")
+    )
     assert h100 - a100 == sglang.total - strided.total > 0
 
 
@@ -671,3 +674,36 @@ def test_trtllm_mha_pages_64_tokens_on_sm100_from_0_5_7():
     assert rel.page_size((0, 5, 23), 1, r1, b200, True) == 1
     pool = predict(llama, b200, SglangSettings(), seq=4096)
     assert pool.page_size == 64 and pool.max_total_num_tokens % 64 == 0
+
+
+def test_gpt_oss_mxfp4_layout_follows_the_release_and_the_card():
+    # quantization/mxfp4.py and server_args.py's gpt-oss defaults, wheel by wheel
+    names = {
+        g: [rel.mxfp4_layout(get_gpu(g), (0, 5, v)) for v in (5, 10, 14, 17, 23)]
+        for g in ("b200", "h100", "a100", "rtx-pro-6000", "mi300x")
+    }
+    assert names == {
+        "b200": ["sglang-flashinfer"] * 3 + ["sglang-flashinfer-128"] * 2,
+        "h100": ["sglang-triton"] + ["sglang-triton-64"] * 4,
+        "a100": ["sglang-strided"] + ["sglang-strided-64"] * 4,
+        "rtx-pro-6000": [
+            "sglang-flashinfer-sm120",
+            "sglang-strided-64",
+            "vllm-marlin",
+            "sglang-cutlass-sm120",
+            "sglang-cutlass-sm120",
+        ],
+        "mi300x": [None] * 5,
+    }
+    # gpt-oss-120b on one SM120 card under 0.5.23: 128 experts, intermediate 2,880 -> 2,944 (128), hidden 2,880 ->
+    # 3,072 (256): values 2 x 2,944 x 3,072 / 2 + 3,072 x 2,944 / 2, scales 5,888 x 96 + 3,072 x 92 a expert, biases in
+    # bf16 (5,888 + 3,072) x 2, four fp32 [128] tensors; each tensor booked as PyTorch's allocator does (the w13
+    # scales' 72,351,744 B keep their whole 2 MiB-rounded segment)
+    from kvcalc.engines.weights import allocated, weight_bytes
+    from kvcalc.model.formats import quantization_of
+
+    spec = get_model("gpt-oss-120b")
+    per_expert = (2944 * 3072, 3072 * 2944 // 2, 5888 * 96, 3072 * 92, 5888 * 2, 3072 * 2)
+    layout = rel.mxfp4_layout(get_gpu("rtx-pro-6000"), (0, 5, 23))
+    w = weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_layout=layout)
+    assert w.experts == 36 * (sum(allocated(128 * t) for t in per_expert) + 4 * 512) == 36 * 1_848_313_856

@@ -808,6 +808,10 @@ def test_vllm_gate_dtype_the_config_declares():
     glm, v5, v18, v19 = get_model("glm-4.5"), (0, 5, 5), (0, 5, 18), (0, 5, 19)
     assert [sglang_gate_bytes(s, v5) for s in (plain, fp32, glm)] == [None, 4, None]
     assert (sglang_gate_bytes(glm, v18), sglang_gate_bytes(glm, v19)) == (None, 4)
+    # MiMo-V2-Flash's gate in float32 from 0.5.7; Nemotron-H's MoE router in 0.5.6-0.5.12 only (the wheels)
+    mimo, nano = get_model("mimo-v2-flash"), get_model("nemotron-3-nano-30b-a3b")
+    assert [sglang_gate_bytes(mimo, (0, 5, v)) for v in (6, 7)] == [None, 4]
+    assert [sglang_gate_bytes(nano, (0, 5, v)) for v in (5, 6, 12, 13)] == [None, 4, 4, None]
 
 
 def test_sglang_weights_follow_its_release_gate_dtype():

@@ -60,9 +60,17 @@ VLLM_DECLARED: dict[str, str | None] = {
 # config asks for it, bailing_moe.py's BailingMoEGate (router_dtype "fp32", else the model dtype)
 SGLANG_FP32 = frozenset({"MiniMaxM2ForCausalLM", "Grok1ForCausalLM"})
 SGLANG_DECLARED = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"})
-# and from a release on: Glm4MoeGate / Glm4MoeLiteGate hold their weight in float32 from 0.5.19 ("GLM requires
-# FP32 gate projection"; torch.empty in the model dtype up to 0.5.18, read in the released wheels)
-SGLANG_FP32_SINCE = {"Glm4MoeForCausalLM": (0, 5, 19), "Glm4MoeLiteForCausalLM": (0, 5, 19)}
+# and from a release on, read in the released wheels 0.5.5-0.5.23: Glm4MoeGate / Glm4MoeLiteGate hold their weight in
+# float32 from 0.5.19 ("GLM requires FP32 gate projection"; torch.empty in the model dtype up to 0.5.18); MiMo-V2-Flash
+# from 0.5.7 (mimo_v2_flash.py; from 0.5.21 the config's moe_router_dtype, float32 by default); Ling-2.5
+# (bailing_moe_linear.py) from 0.5.9; Sarvam-MoE 0.5.10; Hunyuan-V3 0.5.11; Laguna 0.5.12; IQuest-Q1 0.5.21; Beam 0.5.23
+SGLANG_FP32_SINCE = {
+    "Glm4MoeForCausalLM": (0, 5, 19), "Glm4MoeLiteForCausalLM": (0, 5, 19), "MiMoV2FlashForCausalLM": (0, 5, 7),
+    "BailingMoeV2_5ForCausalLM": (0, 5, 9), "SarvamMoEForCausalLM": (0, 5, 10), "HYV3ForCausalLM": (0, 5, 11),
+    "LagunaForCausalLM": (0, 5, 12), "IQuestQ1ForCausalLM": (0, 5, 21), "BeamForCausalLM": (0, 5, 23),
+}  # fmt: skip
+# Nemotron-H's MoE router (nemotron_h.py) in float32 in 0.5.6-0.5.12 only, the model dtype before and after
+SGLANG_NEMOTRON_H_FP32 = ((0, 5, 6), (0, 5, 12))
 
 
 def _declared(spec: ModelSpec) -> str | None:
@@ -89,6 +97,8 @@ def sglang_gate_bytes(spec: ModelSpec, release: tuple[int, int, int]) -> int | N
     arch = spec.architecture or ""
     since = SGLANG_FP32_SINCE.get(arch)
     fp32 = arch in SGLANG_FP32 or (since is not None and release >= since)
+    first, last = SGLANG_NEMOTRON_H_FP32
+    fp32 |= arch == "NemotronHForCausalLM" and bool(spec.experts) and first <= release <= last
     return 4 if fp32 or (arch in SGLANG_DECLARED and _declared(spec) == "fp32") else None
 
 

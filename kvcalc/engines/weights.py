@@ -293,6 +293,14 @@ MXFP4_LAYOUTS = {
     "sglang-triton": Mxfp4Layout(32, 1, (16, 32), "swizzled", 4),
     "sglang-flashinfer": Mxfp4Layout(256, 256, None, None, 4, per_expert_fp32=3),
     "sglang-strided": Mxfp4Layout(32, 1, None, None, 4),
+    # SGLang's later releases (sglang/release.mxfp4_layout): triton_kernel pads the intermediate size to 64 from
+    # 0.5.10; flashinfer_mxfp4 to 128 from 0.5.17; SM120 ran flashinfer_mxfp4 with 32 to 0.5.9 and from 0.5.17
+    # FlashInfer's CUTLASS kernel (scales interleaved in place, biases in the model dtype, 4 fp32 [E] tensors).
+    "sglang-triton-64": Mxfp4Layout(64, 1, (16, 32), "swizzled", 4),
+    "sglang-strided-64": Mxfp4Layout(64, 1, None, None, 4),
+    "sglang-flashinfer-128": Mxfp4Layout(128, 256, None, None, 4, per_expert_fp32=3),
+    "sglang-flashinfer-sm120": Mxfp4Layout(32, 256, None, None, 4, per_expert_fp32=3),
+    "sglang-cutlass-sm120": Mxfp4Layout(128, 256, None, None, None, per_expert_fp32=4),
 }
 
 

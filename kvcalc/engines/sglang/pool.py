@@ -273,7 +273,7 @@ def predict(
     vlm_reserve = 100 * MIB if vlm and version >= rel.MM_RESERVE_FROM else 0
     stage_tokens = []
     first = None
-    router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu)
+    router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu, version)
     for layers in ranges:
         w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4)
         wb = w.total + LOAD_OVERHEAD_BYTES
@@ -415,8 +415,8 @@ def log_lines(p: SglangPool, spec: ModelSpec, act: str) -> list[str]:
             f"swa_layer_tokens={p.swa_tokens}"
         )
     head = "KV Cache is allocated. "
-    if rel.rule_of(rel.parse_release(p.release)) >= (0, 5, 23):
-        # 0.5.23 memory_pool._finalize_allocation_log names the pool's dtype first
+    if rel.parse_release(p.release) >= (0, 5, 13):
+        # memory_pool.py's allocation log names the pool's dtype first from 0.5.13
         head += f"dtype: {TORCH_DTYPES.get(p.kv_dtype, p.kv_dtype)}, "
     if p.mla:
         lines.append(f"{head}#tokens: {p.max_total_num_tokens}, KV size: {_gb(p.kv_bytes or 0)} GB")

@@ -52,18 +52,24 @@ def unserved(release: tuple[int, int, int], architecture: str | None) -> tuple[s
     return f"SGLang {release_text(release)} has no model class for {architecture} (first in {first})", first
 
 
-def mxfp4_layout(gpu: GpuSpec) -> str | None:
-    """How SGLang's default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read from
-    0.5.5's server_args.py and quantization/mxfp4.py): flashinfer_mxfp4 on SM100, triton_kernel on Hopper, its
-    strided layout below; None where not sized (SM120; ROCm, where 0.5.5 registers mxfp4 on gfx95x only)."""
-    from kvcalc.engines.kernels import kernel_family
-
-    return {
-        "blackwell": "sglang-flashinfer",
-        "hopper": "sglang-triton",
-        "ampere": "sglang-strided",
-        "ada": "sglang-strided",
-    }.get(kernel_family(gpu))
+def mxfp4_layout(gpu: GpuSpec, release: tuple[int, int, int] = (0, 5, 5)) -> str | None:
+    """How SGLang `release`'s default MoE runner holds mxfp4 experts on `gpu` (engines/weights.MXFP4_LAYOUTS; read
+    in quantization/mxfp4.py and server_args.py's gpt-oss defaults of every wheel from 0.5.5 to 0.5.23):
+    flashinfer_mxfp4 on SM100 (the intermediate size padded to 128 from 0.5.17, 256 before); triton_kernel on
+    Hopper (swizzled) and below SM90 (strided), the intermediate size to 64 from 0.5.10, 32 before (0.5.18's new
+    triton_kernels swizzle taken as 0.5.17's); on SM120 flashinfer_mxfp4 to 0.5.9, triton_kernel's strided view
+    in 0.5.10-0.5.13, Marlin in 0.5.14-0.5.16 and FlashInfer's CUTLASS SM120 kernel from 0.5.17. None where not
+    sized (ROCm, where mxfp4 is registered on gfx95x only)."""
+    family = kernel_family(gpu)
+    if family == "blackwell":
+        return "sglang-flashinfer" if release < (0, 5, 17) else "sglang-flashinfer-128"
+    if family == "blackwell-sm120":
+        eras = ((0, 5, 10), "sglang-flashinfer-sm120"), ((0, 5, 14), "sglang-strided-64"), ((0, 5, 17), "vllm-marlin")
+        return next((name for until, name in eras if release < until), "sglang-cutlass-sm120")
+    if family in ("hopper", "ampere", "ada"):
+        name = "sglang-triton" if family == "hopper" else "sglang-strided"
+        return name if release < (0, 5, 10) else f"{name}-64"
+    return None
 
 
 def parse_release(text: str) -> tuple[int, int, int]:
