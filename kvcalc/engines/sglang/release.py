@@ -57,9 +57,9 @@ def mxfp4_layout(gpu: GpuSpec, release: tuple[int, int, int]) -> str | None:
     in quantization/mxfp4.py and server_args.py's gpt-oss defaults of every wheel from 0.5.5 to 0.5.23):
     flashinfer_mxfp4 on SM100 (the intermediate size padded to 128 from 0.5.17, 256 before); triton_kernel on
     Hopper (swizzled) and below SM90 (strided), the intermediate size to 64 from 0.5.10, 32 before (0.5.18's new
-    triton_kernels swizzle and 0.5.19's scale padding taken as 0.5.17's); on SM120 flashinfer_mxfp4 to 0.5.9, triton_kernel's strided view
-    in 0.5.10-0.5.13, Marlin in 0.5.14-0.5.16 and FlashInfer's CUTLASS SM120 kernel from 0.5.17. None where not
-    sized (ROCm, where mxfp4 is registered on gfx95x only)."""
+    triton_kernels swizzle and 0.5.19's scale padding taken as 0.5.17's); on SM120 flashinfer_mxfp4 to 0.5.9,
+    triton_kernel's strided view in 0.5.10-0.5.13, Marlin in 0.5.14-0.5.16 (vLLM's Marlin layout, the same
+    padding) and FlashInfer's CUTLASS SM120 kernel from 0.5.17. None where not sized (ROCm: mxfp4 on gfx95x only)."""
     family = kernel_family(gpu)
     if family == "blackwell":
         return "sglang-flashinfer" if release < (0, 5, 17) else "sglang-flashinfer-128"
