@@ -707,3 +707,19 @@ def test_gpt_oss_mxfp4_layout_follows_the_release_and_the_card():
     layout = rel.mxfp4_layout(get_gpu("rtx-pro-6000"), (0, 5, 23))
     w = weight_bytes(spec, "bf16", quantization_of(spec, None), mxfp4_layout=layout)
     assert w.experts == 36 * (sum(allocated(128 * t) for t in per_expert) + 4 * 512) == 36 * 1_848_313_856
+
+
+def test_multimodal_cache_kept_out_of_the_pool_by_release():
+    # kv_cache_configurator.mm_runtime_reservation_gb from 0.5.18: SGLANG_VLM_CACHE_SIZE_MB (100); from 0.5.20 Qwen3-VL
+    # on a Hopper card of 60 GiB or more has no embedding cache but cuda_ipc's 1 GiB feature pool (3 GiB at 400 or more
+    # running requests); a model served text-only keeps nothing
+    def reserve(release, arch, large=True, running=None, mm=True):
+        return graphs.multimodal_reserve_mib(release, arch, multimodal=mm, large_hopper=large, max_running=running)
+
+    qwen3, qwen25 = "Qwen3VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"
+    assert [reserve((0, 5, v), qwen3) for v in (17, 18, 19, 20, 23)] == [0, 100, 100, 1024, 1024]
+    assert (reserve((0, 5, 23), qwen3, running=400), reserve((0, 5, 23), qwen3, large=False)) == (3072, 100)
+    assert (reserve((0, 5, 23), qwen25), reserve((0, 5, 23), qwen25, mm=False)) == (100, 0)
+    spec, h100 = get_model("qwen3-vl-32b"), get_gpu("h100")
+    before, after = (predict(spec, h100, SglangSettings(release=v, tp=2), seq=4096) for v in ("0.5.19", "0.5.20"))
+    assert before.available_kv_bytes - after.available_kv_bytes == (1024 - 100) * 2**20

@@ -124,3 +124,21 @@ def reserve_mib(
         amd=amd, multimodal=multimodal,
     )  # fmt: skip
     return prefill_graph_reserve_mib(on, mla=mla, chunk=chunk, llama2="llama-2" in spec.name.lower())
+
+
+MM_RESERVE_MIB, MM_RESERVE_FROM = 100, (0, 5, 18)  # SGLANG_VLM_CACHE_SIZE_MB, kept out of a multimodal model's pool
+# From 0.5.20 Qwen3-VL on a Hopper card of 60 GiB or more serves images over cuda_ipc with no embedding cache
+# (arg_groups/model_overrides/qwen3_vl.py): the pool keeps out the feature-transport pool instead,
+# SGLANG_MM_FEATURE_CACHE_MB's 1 GiB, 3 GiB where --max-running-requests is 400 or more.
+_QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
+
+
+def multimodal_reserve_mib(
+    release: Release, architecture: str | None, *, multimodal: bool, large_hopper: bool, max_running: int | None
+) -> int:
+    """MiB kv_cache_configurator.mm_runtime_reservation_gb keeps out of the pool (0.5.18 on) at default flags."""
+    if not multimodal or release < MM_RESERVE_FROM:
+        return 0
+    if release >= (0, 5, 20) and large_hopper and architecture in _QWEN3_VL:
+        return 3 * 1024 if max_running is not None and max_running >= 400 else 1024
+    return MM_RESERVE_MIB

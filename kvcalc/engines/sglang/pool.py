@@ -268,9 +268,10 @@ def predict(
     notes = _not_modelled(spec, version, settings, default)
     state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups())  # stateless or beside attention
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
-    # NOTE: kv_cache_configurator.mm_runtime_reservation_gb (0.5.18 on): a multimodal model also keeps
-    # SGLANG_VLM_CACHE_SIZE_MB (default 100) out of the pool (more with cuda_ipc feature transport).
-    vlm_reserve = 100 * MIB if vlm and version >= rel.MM_RESERVE_FROM else 0
+    large_hopper = gpu_family(gpu) == "hopper" and mib >= 60 * 1024  # a multimodal model's cache kept out of the pool
+    vlm_reserve = MIB * graphs.multimodal_reserve_mib(
+        version, spec.architecture, multimodal=vlm, large_hopper=large_hopper, max_running=settings.max_running_requests
+    )
     stage_tokens = []
     first = None
     router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu, version)

@@ -27,9 +27,9 @@ DEFAULT_RELEASE = "0.5.23"
 # The releases whose rule changed, oldest first: the rule of the newest one at or below a release applies.
 RULE_RELEASES = ((0, 3, 0), (0, 4, 0), (0, 4, 6), (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 5), (0, 5, 20), (0, 5, 23))
 # Where the pool's other release-made figures change (read in every wheel from 0.5.5 to 0.5.23): max_running_requests
-# resolved by _resolve_max_num_reqs (0.5.10) and capped at half the pool with the ValueError refusal (0.5.14), the
-# multimodal cache kept out of the pool (0.5.18), a given --max-running-requests capping cuda_graph_max_bs (0.5.22).
-REQUESTS_RESOLVED_FROM, HALF_POOL_FROM, MM_RESERVE_FROM, GRAPH_CAP_FROM = (0, 5, 10), (0, 5, 14), (0, 5, 18), (0, 5, 22)
+# resolved by _resolve_max_num_reqs (0.5.10) and capped at half the pool with the ValueError refusal (0.5.14), a given
+# --max-running-requests capping cuda_graph_max_bs (0.5.22); the multimodal cache's: graphs.MM_RESERVE_FROM.
+REQUESTS_RESOLVED_FROM, HALF_POOL_FROM, GRAPH_CAP_FROM = (0, 5, 10), (0, 5, 14), (0, 5, 22)
 
 
 # Architectures whose model class (srt/models) first ships in a release after 0.5.5, by the wheels
@@ -290,7 +290,7 @@ def turning_points() -> list[str]:
         *RULE_RELEASES,
         REQUESTS_RESOLVED_FROM,
         HALF_POOL_FROM,
-        MM_RESERVE_FROM,
+        graphs.MM_RESERVE_FROM,
         GRAPH_CAP_FROM,
         TRTLLM_MHA_FROM,
         graphs.PREFILL_GRAPH_FROM,
