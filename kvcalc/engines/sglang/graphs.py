@@ -1,5 +1,5 @@
-"""What SGLang's prefill CUDA graph keeps out of the default --mem-fraction-static, by release, and which
-multimodal checkpoints SGLang serves as multimodal at all. Pure.
+"""What SGLang's prefill CUDA graph keeps out of the default --mem-fraction-static, by release, which
+multimodal checkpoints SGLang serves as multimodal at all, and what their runtime cache keeps out of the pool. Pure.
 
 Read in the released wheels 0.5.5 to 0.5.23 (server_args.py _handle_piecewise_cuda_graph and
 _handle_gpu_memory_settings to 0.5.18; arg_groups/cuda_graph_hook.py and memory_hook.py reserve_for_graph_mb
@@ -36,10 +36,10 @@ _PIECEWISE_OFF = {
     "Qwen3NextForCausalLM": ((0, 5, 10), (0, 5, 14)), "BailingMoeV2_5ForCausalLM": ((0, 5, 10), (0, 5, 14)),
     "LLaDAModelLM": ((0, 5, 10), (0, 5, 14)), "DeepseekV4ForCausalLM": ((0, 5, 12), (0, 5, 14)),
 }  # fmt: skip
-# The breakable graph's model rules (disable_breakable_cudagraph_if_incompatible), (first, last) release.
+# The breakable graph's model rules (disable_breakable_cudagraph_if_incompatible), (first, last) release; None: still on.
 _BREAKABLE_OFF = {
-    "DeepseekV4ForCausalLM": ((0, 5, 15), (9, 9, 9)), "NemotronHForCausalLM": ((0, 5, 17), (0, 5, 17)),
-    "KimiLinearForCausalLM": ((0, 5, 20), (9, 9, 9)),  # KDA linear attention
+    "DeepseekV4ForCausalLM": ((0, 5, 15), None), "NemotronHForCausalLM": ((0, 5, 17), (0, 5, 17)),
+    "KimiLinearForCausalLM": ((0, 5, 20), None),  # KDA linear attention
 }  # fmt: skip
 # Multimodal architectures that keep a prefill graph (0.5.14: Cohere2Vision alone; none in 0.5.15; from 0.5.16 the
 # piecewise and breakable allowlists), from these releases.
@@ -75,8 +75,8 @@ def multimodal(release: Release, architecture: str | None, vision: bool) -> bool
     return vision and not (first is not None and release >= first)
 
 
-def _within(rule: tuple[Release, Release] | None, release: Release) -> bool:
-    return rule is not None and rule[0] <= release <= rule[1]
+def _within(rule: tuple[Release, Release | None] | None, release: Release) -> bool:
+    return rule is not None and rule[0] <= release and (rule[1] is None or release <= rule[1])
 
 
 def prefill_graph_on(
