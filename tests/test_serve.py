@@ -248,6 +248,37 @@ def test_a_full_pool_preempts_in_a_real_deployment():
     assert r.preemptions > 0 and r.estimate.preemptions > 0
 
 
+def test_the_ceilings_tokens_per_s_counts_only_the_requests_the_pool_holds():
+    """A closed loop's throughput bound runs no more clients at once than the engine does: max_num_seqs, and the
+    requests its pool holds at their shortest prompt and a token. 40 blocks of 16 tokens hold 40 // 7 = 5 requests
+    of 100 + 1 tokens; with every step 1 s no more than 5 tokens come out a second, where 64 clients' 50 tokens over
+    a 1 s prompt pass and 49 decode steps would promise 64."""
+    from kvcalc.plan.serve import decoding_at_once
+    from kvcalc.plan.serve_report import ceiling_stats
+
+    limits = Limits(max_num_seqs=1024, max_num_batched_tokens=8192, kv_blocks=40, block_size=16)
+    load = Load(100, 50, 640, concurrency=64, burst=True)
+    assert decoding_at_once(load, limits) == 5
+    assert decoding_at_once(load._replace(range_ratio=0.5), limits) == 40 // 4  # 50 + 1 tokens: 4 blocks
+    assert decoding_at_once(load, limits._replace(max_num_seqs=3)) == 3
+    assert decoding_at_once(load._replace(concurrency=2), limits) == 2
+    s = ceiling_stats(unit, load, limits)
+    assert s.preemptions > 0 and simulate(unit, load, limits).tokens_per_s <= s.tokens_per_s <= 5.0
+
+
+def test_a_pool_bound_deployments_ceiling_is_its_pools():
+    """Llama-3-70B in bf16 on two H100s under vLLM 0.19 keeps 9,808 tokens of pool: 9 requests of 1,024 + 1
+    tokens (613 blocks // 65). 64 clients of 1,024 + 1,024 tokens: the ceiling's tokens/s is at most 9 requests a
+    prompt pass and 1,023 ceiling TPOTs apart (was 64 clients'), and the estimate stays below it."""
+    r = run_json(
+        "generate", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--concurrency", "64", "--prompt", "1k", "--new", "1k"
+    )
+    assert (r["kv_capacity_tokens"], r["new"]) == (9808, 1024)
+    assert r["tokens_per_s"] <= 9 * 1024 / (r["ttft_s"] + 1023 * r["tpot_s"]) * 1.001
+    assert r["tokens_per_s"] < 64 * 1024 / (r["ttft_s"] + 1023 * r["tpot_s"]) / 5
+    assert r["estimate"]["tokens_per_s"] <= r["tokens_per_s"]
+
+
 def test_cli_json_fields():
     out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--concurrency", "8", "--new", "64")
     assert out["concurrency"] == 8 and out["basis"].startswith("ceiling")

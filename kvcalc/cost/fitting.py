@@ -51,6 +51,7 @@ class WeightedRun(NamedTuple):
     total: tuple[float, ...]  # mean request latency
     duration: tuple[float, ...]  # the whole run (steps alike in each group)
     tokens: int  # output tokens of every request
+    clients: int | None = None  # the most requests decoding at once (plan/serve.decoding_at_once): the tokens/s bound's
 
 
 class SetupFeatures(NamedTuple):
@@ -66,15 +67,9 @@ class SetupFeatures(NamedTuple):
 
 
 def setup_features(
-    spec: ModelSpec,
-    gpu: GpuSpec,
-    dep: Deployment,
-    setup: Setup,
-    dtype: str | None,
-    kv_dtype: str,
-    chunk: int = 8192,
-    scores_ubatch: int = 0,
-) -> SetupFeatures:
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, setup: Setup, dtype: str | None, kv_dtype: str,
+    chunk: int = 8192, scores_ubatch: int = 0,
+) -> SetupFeatures:  # fmt: skip
     """The steps whose times make a setup's figures, computed once so a fit re-times them cheaply.
     With pp > 1 decode keeps min(pp, sequences) micro-batches in flight and a prompt goes through the
     pipeline in chunks of `chunk` tokens (llama.cpp's n_ubatch 512; 8192 for the others).
@@ -128,7 +123,7 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
 
         fig = Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
         if not c:
-            return bounded(fig, time(sf.first), s.new, s.concurrency, time(sf.decode) * sf.decode_weight)
+            return bounded(fig, time(sf.first), s.new, r.clients or s.concurrency, time(sf.decode) * sf.decode_weight)
         return served(fig, server_seconds(c, engine, sf.first))
     n = max(1, s.new)
     step = time(sf.decode)

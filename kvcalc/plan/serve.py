@@ -48,6 +48,13 @@ class Limits(NamedTuple):
         return self.kv_blocks // -(-tokens // self.block_size)
 
 
+def decoding_at_once(load: Load, limits: Limits) -> int:
+    """The most of a closed loop's requests that decode in one step: its clients, the engine's max_num_seqs and the
+    requests its KV pool holds at the shortest prompt and a token (each decoding request holds them)."""
+    shortest = max(1, int(load.prompt * min(1.0, load.range_ratio)))
+    return max(1, min(load.concurrency or 1, limits.max_num_seqs, limits.pool_holds(shortest + 1)))
+
+
 class _Req:
     # A decoding request's computed and generated counts are as of engine step `sync`; both grow
     # by one a step after it (the engine materializes them when it needs them one by one).

@@ -42,7 +42,7 @@ def run_features(
     the run was launched with), C clients starting together, `requests` requests (default_requests),
     figures over all of them. `release`: SGLang's (None: engines/sglang/release.DEFAULT_RELEASE)."""
     from kvcalc.cost.estimate import features
-    from kvcalc.plan.serve import Load
+    from kvcalc.plan.serve import Load, decoding_at_once
     from kvcalc.plan.serve_report import default_requests, serving_limits
     from kvcalc.plan.serve_trace import trace
 
@@ -56,7 +56,8 @@ def run_features(
         launch=dict(setup.launch), pool_flags=False, release=release,
     )  # fmt: skip
     total = requests if requests is not None else default_requests(c)
-    tr = trace(Load(p, n, total, concurrency=c, burst=True, range_ratio=setup.range_ratio), limits)
+    load = Load(p, n, total, concurrency=c, burst=True, range_ratio=setup.range_ratio)
+    tr = trace(load, limits)
     end = max(step[6] + step[5] for step in tr.steps)
     # Per-step weights of each figure from difference arrays over the step clock.
     d_ttft, d_tpot, d_total = [0.0] * (end + 1), [0.0] * (end + 1), [0.0] * (end + 1)
@@ -119,6 +120,7 @@ def run_features(
         total=tuple(w[2] for w in weights),
         duration=tuple(w[3] for w in weights),
         tokens=tokens,
+        clients=decoding_at_once(load, limits),
     )
     alone = features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, prefill_tokens=p)
     # The run's decode steps without their prompts, at the TPOT-weighted mean batch and context (a

@@ -10,7 +10,7 @@ from kvcalc.cost.step import Deployment, comm_seconds, context_warning, held_kv_
 from kvcalc.errors import DoesNotFitError, UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.serve import Limits, Load, StepTimer
+from kvcalc.plan.serve import Limits, Load, StepTimer, decoding_at_once
 from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
@@ -286,8 +286,9 @@ def ceiling_stats(
 ) -> ServeStats:
     """The load's figures with every step at its ceiling, as a bound (cost/fitting.bounded): TTFTs
     (mean, p50, p99) no more than the prompt's own pass, and for a closed loop (whose schedule does not
-    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed.
-    `run`: the load's runner (plan/serve_trace.runner), when the caller has one."""
+    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed. Its
+    tokens/s counts no more clients decoding at once than the engine runs (max_num_seqs) and its pool
+    holds at the shortest prompt. `run`: the load's runner (plan/serve_trace.runner), when the caller has one."""
     from kvcalc.cost.fitting import Figures, bounded
 
     run = run or runner(load, limits)
@@ -302,7 +303,8 @@ def ceiling_stats(
         d = run(decode_only)
         tpot, itl = d.tpot_s, d.itl_s
     fig = Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s)
-    f = bounded(fig, alone, load.new, load.concurrency, tpot)
+    clients = decoding_at_once(load, limits) if load.concurrency is not None else None
+    f = bounded(fig, alone, load.new, clients, tpot)
     return s._replace(
         ttft_s=f.ttft_s, ttft_p50_s=min(s.ttft_p50_s, alone), ttft_p99_s=min(s.ttft_p99_s, alone),
         tpot_s=f.tpot_s, itl_s=min(s.itl_s, itl), per_user_tokens_per_s=1 / f.tpot_s if f.tpot_s > 0 else 0.0,

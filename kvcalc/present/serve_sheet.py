@@ -98,7 +98,13 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
     notes = [
         f"Continuous batching scheduled as {sched}. KV pool: {r.kv_pool}.",
         "The ceiling is every step at its physics bound, a request's TTFT no more than its prompt's own pass and "
-        "its TPOT no more than the decode steps without the prompts mixed in: no real server beats it."
+        "its TPOT no more than the decode steps without the prompts mixed in"
+        + (
+            ", its tokens/s that of no more clients than the engine runs at once and its KV pool holds"
+            if r.concurrency
+            else ""
+        )
+        + ": no real server beats it."
         + (f" The estimate: {r.estimate.basis}." if r.estimate else ""),
     ]
     if r.concurrency is not None and r.steady_state:

@@ -80,7 +80,9 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
         sheet.rows = table_rows(result)
     else:
         sheet.rows = _kvcalc_rows(result)
-    sheet.notes.append(f"Verdict: {result.verdict}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}.")
+    sheet.notes.append(
+        f"Verdict: {result.verdict.rstrip('.')}." if result.verdict else f"Fits: {'yes' if result.fits else 'no'}."
+    )
     sheet.notes.append(f"Accounting: {result.accounting}.")
     if result.dp_attention or result.ep > 1:
         ranks = f"DP attention over {result.tp} ranks (each keeps its own requests' KV)" if result.dp_attention else ""
@@ -215,7 +217,7 @@ def fit_grid_sheet(results: list) -> Sheet:
     sheet.notes.append(
         f"Verdict: all {len(results):,} combinations fit" + (" and meet the goals." if goals else ".")
         if not bad
-        else f"Verdict: {len(bad):,} of {len(results):,} do not; the first: {bad[0].verdict}."
+        else f"Verdict: {len(bad):,} of {len(results):,} do not; the first: {bad[0].verdict.rstrip('.')}."
     )
     sheet.notes += [f"Warning: {w}" for w in dict.fromkeys(w for r in results for w in r.warnings)]
     return sheet
