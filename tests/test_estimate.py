@@ -213,6 +213,69 @@ def test_calibrate_reads_a_vllm_result_saves_and_later_estimates_say_so(tmp_path
     )
 
 
+def test_calibrate_reads_what_sglang_and_aiperf_files_say_of_the_setup(tmp_path):
+    """SGLang's bench_serving (sglang/benchmark/serving.py of 0.5.23) appends one JSON object a run with the
+    server's /get_server_info under server_info: the model, the engine and tp come from it. AIPerf's
+    profile_export_aiperf.json (its docs, working-with-profile-exports.md) names the model in
+    input_config.endpoint.model_names and the concurrency in input_config.loadgen, and with --gpu-telemetry the
+    GPU ('NVIDIA H100 80GB HBM3' is the h100 preset). The command line still wins over the file."""
+    import json
+
+    from kvcalc.cli.calibrate import read_runs
+
+    sgl = tmp_path / "sglang.jsonl"
+    rows = [
+        dict(
+            backend="sglang",
+            max_concurrency=c,
+            random_range_ratio=1.0,
+            completed=80,
+            total_input_tokens=80 * 1024,
+            total_output_tokens=80 * 256,
+            mean_ttft_ms=ttft,
+            mean_tpot_ms=tpot,
+            concurrency=c * 0.97,
+            server_info={"model_path": "meta-llama/Meta-Llama-3-8B", "tp_size": 2, "mem_fraction_static": 0.8},
+        )  # fmt: skip
+        for c, ttft, tpot in ((1, 20.0, 5.1), (16, 60.0, 6.4))
+    ]
+    sgl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = read_runs([sgl], {"gpu": "h100", "engine": None, "model": None, "tp": None})
+    assert [(r["model"], r["engine"], r["tp"], r["concurrency"], r["prompt"], r["new"]) for r in runs] == [
+        ("meta-llama/Meta-Llama-3-8B", "sglang", 2, c, 1024, 256) for c in (1, 16)
+    ]
+    given = {"gpu": "h100", "engine": "vllm", "model": "7b", "tp": 4}
+    assert read_runs([sgl], given)[0] == runs[0] | given
+    out = run_json("calibrate", str(sgl), "--gpu", "h100", "--no-save")
+    assert (out["engine"], out["gpu"], out["points"]) == ("sglang", "h100", 4)
+
+    aiperf = tmp_path / "profile_export_aiperf.json"
+    gpus = {f"gpu_{i}": {"gpu_index": i, "gpu_name": "NVIDIA H100 80GB HBM3", "metrics": {}} for i in range(2)}
+    aiperf.write_text(
+        json.dumps(
+            {
+                "time_to_first_token": {"unit": "ms", "avg": 48.2, "p50": 45.0},
+                "inter_token_latency": {"unit": "ms", "avg": 7.6},
+                "input_sequence_length": {"unit": "tokens", "avg": 2000.0},
+                "output_sequence_length": {"unit": "tokens", "avg": 199.6},
+                "telemetry_data": {"endpoints": {"localhost:9401": {"gpus": gpus}}},
+                "input_config": {
+                    "endpoint": {"model_names": ["meta-llama/Meta-Llama-3-8B"], "type": "chat", "streaming": True},
+                    "loadgen": {"concurrency": 8, "request_rate_mode": "concurrency_burst"},
+                },
+            }
+        )
+    )
+    (one,) = read_runs([aiperf], {"gpu": None, "engine": "vllm", "model": None, "tp": None})
+    assert (one["gpu"], one["model"], one["concurrency"], one["prompt"], one["new"], one["tp"]) == (
+        "h100", "meta-llama/Meta-Llama-3-8B", 8, 2000, 200, 1
+    )  # fmt: skip
+    # two kinds of GPU: the file names none
+    aiperf.write_text(aiperf.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", 1))
+    r = run("calibrate", str(aiperf), "--engine", "vllm", "--no-save")
+    assert r.exit_code != 0 and "no gpu (give --gpu)" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_calibrate_bad_file_is_one_line_naming_it(tmp_path):
     bad = tmp_path / "run.csv"
     bad.write_text("model,gpu,ttft_ms\nllama-3-8b,h100,20\n")

@@ -42,16 +42,34 @@ def _find(data: Any, key: str) -> Any:
     return None
 
 
+def _telemetry_gpu(data: dict) -> str | None:
+    """The GPU preset of an AIPerf export's --gpu-telemetry, where every GPU it saw has one name that matches one."""
+    from kvcalc.hardware.probe import match_preset
+    from kvcalc.model.presets import GPU_DIR, preset_names
+
+    names = {
+        gpu.get("gpu_name")
+        for endpoint in ((data.get("telemetry_data") or {}).get("endpoints") or {}).values()
+        if isinstance(endpoint, dict)
+        for gpu in (endpoint.get("gpus") or {}).values()
+        if isinstance(gpu, dict)
+    }
+    return match_preset(names.pop(), preset_names(GPU_DIR)) if len(names) == 1 and None not in names else None
+
+
 def _from_json(path: Path, data: dict, defaults: dict) -> dict:
-    """One run from vLLM's / SGLang's bench_serving JSON or a genai-perf / AIPerf export."""
+    """One run from vLLM's / SGLang's bench_serving JSON or a genai-perf / AIPerf export: its figures, and
+    what the file says of the model, GPU, engine and tp where the command line does not."""
+    found: dict = {}
     if "time_to_first_token" in data or "inter_token_latency" in data:  # genai-perf / AIPerf
         ttft = _number(path, data, "time_to_first_token.avg")
         tpot = _number(path, data, "inter_token_latency.avg")
         prompt = _number(path, data, "input_sequence_length.avg")
         new = _number(path, data, "output_sequence_length.avg")
         conc = _find(data, "concurrency")
-        model = _find(data, "model")
+        model = _find(data, "model") or _find(data, "model_names")  # genai-perf; AIPerf's input_config.endpoint
         model = model[0] if isinstance(model, list) and model else model
+        found["gpu"] = _telemetry_gpu(data)
     else:  # vllm bench serve --save-result, SGLang bench_serving
         ttft = _number(path, data, "mean_ttft_ms")
         tpot = _number(path, data, "mean_tpot_ms", "mean_itl_ms")
@@ -59,7 +77,10 @@ def _from_json(path: Path, data: dict, defaults: dict) -> dict:
         prompt = (_number(path, data, "total_input_tokens") or 0) / done if done else None
         new = (_number(path, data, "total_output_tokens") or 0) / done if done else None
         conc = data.get("max_concurrency")
-        model = data.get("model_id") or data.get("model")
+        info = data.get("server_info") if isinstance(data.get("server_info"), dict) else None
+        model = data.get("model_id") or data.get("model") or (info or {}).get("model_path")
+        if info is not None:  # SGLang's bench_serving keeps the server's /get_server_info
+            found.update(engine="sglang", tp=info.get("tp_size") if isinstance(info.get("tp_size"), int) else None)
     missing = [
         n for n, v in (("TTFT", ttft), ("TPOT", tpot), ("prompt length", prompt), ("output length", new)) if not v
     ]
@@ -67,10 +88,11 @@ def _from_json(path: Path, data: dict, defaults: dict) -> dict:
         raise _bad(path, "no " + ", ".join(missing))
     if not isinstance(conc, (int, float)) or conc < 1:
         raise _bad(path, "no max concurrency (a closed-loop run with --max-concurrency is needed)")
-    return dict(
-        defaults, model=defaults.get("model") or model, prompt=round(prompt), new=round(new),
-        concurrency=int(conc), ttft_ms=ttft, tpot_ms=tpot,
-    )  # fmt: skip
+    rec = dict(defaults, prompt=round(prompt), new=round(new), concurrency=int(conc), ttft_ms=ttft, tpot_ms=tpot)
+    for key, value in dict(found, model=model).items():
+        rec[key] = rec.get(key) or value
+    rec["tp"] = rec.get("tp") or 1
+    return rec
 
 
 def _from_csv(path: Path, text: str, defaults: dict) -> list[dict]:
@@ -93,7 +115,7 @@ def _from_csv(path: Path, text: str, defaults: dict) -> list[dict]:
             for key in ("model", "gpu", "engine"):
                 if r.get(key):
                     rec[key] = r[key].strip()
-            rec.update(tp=int(r.get("tp") or rec.get("tp", 1)), prompt=int(r["prompt"]), new=int(r["new"]))
+            rec.update(tp=int(r.get("tp") or rec.get("tp") or 1), prompt=int(r["prompt"]), new=int(r["new"]))
             if r.get("concurrency"):
                 rec["concurrency"] = int(r["concurrency"])
             else:
@@ -143,15 +165,24 @@ def calibrate(
         list[Path], typer.Argument(help="Benchmark results: vLLM/SGLang JSON, genai-perf/AIPerf export, CSV.")
     ],
     gpu: Annotated[
-        Optional[str], typer.Option("--gpu", "-g", help="GPU preset the runs used (default: the file's).")
+        Optional[str],
+        typer.Option(
+            "--gpu", "-g", help="GPU preset the runs used (default: the file's: a CSV's, AIPerf's telemetry)."
+        ),
     ] = None,
     engine: Annotated[
-        Optional[str], typer.Option("--engine", help="vllm, sglang, trtllm or llamacpp (default: the file's).")
+        Optional[str],
+        typer.Option(
+            "--engine", help="vllm, sglang, trtllm or llamacpp (default: the file's: a CSV's; SGLang's JSON)."
+        ),
     ] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model (default: the file's).")] = None,
     tp: Annotated[
-        int, typer.Option("--tp", help="Tensor-parallel GPUs of the runs (default 1; a CSV's tp column wins).")
-    ] = 1,
+        Optional[int],
+        typer.Option(
+            "--tp", help="Tensor-parallel GPUs of the runs (default: the file's, else 1; a CSV's tp column wins)."
+        ),
+    ] = None,
     save: Annotated[
         bool, typer.Option("--save/--no-save", help="Save the fit for later estimates (default: save).")
     ] = True,
