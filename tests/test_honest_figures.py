@@ -40,12 +40,13 @@ def test_gpt_oss_120b_on_one_h100_is_refused_and_on_one_h200_holds_11_8_requests
     assert r.exit_code == 3 and "vLLM 0.19 REFUSES TO START on one h100" in r.stdout
     # the largest context quoted is the longest --max-model-len vLLM's check accepts (its sliding layers book
     # their window plus a step's 8,192 batched tokens), the figure vLLM's own refusal estimates (with the float32
-    # rope cache gpt_oss.py asks for, 16 MiB more than a bf16 one: 51,552 tokens before that was counted)
+    # rope cache gpt_oss.py asks for, 16 MiB more than a bf16 one; and no fused-MoE workspace beside the sampler's
+    # logits, as the monolithic mxfp4 kernel keeps none: 51,088 tokens while its 0.53 GiB was counted)
     refused = json.loads(
         run("fit", "gpt-oss-120b", "--gpu", "h100", "--seq", "128k", "--engine", "vllm", "--format", "json").stdout
     )
     assert f"the estimated maximum model length is {refused['max_seq']}." in refused["vllm"]["startup"]["refusal"]
-    assert refused["max_seq"] == 51_088 and "Largest context at batch 1 (vLLM 0.19's pool): 51,088 tokens." in r.stdout
+    assert refused["max_seq"] == 66_448 and "Largest context at batch 1 (vLLM 0.19's pool): 66,448 tokens." in r.stdout
     out = run_json("fit", "gpt-oss-120b", "--gpu", "h200", "--seq", "128k", "--engine", "vllm")
     # per request: full group ceil(131,072 / 16) = 8,192 blocks + sliding group (window 128, 8,192 batched
     # tokens) ceil((127 + 8,192) / 16) + 1 = 521; concurrency is the pool's blocks over that

@@ -247,6 +247,26 @@ def test_mxfp4_experts_of_gpt_oss():
     assert not any("mxfp4 experts" in u for u in h100["vllm"]["not_sized"])
 
 
+@pytest.mark.parametrize(
+    ("tp", "util", "available_gib", "tokens"), [(1, "0.95", 58.47, 1_277_184), (2, "0.9", 59.32, 2_591_776)]
+)
+def test_gpt_oss_on_h100_keeps_no_fused_moe_workspace_beside_the_sampler(tp, util, available_gib, tokens):
+    """vLLM 0.19 serving openai/gpt-oss-20b on H100s (llm-d-planner, accuracy/results/v0.19.0/logs/
+    openai-gpt-oss-20b--h100-80gb--tp{1,2}pp1dp1--8192*.log, DEBUG): "Using 'TRITON' Mxfp4 MoE backend",
+    "torch peak memory increase: 2.87GiB", "Available KV cache memory: 58.47 GiB" (tp 1, 0.95) / 59.32 (tp 2, 0.9).
+    The TRITON backend's monolithic kernel (OAITritonMxfp4ExpertsMonolithic) takes no workspace from the MoE
+    workspace manager, so the sampler warm-up's peak is its logits, 1,024 x 201,088 x (2 + 3 x 4) B, the dummy
+    run's hidden states (8,192 + 2 x 1,024) x 2,880 x 2 B and 96 MiB: 2.83 GiB. Counting TritonExperts' workspaces
+    (8,192 x 4 x (2,880 + 5,760) x 2 B, 0.53 GiB) had promised 0.5 GiB less than vLLM had."""
+    v = run_json(
+        "fit", shared_path("configs", "gpt-oss-20b.json"), "--gpu", "h100", "--engine", "vllm", "--tp", str(tp),
+        "--gpu-util", util, "--seq", "8192",
+    )["vllm"]  # fmt: skip
+    assert v["profile_peak_bytes"] == 1024 * 201_088 * 14 + (8192 + 2048) * 2880 * 2 + 96 * MiB
+    assert abs(v["available_kv_bytes"] / GiB - available_gib) <= 0.05
+    assert abs(v["kv_cache_tokens"] / tokens - 1) <= 0.001
+
+
 def test_mxfp4_experts_in_vllms_kernel_layouts():
     # gpt-oss-20b: 24 MoE layers of 32 gated experts, hidden 2,880, intermediate 2,880, with biases
     spec = get_model("gpt-oss-20b")

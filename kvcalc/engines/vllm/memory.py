@@ -244,7 +244,14 @@ def predict(
         first_weights = first_weights or w
         held = w.total + (per_layer_buffer_bytes(spec, act, tokens) if layers.start == 0 else 0)
         peak = forward_peak_bytes(spec, act, tokens, tp, layers)
-        workspace = moe_workspace_bytes(spec, act, tokens, tp, layers)
+        # NOTE: mxfp4 experts on Hopper, Blackwell and ROCm run a monolithic kernel (oracle/mxfp4.py
+        # backend_to_kernel_cls prefers OAITritonMxfp4ExpertsMonolithic / TrtLlmMxfp4ExpertsMonolithic; AiterExperts
+        # asks for no workspace), which allocates its intermediates per call: no workspace outlives the forward.
+        # Marlin's (Ampere, Ada) is modular and keeps its workspaces as TritonExperts does.
+        monolithic = quant is not None and quant.experts is not None and quant.experts.name == "mxfp4" and mxfp4 in (
+            "vllm-triton", "vllm-trtllm", "vllm-rocm", "vllm-rocm-cdna4",
+        )  # fmt: skip
+        workspace = 0 if monolithic else moe_workspace_bytes(spec, act, tokens, tp, layers)
         if layers.start > 0:
             # later stages receive hidden states and residual into buffers sized for
             # max_num_batched_tokens, made during the dummy run and kept (intermediate_tensors)
