@@ -51,7 +51,7 @@ class WeightedRun(NamedTuple):
     total: tuple[float, ...]  # mean request latency
     duration: tuple[float, ...]  # the whole run (steps alike in each group)
     tokens: int  # output tokens of every request
-    clients: int | None = None  # the most requests decoding at once (plan/serve.decoding_at_once): the tokens/s bound's
+    rate_bound: float | None = None  # tokens/s no schedule of the run beats (plan/serve_bound.tokens_per_s_bound)
 
 
 class SetupFeatures(NamedTuple):
@@ -123,7 +123,7 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
 
         fig = Figures(dot(r.ttft), dot(r.tpot), dot(r.total), r.tokens / dot(r.duration))
         if not c:
-            return bounded(fig, time(sf.first), s.new, r.clients or s.concurrency, time(sf.decode) * sf.decode_weight)
+            return bounded(fig, time(sf.first), s.new, r.rate_bound, time(sf.decode) * sf.decode_weight)
         return served(fig, server_seconds(c, engine, sf.first))
     n = max(1, s.new)
     step = time(sf.decode)
@@ -143,20 +143,18 @@ def figures(sf: SetupFeatures, time: Callable[[StepFeatures], float], c: Mapping
     return Figures(ttft, tpot, total, users * n / total)
 
 
-def bounded(fig: Figures, alone: float, new: int, clients: int | None, decoding: float = math.inf) -> Figures:
+def bounded(fig: Figures, alone: float, new: int, rate_bound: float | None, decoding: float = math.inf) -> Figures:
     """A simulated closed loop's ceiling figures as a bound: how far real clients drift apart is modelled
     (plan/serve.turnaround_steps), not known, so a bound cannot count their queueing. No TTFT above the prompt's own
     pass `alone`. No TPOT above `decoding`, the same schedule's decode steps with the prompts in them left out: how
     much of the other requests' prompts lands between a request's tokens is the scheduler's choice (chunked prefill
     mixes them in, a prefill-first engine runs them apart, a measured run may reuse a cached prefix), so a bound
-    cannot count it either. Latency bounded with them; tokens/s (with `clients`) with the TTFT alone, as the
-    prompts' work stays to be done: C clients' requests at the prompt-free TPOT would outrun the GPU's peak."""
+    cannot count it either. Latency bounded with them; tokens/s by `rate_bound`, the work every schedule of the run
+    has to do (plan/serve_bound.py), where the simulated schedule is slower."""
     steps = max(1, new) - 1
     tpot = min(fig.tpot_s, decoding)
     total = min(fig.total_s, alone + steps * tpot)
-    rate = fig.tokens_per_s
-    if clients is not None:
-        rate = max(rate, clients * new / min(fig.total_s, alone + steps * fig.tpot_s))
+    rate = fig.tokens_per_s if rate_bound is None else max(fig.tokens_per_s, rate_bound)
     return Figures(min(fig.ttft_s, alone), tpot, total, rate)
 
 

@@ -12,6 +12,7 @@ group, so the sums agree with the simulation to well under a percent (tests/test
 from __future__ import annotations
 
 import math
+from functools import partial
 from itertools import accumulate
 
 from kvcalc.cost.fitting import Setup, SetupFeatures, WeightedRun
@@ -42,8 +43,9 @@ def run_features(
     the run was launched with), C clients starting together, `requests` requests (default_requests),
     figures over all of them. `release`: SGLang's (None: engines/sglang/release.DEFAULT_RELEASE)."""
     from kvcalc.cost.estimate import features
-    from kvcalc.plan.serve import Load, decoding_at_once
-    from kvcalc.plan.serve_report import default_requests, serving_limits
+    from kvcalc.plan.serve import Load
+    from kvcalc.plan.serve_bound import request_flop_seconds, tokens_per_s_bound
+    from kvcalc.plan.serve_report import default_requests, serving_limits, step_timers
     from kvcalc.plan.serve_trace import trace
 
     c = setup.concurrency or 1
@@ -113,6 +115,8 @@ def run_features(
             )  # fmt: skip
         )
         weights.append((g[5], g[6], g[7], k))
+    dtypes = dict(dtype=dtype, kv_dtype=kv_dtype)
+    ceiling = step_timers(spec, gpu, dep, engine=engine, **dtypes)[0]  # type: ignore[arg-type]
     run = WeightedRun(
         steps=tuple(steps),
         ttft=tuple(w[0] for w in weights),
@@ -120,7 +124,7 @@ def run_features(
         total=tuple(w[2] for w in weights),
         duration=tuple(w[3] for w in weights),
         tokens=tokens,
-        clients=decoding_at_once(load, limits),
+        rate_bound=tokens_per_s_bound(ceiling, load, limits, partial(request_flop_seconds, spec, gpu, dep, **dtypes)),
     )
     alone = features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, prefill_tokens=p)
     # The run's decode steps without their prompts, at the TPOT-weighted mean batch and context (a

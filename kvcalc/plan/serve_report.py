@@ -3,14 +3,15 @@ its steps timed by cost/estimate.step_time (ceiling, estimate and the interval's
 from the engine's memory model, and the figures as result models."""
 
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from kvcalc.cost.constants import ConstantsMemo
 from kvcalc.cost.step import Deployment, comm_seconds, context_warning, held_kv_bytes, needs_link, stages
 from kvcalc.errors import DoesNotFitError, UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
-from kvcalc.plan.serve import Limits, Load, StepTimer, decoding_at_once
+from kvcalc.plan.serve import Limits, Load, StepTimer
+from kvcalc.plan.serve_bound import request_flop_seconds, tokens_per_s_bound
 from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
@@ -282,13 +283,14 @@ def serving_limits(
 
 
 def ceiling_stats(
-    ceiling: StepTimer, load: Load, limits: Limits, run: Callable[[StepTimer], ServeStats] | None = None
-) -> ServeStats:
+    ceiling: StepTimer, load: Load, limits: Limits, run: Callable[[StepTimer], ServeStats] | None = None,
+    work: Callable[[int, float], float] | None = None,
+) -> ServeStats:  # fmt: skip
     """The load's figures with every step at its ceiling, as a bound (cost/fitting.bounded): TTFTs
     (mean, p50, p99) no more than the prompt's own pass, and for a closed loop (whose schedule does not
-    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed. Its
-    tokens/s counts no more clients decoding at once than the engine runs (max_num_seqs) and its pool
-    holds at the shortest prompt. `run`: the load's runner (plan/serve_trace.runner), when the caller has one."""
+    depend on step times) TPOT and ITL no more than the same run with only its decode steps timed, its
+    tokens/s no more than plan/serve_bound's (`work`: a request's FLOP seconds there). `run`: the load's
+    runner (plan/serve_trace.runner), when the caller has one."""
     from kvcalc.cost.fitting import Figures, bounded
 
     run = run or runner(load, limits)
@@ -303,8 +305,8 @@ def ceiling_stats(
         d = run(decode_only)
         tpot, itl = d.tpot_s, d.itl_s
     fig = Figures(s.ttft_s, s.tpot_s, s.total_s, s.tokens_per_s)
-    clients = decoding_at_once(load, limits) if load.concurrency is not None else None
-    f = bounded(fig, alone, load.new, clients, tpot)
+    rate = tokens_per_s_bound(ceiling, load, limits, work) if load.concurrency is not None else None
+    f = bounded(fig, alone, load.new, rate, tpot)
     return s._replace(
         ttft_s=f.ttft_s, ttft_p50_s=min(s.ttft_p50_s, alone), ttft_p99_s=min(s.ttft_p99_s, alone),
         tpot_s=f.tpot_s, itl_s=min(s.itl_s, itl), per_user_tokens_per_s=1 / f.tpot_s if f.tpot_s > 0 else 0.0,
@@ -390,7 +392,8 @@ def serve_report(
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
     ceiling, est, lo, hi, basis = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)
     run = runner(load, limits)  # a closed loop is scheduled once, for the ceiling, the estimate and its interval
-    top = ceiling_stats(ceiling, load, limits, run)
+    work = partial(request_flop_seconds, spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype)
+    top = ceiling_stats(ceiling, load, limits, run, work)
     from kvcalc.plan.calibration import refusal_warnings
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it

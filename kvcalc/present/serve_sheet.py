@@ -100,7 +100,7 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
         "The ceiling is every step at its physics bound, a request's TTFT no more than its prompt's own pass and "
         "its TPOT no more than the decode steps without the prompts mixed in"
         + (
-            ", its tokens/s that of no more clients than the engine runs at once and its KV pool holds"
+            ", its tokens/s no more than the decode steps and FLOPs every schedule must run allow"
             if r.concurrency
             else ""
         )
