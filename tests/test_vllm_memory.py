@@ -890,3 +890,28 @@ def test_qwen3_next_output_gate_is_held_with_the_queries():
     assert weight_bytes(spec, "bf16", None, tp=2).attention == 12 * (
         (8 * 2 + 1 + 1) * 256 * 2048 * 2 + 2048 * 8 * 256 * 2
     )
+
+
+def test_llm_d_planners_public_vllm_logs(monkeypatch):
+    """vLLM 0.19 start-up logs of llm-d-planner's memory-validation sweep (benchmarks/vllm_logs/points.csv, each row
+    with its URL; H100 80GB, DEBUG level), each asked as the log served it (benchmarks/vllm_pool_accuracy.py): every
+    log whose model resolves offline comes out within 0.25 GiB of its "Available KV cache memory" and 2% of its "GPU
+    KV cache size", 0.05 GiB on average; a model without a config offline is one clear error, never a guess."""
+    import csv
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "benchmarks"))
+    from vllm_pool_accuracy import POINTS, predict
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the presets and their aliases, as offline
+    rows = list(csv.DictReader(open(POINTS, newline="")))
+    got = {i: predict(row) for i, row in enumerate(rows)}
+    errors = [g["available"] - float(rows[i]["available_kv_gib"]) for i, g in got.items() if isinstance(g, dict)]
+    assert len(rows) == 61 and len(errors) >= 45
+    assert max(abs(e) for e in errors) <= 0.25 and sum(abs(e) for e in errors) / len(errors) <= 0.05
+    for i, g in got.items():
+        if isinstance(g, dict):
+            assert abs(g["tokens"] / int(rows[i]["kv_tokens"]) - 1) <= 0.02
+        else:
+            assert rows[i]["model"] in g and "config.json" in g
