@@ -405,6 +405,23 @@ def test_llama4_vision_tower_split_over_tp():
     assert not any("vision encoder's weights" in u for u in terms.unsized)
 
 
+def test_llama4_dummy_images_are_held_through_the_profiling_run():
+    # The same log: "Encoder cache will be initialized with a budget of 8192 tokens, and profiled with 3 image
+    # items of the maximum feature size", torch peak 3.19 GiB. mllama4.py's dummy image is 16 tiles of 336^2 in
+    # a row and its global tile: 17 x (336 / 14)^2 / 4 = 2,448 embeddings of 5,120 and 17 x 3 x 336^2 pixels,
+    # 8,192 // 2,448 = 3 of them held beside the language model's peak: 3 x (2,448 x 5,120 + 5,757,696) x 2 B.
+    from kvcalc.engines.vllm.memory import Settings, image_profile_bytes, predict
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.model.resolve import resolve_model
+
+    spec = resolve_model(str(shared_path("configs", "llama-4-scout-17b-16e-instruct.json"))).spec
+    assert spec.checkpoint.image_profile == (2448, 5_757_696)
+    assert image_profile_bytes(spec, 2, 8192) == 3 * (2448 * 5120 + 5_757_696) * 2
+    terms = predict(spec, get_gpu("h100"), Settings(tp=4, gpu_memory_utilization=0.95))
+    assert terms.stages[0].profile_peak_bytes / GiB == pytest.approx(3.19, abs=0.05)
+    assert terms.available_kv_bytes / GiB == pytest.approx(16.75, abs=0.15)  # logged "Available KV cache memory"
+
+
 def test_mistral3_pixtral_tower_and_dummy_images(tmp_path):
     # Mistral-Small-3.1-24B-Instruct-2503: the 2501 language model under a mistral3 config with its published
     # Pixtral vision_config (hidden 1024, intermediate 4096, 24 layers, 14 px patches of 1540 px images,

@@ -290,18 +290,28 @@ def _gemma3n_towers(raw: dict[str, Any], vision: dict[str, Any], text: dict[str,
     return split, tower + heard + 2 * v_hidden + 2 * h
 
 
+LLAMA4_MAX_TILES = 16  # Llama4ImageProcessor's max_patches (preprocessor_config.json, not config.json)
+
+
 def image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
     """The profiling run's dummy image: (placeholder tokens, pixel values), where known.
 
     Gemma 3: mm_tokens_per_image embeddings from an image_size^2 picture (no pan-and-scan). Mistral 3
     (Pixtral): an image_size^2 picture in patch_size patches merged spatial_merge_size^2 to one, n x n
-    tokens plus one [IMG_BREAK] / [IMG_END] per row (vllm/model_executor/models/mistral3.py)."""
+    tokens plus one [IMG_BREAK] / [IMG_END] per row (vllm/model_executor/models/mistral3.py). Llama 4: a
+    16:1 picture (mllama4.py get_image_size_with_most_features: Llama4ImageProcessor's max_patches, 16, tiles
+    in a row) and its global tile, 17 tiles of image_size^2, each (image_size / patch_size)^2 patches pixel-
+    shuffled pixel_shuffle_ratio^2 to one (vLLM 0.19 logs "profiled with 3 image items" in 8,192 tokens)."""
     vision = raw.get("vision_config")
     kind = str(raw.get("model_type"))
-    if kind not in ("gemma3", "mistral3") or not isinstance(vision, dict):
+    if kind not in ("gemma3", "mistral3", "llama4") or not isinstance(vision, dict):
         return None
     try:
         size, channels = int(vision["image_size"]), int(vision.get("num_channels", 3))
+        if kind == "llama4":
+            per_tile = (size // int(vision["patch_size"])) ** 2 // round(1 / float(vision["pixel_shuffle_ratio"]) ** 2)
+            tiles = LLAMA4_MAX_TILES + 1
+            return tiles * per_tile, tiles * channels * size * size
         if kind == "gemma3":
             tokens = int(raw.get("mm_tokens_per_image", 256))
         else:
