@@ -500,6 +500,7 @@ def test_the_fitted_ceiling_agrees_with_the_printed_one():
     sf = run_features(spec, gpu, SINGLE, Setup(None, 64, 2000, 100), engine="vllm", dtype="fp8", kv_dtype="fp8")
     assert ceiling(sf, "tpot_ms") / 1000 == pytest.approx(r.tpot_s, rel=0.02)
     assert ceiling(sf, "ttft_ms") / 1000 == pytest.approx(r.ttft_s, rel=0.02)
+    assert ceiling(sf, "output_tok_s_total") == pytest.approx(r.tokens_per_s, rel=0.02)  # plan/serve_bound's, alike
 
 
 def test_preempting_the_newest_in_aggregate_is_the_slow_way():
