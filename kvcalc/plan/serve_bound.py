@@ -32,9 +32,10 @@ def request_flop_seconds(
     if dep.ep > 1 or dep.dp_attention:
         return 0.0
     staged = stages(spec, dep, dtype)
-    kw = dict(dtype=dtype, kv_dtype=kv_dtype, staged=staged)
-    first = features(spec, gpu, dep, prefill_tokens=prompt, **kw)  # type: ignore[arg-type]
-    token = features(spec, gpu, dep, decode_batch=1, decode_context=prompt, **kw)  # type: ignore[arg-type]
+    first = features(spec, gpu, dep, prefill_tokens=prompt, dtype=dtype, kv_dtype=kv_dtype, staged=staged)
+    token = features(
+        spec, gpu, dep, decode_batch=1, decode_context=prompt, dtype=dtype, kv_dtype=kv_dtype, staged=staged
+    )
     busiest = max(p[3] + max(0.0, new - 1) * d[3] for p, d in zip(first.stage_bytes, token.stage_bytes))
     return busiest / first.peak
 

@@ -115,8 +115,8 @@ def run_features(
             )  # fmt: skip
         )
         weights.append((g[5], g[6], g[7], k))
-    dtypes = dict(dtype=dtype, kv_dtype=kv_dtype)
-    ceiling = step_timers(spec, gpu, dep, engine=engine, **dtypes)[0]  # type: ignore[arg-type]
+    ceiling = step_timers(spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype)[0]
+    work = partial(request_flop_seconds, spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype)
     run = WeightedRun(
         steps=tuple(steps),
         ttft=tuple(w[0] for w in weights),
@@ -124,7 +124,7 @@ def run_features(
         total=tuple(w[2] for w in weights),
         duration=tuple(w[3] for w in weights),
         tokens=tokens,
-        rate_bound=tokens_per_s_bound(ceiling, load, limits, partial(request_flop_seconds, spec, gpu, dep, **dtypes)),
+        rate_bound=tokens_per_s_bound(ceiling, load, limits, work),
     )
     alone = features(spec, gpu, dep, dtype=dtype, kv_dtype=kv_dtype, staged=staged, prefill_tokens=p)
     # The run's decode steps without their prompts, at the TPOT-weighted mean batch and context (a
