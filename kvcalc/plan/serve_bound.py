@@ -42,9 +42,10 @@ def request_flop_seconds(
 
 def tokens_per_s_bound(
     ceiling: StepTimer, load: Load, limits: Limits, work: Callable[[int, float], float] | None = None
-) -> float:
+) -> float | None:
     """Output tokens/s no closed loop of `load` beats under `limits`, with steps no faster than `ceiling`;
-    `work(prompt, new)`: request_flop_seconds for the deployment (None: the decode bound alone)."""
+    `work(prompt, new)`: request_flop_seconds for the deployment (None: the decode bound alone). None where
+    neither applies (one new token a request, whose FLOPs are not bounded this way)."""
     sizes = lengths(load)
     new = sum(n for _, n in sizes) / len(sizes)
     shortest = min(p for p, _ in sizes)
@@ -56,4 +57,4 @@ def tokens_per_s_bound(
     flop_s = work(shortest, new) if work else 0.0
     if flop_s > 0:
         bound = min(bound, new / flop_s)
-    return bound
+    return None if math.isinf(bound) else bound
