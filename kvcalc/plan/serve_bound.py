@@ -45,7 +45,7 @@ def tokens_per_s_bound(
 ) -> float | None:
     """Output tokens/s no closed loop of `load` beats under `limits`, with steps no faster than `ceiling`;
     `work(prompt, new)`: request_flop_seconds for the deployment (None: the decode bound alone). None where
-    neither applies (one new token a request, whose FLOPs are not bounded this way)."""
+    neither applies: one new token a request (no decode step) and no FLOPs bound (EP or DP attention)."""
     sizes = lengths(load)
     new = sum(n for _, n in sizes) / len(sizes)
     shortest = min(p for p, _ in sizes)
