@@ -115,6 +115,15 @@ def test_unpriced_options_are_listed_after_the_priced_by_gpu_count():
     assert any(note.startswith("--price for l40: not among the GPUs searched") for note in typo["notes"])
 
 
+def test_concurrency_is_generates_name_for_users():
+    # `generate --concurrency C` simulates what `plan --users C` sizes: the same option, under either name
+    args = ("plan", "llama-3.1-8b", "--seq", "8k", "--gpu", "l40s", "--tpot-ms", "40")
+    users, concurrency = run_json(*args, "--users", "12"), run_json(*args, "--concurrency", "12")
+    assert users["options"] and users["options"] == concurrency["options"]
+    for o in users["options"]:  # each replica's share of the 12 users
+        assert f"--concurrency {12 // o['replicas']} " in o["check"]
+
+
 def test_tp16_on_8_gpu_nodes_is_flagged():
     out = run_json("plan", *ACCEPTANCE[:5], "--gpu", "h100", "--max-gpus", "16", "--dtype", "fp8", "--kv-dtype", "fp8")
     tp16 = [o for o in out["options"] if o["tp"] == 16]

@@ -30,7 +30,12 @@ def plan(
     ],
     users: Annotated[
         int,
-        typer.Option("--users", "-u", help="Concurrent users, each sending its next request when the last ends."),
+        typer.Option(
+            "--users",
+            "-u",
+            "--concurrency",
+            help="Concurrent users, each sending its next request when the last ends (generate's --concurrency).",
+        ),  # fmt: skip
     ],
     tpot_ms: Annotated[
         Optional[float], typer.Option("--tpot-ms", help="Goal: mean time per output token, ms (default: none).")
