@@ -101,6 +101,8 @@ def cache(
     ubatch: lcpp.UbatchOpt = 512,
     flash_attn: lcpp.FlashAttnOpt = "on",
     ngl: lcpp.NglOpt = None,
+    cpu_moe: lcpp.CpuMoeOpt = False,
+    n_cpu_moe: lcpp.NCpuMoeOpt = None,
     swa_full: lcpp.SwaFullOpt = False,
 ) -> None:
     """KV-cache size of MODEL: bytes per token, per layer type, and in total for batch x seq.
@@ -113,7 +115,7 @@ def cache(
     batches, seqs = parse_range(batch, "--batch"), parse_range(seq, "--seq")
     check_grid("cache --batch x --seq", len(batches), len(seqs))
     others = lcpp_flags.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq)
-    own = lcpp_flags.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
+    own = lcpp_flags.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full, cpu_moe, n_cpu_moe)
     own["--engine-version"] = engine_version is not None  # cache's only engine is llama.cpp
     if lcpp_flags.check_flags(engine, "cache", others, own, "--gpu, --seq, ") or engine is not None:  # else: says so
         return lcpp.cache_command(
@@ -128,7 +130,9 @@ def cache(
             engine_version,
             ngl,
             fmt,
-            lcpp.settings(parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype),
+            lcpp.settings(
+                parallel, kv_unified, ubatch, flash_attn, swa_full, kv_dtype, lcpp.cpu_moe_layers(cpu_moe, n_cpu_moe)
+            ),
             dtype,
         )
     kv = normalize_dtype(kv_dtype if kv_dtype is not None else "bf16", KV_DTYPES)

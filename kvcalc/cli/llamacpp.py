@@ -36,6 +36,18 @@ NglOpt = Annotated[
         help="llama.cpp -ngl: layers on the GPU, the output layer counting as one (default: all; fit: the most that fit).",
     ),
 ]
+CpuMoeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cpu-moe", "-cmoe",
+        help="llama.cpp --cpu-moe: every layer's routed experts stay in system memory (the CPU multiplies them).",
+    ),
+]  # fmt: skip
+NCpuMoeOpt = Annotated[
+    Optional[int],
+    typer.Option("--n-cpu-moe", "-ncmoe", help="llama.cpp --n-cpu-moe N: the routed experts of the first N layers stay "
+                 "in system memory, the rest of those layers on the GPU."),
+]  # fmt: skip
 SwaFullOpt = Annotated[
     bool, typer.Option("--swa-full", help="llama.cpp --swa-full: sliding-window layers keep the whole context.")
 ]
@@ -65,8 +77,23 @@ def cache_types(kv_dtype: Optional[str]) -> tuple[str, str]:
     return name, name
 
 
+def cpu_moe_layers(cpu_moe: bool, n_cpu_moe: Optional[int]) -> int:
+    """The first layers whose experts stay in system memory: --cpu-moe (all) or --n-cpu-moe N (0: none)."""
+    from kvcalc.engines.llamacpp.buffers import CPU_MOE_ALL
+
+    if n_cpu_moe is not None and n_cpu_moe < 0:
+        raise UsageError(f"--n-cpu-moe takes a number of layers, 0 or more, not {n_cpu_moe}")
+    return CPU_MOE_ALL if cpu_moe else n_cpu_moe or 0
+
+
 def settings(
-    parallel: int, kv_unified: bool, ubatch: int, flash_attn: str, swa_full: bool, kv_dtype: Optional[str]
+    parallel: int,
+    kv_unified: bool,
+    ubatch: int,
+    flash_attn: str,
+    swa_full: bool,
+    kv_dtype: Optional[str],
+    cpu_moe: int = 0,
 ) -> dict[str, Any]:
     if parallel < 1 or ubatch < 1:
         raise UsageError("--parallel and --ubatch must be at least 1")
@@ -82,6 +109,7 @@ def settings(
         swa_full=swa_full,
         type_k=tk,
         type_v=tv,
+        cpu_moe=cpu_moe,
     )
 
 
@@ -95,6 +123,8 @@ def weights_type(dtype: Optional[str]) -> Optional[str]:
     from kvcalc.plan.inputs import weight_dtype
 
     key = weight_dtype(dtype)
+    if key == "mxfp4":  # mxfp4 experts, the rest Q8_0: the one llama.cpp quant that writes MXFP4
+        return "mxfp4_moe"
     if key in FTYPES:
         return key
     if key in ("bf16", "fp16"):
@@ -125,6 +155,11 @@ def _model(model: str, quant: Optional[str], dtype: Optional[str] = None):  # no
     from kvcalc.plan.inputs import resolve
 
     spec = resolve(model, {}).spec
+    note = "estimated"
+    if wtype is None and spec.expert_dtype == "mxfp4":
+        # NOTE: a checkpoint shipped with mxfp4 experts (gpt-oss) is run from a GGUF that keeps them: ggml-org's
+        # files are llama-quantize's MXFP4_MOE mix, not a 16-bit conversion of the experts
+        wtype, note = "mxfp4_moe", "estimated, the checkpoint's experts"
     if wtype is None or wtype == "f16":
         return spec, spec_tensors(spec, "f16"), None, False, 0
     from kvcalc.errors import SpecError
@@ -133,8 +168,8 @@ def _model(model: str, quant: Optional[str], dtype: Optional[str] = None):  # no
     try:
         rows = [TensorRow(*t) for t in tensor_table(spec, wtype)]
     except SpecError:
-        rows = spec_tensors(spec, FTYPES[wtype])
-    return spec, rows, f"{wtype.upper()} (estimated)", False, 0
+        rows = spec_tensors(spec, FTYPES[wtype], "mxfp4" if wtype == "mxfp4_moe" else None)
+    return spec, rows, f"{wtype.upper()} ({note})", False, 0
 
 
 def _backend(gpu_spec) -> str:  # noqa: ANN001
@@ -253,6 +288,7 @@ def run_fit(
         headroom_bytes=headroom,
         n_ctx=seq,
         cpu_bandwidth_bytes_per_s=int(cpu_gb_s * 1e9),
+        placed_by_user=ngl is not None,
         rows=out,
     )
 
@@ -400,7 +436,8 @@ def fit_exit(
     tp, pp, gpus = ranks
     if tp is not None or pp is not None:
         raise UsageError("llama.cpp splits layers over GPUs: give --gpus N, not --tp / --pp")
-    opts = settings(*llama, kv_dtype)
+    *own, cpu_moe = llama
+    opts = settings(*own, kv_dtype, cpu_moe=cpu_moe)
     opts["n_gpus"] = gpus or 1
     seqs, batches = parse_range(seq, "--seq"), parse_range(batch, "--batch")
     raise typer.Exit(

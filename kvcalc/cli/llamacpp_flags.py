@@ -46,10 +46,13 @@ def shared_flags(
 
 
 def own_flags(
-    quant: Optional[str], parallel: int, kv_unified: bool, ubatch: int, flash_attn: str, ngl: Optional[int], swa: bool
-) -> dict[str, bool]:
+    quant: Optional[str], parallel: int, kv_unified: bool, ubatch: int, flash_attn: str, ngl: Optional[int], swa: bool,
+    cpu_moe: bool = False, n_cpu_moe: Optional[int] = None,
+) -> dict[str, bool]:  # fmt: skip
     """llama.cpp's flags a command was given (not at their defaults), for check_flags."""
     return {
+        "--cpu-moe": cpu_moe,
+        "--n-cpu-moe": n_cpu_moe is not None,
         "--quant": quant is not None,
         "--parallel": parallel != 1,
         "--kv-unified": kv_unified,

@@ -194,6 +194,8 @@ def fit(
     ubatch: lcpp.UbatchOpt = 512,
     flash_attn: lcpp.FlashAttnOpt = "on",
     ngl: lcpp.NglOpt = None,
+    cpu_moe: lcpp.CpuMoeOpt = False,
+    n_cpu_moe: lcpp.NCpuMoeOpt = None,
     swa_full: lcpp.SwaFullOpt = False,
     cpu_bandwidth: lcpp.CpuBwOpt = 64.0,
 ) -> None:
@@ -242,12 +244,13 @@ def fit(
         "--ceiling": ceiling,
         **lcpp_flags.shared_flags(explain, plot, layers, kv_heads, head_dim, window, images, encoder_seq),
     }
-    own = lcpp_flags.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full)
+    own = lcpp_flags.own_flags(quant, parallel, kv_unified, ubatch, flash_attn, ngl, swa_full, cpu_moe, n_cpu_moe)
     own["--cpu-bandwidth"] = cpu_bandwidth != 64.0
     if lcpp_flags.check_flags(engine, "fit", others, own, "--gpu, --gpus, --seq, --reserve, --engine-version, "):
         context = seq if seq is not None else str(DEFAULT_SEQ)  # llama-server's -c is given, not the model's maximum
         lcpp.fit_exit(model, gpu, context, batch, kv_dtype, quant, engine_version, ngl, cpu_bandwidth, fmt, reserve,
-                      (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full), dtype)  # fmt: skip
+                      (tp, pp, gpus), (parallel, kv_unified, ubatch, flash_attn, swa_full,
+                                       lcpp.cpu_moe_layers(cpu_moe, n_cpu_moe)), dtype)  # fmt: skip
     from kvcalc.plan import sglang as sglang_fit
     from kvcalc.plan import vllm_fit
     from kvcalc.plan.fitrun import fit_rows, goal_engine

@@ -61,13 +61,17 @@ def _device_of(t: TensorRow, n_layer: int, devs: list[int | None], tied: bool) -
     return devs[0]
 
 
+SYSTEM_EXPERTS = -1  # _reads' key for the experts --n-cpu-moe keeps in system memory, wherever their layer runs
+
+
 def _reads(
-    spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int, logits: int = 1
+    spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int, logits: int = 1, cpu_moe: int = 0
 ) -> dict[int | None, tuple[float, float, float]]:
-    """(weight bytes read, matmul FLOPs, of those bytes the quantized blocks') per device (None: the CPU)
-    for a step over `tokens` tokens that computes `logits` rows of the output (each decoded sequence's, a
-    prompt's last token's)."""
+    """(weight bytes read, matmul FLOPs, of those bytes the quantized blocks') per device (None: the CPU;
+    SYSTEM_EXPERTS: the experts --n-cpu-moe `cpu_moe` leaves in system memory) for a step over `tokens` tokens that
+    computes `logits` rows of the output (each decoded sequence's, a prompt's last token's)."""
     from kvcalc.cost.shard import reached_experts
+    from kvcalc.engines.llamacpp.buffers import expert_on_cpu
     from kvcalc.model.gguf.types import is_quantized
 
     n = spec.num_layers
@@ -76,6 +80,8 @@ def _reads(
     reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens)) if spec.experts else 0.0
     for t in tensors:
         dev = _device_of(t, n, devs, tied)
+        if dev is not None and expert_on_cpu(t.name, cpu_moe):
+            dev = SYSTEM_EXPERTS
         elems = _elements(t)
         output = t.name.startswith("output.") or (tied and t.name.startswith("token_embd."))
         if t.name.startswith("token_embd.") and not tied:
@@ -166,7 +172,7 @@ def step_features(
     prefill = prompt_tokens > 0
     seqs = 1 if prefill else max(1, batch)
     tokens = prompt_tokens if prefill else seqs
-    reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs)
+    reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe)
     kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill).items()}
     runs = spec.expanded_layers()
     attends = [run.kind != LayerKind.STATELESS for run in runs]
@@ -186,15 +192,19 @@ def step_features(
         rows.append((int(w), int(kv_b), 0, int(flops), blocks, a, sum(moe[i] for i in layer_ids)))
         ideal.append(max((w + kv_b) / bw, flops / peak))
 
+    # NOTE: --n-cpu-moe's experts: a decode step's CPU multiplies the experts its tokens reach where they lie; a
+    # prompt's ubatch (32 tokens or more) is offloaded to the first GPU, the experts copied to it (charged by the
+    # caller, as for CPU-held layers)
+    sys_w, sys_mm, _ = reads.get(SYSTEM_EXPERTS, (0.0, 0.0, 0.0))
     gpu_w = gpu_q = 0.0  # the GPUs' bytes read, and of those the quantized blocks' (ggml widens each in its kernels)
     for g in gpus:
         ids = [i for i in range(n) if devs[i] == g]
         w, mm, q = reads.get(g, (0.0, 0.0, 0.0))
-        row(ids, w, kv.get(g, 0.0), mm)
+        row(ids, w, kv.get(g, 0.0), mm + (sys_mm if prefill and g == gpus[0] else 0.0))
         gpu_w, gpu_q = gpu_w + w, gpu_q + q
     cpu_w, cpu_mm, _ = reads.get(None, (0.0, 0.0, 0.0))
     cpu_kv = kv.get(None, 0.0)
-    cpu_bytes = cpu_w + cpu_kv
+    cpu_bytes = cpu_w + cpu_kv + (0.0 if prefill else sys_w)
     if prefill and (cpu_layers or cpu_mm):
         # NOTE: op offload: the GPU multiplies the CPU-held weights (copied over PCIe, charged by the caller)
         row(cpu_layers, 0.0, cpu_kv, cpu_mm)
@@ -225,7 +235,7 @@ def step_features(
         scores=materialized_scores(spec, sum(attends), tokens, 0, r.ubatch) if prefill and not r.flash_attn else 0.0,
         dequant=gpu_q / max(1.0, gpu_w),
     )
-    return f, cpu_bytes, cpu_w if prefill else 0.0
+    return f, cpu_bytes, cpu_w + sys_w if prefill else 0.0
 
 
 def _speed(tokens: int, est: float, lo: float, hi: float, ceiling: float) -> Speed:

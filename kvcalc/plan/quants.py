@@ -54,20 +54,47 @@ class QuantFit(Result):
     speed_label: str = SPEED_LABEL
     estimate_label: str = ESTIMATE_LABEL
     cpu_bandwidth_bytes_per_s: int
+    placed_by_user: bool = False  # -ngl given: llama.cpp's --fit leaves the layers where the user put them
     rows: list[QuantRow]
 
 
 def largest_fit(
     spec: ModelSpec, tensors: list[TensorRow], n_ctx: int, era: Era, capacity: int, unified: bool, **settings: Any
 ) -> LlamaCppResult:
-    """llama.cpp's buffers at the largest -ngl whose GPU side fits (0: everything on the CPU)."""
-    for ngl in range(spec.num_layers + 1, -1, -1):
-        r = llamacpp_memory(
-            spec, tensors, n_ctx, era, ngl=ngl, capacity_bytes=capacity, unified_memory=unified, **settings
+    """llama.cpp's buffers as its --fit places the layers the user left unset: the largest -ngl whose GPU side fits
+    (0: everything on the CPU); for an MoE model that does not fit whole, from the 2026-01 era, its routed experts
+    go to system memory first (common/fit.cpp steps 3 and 4): every layer on the GPU with the experts of the fewest
+    layers in system memory that fits, or, where even the layers without their experts do not all fit, the most
+    such layers."""
+    from kvcalc.engines.llamacpp.buffers import CPU_MOE_ALL
+
+    def at(ngl: int, **over: Any) -> LlamaCppResult:
+        return llamacpp_memory(
+            spec, tensors, n_ctx, era, ngl=ngl, capacity_bytes=capacity, unified_memory=unified, **{**settings, **over}
         )
-        if r.fits or ngl == 0:
-            return r
-    raise AssertionError("unreachable")
+
+    # -ngl counts a GGUF's trailing multi-token-prediction blocks as layers (engines/llamacpp/memory.py)
+    top = spec.num_layers + (spec.checkpoint.mtp_blocks if spec.checkpoint else 0)
+
+    def most_layers(**over: Any) -> LlamaCppResult:
+        for ngl in range(top + 1, -1, -1):
+            r = at(ngl, **over)
+            if r.fits or ngl == 0:
+                return r
+        raise AssertionError("unreachable")
+
+    whole = at(top + 1)
+    if whole.fits or not (era.fit_moe and spec.is_moe and not settings.get("cpu_moe") and not unified):
+        return whole if whole.fits else most_layers()
+    # NOTE: llama.cpp fills the first layers whole and leaves the experts of the last ones in system memory;
+    # --n-cpu-moe k (the first k) holds the same bytes on the GPU, layers being alike
+    if not at(top + 1, cpu_moe=top).fits:
+        return most_layers(cpu_moe=CPU_MOE_ALL)
+    lo, hi = 0, top  # the fewest layers whose experts must leave: not lo, hi fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if at(top + 1, cpu_moe=mid).fits else (mid, hi)
+    return at(top + 1, cpu_moe=hi)
 
 
 def _read_bytes(tensors: list[TensorRow], spec: ModelSpec) -> dict[str, int]:
@@ -89,7 +116,7 @@ def decode_ceiling(
 ) -> float:
     """Tokens/s if each token reads its weights and the full KV cache once: GPU part at the GPU's
     bandwidth, the layers left on the CPU at system-memory bandwidth."""
-    from kvcalc.engines.llamacpp.buffers import layer_devices
+    from kvcalc.engines.llamacpp.buffers import expert_on_cpu, layer_devices
 
     devs = layer_devices(spec.num_layers, r.ngl, 1)
     read = _read_bytes(tensors, spec)
@@ -100,7 +127,7 @@ def decode_ceiling(
             devs[int(parts[1])] is not None
             if t.name.startswith("blk.") and parts[1].isdigit() and int(parts[1]) < spec.num_layers
             else devs[-1] is not None and not t.name.startswith("token_embd.")
-        )
+        ) and not expert_on_cpu(t.name, r.cpu_moe)
         if on_gpu or unified:
             gpu += read[t.name]
         else:
@@ -175,7 +202,8 @@ def quant_row(
         kv_bytes=r.kv_bytes,
         compute_bytes=r.compute_buffer_bytes,
         total_bytes=total,
-        fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers,
+        # whole on the GPU, but for experts the user sent to system memory (--cpu-moe), not --fit
+        fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers and r.cpu_moe <= settings.get("cpu_moe", 0),
         gpu_layers=r.gpu_layers,
         total_layers=r.total_layers,
         **speed,

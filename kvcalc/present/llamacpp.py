@@ -15,12 +15,20 @@ def _mib(n: int) -> str:
     return f"{n / MiB:,.2f} MiB"
 
 
-def _settings(r: LlamaCppResult) -> str:
+def _settings(r: LlamaCppResult, placed: str | None = None) -> str:
+    """The flags `r` was sized for; `placed`: what to say of -ngl and --n-cpu-moe instead of their values."""
     return (
         f"llama.cpp build era {r.build} ({r.build_note}); -c {r.n_ctx:,} -np {r.parallel}"
         f"{' --kv-unified' if r.kv_unified else ''} -ub {r.ubatch} -fa {'on' if r.flash_attn else 'off'}"
-        f" -ctk {r.type_k} -ctv {r.type_v}{' --swa-full' if r.swa_full else ''} -ngl {r.ngl}"
+        f" -ctk {r.type_k} -ctv {r.type_v}{' --swa-full' if r.swa_full else ''} "
+        + (placed or f"-ngl {r.ngl}{_cpu_moe(r)}")
     )
+
+
+def _cpu_moe(r: LlamaCppResult) -> str:
+    if not r.cpu_moe:
+        return ""
+    return " --cpu-moe" if r.cpu_moe >= r.total_layers - 1 else f" --n-cpu-moe {r.cpu_moe}"
 
 
 def buffers_sheet(r: LlamaCppResult, title: str) -> Sheet:
@@ -44,6 +52,12 @@ def buffers_sheet(r: LlamaCppResult, title: str) -> Sheet:
     sheet.notes.append(
         f"offloaded {r.gpu_layers}/{r.total_layers} layers (the output layer counts as one); token_embd stays "
         "on the CPU (CPU_Mapped)"
+        + (
+            f", and the routed experts of layers 0-{r.cpu_moe - 1} (llama.cpp's CPU_Mapped line prints the span of "
+            "the file it maps, the GPU's tensors between them too)"
+            if r.cpu_moe
+            else ""
+        )  # fmt: skip
         + ("" if r.weights_exact else "; weights estimated from parameters: no GGUF tensor table")
     )
     sheet.notes.append(
@@ -55,6 +69,8 @@ def buffers_sheet(r: LlamaCppResult, title: str) -> Sheet:
     elif r.fits is not None:
         partial = r.gpu_layers < r.total_layers
         verdict = f"fits with {r.gpu_layers}/{r.total_layers} layers on the GPU" if partial else "fits fully on the GPU"
+        if r.cpu_moe:
+            verdict = verdict.replace("fully ", "") + f", the routed experts of {r.cpu_moe} layers in system memory"
         sheet.notes.append(verdict if r.fits else "does not fit")
     return sheet
 
@@ -79,6 +95,8 @@ def quants_sheet(q: QuantFit) -> Sheet:
     )
     for r in q.rows:
         where = "all (fits)" if r.fits_fully else f"{r.gpu_layers}/{r.total_layers}"
+        if r.llamacpp.cpu_moe and r.llamacpp.fits:
+            where += f", experts of {min(r.llamacpp.cpu_moe, r.total_layers - 1)} in RAM"
         if not r.llamacpp.fits:
             where = "does not fit"  # not even the compute buffer (or, on a Mac, not the working set)
         if r.refusal:
@@ -105,7 +123,10 @@ def quants_sheet(q: QuantFit) -> Sheet:
         )
     first = q.rows[0].llamacpp if q.rows else None
     if first is not None:
-        sheet.notes.append(_settings(first).replace(f" -ngl {first.ngl}", " -ngl: the most that fit"))
+        placed = "-ngl: the most that fit" + (
+            ", an MoE model's experts in system memory first, as llama.cpp's --fit places them" if first.cpu_moe else ""
+        )
+        sheet.notes.append(_settings(first, None if q.placed_by_user else placed))
     sheet.notes.append(
         f"{fmt_bytes(q.headroom_bytes)} of the GPU kept free for the CUDA context (--reserve), as llama.cpp's --fit does"
     )

@@ -28,6 +28,20 @@ _BLK = re.compile(r"^blk\.(\d+)\.")
 # CPU); Gemma 3n's per-layer token embeddings are input, its AltUp projections output
 _OUTPUT = ("output.", "output_norm.", "cls.", "cls_out.", "cls_norm.", "altup_proj.", "altup_unembd_proj.")
 _INPUT = ("token_embd.", "token_types", "position_embd", "per_layer_token_embd.")
+# common/common.h LLM_FFN_EXPS_REGEX: the routed experts' tensors (weights and biases, matched anywhere in the name)
+# that --cpu-moe keeps in system memory (a tensor buffer override to the CPU buffer type), and --n-cpu-moe N those
+# of blk.0 ... blk.N-1
+_EXPS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+CPU_MOE_ALL = 1 << 30  # --cpu-moe: every layer's experts
+
+
+def expert_on_cpu(name: str, cpu_moe: int) -> bool:
+    """Whether --n-cpu-moe `cpu_moe` (CPU_MOE_ALL: --cpu-moe) keeps tensor `name` in system memory wherever its
+    layer is: a routed expert tensor of one of the first cpu_moe layers."""
+    if cpu_moe <= 0 or not _EXPS.search(name):
+        return False
+    m = _BLK.match(name)
+    return m is not None and int(m.group(1)) < cpu_moe
 
 
 class TensorRow(NamedTuple):
@@ -69,9 +83,11 @@ def layer_devices(n_layer: int, ngl: int, n_gpus: int, split: list[float] | None
 
 
 def model_buffers(
-    tensors: list[TensorRow], n_layer: int, devices: list[int | None], backend: str = "cuda"
+    tensors: list[TensorRow], n_layer: int, devices: list[int | None], backend: str = "cuda", cpu_moe: int = 0
 ) -> tuple[dict[int, int], int, int]:
-    """(bytes per GPU, CPU_Mapped bytes, CPU bytes of other tensors). backend: cuda (also HIP) or metal."""
+    """(bytes per GPU, CPU_Mapped bytes, CPU bytes of other tensors). backend: cuda (also HIP) or metal; cpu_moe:
+    --n-cpu-moe (the experts of its first layers stay mapped from the file). CPU_Mapped is the tensors' bytes:
+    llama.cpp's line prints the span of the file it maps, which also covers the GPU's tensors lying between."""
     gpu: dict[int, int] = {}
     cpu_mapped = 0
     names = {t.name for t in tensors}
@@ -79,7 +95,7 @@ def model_buffers(
         m = _BLK.match(t.name)
         if m:
             il = int(m.group(1))
-            dev = devices[il] if il < n_layer else None
+            dev = devices[il] if il < n_layer and not expert_on_cpu(t.name, cpu_moe) else None
         elif t.name.startswith(_OUTPUT):
             dev = devices[n_layer]
         elif t.name.startswith(_INPUT):
@@ -104,21 +120,30 @@ def _alloc(t: TensorRow, backend: str) -> int:
     return -(-t.nbytes // CPU_ALIGNMENT) * CPU_ALIGNMENT
 
 
-def spec_tensors(spec: ModelSpec, wtype: str = "f16") -> list[TensorRow]:
-    """A tensor table for a spec without a GGUF: per layer one row of its parameters (an estimate)."""
+def spec_tensors(spec: ModelSpec, wtype: str = "f16", experts_type: str | None = None) -> list[TensorRow]:
+    """A tensor table for a spec without a GGUF: per layer one row of its parameters and one of its routed experts,
+    in `experts_type` where given (an estimate)."""
     from kvcalc.cost.params import param_counts
 
     c = param_counts(spec)
-    _, block, bsize = BY_NAME[wtype]
-    per_layer = (c.total - c.embedding - c.lm_head - c.extra - c.per_layer_table) // spec.num_layers
+    # the routed experts apart (as one stacked tensor per MoE layer, so decode reads experts_per_token of them and
+    # --n-cpu-moe can place them); the rest of the layers' parameters spread evenly
+    routed = spec.routes_experts() if c.moe_layers else [False] * spec.num_layers
+    experts = c.experts // c.moe_layers if c.moe_layers else 0
+    rest = c.total - c.embedding - c.lm_head - c.extra - c.per_layer_table - experts * sum(routed)
+    per_layer = rest // spec.num_layers
 
-    def row(name: str, n: int) -> TensorRow:
-        return TensorRow(name, spec.hidden_size, wtype, -(-n // block) * bsize)
+    def row(name: str, n: int, typ: str = wtype) -> TensorRow:
+        _, block, bsize = BY_NAME[typ]
+        return TensorRow(name, spec.hidden_size, typ, -(-n // block) * bsize)
 
     rows = [row("token_embd.weight", c.embedding)]
     if c.per_layer_table:  # Gemma 3n / 4's per-layer table: an input-layer tensor, with token_embd
         rows.append(row("per_layer_token_embd.weight", c.per_layer_table))
-    rows += [row(f"blk.{il}.weights", per_layer) for il in range(spec.num_layers)]
+    for il in range(spec.num_layers):
+        rows.append(row(f"blk.{il}.weights", per_layer))
+        if routed[il]:
+            rows.append(row(f"blk.{il}.ffn_gate_up_exps.weight", experts, experts_type or wtype))
     if c.lm_head:
         rows.append(row("output.weight", c.lm_head))
     return rows

@@ -13,7 +13,8 @@ newer builds, the PRs and vendored copies cited in ../shared/reference/llamacpp_
 | 2026-04 | as 2025-12                    | as 2025-12                                          | K only           | f16 (#21277)  |
 
 DeepSeek Sparse Attention (deepseek32, glm-dsa) has a cache of its own only in the 2026-04 era (llama_kv_cache_dsa,
-PR #21149: the MLA latent plus one indexer key a token and layer, in -ctk's type).
+PR #21149: the MLA latent plus one indexer key a token and layer, in -ctk's type). From 2026-01, --fit (on by default)
+places an MoE model that does not fit whole with its routed experts in system memory first (common/fit.cpp).
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ class Era(NamedTuple):
     mla: str  # "mha" (per-head K/V, pre PR #12801) | "kv" (latent K 576 + V 512) | "k" (K only)
     swa_f16: bool  # the SWA part of an iSWA cache stays f16 (PR #21277)
     dsa: bool = False  # DeepSeek Sparse Attention's cache: the latent and an indexer key cache (PR #21149)
+    # --fit (on by default, common/fit.cpp, PR #16653 of 2025-12) places what the user left unset: an MoE model that
+    # does not fit whole keeps its routed experts in system memory before it leaves layers to the CPU
+    fit_moe: bool = False
 
 
 ERAS: dict[str, Era] = {
     "2025-03": Era("2025-03", "before PR #13194 (vendored de4c07f93): no SWA cache, MLA as per-head K/V", False, "none", False, "mha", False),
     "2025-08": Era("2025-08", "PR #13833 window cache, streams (vendored 1a19df1f3)", False, "min_pad", True, "kv", False),
     "2025-12": Era("2025-12", "b7108 / ec98e2002: context and SWA cache padded to 256", True, "pad_min", True, "kv", False),
-    "2026-01": Era("2026-01", "PR #19067 V-less cache: MLA keeps the K latent only (as llama-cpp-python 0.3.36 vendors)", True, "pad_min", True, "k", False),
-    "2026-04": Era("2026-04", "PR #21277: the SWA part of the cache stays f16 whatever -ctk/-ctv say", True, "pad_min", True, "k", True, True),
+    "2026-01": Era("2026-01", "PR #19067 V-less cache: MLA keeps the K latent only (as llama-cpp-python 0.3.36 vendors)", True, "pad_min", True, "k", False, fit_moe=True),
+    "2026-04": Era("2026-04", "PR #21277: the SWA part of the cache stays f16 whatever -ctk/-ctv say", True, "pad_min", True, "k", True, True, fit_moe=True),
 }  # fmt: skip
 DEFAULT_ERA = "2026-04"
 # NOTE: the build numbers the rules name; a bNNNN between two is the older era.

@@ -42,6 +42,7 @@ class LlamaCppResult(Result):
     type_v: str
     swa_full: bool
     ngl: int
+    cpu_moe: int = 0  # --n-cpu-moe: the first layers whose routed experts stay in system memory (all: --cpu-moe)
     gpu_layers: int  # "offloaded N/M layers": repeating layers on GPUs + the output layer
     total_layers: int  # n_layer + 1
     kv_cells: int  # cells per stream of the full-attention cache (the log's "N cells")
@@ -74,6 +75,7 @@ def llamacpp_memory(
     type_v: str = "f16",
     swa_full: bool = False,
     ngl: int = 999,
+    cpu_moe: int = 0,
     n_gpus: int = 1,
     split: list[float] | None = None,
     backend: str = "cuda",
@@ -97,7 +99,8 @@ def llamacpp_memory(
         swa_full=swa_full,
     )
     devs = layer_devices(n_layer, ngl if n_gpus else 0, n_gpus, split)
-    gpu_model, cpu_mapped, _ = model_buffers(tensors, n_layer, devs, backend)
+    cpu_moe = min(cpu_moe, n_layer) if spec.is_moe else 0
+    gpu_model, cpu_mapped, _ = model_buffers(tensors, n_layer, devs, backend, cpu_moe)
     base = next((p for p in parts if p.cache == "non-SWA"), None) or next((p for p in parts if p.cache == "SWA"), None)
     cells, streams = (base.cells, base.streams) if base else (0, 1)
     swa = next((p for p in parts if p.cache == "SWA"), None) if base and base.cache == "non-SWA" else None
@@ -157,6 +160,7 @@ def llamacpp_memory(
         type_v=type_v,
         swa_full=swa_full,
         ngl=ngl,
+        cpu_moe=cpu_moe,
         gpu_layers=sum(1 for d in devs if d is not None),
         total_layers=n_layer + 1,
         kv_cells=cells,

@@ -28,6 +28,9 @@ FTYPES: dict[str, str] = {
     "q4_k_m": "q4_K",
     "q5_k_m": "q5_K",
     "q6_k": "q6_K",
+    # MXFP4_MOE: routed experts (ne[2] > 1) MXFP4, every other matrix Q8_0, the output and token_embd too; what
+    # ggml-org's gpt-oss GGUFs hold ("file type = MXFP4 MoE")
+    "mxfp4_moe": "q8_0",
 }
 _FALLBACK = {"q4_K": "q5_0", "q5_K": "q5_1", "q6_K": "q8_0"}
 
@@ -56,6 +59,7 @@ class Role(NamedTuple):
     name: str  # output, attn_v, ffn_down, other
     layer: int  # the counter llama.cpp uses for the layer rules (i_attention_wv / i_ffn_down)
     of: int  # how many of that tensor the model has (n_attention_wv / n_ffn_down)
+    expert: bool = False  # a routed expert's stacked matrix (ffn_*_exps, ne[2] > 1)
 
 
 def tensor_type(spec: ModelSpec, ftype: str, role: Role, ne0: int) -> str:
@@ -63,6 +67,8 @@ def tensor_type(spec: ModelSpec, ftype: str, role: Role, ne0: int) -> str:
     for the ftypes of FTYPES)."""
     ftype = ftype.lower()
     base = FTYPES[ftype]
+    if ftype == "mxfp4_moe":  # llama-quant.cpp: "MoE tensors -> MXFP4, other tensors -> Q8_0", the output Q8_0
+        return "mxfp4" if role.expert and not role.name == "output" else "q8_0"
     n_expert = spec.experts
     t = base
     if role.name == "output":
@@ -94,16 +100,16 @@ class MixShard(NamedTuple):
     experts: Fraction  # routed experts
 
 
-def _mlp_rate(spec: ModelSpec, ftype: str, inter: int, layers: list[int], n: int) -> Fraction:
+def _mlp_rate(spec: ModelSpec, ftype: str, inter: int, layers: list[int], n: int, expert: bool = False) -> Fraction:
     """Mean bytes per parameter of gate/up/down over `layers` (ffn_down counted as llama.cpp counts it)."""
     if not layers or not inter:
         return per_element(FTYPES[ftype.lower()])
     up = (2 if spec.mlp_gated else 1) * spec.hidden_size * inter
     down = spec.hidden_size * inter
-    up_rate = per_element(tensor_type(spec, ftype, Role("ffn_up", 0, n), spec.hidden_size))
+    up_rate = per_element(tensor_type(spec, ftype, Role("ffn_up", 0, n, expert), spec.hidden_size))
     total = Fraction(0)
     for i in layers:
-        total += up * up_rate + down * per_element(tensor_type(spec, ftype, Role("ffn_down", i, n), inter))
+        total += up * up_rate + down * per_element(tensor_type(spec, ftype, Role("ffn_down", i, n, expert), inter))
     return total / (len(layers) * (up + down))
 
 
@@ -150,7 +156,8 @@ def mix_shard(spec: ModelSpec, ftype: str) -> MixShard:
         dense = _mlp_rate(spec, ftype, spec.shared_expert_intermediate_size, moe, n)
     else:
         dense = _mlp_rate(spec, ftype, spec.intermediate_size, dense_layers, n)
-    experts = _mlp_rate(spec, ftype, spec.expert_intermediate_size or spec.intermediate_size, moe, n) if moe else base
+    inter = spec.expert_intermediate_size or spec.intermediate_size
+    experts = _mlp_rate(spec, ftype, inter, moe, n, expert=True) if moe else base
     ends = per_element(tensor_type(spec, ftype, Role("output", 0, 1), hidden))
     return MixShard(ends, mixers, dense, experts)
 
@@ -198,9 +205,9 @@ def tensor_table(spec: ModelSpec, ftype: str) -> list[tuple[str, int, str, int]]
         )
         copies, suffix = (spec.experts, "_exps") if moe else (1, "")
         if spec.mlp_gated:
-            out.append(t(b + f"ffn_gate{suffix}.weight", hidden, inter * copies, Role("ffn_gate", il, n)))
-        out.append(t(b + f"ffn_up{suffix}.weight", hidden, inter * copies, Role("ffn_up", il, n)))
-        out.append(t(b + f"ffn_down{suffix}.weight", inter, hidden * copies, Role("ffn_down", il, n)))
+            out.append(t(b + f"ffn_gate{suffix}.weight", hidden, inter * copies, Role("ffn_gate", il, n, moe)))
+        out.append(t(b + f"ffn_up{suffix}.weight", hidden, inter * copies, Role("ffn_up", il, n, moe)))
+        out.append(t(b + f"ffn_down{suffix}.weight", inter, hidden * copies, Role("ffn_down", il, n, moe)))
         if moe and spec.shared_expert_intermediate_size:
             s = spec.shared_expert_intermediate_size
             for part in ("gate", "up") if spec.mlp_gated else ("up",):
