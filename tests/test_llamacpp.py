@@ -187,6 +187,21 @@ def test_compute_buffer_of_public_logs(shape, n_kv, ubatch, fa, logged_mib):
     assert compute_buffer(spec, n_kv, ubatch, n_kv, fa) == logged_mib * MiB
 
 
+def test_logits_only_on_the_output_layers_gpu():
+    # llama.cpp#13545 (b5384, 2 x MI50, Qwen3-30B-A3B, -c 32768 -fa): "ROCm0 compute buffer size = 120.00 MiB",
+    # "ROCm1 compute buffer size = 300.75 MiB": the logits moment, (151,936 + 2,048) x 512 x 4 B, on the GPU holding
+    # the output layer alone; the first GPU's peak is an FFN's (MoE routing, not modelled, makes up the rest)
+    from kvcalc.engines.llamacpp.buffers import spec_tensors
+    from kvcalc.engines.llamacpp.memory import llamacpp_memory
+
+    spec = get_model("qwen3-30b-a3b")
+    r = llamacpp_memory(spec, spec_tensors(spec, "q8_0"), 32768, era("2025-08"), weights_exact=False, n_gpus=2)
+    first, second = r.devices[0], r.devices[1]
+    assert (first.kv_bytes, second.kv_bytes) == (1600 * MiB, 1472 * MiB)  # "ROCm0 KV buffer size = 1600.00 MiB"
+    assert second.compute_bytes == r.compute_buffer_bytes == 300.75 * MiB
+    assert 120 * MiB - r.compute_margin_bytes < first.compute_bytes < 120 * MiB
+
+
 def test_fit_lists_layers_that_fit_and_a_labelled_ceiling():
     # a preset without a GGUF: weights estimated at f16 from its parameters, labelled so
     r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "-f", "json")
@@ -219,7 +234,10 @@ def test_gpus_split_layers_and_each_gpu_holds_a_compute_buffer():
     a, b = json.loads(one.stdout)["rows"][0], json.loads(four.stdout)["rows"][0]
     assert a["gpu_layers"] * 3 < b["gpu_layers"] < b["total_layers"]
     gpus = [d for d in b["llamacpp"]["devices"] if d["name"] != "CPU"]
-    assert len(gpus) == 4 and all(d["compute_bytes"] == b["compute_bytes"] for d in gpus)
+    # each GPU's compute buffer is its part of the graph's peak: the logits (128,256 + 8,192 f32 columns of 512 tokens)
+    # only where the output layer runs, on the first GPU here (-ngl leaves the output on the CPU, its matmul offloaded)
+    assert len(gpus) == 4 and gpus[0]["compute_bytes"] == b["compute_bytes"] == (128256 + 8192) * 512 * 4
+    assert all(d["compute_bytes"] < b["compute_bytes"] for d in gpus[1:])
     assert all(d["total_bytes"] <= json.loads(four.stdout)["capacity_bytes"] for d in gpus)
     r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--tp", "2")
     assert r.exit_code == 2 and "give --gpus N, not --tp" in r.stderr

@@ -160,13 +160,19 @@ def spec_tensors(spec: ModelSpec, wtype: str = "f16", experts_type: str | None =
 # ../shared/reference/llamacpp_rules.md 2.3, equal to the MiB on eight: Mistral-7B FA off 164 at 2k and 2,144
 # at 32k, Qwen2.5-32B 2,664 at 32k, Qwen3-30B-A3B 1,958.63 at 30,016, R1-Distill-Qwen-32B 307, Qwen2.5-3B
 # 300.75, Pythia-1.4B 102.25 (n_ubatch 512) and 25.56 (128); Pythia-2.8B reads 152 against 162 (GPT-NeoX's
-# parallel residual). The FFN moment is llama.cpp's own figure only where n_ff is at least about 3 n_embd
+# parallel residual). Each GPU's buffer is the peak of its own part of the graph (ggml_backend_sched's splits): the
+# logits moment only on the GPU that runs the output layer, its own or, left on the CPU, the first GPU's by op
+# offload (llama.cpp#13545, 2 x MI50: 300.75 MiB of logits on the second GPU, 120 on the first). The FFN moment
+# is llama.cpp's own figure only where n_ff is at least about 3 n_embd
 # (it reads 5 columns, not 7, at n_ff = n_embd, where gallocr reuses the freed n_embd blocks). fit adds
 # COMPUTE_MARGIN to its total for what this leaves out (MoE routing, recurrent scratch, backend pieces).
 COMPUTE_MARGIN = 64 << 20
 
 
-def compute_buffer(spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_attn: bool, n_kv_swa: int = 0) -> int:
+def compute_buffer(
+    spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_attn: bool, n_kv_swa: int = 0, logits: bool = True
+) -> int:
+    """One device's compute buffer; `logits`: whether its part of the graph has the output layer's moment."""
     n_tokens = min(n_ctx, ubatch)
     column = n_tokens * 4
     h = spec.hidden_size
@@ -174,11 +180,11 @@ def compute_buffer(spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_at
     if spec.is_moe:
         ff = max(ff, (spec.expert_intermediate_size or ff) * spec.experts_per_token)
     masks = (n_kv + n_kv_swa) * n_tokens * (2 if flash_attn else 4)
-    logits = ((spec.vocab_size or 0) + h) * column
+    out = ((spec.vocab_size or 0) + h) * column if logits else 0
     ffn = (3 * ff + 4 * h) * column + masks
     attn = masks
     if not flash_attn:
         attn += (n_kv * spec.num_heads + 2 * h + 2 * spec.num_heads * spec.head_dim_effective) * column
     if spec.is_sparse:  # the fused lightning indexer's scores (f32) over the cache, and their mask (f16)
         attn += n_kv * n_tokens * (4 + 2)
-    return max(logits, ffn, attn)
+    return max(out, ffn, attn)

@@ -51,7 +51,9 @@ class LlamaCppResult(Result):
     kv_parts: list[KvPart]
     model_buffer_bytes: int  # on the GPUs
     cpu_mapped_bytes: int  # token_embd and the layers left on the CPU (mmap view of the file)
-    compute_buffer_bytes: int  # per GPU that holds layers; an estimate (see compute_margin_bytes)
+    compute_buffer_bytes: (
+        int  # the largest GPU's (the output layer's, with the logits); an estimate (see compute_margin_bytes)
+    )
     compute_margin_bytes: int
     weights_exact: bool  # from the GGUF's tensor table (else from the spec's parameters)
     devices: list[Device]
@@ -105,7 +107,14 @@ def llamacpp_memory(
     cells, streams = (base.cells, base.streams) if base else (0, 1)
     swa = next((p for p in parts if p.cache == "SWA"), None) if base and base.cache == "non-SWA" else None
     seen = streams if kv_unified or streams == 1 else 1  # the cells one sequence's attention reads
-    compute = compute_buffer(spec, cells * seen, ubatch, n_ctx, flash_attn, swa.cells * seen if swa else 0)
+    n_kv, n_swa = cells * seen, swa.cells * seen if swa else 0
+    holding = [g for g in range(n_gpus) if g in devs] or (
+        [0] if n_gpus else []
+    )  # -ngl 0: offloaded ops still run there
+    # the output layer's GPU, or the first GPU where the output is left to the CPU (op offload of its matmul)
+    out_gpu = devs[n_layer] if devs[n_layer] is not None else (holding[0] if holding else None)
+    compute_of = {g: compute_buffer(spec, n_kv, ubatch, n_ctx, flash_attn, n_swa, logits=g == out_gpu) for g in holding}
+    compute = max(compute_of.values(), default=0)
     kv_dev: dict[int | None, int] = {}
     for p in parts:
         per_layer = p.bytes // p.layers
@@ -116,14 +125,14 @@ def llamacpp_memory(
         held = sum(1 for d in devs[:n_layer] if d == g)
         if held == 0 and devs[n_layer] != g:
             continue
-        total = gpu_model.get(g, 0) + kv_dev.get(g, 0) + compute + COMPUTE_MARGIN
+        total = gpu_model.get(g, 0) + kv_dev.get(g, 0) + compute_of[g] + COMPUTE_MARGIN
         devices.append(
             Device(
                 name=f"GPU{g}",
                 layers=held,
                 model_bytes=gpu_model.get(g, 0),
                 kv_bytes=kv_dev.get(g, 0),
-                compute_bytes=compute,
+                compute_bytes=compute_of[g],
                 total_bytes=total,
                 capacity_bytes=capacity_bytes,
             )
