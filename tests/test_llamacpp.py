@@ -202,6 +202,31 @@ def test_logits_only_on_the_output_layers_gpu():
     assert 120 * MiB - r.compute_margin_bytes < first.compute_bytes < 120 * MiB
 
 
+def test_partial_offload_copies_the_output_weight_into_the_first_gpus_compute_buffer():
+    # An Ollama server log (2026-08-30, llama.cpp of that date) of QwQ-32B Q4_K_M at 29/65 layers, -c 8192, q8_0 cache,
+    # flash attention: "CUDA0 model buffer size = 8128.64 MiB", "CPU KV buffer size = 595.00 MiB", "CUDA0 KV buffer
+    # size = 493.00 MiB", "CUDA0 compute buffer size = 916.08 MiB": the logits, (152,064 + 5,120) x 512 x 4 B =
+    # 307.00 MiB, beside the copy of the Q6_K output weight its offloaded matmul takes, 5,120 x 152,064 x 210/256 B =
+    # 609.08 MiB
+    from kvcalc.engines.llamacpp.memory import llamacpp_memory
+    from kvcalc.model.gguf.mix import tensor_table
+
+    spec = get_model("qwq-32b")
+    rows = [TensorRow(*t) for t in tensor_table(spec, "q4_k_m")]
+    r = llamacpp_memory(spec, rows, 8192, era("2026-01"), weights_exact=False, ngl=29, type_k="q8_0", type_v="q8_0")
+    gpu, cpu = r.devices
+    assert (gpu.kv_bytes, cpu.kv_bytes) == (493 * MiB, 595 * MiB)
+    assert gpu.compute_bytes == (152064 + 5120) * 512 * 4 + 5120 * 152064 * 210 // 256
+    assert round(gpu.compute_bytes / MiB, 2) == 916.08
+    assert (
+        0.999 * 8128.64 * MiB < gpu.model_bytes < 8128.64 * MiB
+    )  # the table's matrices; f32 norms and biases left out
+    # with the output layer on the GPU (-ngl 65) nothing is copied: the logits alone
+    assert llamacpp_memory(spec, rows, 8192, era("2026-01"), weights_exact=False, ngl=65).compute_buffer_bytes == (
+        (152064 + 5120) * 512 * 4
+    )
+
+
 def test_fit_lists_layers_that_fit_and_a_labelled_ceiling():
     # a preset without a GGUF: weights estimated at f16 from its parameters, labelled so
     r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "-f", "json")
@@ -235,8 +260,10 @@ def test_gpus_split_layers_and_each_gpu_holds_a_compute_buffer():
     assert a["gpu_layers"] * 3 < b["gpu_layers"] < b["total_layers"]
     gpus = [d for d in b["llamacpp"]["devices"] if d["name"] != "CPU"]
     # each GPU's compute buffer is its part of the graph's peak: the logits (128,256 + 8,192 f32 columns of 512 tokens)
-    # only where the output layer runs, on the first GPU here (-ngl leaves the output on the CPU, its matmul offloaded)
-    assert len(gpus) == 4 and gpus[0]["compute_bytes"] == b["compute_bytes"] == (128256 + 8192) * 512 * 4
+    # only where the output layer runs, on the first GPU here (-ngl leaves the output on the CPU, its matmul offloaded
+    # there with a copy of the f16 output weight, 128,256 x 8,192 x 2 B)
+    logits, copied = (128256 + 8192) * 512 * 4, 128256 * 8192 * 2
+    assert len(gpus) == 4 and gpus[0]["compute_bytes"] == b["compute_bytes"] == logits + copied
     assert all(d["compute_bytes"] < b["compute_bytes"] for d in gpus[1:])
     assert all(d["total_bytes"] <= json.loads(four.stdout)["capacity_bytes"] for d in gpus)
     r = run("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--tp", "2")

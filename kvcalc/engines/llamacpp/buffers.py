@@ -106,15 +106,15 @@ def model_buffers(
         if tied and devices[n_layer] is not None and backend == "cuda":
             # NOTE: tied output: create_tensor(TOKEN_EMBD, TENSOR_DUPLICATED) is loaded as the output tensor,
             # a copy in GPU memory; Metal maps the file itself, so the duplicate is the same mapped bytes
-            gpu[devices[n_layer]] = gpu.get(devices[n_layer], 0) + _alloc(t, backend)
+            gpu[devices[n_layer]] = gpu.get(devices[n_layer], 0) + device_alloc(t, backend)
         if dev is None:
             cpu_mapped += t.nbytes
         else:
-            gpu[dev] = gpu.get(dev, 0) + _alloc(t, backend)
+            gpu[dev] = gpu.get(dev, 0) + device_alloc(t, backend)
     return gpu, cpu_mapped, 0
 
 
-def _alloc(t: TensorRow, backend: str) -> int:
+def device_alloc(t: TensorRow, backend: str) -> int:
     if backend == "cuda":
         return cuda_alloc(t)
     return -(-t.nbytes // CPU_ALIGNMENT) * CPU_ALIGNMENT

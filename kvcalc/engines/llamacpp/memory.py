@@ -10,6 +10,7 @@ from kvcalc.engines.llamacpp.buffers import (
     COMPUTE_MARGIN,
     TensorRow,
     compute_buffer,
+    device_alloc,
     layer_devices,
     model_buffers,
 )
@@ -114,6 +115,14 @@ def llamacpp_memory(
     # the output layer's GPU, or the first GPU where the output is left to the CPU (op offload of its matmul)
     out_gpu = devs[n_layer] if devs[n_layer] is not None else (holding[0] if holding else None)
     compute_of = {g: compute_buffer(spec, n_kv, ubatch, n_ctx, flash_attn, n_swa, logits=g == out_gpu) for g in holding}
+    if devs[n_layer] is None and holding and backend == "cuda":  # Metal offloads no op: one memory
+        # NOTE: the output matmul of a -ngl that leaves the output layer on the CPU is offloaded (a batch of 32 or
+        # more) to the first GPU, which takes a copy of the output weight into the same compute buffer, beside the
+        # logits: an Ollama log of QwQ-32B Q4_K_M at 29/65 layers reads 916.08 MiB = 307.00 of logits + 609.08 of
+        # Q6_K output (5,120 x 152,064); Ollama's own estimate (fs/ggml GraphSize, partialOffload) adds the same
+        # embedding x vocab x 105/128
+        out_name = "output.weight" if any(t.name == "output.weight" for t in tensors) else "token_embd.weight"
+        compute_of[holding[0]] += sum(device_alloc(t, backend) for t in tensors if t.name == out_name)
     compute = max(compute_of.values(), default=0)
     kv_dev: dict[int | None, int] = {}
     for p in parts:
