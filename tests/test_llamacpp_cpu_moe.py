@@ -75,6 +75,19 @@ def test_n_cpu_moe_leaves_the_first_layers_experts_in_system_memory(ngl, cpu_moe
     assert r.cpu_mapped_bytes == sum(t.nbytes for t in rows if t.name in ends) + sum(t.nbytes for t in kept)
 
 
+def test_an_output_left_on_the_cpu_is_copied_beside_the_logits():
+    # llama.cpp#16188 (b6182, Vulkan): -ngl 24 leaves the output layer (24/25) on the CPU; its matmul is offloaded with a
+    # copy of the Q8_0 output weight: "Vulkan0 compute buffer size = 985.20 MiB" = (201,088 + 2,880) x 512 x 4 B of
+    # logits + 201,088 x 2,880 x 34/32 B of weight, a larger moment than the -fa off scores (4,096 x 64 heads x 512 x 4)
+    rows = table("gpt-oss-20b")
+    r = llamacpp_memory(get_model("gpt-oss-20b"), rows, 4096, era("2025-08"), weights_exact=True, ngl=24, cpu_moe=14,
+                        flash_attn=False)  # fmt: skip
+    assert round(r.devices[0].compute_bytes / MiB, 2) == 985.20
+    whole = llamacpp_memory(get_model("gpt-oss-20b"), rows, 4096, era("2025-08"), weights_exact=True, ngl=25,
+                            cpu_moe=14, flash_attn=False)  # fmt: skip
+    assert whole.devices[0].compute_bytes < 600 * MiB  # the output on the GPU: nothing copied, the scores' moment
+
+
 def test_only_expert_stacks_of_the_first_layers_match():
     # common.h LLM_FFN_EXPS_REGEX per layer: blk.1 must not take blk.11's experts, nor shared experts or dense FFNs
     assert expert_on_cpu("blk.1.ffn_up_exps.weight", 2) and expert_on_cpu("blk.0.ffn_gate_up_exps.bias", 1)

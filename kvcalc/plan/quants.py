@@ -178,9 +178,11 @@ def quant_row(
         dec, pp = llamacpp_speed(
             spec, tensors, r, gpu, cpu_bw, calibration, n_gpus=n_gpus, unified=unified, context=context
         )
+        held = [f"{r.total_layers - r.gpu_layers} layers"] if r.gpu_layers < r.total_layers else []
+        held += [f"the routed experts of {r.cpu_moe} layers"] if r.cpu_moe else []
         basis = calibration[1] + (
-            f"; the {r.total_layers - r.gpu_layers} layers on the CPU at the system memory's bandwidth (not calibrated)"
-            if r.gpu_layers < r.total_layers and not unified
+            f"; {' and '.join(held)} on the CPU at the system memory's bandwidth (not calibrated)"
+            if held and not unified
             else ""
         )
         if pp is None:

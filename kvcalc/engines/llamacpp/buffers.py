@@ -170,9 +170,17 @@ COMPUTE_MARGIN = 64 << 20
 
 
 def compute_buffer(
-    spec: ModelSpec, n_kv: int, ubatch: int, n_ctx: int, flash_attn: bool, n_kv_swa: int = 0, logits: bool = True
+    spec: ModelSpec,
+    n_kv: int,
+    ubatch: int,
+    n_ctx: int,
+    flash_attn: bool,
+    n_kv_swa: int = 0,
+    logits: bool = True,
+    output_copy: int = 0,
 ) -> int:
-    """One device's compute buffer; `logits`: whether its part of the graph has the output layer's moment."""
+    """One device's compute buffer; `logits`: whether its part of the graph has the output layer's moment, beside
+    `output_copy` bytes of the output weight where that matmul is offloaded from the CPU."""
     n_tokens = min(n_ctx, ubatch)
     column = n_tokens * 4
     h = spec.hidden_size
@@ -180,7 +188,7 @@ def compute_buffer(
     if spec.is_moe:
         ff = max(ff, (spec.expert_intermediate_size or ff) * spec.experts_per_token)
     masks = (n_kv + n_kv_swa) * n_tokens * (2 if flash_attn else 4)
-    out = ((spec.vocab_size or 0) + h) * column if logits else 0
+    out = ((spec.vocab_size or 0) + h) * column + output_copy if logits else 0
     ffn = (3 * ff + 4 * h) * column + masks
     attn = masks
     if not flash_attn:

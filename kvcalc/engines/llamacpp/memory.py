@@ -109,20 +109,25 @@ def llamacpp_memory(
     swa = next((p for p in parts if p.cache == "SWA"), None) if base and base.cache == "non-SWA" else None
     seen = streams if kv_unified or streams == 1 else 1  # the cells one sequence's attention reads
     n_kv, n_swa = cells * seen, swa.cells * seen if swa else 0
-    holding = [g for g in range(n_gpus) if g in devs] or (
-        [0] if n_gpus else []
-    )  # -ngl 0: offloaded ops still run there
+    # the GPUs holding layers (-ngl 0: the first GPU, where offloaded ops still run)
+    holding = [g for g in range(n_gpus) if g in devs] or ([0] if n_gpus else [])
     # the output layer's GPU, or the first GPU where the output is left to the CPU (op offload of its matmul)
     out_gpu = devs[n_layer] if devs[n_layer] is not None else (holding[0] if holding else None)
-    compute_of = {g: compute_buffer(spec, n_kv, ubatch, n_ctx, flash_attn, n_swa, logits=g == out_gpu) for g in holding}
+    copied = 0
     if devs[n_layer] is None and holding and backend == "cuda":  # Metal offloads no op: one memory
         # NOTE: the output matmul of a -ngl that leaves the output layer on the CPU is offloaded (a batch of 32 or
-        # more) to the first GPU, which takes a copy of the output weight into the same compute buffer, beside the
-        # logits: an Ollama log of QwQ-32B Q4_K_M at 29/65 layers reads 916.08 MiB = 307.00 of logits + 609.08 of
-        # Q6_K output (5,120 x 152,064); Ollama's own estimate (fs/ggml GraphSize, partialOffload) adds the same
-        # embedding x vocab x 105/128
+        # more) to the first GPU, which copies the output weight into its compute buffer beside the logits: an Ollama
+        # log of QwQ-32B Q4_K_M at 29/65 layers reads 916.08 MiB = 307.00 of logits + 609.08 of Q6_K output (5,120 x
+        # 152,064); llama.cpp#16188 (Vulkan, gpt-oss-20b, -ngl 24/25, -fa off) 985.20 = 398.38 of logits + 586.82 of
+        # Q8_0 output, its larger moment than the 548 MiB of scores: the copy lives beside the logits alone. Ollama's
+        # own estimate (fs/ggml GraphSize, partialOffload) adds the same embedding x vocab x 105/128.
         out_name = "output.weight" if any(t.name == "output.weight" for t in tensors) else "token_embd.weight"
-        compute_of[holding[0]] += sum(device_alloc(t, backend) for t in tensors if t.name == out_name)
+        copied = sum(device_alloc(t, backend) for t in tensors if t.name == out_name)
+    compute_of = {
+        g: compute_buffer(spec, n_kv, ubatch, n_ctx, flash_attn, n_swa, logits=g == out_gpu,
+                          output_copy=copied if g == out_gpu else 0)
+        for g in holding
+    }  # fmt: skip
     compute = max(compute_of.values(), default=0)
     kv_dev: dict[int | None, int] = {}
     for p in parts:
