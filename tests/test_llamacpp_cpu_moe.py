@@ -2,7 +2,9 @@
 with mxfp4 experts is priced as without a GGUF), experts kept in system memory (--cpu-moe, --n-cpu-moe N) against
 llama.cpp's own logs, and --fit moving an MoE model's experts to system memory before it leaves layers to the CPU."""
 
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from conftest import run, run_json
@@ -141,3 +143,20 @@ def test_cpu_moe_flags_are_llama_cpps():
         "rows"
     ][0]
     assert row["llamacpp"]["cpu_moe"] == 24 and row["fits_fully"]  # asked for: whole on the GPU but for the experts
+
+
+def test_the_cpu_efficiency_is_the_public_runs_median_and_band():
+    # plan/llamacpp_speed.CPU_EFFICIENCY is what benchmarks/llamacpp_cpu_eff.py derives from the 16 public runs of
+    # benchmarks/llamacpp_cpu/points.csv: their median, 10th and 90th percentiles, each run the CPU's bytes over the
+    # measured time less the GPU part's estimate, against its RAM's bandwidth
+    from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import llamacpp_cpu_eff
+
+    mid, lo, hi, runs = llamacpp_cpu_eff.efficiency()
+    assert (mid, lo, hi) == CPU_EFFICIENCY and len(runs) == 16
+    assert all(0.2 < fraction < 1.0 for _, fraction, _, _ in runs)  # below the RAM's bandwidth, every one
+    # CPU-only runs reach more of it than a GPU's hand-overs leave the CPU (same EPYC 9355: 0.50 against 0.34)
+    by_id = {row["id"]: fraction for row, fraction, _, _ in runs}
+    assert by_id["ik357-aessedai-qwen3-235b-cpuonly"] > by_id["ik357-aessedai-qwen3-235b-1gpu"]

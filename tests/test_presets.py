@@ -97,6 +97,7 @@ OUTSIDE_REFERENCE = {
     "rtx-3060",
     "rtx-3080",
     "rtx-4060-ti",
+    "rtx-4070",
     "rtx-4070-ti-super",
     "rtx-4080",
     "rtx-5060-ti",

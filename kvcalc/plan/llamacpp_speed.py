@@ -61,6 +61,11 @@ def _device_of(t: TensorRow, n_layer: int, devs: list[int | None], tied: bool) -
     return devs[0]
 
 
+# The fraction of --cpu-bandwidth llama.cpp's CPU side reaches in decode, for the weights it holds (layers -ngl leaves
+# there, experts --n-cpu-moe keeps there): the median and the 10th and 90th percentiles over 16 public runs, CPU-only
+# and hybrid, where the GPU's part is the calibrated estimate (benchmarks/llamacpp_cpu_eff.py, .md). Threads' barriers
+# and each split's GPU<->CPU hand-over are inside it: hybrid runs read 0.30-0.65, CPU-only ones 0.50-0.84.
+CPU_EFFICIENCY = (0.54, 0.33, 0.78)  # (estimate, slow end, fast end)
 SYSTEM_EXPERTS = -1  # _reads' key for the experts --n-cpu-moe keeps in system memory, wherever their layer runs
 
 
@@ -266,8 +271,9 @@ def llamacpp_speed(
         context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
     f, cpu_bytes, _ = step_features(spec, tensors, r, gpu, n_gpus, unified, context=context)
     st = timed(f, calibration, "llamacpp")
-    extra = cpu_bytes / cpu_bandwidth
-    decode = _speed(1, st.estimate_s + extra, st.lo_s + extra, st.hi_s + extra, st.ceiling_s + extra)
+    cpu = cpu_bytes / cpu_bandwidth  # the ceiling's: the CPU's bytes at the full bandwidth
+    mid, slow, fast = CPU_EFFICIENCY
+    decode = _speed(1, st.estimate_s + cpu / mid, st.lo_s + cpu / fast, st.hi_s + cpu / slow, st.ceiling_s + cpu)
     if math.isinf(f.peak):
         return decode, None  # a prompt is compute-bound: no figure without the GPU's FLOP/s
     f, _, copied = step_features(spec, tensors, r, gpu, n_gpus, unified, prompt_tokens=PROMPT_TOKENS)

@@ -171,7 +171,7 @@ def quant_row(
         "decode_tokens_per_s_ceiling": float(f"{decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified):.4g}")
     }
     if gpu is not None and calibration is not None:
-        from kvcalc.plan.llamacpp_speed import llamacpp_speed
+        from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY, llamacpp_speed
 
         n_gpus = settings.get("n_gpus", 1)
         context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
@@ -181,7 +181,8 @@ def quant_row(
         held = [f"{r.total_layers - r.gpu_layers} layers"] if r.gpu_layers < r.total_layers else []
         held += [f"the routed experts of {r.cpu_moe} layers"] if r.cpu_moe else []
         basis = calibration[1] + (
-            f"; {' and '.join(held)} on the CPU at the system memory's bandwidth (not calibrated)"
+            f"; {' and '.join(held)} on the CPU, read at {CPU_EFFICIENCY[0]:g} of --cpu-bandwidth"
+            f" ({CPU_EFFICIENCY[1]:g}-{CPU_EFFICIENCY[2]:g} in the interval; 16 public runs)"
             if held and not unified
             else ""
         )
