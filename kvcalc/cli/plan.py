@@ -35,7 +35,7 @@ def plan(
             "-u",
             "--concurrency",
             help="Concurrent users, each sending its next request when the last ends (generate's --concurrency).",
-        ),  # fmt: skip
+        ),
     ],
     tpot_ms: Annotated[
         Optional[float], typer.Option("--tpot-ms", help="Goal: mean time per output token, ms (default: none).")

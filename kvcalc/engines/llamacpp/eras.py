@@ -33,7 +33,7 @@ class Era(NamedTuple):
     mla: str  # "mha" (per-head K/V, pre PR #12801) | "kv" (latent K 576 + V 512) | "k" (K only)
     swa_f16: bool  # the SWA part of an iSWA cache stays f16 (PR #21277)
     dsa: bool = False  # DeepSeek Sparse Attention's cache: the latent and an indexer key cache (PR #21149)
-    # --fit (on by default, common/fit.cpp, PR #16653 of 2025-12) places what the user left unset: an MoE model that
+    # --fit (on by default from December 2025, common/fit.cpp) places what the user left unset: an MoE model that
     # does not fit whole keeps its routed experts in system memory before it leaves layers to the CPU
     fit_moe: bool = False
 
