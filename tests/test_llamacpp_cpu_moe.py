@@ -160,3 +160,12 @@ def test_the_cpu_efficiency_is_the_public_runs_median_and_band():
     # CPU-only runs reach more of it than a GPU's hand-overs leave the CPU (same EPYC 9355: 0.50 against 0.34)
     by_id = {row["id"]: fraction for row, fraction, _, _ in runs}
     assert by_id["ik357-aessedai-qwen3-235b-cpuonly"] > by_id["ik357-aessedai-qwen3-235b-1gpu"]
+
+
+def test_generate_names_llama_cpps_placement_where_the_model_does_not_fit():
+    args = ("generate", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--prompt", "512", "--new", "128")
+    note = run_json(*args)["memory_note"]
+    assert note.startswith("DOES NOT FIT") and "routed experts, then layers" in note
+    assert "`kvcalc fit gpt-oss-120b --engine llamacpp --gpu rtx-4090 --seq 640`" in note
+    fits = run_json("generate", "gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "llamacpp")["memory_note"]
+    assert "llama.cpp would" not in fits and not run_json(*args[:-6], "--engine", "vllm")["memory_note"].count("llama")

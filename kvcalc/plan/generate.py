@@ -322,6 +322,11 @@ def generate_report(
     if steps is not None:
         _explain(steps, basis, (mbu, mfu), comm_lines(spec, dep, batch, dtype), batch, prompt, new, pre, ttft, rows,
                  decode, total, tokens_per_s, comm, fit)  # fmt: skip
+    hint = ""
+    if not fit.fits and engine == "llamacpp":  # llama.cpp's modules only when they answer
+        from kvcalc.plan.quants import offload_hint
+
+        hint = offload_hint(spec, gpu, prompt + new)
     estimate = None
     if engine is not None:
         from kvcalc.plan.estimated import static_estimate
@@ -373,7 +378,7 @@ def generate_report(
         mfu=mfu,
         flops_cached=flops_cached,
         lesson=lesson,
-        memory_note=held or fit.message("fits" if fit.fits else "DOES NOT FIT"),
+        memory_note=(held or fit.message("fits" if fit.fits else "DOES NOT FIT")) + hint,
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]
         + _node_warnings(dep, gpu.name)
         + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype),

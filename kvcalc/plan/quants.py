@@ -58,6 +58,18 @@ class QuantFit(Result):
     rows: list[QuantRow]
 
 
+def offload_hint(spec: ModelSpec, gpu: GpuSpec, tokens: int) -> str:
+    """generate's word on a model that does not fit, under llama.cpp: it would leave what does not fit to the CPU
+    (an MoE model's routed experts first), which `fit --engine llamacpp` sizes and times."""
+    if gpu.unified_memory:
+        return ""
+    what = "the routed experts, then layers," if spec.is_moe else "layers"
+    return (
+        f"; llama.cpp would leave {what} to the CPU: `kvcalc fit {spec.name} --engine llamacpp --gpu {gpu.name}"
+        f" --seq {tokens}` sizes that placement and its speed"
+    )
+
+
 def largest_fit(
     spec: ModelSpec, tensors: list[TensorRow], n_ctx: int, era: Era, capacity: int, unified: bool, **settings: Any
 ) -> LlamaCppResult:
