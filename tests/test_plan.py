@@ -324,3 +324,10 @@ def test_a_gpu_without_a_sourced_link_rejects_its_multi_gpu_layouts():
     assert data["options"] and {(o["tp"], o["pp"]) for o in data["options"]} == {(1, 1)}
     lines = " ".join(r["line"] for r in data["rejected"])
     assert "rtx-3060's preset has no sourced interconnect, needed for 2 x 1 GPUs" in lines
+
+
+def test_a_preset_planned_under_llamacpp_points_to_its_own_buffers():
+    # a preset has no GGUF tensor table: the planner's generic accounting is used, and says where llama.cpp's is
+    out = run_json("plan", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "--users", "2")
+    accounting = {o["accounting"] for o in out["options"]}
+    assert accounting and all("no llamacpp pool model here" in a and "plan a GGUF repo" in a for a in accounting)
