@@ -167,8 +167,8 @@ def test_engines_commands():
     sglang = run_json("plan", *base, "--engine", "sglang")["options"][0]["command"]
     assert sglang.startswith("python -m sglang.launch_server") and "--context-length 8192" in sglang
     server = run_json("plan", *base, "--engine", "llamacpp")["options"][0]
-    # llama-server's -c is shared by its -np slots: 8 users x 8,192 tokens
-    assert "-c 65536 -np 8" in server["command"] and server["dtype"] == "bf16"
+    # llama-server's -c is shared by its -np slots: 8 users x 8,192 tokens; no GGUF given: the 16-bit conversion's file
+    assert "-c 65536 -np 8" in server["command"] and server["dtype"] == "F16 (estimated)"
 
 
 def test_sglang_options_are_served_as_their_check_line_serves_them():
@@ -326,8 +326,16 @@ def test_a_gpu_without_a_sourced_link_rejects_its_multi_gpu_layouts():
     assert "rtx-3060's preset has no sourced interconnect, needed for 2 x 1 GPUs" in lines
 
 
-def test_a_preset_planned_under_llamacpp_points_to_its_own_buffers():
-    # a preset has no GGUF tensor table: the planner's generic accounting is used, and says where llama.cpp's is
-    out = run_json("plan", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "--users", "2")
-    accounting = {o["accounting"] for o in out["options"]}
-    assert accounting and all("no llamacpp pool model here" in a and "plan a GGUF repo" in a for a in accounting)
+def test_a_model_without_a_gguf_is_planned_under_llamacpps_own_buffers():
+    # no GGUF given: each quant is an option laid out as an estimated tensor table and judged by llama.cpp's buffers
+    # (gpt-oss's checkpoint experts as its MXFP4_MOE file, a 16-bit conversion otherwise, or each --dtype quant)
+    args = ("plan", "gpt-oss-20b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "16k", "--users", "2")
+    out = run_json(*args)
+    (option,) = out["options"]
+    assert option["dtype"] == "MXFP4_MOE (estimated)" and option["fits"]
+    assert "estimated tensor table" in option["accounting"]
+    assert option["check"].startswith("kvcalc fit gpt-oss-20b --dtype mxfp4 --engine llamacpp --gpu rtx-4090")
+    quants = run_json("plan", "llama-3.1-8b", *args[2:], "--dtype", "q4_k_m,q8_0")["options"]
+    assert [o["dtype"] for o in quants] == ["Q4_K_M (estimated)", "Q8_0 (estimated)"]
+    refused = run("plan", "llama-3.1-8b", *args[2:], "--kv-dtype", "fp8")
+    assert refused.exit_code == 2 and "--kv-dtype does not apply to a llama.cpp plan" in refused.stderr

@@ -116,32 +116,16 @@ def settings(
 
 
 def weights_type(dtype: Optional[str]) -> Optional[str]:
-    """--dtype under --engine llamacpp: a quant llama-quantize writes (q4_k_m, q8_0, ...) or "f16" for a 16-bit
-    file (convert_hf_to_gguf's f16 / bf16, the same bytes); None when not given. Other formats (fp8, int4, nvfp4)
-    are no GGUF weight type: refused, not silently read as f16."""
-    if dtype is None:
-        return None
-    from kvcalc.model.gguf.mix import FTYPES
-    from kvcalc.plan.inputs import weight_dtype
+    """--dtype under --engine llamacpp (plan/quants.llamacpp_weights)."""
+    from kvcalc.plan.quants import llamacpp_weights
 
-    key = weight_dtype(dtype)
-    if key == "mxfp4":  # mxfp4 experts, the rest Q8_0: the one llama.cpp quant that writes MXFP4
-        return "mxfp4_moe"
-    if key in FTYPES:
-        return key
-    if key in ("bf16", "fp16"):
-        return "f16"
-    raise UsageError(
-        f"--dtype {dtype} is not a llama.cpp weight type",
-        hint=f"a quant llama-quantize writes ({', '.join(FTYPES)}) or bf16 / fp16",
-    )
+    return llamacpp_weights(dtype)
 
 
 def _model(model: str, quant: Optional[str], dtype: Optional[str] = None):  # noqa: ANN202
     """(spec, tensor rows, quant label, exact weights?, file bytes) of MODEL: a GGUF (its own tensor table), or any
     model, its weights from its parameters: f16, or --dtype's llama.cpp quant laid out as llama-quantize would
     write it (model/gguf/mix.tensor_table; one type for every matrix where that has no table, as for MLA)."""
-    from kvcalc.engines.llamacpp.buffers import TensorRow, spec_tensors
     from kvcalc.engines.llamacpp.memory import rows_of
     from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
 
@@ -155,23 +139,11 @@ def _model(model: str, quant: Optional[str], dtype: Optional[str] = None):  # no
         g = open_gguf(model, quant)
         return g.spec, rows_of(g.tensors), g.label, True, g.file_bytes
     from kvcalc.plan.inputs import resolve
+    from kvcalc.plan.quants import estimated_table
 
     spec = resolve(model, {}).spec
-    note = "estimated"
-    if wtype is None and spec.expert_dtype == "mxfp4":
-        # NOTE: a checkpoint shipped with mxfp4 experts (gpt-oss) is run from a GGUF that keeps them: ggml-org's
-        # files are llama-quantize's MXFP4_MOE mix, not a 16-bit conversion of the experts
-        wtype, note = "mxfp4_moe", "estimated, the checkpoint's experts"
-    if wtype is None or wtype == "f16":
-        return spec, spec_tensors(spec, "f16"), None, False, 0
-    from kvcalc.errors import SpecError
-    from kvcalc.model.gguf.mix import FTYPES, tensor_table
-
-    try:
-        rows = [TensorRow(*t) for t in tensor_table(spec, wtype)]
-    except SpecError:
-        rows = spec_tensors(spec, FTYPES[wtype], "mxfp4" if wtype == "mxfp4_moe" else None)
-    return spec, rows, f"{wtype.upper()} ({note})", False, 0
+    rows, label = estimated_table(spec, wtype)
+    return spec, rows, label, False, 0
 
 
 def _backend(gpu_spec) -> str:  # noqa: ANN001

@@ -71,7 +71,8 @@ def plan(
         Optional[str],
         typer.Option(
             "--dtype",
-            help="Weight dtypes to try, comma-separated (default: the model's, plus fp8 where the GPU has fp8, with vLLM and SGLang).",
+            help="Weight dtypes to try, comma-separated (default: the model's, plus fp8 where the GPU has fp8, with vLLM and SGLang; "
+            "with llamacpp, GGUF quants such as q4_k_m,q8_0 for a model without a GGUF).",
         ),
     ] = None,
     kv_dtype: Annotated[

@@ -49,6 +49,7 @@ def plan_quants(
     max_gpus: int = 8,
     prices: dict[str, float] | None = None,
     version: str | None = None,
+    estimated: bool = False,
 ) -> PlanResult:
     """`models`: (quant label, file bytes, spec, tensor rows) of each GGUF; the options over quant x GPU x
     count, cheapest meeting the goals first, and one line per rejected family."""
@@ -69,6 +70,12 @@ def plan_quants(
     for label, _size, spec, rows in models:
         ref = repo if local else f"{repo}:{label}"
         source = f"-m {repo}" if local else f"-hf {ref}"
+        if estimated:  # a model without a GGUF: `label` is the quant its estimated table is laid out in
+            quant = label.split()[0]
+            ref, source = (
+                f"{repo} --dtype {'mxfp4' if quant == 'MXFP4_MOE' else quant.lower()}",
+                f"-m {repo}-{quant}.gguf",
+            )
         for gpu in gpus:
             unified = bool(gpu.unified_memory)
             domain = 1 if unified else gpu.scale_up_domain or 8
@@ -108,7 +115,8 @@ def plan_quants(
                     command=f"llama-server {source} -c {users * seq} -np {users} -ngl 999{split}",
                     check=f"kvcalc fit {ref} --engine llamacpp --gpu {gpu.name} --seq {seq}"
                     + (f" --gpus {n}" if n > 1 else "") + (f" --parallel {users}" if users > 1 else ""),
-                    accounting=f"llama.cpp's buffers (build era {r.build}) from each file's tensor table",
+                    accounting=f"llama.cpp's buffers (build era {r.build}) from "
+                    + ("an estimated tensor table: no GGUF given" if estimated else "each file's tensor table"),
                 )  # fmt: skip
                 options.append(_judged(option, e, users, tpot_ms, ttft_ms))
                 if not _goal_misses(e, users, tpot_ms, ttft_ms):
@@ -119,9 +127,11 @@ def plan_quants(
             where = f"{o.dtype} on {o.gpu} x{o.gpus}"
             rejects.append((o.gpu, o.gpus, kind, f"{line} ({where})", o.estimate.tpot_s))
     notes = [
-        "each quant file of the GGUF is an option; the table's Weights/KV is the quant / llama.cpp's cache type;"
-        " the check line lists the file's buffers (`fit --engine llamacpp`)"
-    ]
+        ("each quant is an option, its tensor table estimated from the parameters (no GGUF given)" if estimated
+         else "each quant file of the GGUF is an option")
+        + "; the table's Weights/KV is the quant / llama.cpp's cache type; the check line lists its buffers"
+        " (`fit --engine llamacpp`)"
+    ]  # fmt: skip
     if any(o.usd_per_hour is None for o in options):
         unpriced = sorted({o.gpu for o in options if o.usd_per_hour is None})
         notes.append(

@@ -283,11 +283,7 @@ def layout_facts(
             "and a 2 GiB reserve leave"
         )
     elif not is_vllm and engine != "vllm":
-        accounting = f"kvcalc per-rank arithmetic, vLLM 0.19's reserve (no {engine} pool model here)" + (
-            "; llama.cpp's own buffers: plan a GGUF repo (org/Model-GGUF), or `kvcalc fit MODEL --engine llamacpp`"
-            if engine == "llamacpp"
-            else ""
-        )
+        accounting = f"kvcalc per-rank arithmetic, vLLM 0.19's reserve (no {engine} pool model here)"
     elif engine == "vllm" and dp_attention:
         accounting = "kvcalc per-rank arithmetic: vLLM's data-parallel engine cores are not modelled"
     return LayoutFacts(

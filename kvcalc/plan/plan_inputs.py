@@ -43,7 +43,6 @@ def plan_from_inputs(
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.inputs import resolve
     from kvcalc.plan.planner import DEFAULT_GPUS, MAX_GPUS, plan
-    from kvcalc.plan.price import parse_prices
     from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_fraction
 
     for flag, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
@@ -66,17 +65,11 @@ def plan_from_inputs(
     n = n if n is not None else length - p
     if p < 1 or n < 1 or p + n > length:
         raise UsageError(f"--prompt {p:,} + --new {n:,} must be at least 1 each and within --seq {length:,}")
+    if engine == "llamacpp":  # each quant an option, judged by llama.cpp's own buffers
+        return _gguf_plan(model, length, users, p, n, tpot_ms, ttft_ms, gpu, max_gpus, price, dtype, kv_dtype)
     dtypes = [d if d == "auto" else normalize_dtype(d, WEIGHT_DTYPES) for d in _names(dtype, "--dtype") or []]
     kvs = [d if d == "auto" else normalize_dtype(d, KV_DTYPES) for d in _names(kv_dtype, "--kv-dtype") or []]
-    if isinstance(price, dict):
-        prices = parse_prices([f"{k}={v}" for k, v in price.items()])
-    else:
-        prices = parse_prices([price] if isinstance(price, str) else price)
-    if engine == "llamacpp" and isinstance(model, str):
-        from kvcalc.model.gguf.source import is_gguf_ref
-
-        if is_gguf_ref(model):  # each quant file an option, judged by llama.cpp's own buffers
-            return _gguf_plan(model, length, users, p, n, tpot_ms, ttft_ms, gpu, max_gpus, prices, dtypes, kvs)
+    prices = _prices(price)
     from kvcalc.engines.lengths import context_refusal, longest_context
 
     spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
@@ -94,23 +87,45 @@ def plan_from_inputs(
     )  # fmt: skip
 
 
-def _gguf_plan(model, seq, users, prompt, new, tpot_ms, ttft_ms, gpu, max_gpus, prices, dtypes, kvs):  # noqa: ANN001, ANN202
-    """plan over the quant files of a GGUF (plan/gguf_plan.py)."""
+def _prices(price) -> dict[str, float]:  # noqa: ANN001
+    from kvcalc.plan.price import parse_prices
+
+    if isinstance(price, dict):
+        return parse_prices([f"{k}={v}" for k, v in price.items()])
+    return parse_prices([price] if isinstance(price, str) else price)
+
+
+def _gguf_plan(model, seq, users, prompt, new, tpot_ms, ttft_ms, gpu, max_gpus, price, dtype, kv_dtype):  # noqa: ANN001, ANN202
+    """plan over the quant files of a GGUF (plan/gguf_plan.py), or, for a model without one, over the files a
+    conversion would give (f16, the checkpoint's MXFP4_MOE, or each --dtype quant), laid out as estimated tables."""
+    from kvcalc.model.gguf.source import is_gguf_ref
     from kvcalc.model.presets import get_gpu
     from kvcalc.plan.gguf_plan import gguf_models, plan_quants
+    from kvcalc.plan.inputs import resolve
     from kvcalc.plan.planner import DEFAULT_GPUS
+    from kvcalc.plan.quants import estimated_table, llamacpp_weights
 
-    if dtypes or kvs:
+    gguf = isinstance(model, str) and is_gguf_ref(model)
+    if kv_dtype is not None or (gguf and dtype is not None):
         raise UsageError(
-            "--dtype and --kv-dtype do not apply to a GGUF plan: its quants are the repo's files",
+            "--dtype and --kv-dtype do not apply to a GGUF plan: its quants are the repo's files"
+            if gguf
+            else "--kv-dtype does not apply to a llama.cpp plan: its cache is f16",
             hint="one quant: REPO:Q4_K_M; llama.cpp's cache types: kvcalc fit REPO --engine llamacpp --kv-dtype q8_0",
         )
     items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
     gpus = []
     for item in items:
         gpus += [get_gpu(g) for g in _names(item, "--gpu")] if isinstance(item, str) else [item]
-    name, models = gguf_models(model)
+    if gguf:
+        name, models = gguf_models(model)
+    else:
+        spec = resolve(model, {}).spec if isinstance(model, str) else model
+        name, models = spec.name, []
+        for wtype in [llamacpp_weights(d) for d in _names(dtype, "--dtype") or []] or [None]:
+            rows, label = estimated_table(spec, wtype)
+            models.append(((label or "F16").split(" (")[0] + " (estimated)", 0, spec, rows))
     return plan_quants(
         models, gpus or [get_gpu(g) for g in DEFAULT_GPUS], repo=name, seq=seq, users=users, prompt=prompt,
-        new=new, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus, prices=prices,
+        new=new, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus, prices=_prices(price), estimated=not gguf,
     )  # fmt: skip

@@ -58,6 +58,50 @@ class QuantFit(Result):
     rows: list[QuantRow]
 
 
+def llamacpp_weights(dtype: str | None) -> str | None:
+    """--dtype under --engine llamacpp: a quant llama-quantize writes (q4_k_m, q8_0, ..., mxfp4: MXFP4_MOE) or "f16"
+    for a 16-bit file (convert_hf_to_gguf's f16 / bf16, the same bytes); None when not given. Other formats (fp8,
+    int4, nvfp4) are no GGUF weight type: refused, not silently read as f16."""
+    if dtype is None:
+        return None
+    from kvcalc.errors import UsageError
+    from kvcalc.model.gguf.mix import FTYPES
+    from kvcalc.plan.inputs import weight_dtype
+
+    key = weight_dtype(dtype)
+    if key == "mxfp4":  # mxfp4 experts, the rest Q8_0: the one llama.cpp quant that writes MXFP4
+        return "mxfp4_moe"
+    if key in FTYPES:
+        return key
+    if key in ("bf16", "fp16"):
+        return "f16"
+    raise UsageError(
+        f"--dtype {dtype} is not a llama.cpp weight type",
+        hint=f"a quant llama-quantize writes ({', '.join(FTYPES)}) or bf16 / fp16",
+    )
+
+
+def estimated_table(spec: ModelSpec, wtype: str | None) -> tuple[list[TensorRow], str | None]:
+    """(tensor rows, quant label; None for the 16-bit file) of `spec` as a GGUF would hold it, without one: f16 by
+    default, or `wtype`'s llama.cpp quant laid out as llama-quantize writes it (model/gguf/mix.tensor_table; one
+    type for every matrix where that has no table, as for MLA). A checkpoint shipped with mxfp4 experts (gpt-oss)
+    is its MXFP4_MOE file, what ggml-org's GGUFs of it hold, not a 16-bit conversion of the experts."""
+    from kvcalc.engines.llamacpp.buffers import spec_tensors
+    from kvcalc.errors import SpecError
+    from kvcalc.model.gguf.mix import FTYPES, tensor_table
+
+    note = "estimated"
+    if wtype is None and spec.expert_dtype == "mxfp4":
+        wtype, note = "mxfp4_moe", "estimated, the checkpoint's experts"
+    if wtype is None or wtype == "f16":
+        return spec_tensors(spec, "f16"), None
+    try:
+        rows = [TensorRow(*t) for t in tensor_table(spec, wtype)]
+    except SpecError:
+        rows = spec_tensors(spec, FTYPES[wtype], "mxfp4" if wtype == "mxfp4_moe" else None)
+    return rows, f"{wtype.upper()} ({note})"
+
+
 def offload_hint(spec: ModelSpec, gpu: GpuSpec, tokens: int) -> str:
     """generate's word on a model that does not fit, under llama.cpp: it would leave what does not fit to the CPU
     (an MoE model's routed experts first), which `fit --engine llamacpp` sizes and times."""
