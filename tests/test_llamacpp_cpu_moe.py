@@ -169,3 +169,11 @@ def test_generate_names_llama_cpps_placement_where_the_model_does_not_fit():
     assert "`kvcalc fit gpt-oss-120b --engine llamacpp --gpu rtx-4090 --seq 640`" in note
     fits = run_json("generate", "gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "llamacpp")["memory_note"]
     assert "llama.cpp would" not in fits and not run_json(*args[:-6], "--engine", "vllm")["memory_note"].count("llama")
+
+
+def test_cpu_moe_on_a_dense_model_moves_nothing_and_says_so():
+    # llama.cpp's ffn_*_exps overrides match no tensor of a dense model: the same buffers, and a warning
+    args = ("fit", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k")
+    plain, moved = run_json(*args)["rows"][0]["llamacpp"], run_json(*args, "--n-cpu-moe", "8")["rows"][0]["llamacpp"]
+    assert moved["devices"] == plain["devices"] and moved["cpu_moe"] == 0 and not plain["warnings"]
+    assert moved["warnings"] == ["--cpu-moe / --n-cpu-moe: llama-3.1-8b routes no experts, nothing moves"]

@@ -105,6 +105,7 @@ OUTSIDE_REFERENCE = {
     "rtx-4070-ti-super",
     "rtx-4080",
     "rtx-5060-ti",
+    "rtx-5070",
     "rtx-5070-ti",
     "rtx-a4000",
     "rtx-a5000",

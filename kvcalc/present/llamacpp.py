@@ -64,6 +64,7 @@ def buffers_sheet(r: LlamaCppResult, title: str) -> Sheet:
         f"compute buffer: an estimate (max of logits and K*Q + one layer's activations) that came 0-60 MiB under "
         f"llama.cpp's own on public logs; totals add {_mib(r.compute_margin_bytes)} for that"
     )
+    sheet.notes += [f"Warning: {w}" for w in r.warnings]
     if r.refusal:
         sheet.notes.append(f"llama.cpp would not start: {r.refusal}")
     elif r.fits is not None:

@@ -61,6 +61,7 @@ class LlamaCppResult(Result):
     kv_capacity_tokens: int  # tokens the full-attention cache holds across streams
     fits: bool | None = None  # None without a GPU
     refusal: str | None = None  # llama.cpp's own words when it would not start
+    warnings: list[str] = []
 
 
 def llamacpp_memory(
@@ -102,6 +103,9 @@ def llamacpp_memory(
         swa_full=swa_full,
     )
     devs = layer_devices(n_layer, ngl if n_gpus else 0, n_gpus, split)
+    warnings = (
+        [] if spec.is_moe or not cpu_moe else [f"--cpu-moe / --n-cpu-moe: {spec.name} routes no experts, nothing moves"]
+    )
     cpu_moe = min(cpu_moe, n_layer) if spec.is_moe else 0
     gpu_model, cpu_mapped, _ = model_buffers(tensors, n_layer, devs, backend, cpu_moe)
     base = next((p for p in parts if p.cache == "non-SWA"), None) or next((p for p in parts if p.cache == "SWA"), None)
@@ -199,6 +203,7 @@ def llamacpp_memory(
         kv_capacity_tokens=cells * streams,
         fits=fits,
         refusal=refusal,
+        warnings=warnings,
     )
 
 
