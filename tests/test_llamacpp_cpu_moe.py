@@ -177,3 +177,15 @@ def test_cpu_moe_on_a_dense_model_moves_nothing_and_says_so():
     plain, moved = run_json(*args)["rows"][0]["llamacpp"], run_json(*args, "--n-cpu-moe", "8")["rows"][0]["llamacpp"]
     assert moved["devices"] == plain["devices"] and moved["cpu_moe"] == 0 and not plain["warnings"]
     assert moved["warnings"] == ["--cpu-moe / --n-cpu-moe: llama-3.1-8b routes no experts, nothing moves"]
+
+
+def test_a_measured_hybrid_run_sits_inside_both_intervals_and_under_both_ceilings():
+    # carteakey/lllms bench-results (benchmarks/llamacpp_cpu/points.csv): gpt-oss-120b MXFP4 on an RTX 4070, the
+    # experts of 31 layers on the CPU, 2 x DDR5-5867 (93.9 GB/s): tg128 23.36 tok/s, pp512 427.92 tok/s. The prompt
+    # is faster than the PCIe copy of those experts would allow (240): the ceiling counts only their one read from RAM
+    args = ("fit", "gpt-oss-120b", "--engine", "llamacpp", "--gpu", "rtx-4070", "--seq", "4k")
+    row = run_json(*args, "--n-cpu-moe", "31", "--cpu-bandwidth", "93.9")["rows"][0]
+    lo, hi = row["decode_interval"]
+    assert lo <= 23.36 <= hi and 23.36 < row["decode_tokens_per_s_ceiling"]
+    lo, hi = row["prompt_interval"]
+    assert lo <= 427.92 <= hi and 427.92 < row["prompt_tokens_per_s_ceiling"]
