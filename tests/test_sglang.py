@@ -101,6 +101,9 @@ def test_max_running_requests_of_the_logs():
     [
         ("qwen3-14b", "rtx-4090", 4, "0.5.5", 0.8, 298447),
         ("llama-3.1-70b", "h200", 8, "0.5.3", None, 2795207),
+        # sgl-project/sglang#13023 (2025-11-11, one L40S, the default fraction): a LlamaForCausalLM of 15.09 GB,
+        # Llama-3(.1)-8B's shape, "avail mem=44.00 GB" before load, "#tokens: 183133" (kvcalc: 43.90, 182,928)
+        ("llama-3.1-8b", "l40s", 1, "0.5.5", None, 183133),
     ],
 )
 def test_whole_prediction_from_presets(model, gpu, tp, release, fraction, logged):
