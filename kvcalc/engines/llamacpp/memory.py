@@ -52,9 +52,7 @@ class LlamaCppResult(Result):
     kv_parts: list[KvPart]
     model_buffer_bytes: int  # on the GPUs
     cpu_mapped_bytes: int  # token_embd and the layers left on the CPU (mmap view of the file)
-    compute_buffer_bytes: (
-        int  # the largest GPU's (the output layer's, with the logits); an estimate (see compute_margin_bytes)
-    )
+    compute_buffer_bytes: int  # the largest GPU's (the logits' GPU); an estimate (see compute_margin_bytes)
     compute_margin_bytes: int
     weights_exact: bool  # from the GGUF's tensor table (else from the spec's parameters)
     devices: list[Device]
