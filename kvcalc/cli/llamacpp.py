@@ -115,21 +115,15 @@ def settings(
     )
 
 
-def weights_type(dtype: Optional[str]) -> Optional[str]:
-    """--dtype under --engine llamacpp (plan/quants.llamacpp_weights)."""
-    from kvcalc.plan.quants import llamacpp_weights
-
-    return llamacpp_weights(dtype)
-
-
 def _model(model: str, quant: Optional[str], dtype: Optional[str] = None):  # noqa: ANN202
     """(spec, tensor rows, quant label, exact weights?, file bytes) of MODEL: a GGUF (its own tensor table), or any
     model, its weights from its parameters: f16, or --dtype's llama.cpp quant laid out as llama-quantize would
     write it (model/gguf/mix.tensor_table; one type for every matrix where that has no table, as for MLA)."""
     from kvcalc.engines.llamacpp.memory import rows_of
     from kvcalc.model.gguf.source import is_gguf_ref, open_gguf
+    from kvcalc.plan.quants import llamacpp_weights
 
-    wtype = weights_type(dtype)
+    wtype = llamacpp_weights(dtype)
     if is_gguf_ref(model) or quant:
         if wtype is not None:
             raise UsageError(
@@ -238,7 +232,9 @@ def run_fit(
         and is_gguf_ref(model)
     )
     if is_repo and dtype is not None:
-        weights_type(dtype)  # a bad --dtype is named as such first
+        from kvcalc.plan.quants import llamacpp_weights
+
+        llamacpp_weights(dtype)  # a bad --dtype is named as such first
         raise UsageError("--dtype does not apply to a GGUF repo: each quant's file keeps its types",
                          hint="--quant Q4_K_M (or org/repo:Q4_K_M) for one of its quants")  # fmt: skip
     if is_repo:

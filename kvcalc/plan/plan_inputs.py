@@ -40,9 +40,8 @@ def plan_from_inputs(
     DEFAULT_GPUS); price: {"h200": 3.5}, "h200=3.5" or a list of them; engine_version: SGLang's release; the rest as
     the command's options."""
     from kvcalc.engines.names import ENGINE_NAMES
-    from kvcalc.model.presets import get_gpu
     from kvcalc.plan.inputs import resolve
-    from kvcalc.plan.planner import DEFAULT_GPUS, MAX_GPUS, plan
+    from kvcalc.plan.planner import MAX_GPUS, plan
     from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype, parse_count, parse_fraction
 
     for flag, value in (("--tpot-ms", tpot_ms), ("--ttft-ms", ttft_ms)):
@@ -75,16 +74,23 @@ def plan_from_inputs(
     spec = resolve(model, {}).spec if isinstance(model, str) else model  # a ModelSpec as it is
     if why := context_refusal(spec, engine, length):
         raise UsageError(f"--seq {length:,} is {why}", hint=f"--seq {longest_context(spec, engine):,} or less")
-    items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
-    gpus = []
-    for item in items:  # names ('a,b' too) or GpuSpec objects
-        gpus += [get_gpu(g) for g in _names(item, "--gpu")] if isinstance(item, str) else [item]
-    gpus = gpus or [get_gpu(g) for g in DEFAULT_GPUS]
     return plan(
-        spec, gpus, seq=length, users=users, prompt=p, new=n, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus,
+        spec, _gpus(gpu), seq=length, users=users, prompt=p, new=n, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus,
         dtypes=dtypes or None, kv_dtypes_given=kvs or None, engine=engine, prices=prices,
         gpu_util=parse_fraction(gpu_util, "--gpu-util"), engine_version=release,
     )  # fmt: skip
+
+
+def _gpus(gpu) -> list:  # noqa: ANN001
+    """--gpu as names ('a,b' too) or GpuSpec objects, one or a list; DEFAULT_GPUS where none is given."""
+    from kvcalc.model.presets import get_gpu
+    from kvcalc.plan.planner import DEFAULT_GPUS
+
+    items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
+    gpus = []
+    for item in items:
+        gpus += [get_gpu(g) for g in _names(item, "--gpu")] if isinstance(item, str) else [item]
+    return gpus or [get_gpu(g) for g in DEFAULT_GPUS]
 
 
 def _prices(price) -> dict[str, float]:  # noqa: ANN001
@@ -99,10 +105,8 @@ def _gguf_plan(model, seq, users, prompt, new, tpot_ms, ttft_ms, gpu, max_gpus, 
     """plan over the quant files of a GGUF (plan/gguf_plan.py), or, for a model without one, over the files a
     conversion would give (f16, the checkpoint's MXFP4_MOE, or each --dtype quant), laid out as estimated tables."""
     from kvcalc.model.gguf.source import is_gguf_ref
-    from kvcalc.model.presets import get_gpu
     from kvcalc.plan.gguf_plan import gguf_models, plan_quants
     from kvcalc.plan.inputs import resolve
-    from kvcalc.plan.planner import DEFAULT_GPUS
     from kvcalc.plan.quants import estimated_table, llamacpp_weights
 
     gguf = isinstance(model, str) and is_gguf_ref(model)
@@ -113,10 +117,6 @@ def _gguf_plan(model, seq, users, prompt, new, tpot_ms, ttft_ms, gpu, max_gpus, 
             else "--kv-dtype does not apply to a llama.cpp plan: its cache is f16",
             hint="one quant: REPO:Q4_K_M; llama.cpp's cache types: kvcalc fit REPO --engine llamacpp --kv-dtype q8_0",
         )
-    items = gpu if isinstance(gpu, (list, tuple)) else ([] if gpu is None else [gpu])
-    gpus = []
-    for item in items:
-        gpus += [get_gpu(g) for g in _names(item, "--gpu")] if isinstance(item, str) else [item]
     if gguf:
         name, models = gguf_models(model)
     else:
@@ -126,6 +126,6 @@ def _gguf_plan(model, seq, users, prompt, new, tpot_ms, ttft_ms, gpu, max_gpus, 
             rows, label = estimated_table(spec, wtype)
             models.append(((label or "F16").split(" (")[0] + " (estimated)", 0, spec, rows))
     return plan_quants(
-        models, gpus or [get_gpu(g) for g in DEFAULT_GPUS], repo=name, seq=seq, users=users, prompt=prompt,
+        models, _gpus(gpu), repo=name, seq=seq, users=users, prompt=prompt,
         new=new, tpot_ms=tpot_ms, ttft_ms=ttft_ms, max_gpus=max_gpus, prices=_prices(price), estimated=not gguf,
     )  # fmt: skip
