@@ -19,6 +19,7 @@ from kvcalc.engines.llamacpp.buffers import TensorRow
 from kvcalc.engines.llamacpp.eras import era
 from kvcalc.model.gguf.mix import tensor_table
 from kvcalc.model.presets import get_gpu, get_model
+from kvcalc.plan.calibration import constants_for
 from kvcalc.plan.quants import quant_row
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "speed_calibration.json"
@@ -48,8 +49,8 @@ def main() -> None:
         recipe = "F16" if p["weight_dtype"].startswith("f16") else "Q4_K_M"
         gpu = get_gpu(GPUS[p["gpu"]])
         spec = get_model(model)
-        row = quant_row(recipe, 0, spec, table(model, recipe), 512, era(None), gpu.capacity_bytes, gpu.bandwidth_bytes_per_s,
-                        int(64e9), gpu.unified_memory, weights_exact=True)  # fmt: skip
+        row = quant_row(recipe, 0, spec, table(model, recipe), 512, era(None), gpu.capacity_bytes, int(64e9),
+                        gpu.unified_memory, gpu, constants_for(gpu, "llamacpp"), weights_exact=True)  # fmt: skip
         if not row.fits_fully:
             continue
         ratio = p["value"] / row.decode_tokens_per_s_ceiling

@@ -305,10 +305,11 @@ def test_decode_ceiling_is_above_every_llama_bench_measurement():
         model = "llama-3-8b" if p["model"].endswith("8B") else "llama-3-70b"
         recipe = "F16" if p["weight_dtype"].startswith("f16") else "Q4_K_M"
         gpu = get_gpu_preset(bench.GPUS[p["gpu"]])
+        from kvcalc.plan.calibration import constants_for
         from kvcalc.plan.quants import quant_row
 
         row = quant_row(recipe, 0, get_model(model), bench.table(model, recipe), 512, era(None), gpu.capacity_bytes,
-                        gpu.bandwidth_bytes_per_s, int(64e9), gpu.unified_memory, weights_exact=True)  # fmt: skip
+                        int(64e9), gpu.unified_memory, gpu, constants_for(gpu, "llamacpp"), weights_exact=True)  # fmt: skip
         if row.fits_fully:
             checked += 1
             assert 0.4 < p["value"] / row.decode_tokens_per_s_ceiling < 1, p["id"]

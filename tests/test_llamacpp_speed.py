@@ -128,6 +128,32 @@ def test_table_step_is_the_calibrations_step():
     assert abs(timed(mine, cal, "llamacpp").estimate_s / timed(theirs, cal, "llamacpp").estimate_s - 1) < 5e-3
 
 
+def test_speed_reads_each_tensor_where_the_memory_model_stores_it():
+    # One placement (buffers.tensor_device) for the buffers and the step. Llama-3-8B Q4_K_M at -ngl 20 of 33: the
+    # GPU's bytes are those of blk.12-31, each read once per decoded token; the
+    # CPU's are blk.0-11 and the q6_K output, 430,940,160 B; token_embd (CPU_Mapped) is a row per token, not read.
+    # An input-layer table (Gemma 3n's per_layer_token_embd, 2 GiB here) stays in system memory and is not read;
+    # without output.weight the output is token_embd itself, read where the output layer runs.
+    from kvcalc.engines.llamacpp.buffers import layer_devices, model_buffers
+    from kvcalc.plan.llamacpp_speed import _reads
+
+    spec = get_model("llama-3-8b")
+    rows = table("llama-3-8b", "q4_k_m") + [TensorRow("per_layer_token_embd.weight", 8960, "q8_0", 2 * GiB)]
+    devs = layer_devices(32, 20, 1)
+    gpu, cpu_mapped, _ = model_buffers(rows, 32, devs)
+    reads = _reads(spec, rows, devs, tokens=1)
+    layer = {i: sum(t.nbytes for t in rows if t.name.startswith(f"blk.{i}.")) for i in range(32)}
+    assert reads[0][0] == sum(layer[i] for i in range(12, 32))
+    assert gpu[0] >= reads[0][0]  # CUDA pads each quantized tensor; nothing else is on the GPU
+    output = next(t.nbytes for t in rows if t.name == "output.weight")
+    assert output == 430_940_160 and reads[None][0] == sum(layer[i] for i in range(12)) + output
+    embd = next(t.nbytes for t in rows if t.name == "token_embd.weight")
+    assert cpu_mapped == sum(layer[i] for i in range(12)) + output + embd + 2 * GiB
+    tied = [t for t in rows if t.name != "output.weight"]
+    on_gpu = _reads(spec, tied, layer_devices(32, 33, 1), tokens=1)
+    assert on_gpu[None][0] == 0 and on_gpu[0][0] == sum(layer.values()) + embd
+
+
 def test_partial_offload_runs_the_cpu_layers_at_system_memory_speed():
     args = ("fit", "llama-3.1-70b", "--engine", "llamacpp", "--gpu", "rtx-4090", "--seq", "8k", "-f", "json")
     slow = json.loads(run(*args).stdout)["rows"][0]

@@ -216,7 +216,6 @@ def run_fit(
         raise UsageError(f"--reserve leaves nothing of {gpu_spec.name}'s memory")
     common = dict(
         capacity=capacity,
-        gpu_bw=gpu_spec.bandwidth_bytes_per_s,
         cpu_bw=int(cpu_gb_s * 1e9),
         unified=unified,
         gpu=gpu_spec,

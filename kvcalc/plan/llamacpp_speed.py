@@ -19,7 +19,6 @@ basis says which weights the CPU holds.
 from __future__ import annotations
 
 import math
-import re
 from typing import NamedTuple
 
 from kvcalc.cost.calibration import Calibration
@@ -33,7 +32,6 @@ from kvcalc.model.spec import LayerKind, ModelSpec
 # offload of CPU-held weights pays per ubatch. Stated, not calibrated.
 HOST_LINK = 25e9
 PROMPT_TOKENS = 512  # llama-bench's pp512: one ubatch of 512 tokens from an empty cache
-_BLK = re.compile(r"^blk\.(\d+)\.")
 
 
 class Speed(NamedTuple):
@@ -48,18 +46,6 @@ class Speed(NamedTuple):
 def _elements(t: TensorRow) -> int:
     _, block, size = BY_NAME[t.type]
     return t.nbytes // size * block
-
-
-def _device_of(t: TensorRow, n_layer: int, devs: list[int | None], tied: bool) -> int | None:
-    m = _BLK.match(t.name)
-    if m:
-        il = int(m.group(1))
-        return devs[il] if il < n_layer else None
-    if t.name.startswith("output") or (tied and t.name.startswith("token_embd.")):
-        return devs[n_layer]
-    if t.name.startswith(("token_embd.", "token_types", "position_embd")):
-        return None
-    return devs[0]
 
 
 # The fraction of --cpu-bandwidth llama.cpp's CPU side reaches in decode, for the weights it holds (layers -ngl leaves
@@ -77,7 +63,7 @@ def _reads(
     SYSTEM_EXPERTS: the experts --n-cpu-moe `cpu_moe` leaves in system memory) for a step over `tokens` tokens that
     computes `logits` rows of the output (each decoded sequence's, a prompt's last token's)."""
     from kvcalc.cost.shard import reached_experts
-    from kvcalc.engines.llamacpp.buffers import expert_on_cpu
+    from kvcalc.engines.llamacpp.buffers import is_input, tensor_device
     from kvcalc.model.gguf.types import is_quantized
 
     n = spec.num_layers
@@ -85,12 +71,16 @@ def _reads(
     out: dict[int | None, tuple[float, float, float]] = {}
     reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens)) if spec.experts else 0.0
     for t in tensors:
-        dev = _device_of(t, n, devs, tied)
-        if dev is not None and expert_on_cpu(t.name, cpu_moe):
-            dev = SYSTEM_EXPERTS
+        tied_output = tied and t.name.startswith("token_embd.")
+        if tied_output:
+            dev = devs[n]  # read as the output layer, where it runs (its GPU copy or the CPU's table)
+        else:
+            dev = tensor_device(t.name, n, devs)
+            if dev is not None and tensor_device(t.name, n, devs, cpu_moe) is None:
+                dev = SYSTEM_EXPERTS  # kept in system memory while its layer runs on a GPU
         elems = _elements(t)
-        output = t.name.startswith("output.") or (tied and t.name.startswith("token_embd."))
-        if t.name.startswith("token_embd.") and not tied:
+        output = tied_output or t.name.startswith("output.")
+        if is_input(t.name) and not output:
             read, flops = 0.0, 0.0  # a row per token
         elif "_exps." in t.name and spec.experts:
             read = t.nbytes * reached / spec.experts

@@ -14,7 +14,9 @@ from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.results import Result
 
-SPEED_LABEL = "ceiling: weights and KV read once per token at memory bandwidth (not calibrated)"
+SPEED_LABEL = (
+    "ceiling: weights and KV read once per token at memory bandwidth, its FLOPs at peak where slower (not calibrated)"
+)
 ESTIMATE_LABEL = (
     "estimate: llama.cpp's calibrated speed with an 80% interval; decode of one sequence holding its whole -c,"
     " prompt processing as llama-bench's pp512"
@@ -31,16 +33,17 @@ class QuantRow(Result):
     fits_fully: bool
     gpu_layers: int  # -ngl that fits: layers offloaded, the output layer counting as one
     total_layers: int
+    # The calibrated estimate (plan/llamacpp_speed.py) beside its ceiling: tokens/s of one sequence at
+    # `decode_context` tokens, and of a 512-token prompt (pp512; None where the GPU has no sourced FLOP/s),
+    # each with its 80% interval.
     decode_tokens_per_s_ceiling: float
-    # The calibrated estimate (plan/llamacpp_speed.py), None where no GPU spec was given: tokens/s of one
-    # sequence at `decode_context` tokens, and of a 512-token prompt (pp512), each with its 80% interval.
-    decode_tokens_per_s: float | None = None
-    decode_interval: tuple[float, float] | None = None
-    decode_context: int | None = None
+    decode_tokens_per_s: float
+    decode_interval: tuple[float, float]
+    decode_context: int
     prompt_tokens_per_s: float | None = None
     prompt_interval: tuple[float, float] | None = None
     prompt_tokens_per_s_ceiling: float | None = None
-    speed_basis: str | None = None
+    speed_basis: str
     refusal: str | None = None
     llamacpp: LlamaCppResult
 
@@ -153,50 +156,6 @@ def largest_fit(
     return at(top + 1, cpu_moe=hi)
 
 
-def _read_bytes(tensors: list[TensorRow], spec: ModelSpec) -> dict[str, int]:
-    """Bytes one decoded token reads of each tensor: routed experts by experts_per_token / experts,
-    the embedding table one row."""
-    out = {}
-    for t in tensors:
-        if t.name.startswith("token_embd."):
-            out[t.name] = 0
-        elif "_exps." in t.name and spec.experts:
-            out[t.name] = t.nbytes * spec.experts_per_token // spec.experts
-        else:
-            out[t.name] = t.nbytes
-    return out
-
-
-def decode_ceiling(
-    r: LlamaCppResult, tensors: list[TensorRow], spec: ModelSpec, gpu_bw: int, cpu_bw: int, unified: bool
-) -> float:
-    """Tokens/s if each token reads its weights and the full KV cache once: GPU part at the GPU's
-    bandwidth, the layers left on the CPU at system-memory bandwidth."""
-    from kvcalc.engines.llamacpp.buffers import expert_on_cpu, layer_devices
-
-    devs = layer_devices(spec.num_layers, r.ngl, 1)
-    read = _read_bytes(tensors, spec)
-    gpu = cpu = 0
-    for t in tensors:
-        parts = t.name.split(".")
-        on_gpu = (
-            devs[int(parts[1])] is not None
-            if t.name.startswith("blk.") and parts[1].isdigit() and int(parts[1]) < spec.num_layers
-            else devs[-1] is not None and not t.name.startswith("token_embd.")
-        ) and not expert_on_cpu(t.name, r.cpu_moe)
-        if on_gpu or unified:
-            gpu += read[t.name]
-        else:
-            cpu += read[t.name]
-    for d in r.devices:
-        if d.name == "CPU" and not unified:
-            cpu += d.kv_bytes
-        else:
-            gpu += d.kv_bytes
-    seconds = gpu / gpu_bw + cpu / cpu_bw
-    return 1 / seconds if seconds else 0.0
-
-
 def quant_row(
     label: str,
     file_bytes: int,
@@ -205,16 +164,15 @@ def quant_row(
     n_ctx: int,
     era: Era,
     capacity: int,
-    gpu_bw: int,
     cpu_bw: int,
     unified: bool,
+    gpu: GpuSpec,
+    calibration: Calibration,
     ngl: int | None = None,
-    gpu: GpuSpec | None = None,
-    calibration: Calibration | None = None,
     **settings: Any,
 ) -> QuantRow:
-    """One quant's row: at the largest -ngl that fits, or at the -ngl given. With `gpu` and `calibration`
-    ((constants, basis) for llamacpp on it), the calibrated decode and prompt speeds too."""
+    """One quant's row: at the largest -ngl that fits, or at the -ngl given, with its calibrated decode and prompt
+    speeds on `gpu` (plan/llamacpp_speed.py; `calibration`: (constants, basis) for llamacpp on it)."""
     if ngl is None:
         r = largest_fit(spec, tensors, n_ctx, era, capacity, unified, **settings)
     else:
@@ -223,37 +181,22 @@ def quant_row(
         )
     gpus = [d for d in r.devices if d.name != "CPU"]
     total = sum(d.total_bytes for d in r.devices) if unified else sum(d.total_bytes for d in gpus)
-    speed: dict[str, Any] = {
-        "decode_tokens_per_s_ceiling": float(f"{decode_ceiling(r, tensors, spec, gpu_bw, cpu_bw, unified):.4g}")
-    }
-    if gpu is not None and calibration is not None:
-        from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY, llamacpp_speed
+    from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY, llamacpp_speed
 
-        n_gpus = settings.get("n_gpus", 1)
-        context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
-        dec, pp = llamacpp_speed(
-            spec, tensors, r, gpu, cpu_bw, calibration, n_gpus=n_gpus, unified=unified, context=context
-        )
-        held = [f"{r.total_layers - r.gpu_layers} layers"] if r.gpu_layers < r.total_layers else []
-        held += [f"the routed experts of {r.cpu_moe} layers"] if r.cpu_moe else []
-        basis = calibration[1] + (
-            f"; {' and '.join(held)} on the CPU, read at {CPU_EFFICIENCY[0]:g} of --cpu-bandwidth"
-            f" ({CPU_EFFICIENCY[1]:g}-{CPU_EFFICIENCY[2]:g} in the interval; 16 public runs)"
-            if held and not unified
-            else ""
-        )
-        if pp is None:
-            basis += f"; no prompt speed: {gpu.name} has no sourced FLOP/s (decode from its bandwidth)"
-        speed = dict(
-            decode_tokens_per_s_ceiling=dec.ceiling,
-            decode_tokens_per_s=dec.tokens_per_s,
-            decode_interval=(dec.lo, dec.hi),
-            decode_context=context,
-            prompt_tokens_per_s=pp.tokens_per_s if pp else None,
-            prompt_interval=(pp.lo, pp.hi) if pp else None,
-            prompt_tokens_per_s_ceiling=pp.ceiling if pp else None,
-            speed_basis=basis,
-        )
+    context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
+    dec, pp = llamacpp_speed(
+        spec, tensors, r, gpu, cpu_bw, calibration, n_gpus=settings.get("n_gpus", 1), unified=unified, context=context
+    )
+    held = [f"{r.total_layers - r.gpu_layers} layers"] if r.gpu_layers < r.total_layers else []
+    held += [f"the routed experts of {r.cpu_moe} layers"] if r.cpu_moe else []
+    basis = calibration[1] + (
+        f"; {' and '.join(held)} on the CPU, read at {CPU_EFFICIENCY[0]:g} of --cpu-bandwidth"
+        f" ({CPU_EFFICIENCY[1]:g}-{CPU_EFFICIENCY[2]:g} in the interval; 16 public runs)"
+        if held and not unified
+        else ""
+    )
+    if pp is None:
+        basis += f"; no prompt speed: {gpu.name} has no sourced FLOP/s (decode from its bandwidth)"
     return QuantRow(
         quant=label,
         file_bytes=file_bytes,
@@ -265,7 +208,14 @@ def quant_row(
         fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers and r.cpu_moe <= settings.get("cpu_moe", 0),
         gpu_layers=r.gpu_layers,
         total_layers=r.total_layers,
-        **speed,
+        decode_tokens_per_s_ceiling=dec.ceiling,
+        decode_tokens_per_s=dec.tokens_per_s,
+        decode_interval=(dec.lo, dec.hi),
+        decode_context=context,
+        prompt_tokens_per_s=pp.tokens_per_s if pp else None,
+        prompt_interval=(pp.lo, pp.hi) if pp else None,
+        prompt_tokens_per_s_ceiling=pp.ceiling if pp else None,
+        speed_basis=basis,
         refusal=r.refusal,
         llamacpp=r,
     )

@@ -87,11 +87,10 @@ def _band(v: float | None, band: tuple[float, float] | None) -> str:
 
 
 def quants_sheet(q: QuantFit) -> Sheet:
-    estimated = any(r.decode_tokens_per_s is not None for r in q.rows)
     sheet = Sheet(
         f"{q.model} on {q.gpu} ({fmt_bytes(q.capacity_bytes)}) at -c {q.n_ctx:,}: which quant fits",
         ["Quant", "File", "Weights", "KV", "Compute", "Total", "GPU layers"]
-        + (["Decode tok/s (80%)", "ceiling", "Prompt tok/s (80%)"] if estimated else ["Decode tok/s (ceiling)"]),
+        + ["Decode tok/s (80%)", "ceiling", "Prompt tok/s (80%)"],
         text_columns=(0,),
     )
     for r in q.rows:
@@ -111,16 +110,10 @@ def quants_sheet(q: QuantFit) -> Sheet:
                 fmt_bytes(r.compute_bytes),
                 fmt_bytes(r.total_bytes),
                 where,
+                _band(r.decode_tokens_per_s, r.decode_interval),
+                _speed(r.decode_tokens_per_s_ceiling),
+                _band(r.prompt_tokens_per_s, r.prompt_interval),
             ]
-            + (
-                [
-                    _band(r.decode_tokens_per_s, r.decode_interval),
-                    _speed(r.decode_tokens_per_s_ceiling),
-                    _band(r.prompt_tokens_per_s, r.prompt_interval),
-                ]
-                if estimated
-                else [_speed(r.decode_tokens_per_s_ceiling)]
-            )
         )
     first = q.rows[0].llamacpp if q.rows else None
     if first is not None:
@@ -131,14 +124,12 @@ def quants_sheet(q: QuantFit) -> Sheet:
     sheet.notes.append(
         f"{fmt_bytes(q.headroom_bytes)} of the GPU kept free for the CUDA context (--reserve), as llama.cpp's --fit does"
     )
-    if estimated:
-        context = next((r.decode_context for r in q.rows if r.decode_context), q.n_ctx)
-        sheet.notes.append(
-            f"Decode tok/s: one sequence holding {context:,} tokens; Prompt tok/s: a 512-token prompt (llama-bench"
-            f" pp512). Each an estimate with its 80% interval; ceiling: a bound, not a promise"
-        )
-        bases = sorted({r.speed_basis for r in q.rows if r.speed_basis})
-        sheet.notes.extend(f"speed: {b}" for b in bases)
+    context = q.rows[0].decode_context if q.rows else q.n_ctx
+    sheet.notes.append(
+        f"Decode tok/s: one sequence holding {context:,} tokens; Prompt tok/s: a 512-token prompt (llama-bench"
+        f" pp512). Each an estimate with its 80% interval; ceiling: a bound, not a promise"
+    )
+    sheet.notes.extend(f"speed: {b}" for b in sorted({r.speed_basis for r in q.rows}))
     sheet.notes.append(
         f"Decode ceiling: a {q.speed_label}; CPU layers at {q.cpu_bandwidth_bytes_per_s / 1e9:,.0f} GB/s (--cpu-bandwidth)"
     )

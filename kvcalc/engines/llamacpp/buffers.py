@@ -82,6 +82,27 @@ def layer_devices(n_layer: int, ngl: int, n_gpus: int, split: list[float] | None
     return out
 
 
+def is_input(name: str) -> bool:
+    """An input layer's tensor: looked up a row per token (get_rows), kept on the CPU."""
+    return name.startswith(_INPUT)
+
+
+def tensor_device(name: str, n_layer: int, devices: list[int | None], cpu_moe: int = 0) -> int | None:
+    """The device whose buffer holds tensor `name` (None: the CPU): its layer's device (`devices`, as layer_devices
+    gives them), the output layer's for the output tensors, the CPU for the input layer's and for the experts
+    --n-cpu-moe `cpu_moe` keeps in system memory, layer 0's for the rest (rope_freqs and kin, created with it). A
+    tied output's duplicate of token_embd is the caller's (model_buffers stores it, llamacpp_speed reads it)."""
+    m = _BLK.match(name)
+    if m:
+        il = int(m.group(1))
+        return devices[il] if il < n_layer and not expert_on_cpu(name, cpu_moe) else None
+    if name.startswith(_OUTPUT):
+        return devices[n_layer]
+    if is_input(name):
+        return None
+    return devices[0]
+
+
 def model_buffers(
     tensors: list[TensorRow], n_layer: int, devices: list[int | None], backend: str = "cuda", cpu_moe: int = 0
 ) -> tuple[dict[int, int], int, int]:
@@ -92,16 +113,7 @@ def model_buffers(
     cpu_mapped = 0
     names = {t.name for t in tensors}
     for t in tensors:
-        m = _BLK.match(t.name)
-        if m:
-            il = int(m.group(1))
-            dev = devices[il] if il < n_layer and not expert_on_cpu(t.name, cpu_moe) else None
-        elif t.name.startswith(_OUTPUT):
-            dev = devices[n_layer]
-        elif t.name.startswith(_INPUT):
-            dev = None
-        else:  # rope_freqs and kin: created with layer 0
-            dev = devices[0]
+        dev = tensor_device(t.name, n_layer, devices, cpu_moe)
         tied = t.name == "token_embd.weight" and "output.weight" not in names
         if tied and devices[n_layer] is not None and backend == "cuda":
             # NOTE: tied output: create_tensor(TOKEN_EMBD, TENSOR_DUPLICATED) is loaded as the output tensor,
