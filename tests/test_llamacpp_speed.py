@@ -249,6 +249,20 @@ def test_llamacpps_efficiency_multiplies_the_peak_its_kernels_reach():
     assert time_of(f_h, c, "llamacpp") == pytest.approx(time_of(features(spec, h, dep, **kw), c, "vllm"))
 
 
+def test_serving_a_model_the_gpu_cannot_hold_points_to_llamacpps_offload():
+    # Qwen2.5-32B at 16 bits (61 GiB) on a 24 GB card: the serving simulation holds the model whole on the GPU, so
+    # it refuses, in one line, naming what llama.cpp would do instead (leave layers to the CPU) and the command that
+    # sizes it; llama.cpp has no tensor parallelism, so --tp is no remedy
+    r = run("generate", "qwen2.5-32b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--concurrency", "4",
+            "--prompt", "1k", "--new", "256")  # fmt: skip
+    assert r.exit_code == 3 and not r.stdout and len(r.stderr.strip().splitlines()) == 1
+    assert "one request of 1,280 tokens does not fit the KV pool (0 tokens)" in r.stderr and "--tp" not in r.stderr
+    assert "`kvcalc fit qwen2.5-32b --engine llamacpp --gpu rtx-4090 --seq 1280`" in r.stderr
+    # a quant the card holds is served
+    assert run("generate", "qwen2.5-32b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--dtype", "q4_k_m",
+               "--concurrency", "4", "--prompt", "1k", "--new", "256").exit_code == 0  # fmt: skip
+
+
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():
     """The CLI/API raise the GPU for llama.cpp and plan/estimated raises it again; the estimate must
     still take its mfu on the datasheet peak, as the fitted points did (scripts/calibrate.py raises

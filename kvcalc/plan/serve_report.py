@@ -219,8 +219,7 @@ def kv_pool(
 
 
 def default_requests(concurrency: int | None) -> int:
-    """10 x concurrency in a closed loop (as InferenceX and most `vllm bench serve --max-concurrency`
-    runs send), at least 16; 200 open."""
+    """10 x concurrency in a closed loop (as InferenceX and most `vllm bench serve --max-concurrency` send), >= 16; 200 open."""
     return max(10 * concurrency, 16) if concurrency else 200
 
 
@@ -275,10 +274,14 @@ def serving_limits(
         )
         pool += f"; x {r} DP-attention ranks"
     if limits.pool_holds(prompt + new) < 1:
-        raise DoesNotFitError(
-            f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)",
-            hint="more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests",
-        )
+        msg = f"one request of {prompt + new:,} tokens does not fit the KV pool ({limits.kv_blocks * limits.block_size:,} tokens)"
+        hint = "more GPUs (--tp), a smaller --dtype or --kv-dtype, or shorter requests"
+        if engine == "llamacpp":  # no tensor parallelism: llama.cpp leaves what does not fit to the CPU
+            from kvcalc.plan.quants import offload_hint
+
+            msg += offload_hint(spec, gpu, prompt + new)
+            hint = "the serving simulation holds the model whole on the GPU: a quant --dtype (q4_k_m, ...) or shorter requests"
+        raise DoesNotFitError(msg, hint=hint)
     return limits, pool
 
 
