@@ -15,7 +15,8 @@ import time
 from kvcalc.cost.step import SINGLE
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.serve import Load, simulate
-from kvcalc.plan.serve_report import serve_report, serving_limits, step_timers
+from kvcalc.plan.serve_pool import serving_limits
+from kvcalc.plan.serve_report import serve_report, step_timers
 
 CASES = [
     ("llama-3-8b", "h100", Load(1024, 256, 2000, concurrency=256)),

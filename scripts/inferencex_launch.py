@@ -1,7 +1,7 @@
 """The scheduler limits InferenceX launched its engines with, for the calibration's runs that are InferenceX's
 (aiconfigurator's DB-dump rows with a measured date, and InferenceX's own rows, up to READ_UNTIL):
 scripts/import_calibration.py writes them to points.csv's `launch` column, and the fit simulates each run under
-them (plan/serve_report.serving_limits) instead of under the engine's defaults.
+them (plan/serve_pool.serving_limits) instead of under the engine's defaults.
 
 Read from github.com/SemiAnalysisAI/InferenceX, the launch script in effect on the run's date (benchmarks/*.sh,
 from 2026-02-19 benchmarks/single_node/fixed_seq_len/*.sh). Only flags that move the scheduler are kept, as

@@ -302,7 +302,7 @@ def test_runs_of_a_speculative_decoding_sweep_are_not_fitted():
 def test_dp_attention_replica_has_each_ranks_scheduler_and_pool(engine):
     # Each of the 8 DP-attention ranks runs its own scheduler over its own KV pool: the replica's limits
     # are 8 times one rank's (the pool as the engine model prices one rank)
-    from kvcalc.plan.serve_report import kv_pool, serving_limits
+    from kvcalc.plan.serve_pool import kv_pool, serving_limits
 
     spec, gpu = get_model("deepseek-v3"), get_gpu("h200")
     dp = _dep("h200", 8, 8, True)
@@ -320,7 +320,7 @@ def test_sglang_serves_from_the_pool_it_sizes_under_dp_attention(model):
     # weights whole, a default mem_fraction_static that keeps cuda_graph_max_bs x dp x 3 MiB more out, and
     # chunked_prefill_size // dp (server_args): the pool generate serves from is fit's, rank for rank
     from kvcalc.api import fit
-    from kvcalc.plan.serve_report import serving_limits
+    from kvcalc.plan.serve_pool import serving_limits
 
     spec, gpu = get_model(model), get_gpu("h200")
     limits, pool = serving_limits(spec, gpu, _dep("h200", 8, 8, True), engine="sglang", dtype=None,
@@ -338,7 +338,7 @@ def test_vllm_under_dp_attention_is_priced_by_kvcalcs_own_rank_arithmetic():
     # vLLM runs DP attention as --data-parallel-size engine cores of tp 1, each profiling its own pool, which
     # its memory model here does not cover (fit refuses it): the served pool is kvcalc's own per rank, each
     # rank holding its requests' 4 KV heads whole, not vLLM's tensor-parallel pool (1 head a rank) x 8
-    from kvcalc.plan.serve_report import serving_limits
+    from kvcalc.plan.serve_pool import serving_limits
 
     spec, gpu, dp = get_model("qwen3-235b-a22b"), get_gpu("h200"), _dep("h200", 8, 8, True)
     kw = dict(engine="vllm", dtype=None, kv_dtype="bf16", prompt=1024, new=1024)

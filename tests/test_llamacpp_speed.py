@@ -7,7 +7,7 @@ from collections import Counter
 
 import ggufhub
 import pytest
-from conftest import run
+from conftest import run, run_json
 from gguf_writer import gguf_bytes, llama_like
 from test_gguf import gguf_repo, kvcalc_cli  # noqa: F401 (the loopback hub fixture)
 
@@ -261,6 +261,24 @@ def test_serving_a_model_the_gpu_cannot_hold_points_to_llamacpps_offload():
     # a quant the card holds is served
     assert run("generate", "qwen2.5-32b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--dtype", "q4_k_m",
                "--concurrency", "4", "--prompt", "1k", "--new", "256").exit_code == 0  # fmt: skip
+
+
+def test_llama_server_runs_four_slots_and_the_others_wait():
+    # llama-server without --parallel runs 4 slots over one cache (PR #16736) and batches at most n_batch 2,048
+    # tokens a pass. 16 closed-loop clients: 4 are served at once, so by Little's law a request spends 16 / 4 = 4
+    # service times in the system, 3 of them waiting for a slot; the tokens/s are the 4 slots' alone
+    args = ("generate", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--dtype", "q4_k_m",
+            "--prompt", "1k", "--new", "256")  # fmt: skip
+    four, sixteen = run_json(*args, "--concurrency", "4"), run_json(*args, "--concurrency", "16")
+    assert (sixteen["max_num_seqs"], sixteen["max_num_batched_tokens"]) == (4, 2048)
+    assert sixteen["kv_pool"].startswith("llama-server's 4 slots (--parallel) over one cache of")
+    service = four["estimate"]["total_s"]
+    assert 2.7 < sixteen["estimate"]["ttft_s"] / service < 3.1
+    assert sixteen["estimate"]["tokens_per_s"] == pytest.approx(four["estimate"]["tokens_per_s"], rel=0.03)
+    # launched with --parallel 16 (--max-num-seqs): nobody waits for a slot, and the batch serves them all
+    wide = run_json(*args, "--concurrency", "16", "--max-num-seqs", "16")
+    assert wide["estimate"]["ttft_s"] < 0.2 * service
+    assert wide["estimate"]["tokens_per_s"] > 2 * four["estimate"]["tokens_per_s"]
 
 
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():

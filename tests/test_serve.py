@@ -374,7 +374,8 @@ def test_uniform_steps_are_step_time(model, tp, pp, ep, dp):
 
 def test_concurrency_search_finds_the_edge(llama):
     from kvcalc.plan.serve import simulate
-    from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_pool import serving_limits
+    from kvcalc.plan.serve_report import step_timers
     from kvcalc.plan.serve_search import largest_concurrency
 
     spec, gpu = llama
@@ -471,7 +472,8 @@ def test_the_ceilings_tpot_under_load_is_its_decode_steps_alone():
     about a static batch of 64 at the mean context (hand check: 8.0 GB of weights + 64 x 2,050 tokens
     x 64 KiB of fp8 KV at 4.8 TB/s is about 3.5 ms)."""
     from kvcalc.plan.generate import generate_report
-    from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_pool import serving_limits
+    from kvcalc.plan.serve_report import step_timers
 
     spec, gpu = get_model("llama-3.1-8b"), get_gpu("h200")
     kw = dict(dtype="fp8", kv_dtype="fp8")

@@ -133,7 +133,7 @@ def test_a_calibration_runs_pool_stays_the_engines_default():
     # scheduler flags, so the fit reads its pool at the engine's defaults (plan/serve_fit)
     from kvcalc.cost.step import Deployment
     from kvcalc.model.presets import get_gpu, get_model
-    from kvcalc.plan.serve_report import serving_limits
+    from kvcalc.plan.serve_pool import serving_limits
 
     spec, gpu = get_model("llama-3.1-8b"), get_gpu("h100")
     kw = dict(engine="sglang", dtype=None, kv_dtype="bf16", prompt=1024, new=128)

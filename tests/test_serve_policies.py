@@ -200,7 +200,7 @@ def test_launch_flags_set_the_limits_a_run_was_started_with():
     # seats and chunk are split over its DP-attention ranks as SGLang splits them (the replica's limits
     # are the ranks' sum again), its max_prefill_tokens each rank's own.
     from kvcalc.cost.step import Deployment
-    from kvcalc.plan.serve_report import serving_limits
+    from kvcalc.plan.serve_pool import serving_limits
 
     spec, gpu = get_model("llama-3-8b"), get_gpu("h100")
     kw = dict(dtype=None, kv_dtype="bf16", prompt=8192, new=128)

@@ -23,8 +23,9 @@ NEVER = [
     "kvcalc.model.gguf.mix",  # llama.cpp's quant mixes: only for a --dtype that names one
 ]
 # roofline's rows and generate's static batch ask the engine's pool only when --engine is given
-# (plan/engine_memory.py, through plan/serve_report.serving_limits: about 70 M instructions, benchmarks/startup.py)
-ENGINE_POOL = ["kvcalc.plan.serve_report", "kvcalc.engines.vllm.figures"]
+# (plan/engine_memory.py, through plan/serve_pool.serving_limits: about 70 M instructions, benchmarks/startup.py),
+# and never the serving simulation's report
+ENGINE_POOL = ["kvcalc.plan.serve_pool", "kvcalc.engines.vllm.figures"]
 ONLY_GENERATE = ["kvcalc.plan.generate", "kvcalc.cost.fitting"]
 
 
@@ -56,8 +57,8 @@ def test_roofline_and_generate_start_without_json_rich_tables_or_other_commands(
     assert figure in out
     expected = ONLY_GENERATE if args[0] == "generate" else []
     assert loaded == expected
-    _, loaded = _loaded([*args, "--engine", "vllm"], ENGINE_POOL, tmp_path)  # named: its pool is asked
-    assert loaded == ENGINE_POOL
+    _, loaded = _loaded([*args, "--engine", "vllm"], [*ENGINE_POOL, "kvcalc.plan.serve_report"], tmp_path)
+    assert loaded == ENGINE_POOL  # named: its pool is asked
 
 
 def test_a_saved_calibration_is_still_read(tmp_path):

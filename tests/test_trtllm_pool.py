@@ -11,7 +11,7 @@ from kvcalc.cost.step import SINGLE, Deployment
 from kvcalc.engines.trtllm import pool as trt
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.layout import layout_facts
-from kvcalc.plan.serve_report import serving_limits
+from kvcalc.plan.serve_pool import serving_limits
 from kvcalc.units import fmt_bytes
 from tests.conftest import run, run_json
 

@@ -56,7 +56,8 @@ MaxSeqsOpt = Annotated[
     typer.Option(
         "--max-num-seqs",
         help="With --concurrency/--rate: requests the engine runs at once, as launched (vLLM's max_num_seqs, "
-        "SGLang's max_running_requests, TensorRT-LLM's max_batch_size). Default: the engine's.",
+        "SGLang's max_running_requests, TensorRT-LLM's max_batch_size, llama-server's -np). Default: the engine's "
+        "(llama-server: 4 slots).",
     ),
 ]
 MaxTokensOpt = Annotated[
@@ -64,8 +65,9 @@ MaxTokensOpt = Annotated[
     typer.Option(
         "--max-batched-tokens",
         help="With --concurrency/--rate: tokens one engine step may carry, as launched (vLLM's "
-        "max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens). Default: the "
-        "engine's. It sizes the KV pool as the engine does (vLLM's profiling forward, SGLang's memory fraction).",
+        "max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens, llama-server's "
+        "-b). Default: the engine's. It sizes the KV pool as the engine does (vLLM's profiling forward, SGLang's "
+        "memory fraction).",
     ),
 ]
 MemFractionServeOpt = Annotated[

@@ -1,6 +1,6 @@
 """Whether a serving engine starts and holds a static batch at once: `generate --batch B --engine E` times B
 sequences run together, which under vLLM, SGLang or TensorRT-LLM needs the engine to start on the layout and its
-KV pool and scheduler to hold all B (plan/serve_report.serving_limits: the engine models' pools and limits). The
+KV pool and scheduler to hold all B (plan/serve_pool.serving_limits: the engine models' pools and limits). The
 static generate's own memory line is kvcalc's arithmetic (capacity x --gpu-util less weights and --reserve), which
 can say "fits" where SGLang's mem_fraction_static leaves no pool, or where vLLM's pool holds fewer sequences."""
 
@@ -59,7 +59,7 @@ def _limits(
     release: str | None = None,
 ) -> tuple | str:  # fmt: skip
     """(Limits, pool text) of the engine on the deployment, or why it would not start (serving_limits' words)."""
-    from kvcalc.plan.serve_report import serving_limits
+    from kvcalc.plan.serve_pool import serving_limits
 
     if why := context_refusal(spec, engine.lower(), prompt + new):
         return f"it would not serve {prompt + new:,}-token sequences: they are {why}"

@@ -39,13 +39,14 @@ def run_features(
     release: str | None = None,
 ) -> SetupFeatures:
     """The closed-loop `setup` (concurrency C, prompt, new) as generate --concurrency C runs it by
-    default: the engine's limits and KV pool (plan/serve_report.serving_limits; setup.launch: the limits
+    default: the engine's limits and KV pool (plan/serve_pool.serving_limits; setup.launch: the limits
     the run was launched with), C clients starting together, `requests` requests (default_requests),
     figures over all of them. `release`: SGLang's (None: engines/sglang/release.DEFAULT_RELEASE)."""
     from kvcalc.cost.estimate import features
     from kvcalc.plan.serve import Load
     from kvcalc.plan.serve_bound import request_flop_seconds, tokens_per_s_bound
-    from kvcalc.plan.serve_report import default_requests, serving_limits, step_timers
+    from kvcalc.plan.serve_pool import default_requests, serving_limits
+    from kvcalc.plan.serve_report import step_timers
     from kvcalc.plan.serve_trace import trace
 
     c = setup.concurrency or 1

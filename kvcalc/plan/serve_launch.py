@@ -1,6 +1,6 @@
 """A served deployment's launch flags as a user gives them (`generate --max-num-seqs / --max-batched-tokens /
 --mem-fraction-static`, the Python API's `max_num_seqs` / `max_batched_tokens` / `mem_fraction_static`), checked
-as the engine checks them and turned into what plan/serve_report.serving_limits takes: the scheduler's limits
+as the engine checks them and turned into what plan/serve_pool.serving_limits takes: the scheduler's limits
 (`launch`) and SGLang's pool fraction; and the memory share `--gpu-util` as fit and generate take it."""
 
 from kvcalc.errors import UsageError

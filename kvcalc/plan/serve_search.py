@@ -48,7 +48,8 @@ def largest_concurrency(
     `launch`: the scheduler limits the deployment is launched with (serving_limits), else the engine's;
     `mem_fraction_static`: SGLang's pool fraction as launched; `release`: SGLang's (None: the default)."""
     from kvcalc.plan.serve import Load
-    from kvcalc.plan.serve_report import serving_limits, step_timers
+    from kvcalc.plan.serve_pool import serving_limits
+    from kvcalc.plan.serve_report import step_timers
     from kvcalc.plan.serve_trace import runner
 
     limits, _ = serving_limits(

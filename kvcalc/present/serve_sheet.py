@@ -89,6 +89,8 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
         "decode batch; admission reserves the running requests' expected tokens; retraction when the pool is full",
         "trtllm": "TensorRT-LLM's scheduler does it: whole prompts beside the decodes in one step; admitted only "
         "if prompt + max new tokens fit (GUARANTEED_NO_EVICT), queued otherwise; no preemption",
+        "llamacpp": "llama-server does it (as vLLM's V1 scheduler orders a step): each pass every generating slot's "
+        "next token, then prompt tokens up to n_batch; a request waits for a free slot",
     }.get(
         r.engine,
         "vLLM's V1 scheduler does it"

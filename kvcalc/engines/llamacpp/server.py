@@ -1,0 +1,11 @@
+"""llama-server's serving defaults (tools/server/server.cpp, common/common.h): the slots and the batch that
+`generate --engine llamacpp --concurrency/--rate` schedules with where no launch flag says otherwise. Its one cache
+(unified over the slots) is taken as the -c the memory holds: the default -c, the training context, is shared by
+the 4 slots, and a server launched for more slots is given more."""
+
+# NOTE: an unset --parallel is 4 slots over one unified cache (PR #16736; its log line: "setting n_parallel = 4 and
+# kv_unified = true"): at most 4 requests run at once, the others wait for a slot.
+SLOTS = 4
+# NOTE: common_params.n_batch: one update_slots() pass is one batch of at most 2,048 tokens, every generating slot's
+# next token first, then prompt tokens (llama_decode splits it into ubatches of 512).
+N_BATCH = 2048
