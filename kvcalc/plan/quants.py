@@ -173,6 +173,8 @@ def quant_row(
 ) -> QuantRow:
     """One quant's row: at the largest -ngl that fits, or at the -ngl given, with its calibrated decode and prompt
     speeds on `gpu` (plan/llamacpp_speed.py; `calibration`: (constants, basis) for llamacpp on it)."""
+    from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY, llamacpp_speed
+
     if ngl is None:
         r = largest_fit(spec, tensors, n_ctx, era, capacity, unified, **settings)
     else:
@@ -181,8 +183,6 @@ def quant_row(
         )
     gpus = [d for d in r.devices if d.name != "CPU"]
     total = sum(d.total_bytes for d in r.devices) if unified else sum(d.total_bytes for d in gpus)
-    from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY, llamacpp_speed
-
     context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel
     dec, pp = llamacpp_speed(
         spec, tensors, r, gpu, cpu_bw, calibration, n_gpus=settings.get("n_gpus", 1), unified=unified, context=context
