@@ -271,6 +271,7 @@ def test_llama_server_runs_four_slots_and_the_others_wait():
             "--prompt", "1k", "--new", "256")  # fmt: skip
     four, sixteen = run_json(*args, "--concurrency", "4"), run_json(*args, "--concurrency", "16")
     assert (sixteen["max_num_seqs"], sixteen["max_num_batched_tokens"]) == (4, 2048)
+    assert sixteen["kv_dtype"] == "fp16"  # -ctk / -ctv default to f16, whatever the weights
     assert sixteen["kv_pool"].startswith("llama-server's 4 slots (--parallel) over one cache of")
     service = four["estimate"]["total_s"]
     assert 2.7 < sixteen["estimate"]["ttft_s"] / service < 3.1

@@ -17,7 +17,8 @@ def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str 
     cache GLM-5 (GlmMoeDsaForCausalLM) in fp8 on B200/B300-class GPUs; kvcalc follows 0.19, so pass
     --kv-dtype fp8 for those. SGLang: engines/sglang/pool.auto_kv_dtype (fp8 for DSA on Blackwell and for
     checkpoints that declare an fp8 cache). TensorRT-LLM: engines/trtllm/pool.auto_kv_dtype (fp8 for a checkpoint
-    that declares an fp8 cache, else the model's 16-bit type). Otherwise bf16."""
+    that declares an fp8 cache, else the model's 16-bit type). llama.cpp: f16 (-ctk / -ctv default to f16, whatever
+    the weights). Otherwise bf16."""
     name = (engine or "").lower()
     if name == "vllm":
         from kvcalc.engines.vllm.memory import activation_dtype
@@ -31,4 +32,6 @@ def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec, engine: str | None, dtype: str 
         from kvcalc.engines.trtllm.pool import auto_kv_dtype as trtllm_auto
 
         return trtllm_auto(spec)
+    if name == "llamacpp":
+        return "fp16"
     return DEFAULT_KV_DTYPE
