@@ -282,6 +282,45 @@ def test_llama_server_runs_four_slots_and_the_others_wait():
     assert wide["estimate"]["tokens_per_s"] > 2 * four["estimate"]["tokens_per_s"]
 
 
+def test_llama_servers_cache_is_the_largest_context_its_buffers_fit():
+    # Llama-3-70B Q4_K_M over two RTX 3090s: kvcalc's generic arithmetic (0.9 of the card, 2 GiB reserved) had
+    # refused it; llama.cpp's own buffers with --fit's 1 GiB free hold it, and llama-server's one cache is the
+    # largest -c they fit, as `fit --engine llamacpp` sizes it with the same 4 unified slots
+    out = run_json("generate", "llama-3-70b", "--gpu", "rtx-3090", "--pp", "2", "--dtype", "q4_k_m", "--engine",
+                   "llamacpp", "--concurrency", "4", "--prompt", "1k", "--new", "256")  # fmt: skip
+    cells = out["kv_capacity_tokens"]
+    assert cells % 256 == 0 and "the largest -c llama.cpp's buffers fit: Q4_K_M (estimated) weights" in out["kv_pool"]
+
+    def fit(seq: int) -> bool:
+        args = ("fit", "llama-3-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--gpus", "2", "--dtype", "q4_k_m",
+                "--seq", str(seq), "--parallel", "4", "--kv-unified", "-f", "json")  # fmt: skip
+        return json.loads(run(*args).stdout)["rows"][0]["fits_fully"]
+
+    assert fit(cells) and not fit(cells + 256)
+
+
+def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():
+    # generate --batch under --engine llamacpp says what fit --engine llamacpp says of the same GPUs: llama.cpp's
+    # buffers with --fit's 1 GiB free, not kvcalc's 0.9-of-the-card arithmetic (which refused 70B Q4_K_M on two
+    # RTX 3090s, 22.12 GiB of a 21.32 GiB budget, where llama.cpp holds it with every layer on the GPUs)
+    from kvcalc.units import fmt_bytes
+
+    args = ("generate", "llama-3-70b", "--gpu", "rtx-3090", "--pp", "2", "--dtype", "q4_k_m", "--engine", "llamacpp",
+            "--prompt", "1k", "--new", "256")  # fmt: skip
+    gen = run_json(*args, "--batch", "1")
+    fit = run_json("fit", "llama-3-70b", "--engine", "llamacpp", "--gpu", "rtx-3090", "--gpus", "2", "--dtype",
+                   "q4_k_m", "--seq", "1280")  # fmt: skip
+    row = fit["rows"][0]
+    fullest = max(d["total_bytes"] for d in row["llamacpp"]["devices"] if d["name"] != "CPU")
+    assert gen["fits"] and row["fits_fully"]
+    assert gen["memory_note"].startswith("fits under llama.cpp's buffers (-c 1,280 -np 1, Q4_K_M (estimated)")
+    assert f"= {fmt_bytes(fullest)} of {fmt_bytes(fit['capacity_bytes'])}" in gen["memory_note"]
+    # 64 sequences at once (-np 64, 81,920 cells) do not fit: said so, with the command that sizes the offload
+    big = run_json(*args, "--batch", "64")
+    assert not big["fits"] and big["memory_note"].startswith("DOES NOT FIT under llama.cpp's buffers (-c 81,920 -np 64")
+    assert "`kvcalc fit llama-3-70b --engine llamacpp --gpu rtx-3090 --dtype q4_k_m --gpus 2" in big["memory_note"]
+
+
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():
     """The CLI/API raise the GPU for llama.cpp and plan/estimated raises it again; the estimate must
     still take its mfu on the datasheet peak, as the fitted points did (scripts/calibrate.py raises

@@ -59,9 +59,6 @@ CpuBwOpt = Annotated[
         "experts (default 64: dual-channel DDR5-4000); llama.cpp reaches about 0.54 of it.",
     ),
 ]
-# NOTE: kept free of llama.cpp's buffers: the CUDA context and driver are outside every buffer line,
-# and llama.cpp's own --fit targets 1024 MiB free (llama_params_fit_impl, ggml-org/llama.cpp#20153).
-FIT_HEADROOM = 1 << 30
 KV_NAMES = {"fp16": "f16", "half": "f16", "float16": "f16", "bfloat16": "bf16", "fp32": "f32", "float32": "f32"}
 
 
@@ -192,15 +189,17 @@ def run_fit(
     ngl: Optional[int],
     cpu_gb_s: float,
     opts: dict[str, Any],
-    headroom: int = FIT_HEADROOM,
+    headroom: int | None = None,
     dtype: Optional[str] = None,
 ):  # noqa: ANN001, ANN201
-    """QuantFit for MODEL on the GPU at -c seq: every quant of a GGUF repo, or the one model given."""
+    """QuantFit for MODEL on the GPU at -c seq: every quant of a GGUF repo, or the one model given; `headroom` kept
+    free (default llama.cpp's --fit margin)."""
     import re
     from concurrent.futures import ThreadPoolExecutor
 
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.memory import rows_of
+    from kvcalc.engines.llamacpp.server import FIT_HEADROOM
     from kvcalc.model.gguf.source import HUB_REF, hub_listing, is_gguf_ref, open_hub
     from kvcalc.plan.calibration import constants_for
     from kvcalc.plan.quants import QuantFit, quant_row
@@ -211,6 +210,7 @@ def run_fit(
     unified = bool(gpu_spec.unified_memory)
     if unified and opts.get("n_gpus", 1) > 1:
         raise UsageError(f"{gpu_spec.name} is one unified-memory chip: --gpus does not apply")
+    headroom = FIT_HEADROOM if headroom is None else headroom
     capacity = gpu_spec.capacity_bytes - headroom
     if capacity <= 0:
         raise UsageError(f"--reserve leaves nothing of {gpu_spec.name}'s memory")
@@ -361,7 +361,7 @@ def fit_command(
         raise UsageError("fit --engine llamacpp takes one --seq (llama.cpp's -c)")
     from kvcalc.units import parse_bytes
 
-    headroom = parse_bytes(reserve, "--reserve") if reserve is not None else FIT_HEADROOM
+    headroom = parse_bytes(reserve, "--reserve") if reserve is not None else None
     q = run_fit(model, _gpu(gpu), seqs[0], kv_dtype, quant, version, ngl, cpu_gb_s, opts, headroom, dtype)
 
     def sheets() -> list:

@@ -13,7 +13,8 @@ from kvcalc.errors import DoesNotFitError, UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 
-ENGINES = ("vllm", "sglang", "trtllm")  # llama.cpp's buffers are `fit --engine llamacpp`'s; its -np is its seats
+# NOTE: llama.cpp is judged by its own buffers instead (llamacpp_fit), a static batch being -np of them at once
+ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def engine_refusal(
@@ -26,6 +27,37 @@ def engine_refusal(
     if engine is None or engine.lower() not in ENGINES:
         return None
     return _refusal(engine, batch, prompt + new, _limits(spec, gpu, dep, engine, dtype, kv_dtype, prompt, new, release))
+
+
+def llamacpp_fit(
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, engine: str | None, *, dtype: str | None, kv_dtype: str,
+    batch: int, tokens: int,
+) -> tuple[bool, str] | None:  # fmt: skip
+    """Under --engine llamacpp, whether llama.cpp's own buffers hold `batch` sequences of `tokens` tokens at once with
+    every layer on the GPUs (-np batch over one cache of batch x tokens cells, --fit's headroom free), and the memory
+    line that says so; None for another engine, or where --dtype / --kv-dtype is no llama.cpp type (the static
+    generate's arithmetic answers then)."""
+    if engine != "llamacpp":
+        return None
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.memory import llamacpp_memory
+    from kvcalc.plan.quants import offload_hint, server_setup, whole_on_gpus
+    from kvcalc.units import fmt_bytes
+
+    setup = server_setup(spec, gpu, dep.gpus, dtype, kv_dtype)
+    if setup is None:
+        return None
+    rows, what, settings = setup
+    r = llamacpp_memory(spec, rows, batch * tokens, era(None), parallel=batch, **settings)
+    d = max((d for d in r.devices if d.name != "CPU"), key=lambda d: d.total_bytes)
+    line = (
+        f"under llama.cpp's buffers (-c {batch * tokens:,} -np {batch}, {what}; the fullest GPU): model"
+        f" {fmt_bytes(d.model_bytes)} + KV {fmt_bytes(d.kv_bytes)} + compute {fmt_bytes(d.compute_bytes)} ="
+        f" {fmt_bytes(d.total_bytes)} of {fmt_bytes(settings['capacity_bytes'])} (1 GiB kept free, as --fit does)"
+    )
+    if whole_on_gpus(r):
+        return True, "fits " + line
+    return False, "DOES NOT FIT " + line + offload_hint(spec, gpu, tokens, dep.gpus, dtype)
 
 
 def engine_rows(

@@ -322,11 +322,6 @@ def generate_report(
     if steps is not None:
         _explain(steps, basis, (mbu, mfu), comm_lines(spec, dep, batch, dtype), batch, prompt, new, pre, ttft, rows,
                  decode, total, tokens_per_s, comm, fit)  # fmt: skip
-    hint = ""
-    if not fit.fits and engine == "llamacpp":  # llama.cpp's modules only when they answer
-        from kvcalc.plan.quants import offload_hint
-
-        hint = offload_hint(spec, gpu, prompt + new)
     estimate = None
     if engine is not None:
         from kvcalc.plan.estimated import static_estimate
@@ -347,7 +342,9 @@ def generate_report(
         )
         steps += _lesson_lines(flops_cached, lesson)
     from kvcalc.plan.calibration import refusal_warnings
-    from kvcalc.plan.engine_memory import engine_refusal
+    from kvcalc.plan.engine_memory import engine_refusal, llamacpp_fit
+
+    lc = llamacpp_fit(spec, gpu, dep, engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch, tokens=prompt + new)
 
     pool_engine = (deployed_on or engine) if ask_pool else None
     held = engine_refusal(
@@ -365,7 +362,7 @@ def generate_report(
         tp=dep.tp,
         pp=dep.pp,
         kv_dtype=kv_dtype,
-        fits=fit.fits and held is None,
+        fits=(lc[0] if lc else fit.fits) and held is None,
         comm_seconds_per_step=comm,
         ttft_s=ttft,
         tpot_s=decode / n_steps if n_steps else 0.0,
@@ -378,7 +375,7 @@ def generate_report(
         mfu=mfu,
         flops_cached=flops_cached,
         lesson=lesson,
-        memory_note=(held or fit.message("fits" if fit.fits else "DOES NOT FIT")) + hint,
+        memory_note=held or (lc[1] if lc else fit.message("fits" if fit.fits else "DOES NOT FIT")),
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]
         + _node_warnings(dep, gpu.name)
         + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype),

@@ -9,11 +9,8 @@ over the GPUs (--split-mode layer), every layer on a GPU (an option must fit ful
 CPU serve users at system-memory speed; `kvcalc fit REPO --engine llamacpp` lists such partial fits).
 """
 
+from kvcalc.engines.llamacpp.server import FIT_HEADROOM
 from kvcalc.plan.planner import COUNTS, PlanOption, PlanResult, Rejection
-
-# NOTE: kept free of llama.cpp's buffers for the CUDA context and driver, as `fit --engine llamacpp` and
-# llama.cpp's own --fit do (1024 MiB, llama_params_fit_impl, ggml-org/llama.cpp#20153).
-HEADROOM = 1 << 30
 
 
 def gguf_models(text: str) -> tuple[str, list]:
@@ -84,10 +81,10 @@ def plan_quants(
                 what = f"{label} on {gpu.name} x{n}"
                 r = llamacpp_memory(
                     spec, rows, users * seq, e_, weights_exact=True, parallel=users, n_gpus=n,
-                    backend="metal" if unified else "cuda", capacity_bytes=gpu.capacity_bytes - HEADROOM,
+                    backend="metal" if unified else "cuda", capacity_bytes=gpu.capacity_bytes - FIT_HEADROOM,
                     unified_memory=unified,
                 )  # fmt: skip
-                cap = gpu.capacity_bytes - HEADROOM
+                cap = gpu.capacity_bytes - FIT_HEADROOM
                 gpu_totals = [d.total_bytes for d in r.devices if d.name != "CPU"]
                 over = sum(d.total_bytes for d in r.devices) - cap if unified else max(gpu_totals, default=0) - cap
                 if r.refusal:

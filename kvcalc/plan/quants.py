@@ -105,14 +105,16 @@ def estimated_table(spec: ModelSpec, wtype: str | None) -> tuple[list[TensorRow]
     return rows, f"{wtype.upper()} ({note})"
 
 
-def offload_hint(spec: ModelSpec, gpu: GpuSpec, tokens: int) -> str:
+def offload_hint(spec: ModelSpec, gpu: GpuSpec, tokens: int, gpus: int = 1, dtype: str | None = None) -> str:
     """generate's word on a model that does not fit, under llama.cpp: it would leave what does not fit to the CPU
-    (an MoE model's routed experts first), which `fit --engine llamacpp` sizes and times."""
+    (an MoE model's routed experts first), which `fit --engine llamacpp` sizes and times, on the same `gpus` GPUs
+    and --dtype."""
     if gpu.unified_memory:
         return ""
     what = "the routed experts, then layers," if spec.is_moe else "layers"
+    flags = (f" --dtype {dtype}" if dtype else "") + (f" --gpus {gpus}" if gpus > 1 else "")
     return (
-        f"; llama.cpp would leave {what} to the CPU: `kvcalc fit {spec.name} --engine llamacpp --gpu {gpu.name}"
+        f"; llama.cpp would leave {what} to the CPU: `kvcalc fit {spec.name} --engine llamacpp --gpu {gpu.name}{flags}"
         f" --seq {tokens}` sizes that placement and its speed"
     )
 
@@ -154,6 +156,58 @@ def largest_fit(
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if at(top + 1, cpu_moe=mid).fits else (mid, hi)
     return at(top + 1, cpu_moe=hi)
+
+
+def server_setup(
+    spec: ModelSpec, gpu: GpuSpec, n_gpus: int, dtype: str | None, kv_dtype: str
+) -> tuple[list[TensorRow], str, dict[str, Any]] | None:
+    """What llama.cpp would run `spec` with under --dtype / --kv-dtype, without a GGUF: the estimated tensor table
+    (estimated_table), its label, and llamacpp_memory's settings on `n_gpus` GPUs: each holding its capacity less
+    --fit's headroom, one cache unified over the slots in the cache type. None where --dtype or --kv-dtype is no
+    llama.cpp type (int4, fp8), for kvcalc's own arithmetic to answer."""
+    from kvcalc.engines.llamacpp.server import CACHE_TYPES, FIT_HEADROOM
+    from kvcalc.errors import UsageError
+
+    cache = CACHE_TYPES.get(kv_dtype)
+    try:
+        rows, label = estimated_table(spec, llamacpp_weights(dtype))
+    except UsageError:
+        return None
+    if cache is None:
+        return None
+    unified = bool(gpu.unified_memory)
+    settings = dict(
+        weights_exact=False, kv_unified=True, type_k=cache, type_v=cache, n_gpus=n_gpus, unified_memory=unified,
+        capacity_bytes=gpu.capacity_bytes - FIT_HEADROOM, backend="metal" if unified else "cuda",
+    )  # fmt: skip
+    return rows, f"{label or 'F16 (estimated)'} weights, -ctk {cache}", settings
+
+
+def whole_on_gpus(r: LlamaCppResult) -> bool:
+    """Every layer on the GPUs and every GPU within its capacity."""
+    return bool(r.fits) and r.gpu_layers == r.total_layers
+
+
+def largest_context(spec: ModelSpec, tensors: list[TensorRow], era: Era, **settings: Any) -> int:
+    """The largest -c (a multiple of 256, as llama.cpp pads it) whose buffers (llamacpp_memory with `settings`, a
+    capacity among them) fit with every layer on the GPUs; 0 where not even 256 cells do. llama.cpp's --fit lowers
+    -c toward it (common/fit.cpp)."""
+
+    def fits(cells: int) -> bool:
+        return whole_on_gpus(llamacpp_memory(spec, tensors, cells, era, **settings))
+
+    step = 256
+    if not fits(step):
+        return 0
+    lo, hi = 1, 2  # in steps of 256 cells: lo fits, hi does not (doubling, at most 2^23 cells)
+    while hi < 1 << 16 and fits(hi * step):
+        lo, hi = hi, hi * 2
+    if hi >= 1 << 16:
+        return lo * step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid * step) else (lo, mid)
+    return lo * step
 
 
 def quant_row(

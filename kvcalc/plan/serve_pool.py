@@ -117,9 +117,15 @@ def kv_pool(
     if engine == "llamacpp":  # llama-server's slots and batch over its one cache (engines/llamacpp/server.py)
         from kvcalc.engines.llamacpp import server
 
-        return Limits(server.SLOTS, server.N_BATCH, max(blocks, 0), bs), (
-            f"llama-server's {server.SLOTS} slots (--parallel) over one cache of {max(blocks, 0) * bs:,} tokens"
-            f" (the -c the memory holds), n_batch {server.N_BATCH}"
+        cells, how = llamacpp_cells(spec, gpu, dep, dtype, kv_dtype)
+        if cells is None:
+            cells, how = (
+                max(blocks, 0) * bs,
+                "capacity x gpu_util - weights - reserve: no llama.cpp type for the dtypes",
+            )
+        return Limits(server.SLOTS, server.N_BATCH, cells // bs, bs), (
+            f"llama-server's {server.SLOTS} slots (--parallel) over one cache of {cells:,} tokens ({how}),"
+            f" n_batch {server.N_BATCH}"
         )
     return (
         Limits(seqs, tokens, max(blocks, 0), bs),
@@ -189,7 +195,28 @@ def serving_limits(
         if engine == "llamacpp":  # no tensor parallelism: llama.cpp leaves what does not fit to the CPU
             from kvcalc.plan.quants import offload_hint
 
-            msg += offload_hint(spec, gpu, prompt + new)
-            hint = "the serving simulation holds the model whole on the GPU: a quant --dtype (q4_k_m, ...) or shorter requests"
+            msg += offload_hint(spec, gpu, prompt + new, dep.gpus, dtype)
+            hint = "the serving simulation holds the model whole on the GPUs: a smaller quant (--dtype q4_k_m, q3_k_m, ...),"
+            hint += " more GPUs (--pp: llama.cpp's layer split) or shorter requests"
         raise DoesNotFitError(msg, hint=hint)
     return limits, pool
+
+
+def llamacpp_cells(
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str
+) -> tuple[int | None, str]:
+    """The cells of llama-server's one cache: the largest -c whose buffers (plan/quants.largest_context: the weights of
+    the file --dtype names, laid out as llama-quantize writes it, the cache, the compute buffer) fit on the pipeline's
+    GPUs with llama.cpp's --fit headroom free, every layer on them; (None, "") where --dtype or --kv-dtype is no
+    llama.cpp type (int4, fp8: kvcalc's own arithmetic then)."""
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.server import SLOTS
+    from kvcalc.plan.quants import largest_context, server_setup
+
+    setup = server_setup(spec, gpu, dep.gpus, dtype, kv_dtype)
+    if setup is None:
+        return None, ""
+    rows, what, settings = setup
+    return largest_context(
+        spec, rows, era(None), parallel=SLOTS, **settings
+    ), f"the largest -c llama.cpp's buffers fit: {what}"
