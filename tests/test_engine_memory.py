@@ -71,8 +71,14 @@ def test_roofline_rows_say_what_the_engine_holds():
     vl = run_json(*args, "--engine", "vllm")
     assert [r["batch"] for r in vl["rows"] if r["fits"]] == [1]
     assert "need 16,384 token slots of its pool's 9,808" in vl["warnings"][-1]
-    for other in ((), ("--engine", "llamacpp")):  # no engine named, or llama.cpp's (fit's): kvcalc's arithmetic
-        assert [r["batch"] for r in run_json(*args, *other)["rows"] if r["fits"]] == [1, 2]
+    # no engine named: kvcalc's arithmetic
+    assert [r["batch"] for r in run_json(*args)["rows"] if r["fits"]] == [1, 2]
+    # llama.cpp's own buffers (fit's), all but --fit's 1 GiB of each card (83.96 GB): the first GPU's 41 of 80 layers
+    # are 70.16 GB of f16 weights, and 8 x 8,192 tokens of their cache (41 x 8 heads x 128 x 2 x 2 B = 167,936 B a
+    # token) 11.01 GB: 81.55 GB with the compute buffer; 16 sequences would need twice the cache
+    lc = run_json(*args, "--engine", "llamacpp")
+    assert [r["batch"] for r in lc["rows"] if r["fits"]] == [1, 2, 4, 8]
+    assert lc["warnings"][0].startswith("1 of 5 rows: DOES NOT FIT under llama.cpp's buffers (-c 131,072 -np 16")
 
 
 def test_the_python_apis_roofline_asks_the_engine_alike():

@@ -319,6 +319,12 @@ def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():
     big = run_json(*args, "--batch", "64")
     assert not big["fits"] and big["memory_note"].startswith("DOES NOT FIT under llama.cpp's buffers (-c 81,920 -np 64")
     assert "`kvcalc fit llama-3-70b --engine llamacpp --gpu rtx-3090 --dtype q4_k_m --gpus 2" in big["memory_note"]
+    # roofline's rows alike: batch 1 and 8 fit, 64 does not, and llama.cpp's reason replaces kvcalc's arithmetic's
+    roof = run_json("roofline", "llama-3-70b", "--gpu", "rtx-3090", "--pp", "2", "--dtype", "q4_k_m", "--engine",
+                    "llamacpp", "--batch", "1,8,64", "--seq", "1280")  # fmt: skip
+    assert [r["fits"] for r in roof["rows"]] == [True, True, False]
+    assert roof["warnings"][0].startswith("1 of 3 rows: DOES NOT FIT under llama.cpp's buffers (-c 81,920 -np 64")
+    assert not any("rows do not fit on" in w for w in roof["warnings"])
 
 
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():

@@ -283,6 +283,10 @@ def comm_lines(spec: ModelSpec, dep: Deployment, tokens: int, dtype: str | None 
     return lines
 
 
+# the warning of rows kvcalc's arithmetic does not fit (an engine's own judgement may replace it: plan/engine_memory)
+ROWS_DO_NOT_FIT = "rows do not fit on"
+
+
 def roofline_report(
     spec: ModelSpec,
     gpu: GpuSpec,
@@ -333,7 +337,7 @@ def roofline_report(
         where = f"{dep.tp * dep.pp} x {gpu.name}" if dep.gpus > 1 else f"one {gpu.name}"
         warnings.insert(
             0,
-            f"{len(bad):,} of {len(rows):,} rows do not fit on {where} (fits: NO); the worst, batch {worst.batch:,} "
+            f"{len(bad):,} of {len(rows):,} {ROWS_DO_NOT_FIT} {where} (fits: NO); the worst, batch {worst.batch:,} "
             f"x {worst.seq:,} tokens, per GPU" + fit.message(""),
         )
     return RooflineResult(

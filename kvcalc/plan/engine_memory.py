@@ -72,6 +72,8 @@ def engine_rows(
     from kvcalc.plan.calibration import refusal_warnings
 
     result.warnings += refusal_warnings(engine, result.gpu, spec)
+    if pool and engine == "llamacpp":
+        _llamacpp_rows(result, spec, gpu, dep, dtype)
     if not pool or engine is None or engine.lower() not in ENGINES:
         return
     pools: dict[int, tuple | str] = {}
@@ -84,6 +86,25 @@ def engine_rows(
             missed.append(why)
     if missed:
         result.warnings.append(f"{len(missed)} of {len(result.rows)} rows: {missed[0]}")
+
+
+def _llamacpp_rows(result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None) -> None:
+    """Each row judged by llama.cpp's own buffers (llamacpp_fit: -np batch over batch x seq cells) in place of
+    kvcalc's arithmetic, whose warning gives way to llama.cpp's; left as they are where --dtype / --kv-dtype is no
+    llama.cpp type."""
+    from kvcalc.cost.roofline import ROWS_DO_NOT_FIT
+
+    kw = dict(dtype=dtype, kv_dtype=result.kv_dtype)
+    judged = [llamacpp_fit(spec, gpu, dep, "llamacpp", batch=r.batch, tokens=r.seq, **kw) for r in result.rows]
+    if any(j is None for j in judged):
+        return
+    missed = []
+    for row, (fits, note) in zip(result.rows, judged):  # type: ignore[misc]
+        row.fits = fits
+        missed += [] if fits else [note]
+    result.warnings = [w for w in result.warnings if ROWS_DO_NOT_FIT not in w]
+    if missed:
+        result.warnings.insert(0, f"{len(missed)} of {len(result.rows)} rows: {missed[0]}")
 
 
 def _limits(
