@@ -96,10 +96,11 @@ def _llamacpp_rows(result: RooflineResult, spec: ModelSpec, gpu: GpuSpec, dep: D
 
     kw = dict(dtype=dtype, kv_dtype=result.kv_dtype)
     judged = [llamacpp_fit(spec, gpu, dep, "llamacpp", batch=r.batch, tokens=r.seq, **kw) for r in result.rows]
-    if any(j is None for j in judged):
+    pairs = [j for j in judged if j is not None]
+    if len(pairs) < len(judged):
         return
     missed = []
-    for row, (fits, note) in zip(result.rows, judged):  # type: ignore[misc]
+    for row, (fits, note) in zip(result.rows, pairs):
         row.fits = fits
         missed += [] if fits else [note]
     result.warnings = [w for w in result.warnings if ROWS_DO_NOT_FIT not in w]

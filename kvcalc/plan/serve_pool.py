@@ -117,12 +117,7 @@ def kv_pool(
     if engine == "llamacpp":  # llama-server's slots and batch over its one cache (engines/llamacpp/server.py)
         from kvcalc.engines.llamacpp import server
 
-        cells, how = llamacpp_cells(spec, gpu, dep, dtype, kv_dtype)
-        if cells is None:
-            cells, how = (
-                max(blocks, 0) * bs,
-                "capacity x gpu_util - weights - reserve: no llama.cpp type for the dtypes",
-            )
+        cells, how = llamacpp_cells(spec, gpu, dep, dtype, kv_dtype, arithmetic=max(blocks, 0) * bs)
         return Limits(server.SLOTS, server.N_BATCH, cells // bs, bs), (
             f"llama-server's {server.SLOTS} slots (--parallel) over one cache of {cells:,} tokens ({how}),"
             f" n_batch {server.N_BATCH}"
@@ -203,20 +198,19 @@ def serving_limits(
 
 
 def llamacpp_cells(
-    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str
-) -> tuple[int | None, str]:
-    """The cells of llama-server's one cache: the largest -c whose buffers (plan/quants.largest_context: the weights of
-    the file --dtype names, laid out as llama-quantize writes it, the cache, the compute buffer) fit on the pipeline's
-    GPUs with llama.cpp's --fit headroom free, every layer on them; (None, "") where --dtype or --kv-dtype is no
-    llama.cpp type (int4, fp8: kvcalc's own arithmetic then)."""
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str, arithmetic: int
+) -> tuple[int, str]:
+    """The cells of llama-server's one cache and where they come from: the largest -c whose buffers
+    (plan/quants.largest_context: the weights of the file --dtype names, laid out as llama-quantize writes it, the
+    cache, the compute buffer) fit on the pipeline's GPUs with llama.cpp's --fit headroom free, every layer on them;
+    kvcalc's own `arithmetic` where --dtype or --kv-dtype is no llama.cpp type (int4, fp8)."""
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.server import SLOTS
     from kvcalc.plan.quants import largest_context, server_setup
 
     setup = server_setup(spec, gpu, dep.gpus, dtype, kv_dtype)
     if setup is None:
-        return None, ""
+        return arithmetic, "capacity x gpu_util - weights - reserve: --dtype / --kv-dtype is no llama.cpp type"
     rows, what, settings = setup
-    return largest_context(
-        spec, rows, era(None), parallel=SLOTS, **settings
-    ), f"the largest -c llama.cpp's buffers fit: {what}"
+    cells = largest_context(spec, rows, era(None), parallel=SLOTS, **settings)
+    return cells, f"the largest -c llama.cpp's buffers fit: {what}"
