@@ -318,7 +318,10 @@ def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():
     # 64 sequences at once (-np 64, 81,920 cells) do not fit: said so, with the command that sizes the offload
     big = run_json(*args, "--batch", "64")
     assert not big["fits"] and big["memory_note"].startswith("DOES NOT FIT under llama.cpp's buffers (-c 81,920 -np 64")
-    assert "`kvcalc fit llama-3-70b --engine llamacpp --gpu rtx-3090 --dtype q4_k_m --gpus 2" in big["memory_note"]
+    assert (
+        "`kvcalc fit llama-3-70b --engine llamacpp --gpu rtx-3090 --dtype q4_k_m --gpus 2 --seq 81920 --parallel 64"
+        " --kv-unified`" in big["memory_note"]
+    )
     # roofline's rows alike: batch 1 and 8 fit, 64 does not, and llama.cpp's reason replaces kvcalc's arithmetic's
     roof = run_json("roofline", "llama-3-70b", "--gpu", "rtx-3090", "--pp", "2", "--dtype", "q4_k_m", "--engine",
                     "llamacpp", "--batch", "1,8,64", "--seq", "1280")  # fmt: skip

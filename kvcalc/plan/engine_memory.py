@@ -57,7 +57,7 @@ def llamacpp_fit(
     )
     if whole_on_gpus(r):
         return True, "fits " + line
-    return False, "DOES NOT FIT " + line + offload_hint(spec, gpu, tokens, dep.gpus, dtype)
+    return False, "DOES NOT FIT " + line + offload_hint(spec, gpu, tokens, dep.gpus, dtype, batch)
 
 
 def engine_rows(

@@ -105,17 +105,20 @@ def estimated_table(spec: ModelSpec, wtype: str | None) -> tuple[list[TensorRow]
     return rows, f"{wtype.upper()} ({note})"
 
 
-def offload_hint(spec: ModelSpec, gpu: GpuSpec, tokens: int, gpus: int = 1, dtype: str | None = None) -> str:
+def offload_hint(
+    spec: ModelSpec, gpu: GpuSpec, tokens: int, gpus: int = 1, dtype: str | None = None, batch: int = 1
+) -> str:
     """generate's word on a model that does not fit, under llama.cpp: it would leave what does not fit to the CPU
     (an MoE model's routed experts first), which `fit --engine llamacpp` sizes and times, on the same `gpus` GPUs
-    and --dtype."""
+    and --dtype, `batch` sequences of `tokens` at once (-np over one cache of batch x tokens cells)."""
     if gpu.unified_memory:
         return ""
     what = "the routed experts, then layers," if spec.is_moe else "layers"
     flags = (f" --dtype {dtype}" if dtype else "") + (f" --gpus {gpus}" if gpus > 1 else "")
+    flags += f" --seq {batch * tokens}" + (f" --parallel {batch} --kv-unified" if batch > 1 else "")
     return (
-        f"; llama.cpp would leave {what} to the CPU: `kvcalc fit {spec.name} --engine llamacpp --gpu {gpu.name}{flags}"
-        f" --seq {tokens}` sizes that placement and its speed"
+        f"; llama.cpp would leave {what} to the CPU: `kvcalc fit {spec.name} --engine llamacpp --gpu {gpu.name}{flags}`"
+        " sizes that placement and its speed"
     )
 
 
