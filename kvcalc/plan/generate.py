@@ -319,9 +319,13 @@ def generate_report(
     tokens_per_s = batch * new / total
     comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, prompt + new, kv_dtype)
+    from kvcalc.plan.engine_memory import engine_refusal, llamacpp_fit  # llama.cpp: judged by its own buffers
+
+    lc = llamacpp_fit(spec, gpu, dep, engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch, tokens=prompt + new)
+    memory = lc[1] if lc else fit.message("fits" if fit.fits else "DOES NOT FIT")
     if steps is not None:
         _explain(steps, basis, (mbu, mfu), comm_lines(spec, dep, batch, dtype), batch, prompt, new, pre, ttft, rows,
-                 decode, total, tokens_per_s, comm, fit)  # fmt: skip
+                 decode, total, tokens_per_s, comm, fit, memory)  # fmt: skip
     estimate = None
     if engine is not None:
         from kvcalc.plan.estimated import static_estimate
@@ -342,9 +346,6 @@ def generate_report(
         )
         steps += _lesson_lines(flops_cached, lesson)
     from kvcalc.plan.calibration import refusal_warnings
-    from kvcalc.plan.engine_memory import engine_refusal, llamacpp_fit
-
-    lc = llamacpp_fit(spec, gpu, dep, engine, dtype=dtype, kv_dtype=kv_dtype, batch=batch, tokens=prompt + new)
 
     pool_engine = (deployed_on or engine) if ask_pool else None
     held = engine_refusal(
@@ -375,7 +376,7 @@ def generate_report(
         mfu=mfu,
         flops_cached=flops_cached,
         lesson=lesson,
-        memory_note=held or (lc[1] if lc else fit.message("fits" if fit.fits else "DOES NOT FIT")),
+        memory_note=held or memory,
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]
         + _node_warnings(dep, gpu.name)
         + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype),
@@ -399,8 +400,8 @@ def _lesson_lines(flops_cached: int, lesson: GenerateLesson) -> list[str]:
 
 
 def _explain(
-    steps, basis, util, comm_lines_for, batch, prompt, new, pre, ttft, rows, decode, total, tokens_per_s, comm, fit
-):  # noqa: ANN001, ANN202
+    steps, basis, util, comm_lines_for, batch, prompt, new, pre, ttft, rows, decode, total, tokens_per_s, comm, fit, memory
+):  # noqa: ANN001, ANN202  # fmt: skip
     n = max(new - 1, 0)
     mbu, mfu = util
 
@@ -435,7 +436,7 @@ def _explain(
         f"[{basis}] {n:,} decode steps over contexts {prompt + 1:,} .. {prompt + new - 1:,}: sum {fmt_seconds(decode)} "
         "(closed form: bytes and FLOPs grow linearly with the context between window edges, so the memory-bound and "
         "compute-bound runs of steps are arithmetic series)",
-        f"[{basis}] memory at {prompt + new:,} tokens: " + fit.message("fits" if fit.fits else "DOES NOT FIT"),
+        f"[{basis}] memory at {prompt + new:,} tokens: " + memory,
         f"[{basis}] total = {fmt_seconds(ttft)} + {fmt_seconds(decode)} = {fmt_seconds(total)}; "
         f"tokens/s = {batch:,} x {new:,} / {fmt_seconds(total)} = {tokens_per_s:,.1f}",
     ]
