@@ -330,6 +330,17 @@ def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():
     assert not any("rows do not fit on" in w for w in roof["warnings"])
 
 
+def test_a_dtype_llamacpp_has_no_type_for_is_not_a_real_deployment():
+    # fit --engine llamacpp refuses --dtype int4 (a GPTQ/AWQ format, no GGUF type); generate and roofline time it with
+    # kvcalc's arithmetic and say the deployment cannot be made as stated; a llama.cpp quant says nothing
+    base = ("llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp")
+    said = "not a real deployment: --dtype int4 is not a llama.cpp weight type"
+    for args in (("generate", *base, "--batch", "1"), ("generate", *base, "--concurrency", "4"), ("roofline", *base)):
+        assert any(w.startswith(said) for w in run_json(*args, "--dtype", "int4")["warnings"]), args
+        assert not any("not a real deployment" in w for w in run_json(*args, "--dtype", "q4_k_m")["warnings"]), args
+    assert run("fit", *base, "--dtype", "int4").exit_code == 2
+
+
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():
     """The CLI/API raise the GPU for llama.cpp and plan/estimated raises it again; the estimate must
     still take its mfu on the datasheet peak, as the fitted points did (scripts/calibrate.py raises

@@ -42,7 +42,8 @@ def refusal_warnings(
     engine: str | None, gpu_name: str, spec: ModelSpec | None = None, dtype: str | None = None
 ) -> list[str]:
     """The warnings a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal),
-    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal) or, TensorRT-LLM, registers no
+    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal), has no such weight type (llama.cpp:
+    plan/quants.llamacpp_weights, as `fit --engine llamacpp` refuses it) or, TensorRT-LLM, registers no
     class for its architecture (engines/trtllm/models): its figures, ceiling or estimate, are for a deployment
     that cannot be made as stated (a checkpoint quantized so could be served; another backend might be)."""
     from kvcalc.engines.kernels import checkpoint_refusal, gpu_refusal
@@ -51,6 +52,16 @@ def refusal_warnings(
     out = [f"not a real deployment: {why}"] if why else []
     if spec is not None and (why := checkpoint_refusal(spec, engine, dtype)):
         out.append(f"not a real deployment: {why}; the figures are the model's quantized as --dtype {dtype}")
+    if dtype is not None and engine and engine.lower() == "llamacpp":  # a GGUF holds llama.cpp's types alone
+        from kvcalc.errors import UsageError
+        from kvcalc.plan.quants import llamacpp_weights
+
+        try:
+            llamacpp_weights(dtype)
+        except UsageError as err:
+            out.append(
+                f"not a real deployment: {err.message} ({err.hint}); the figures are kvcalc's at --dtype {dtype}"
+            )
     if spec is not None and engine and engine.lower() == "trtllm":
         from kvcalc.engines.trtllm.models import architecture_refusal
 
