@@ -262,7 +262,7 @@ def quant_row(
         compute_bytes=r.compute_buffer_bytes,
         total_bytes=total,
         # whole on the GPU, but for experts the user sent to system memory (--cpu-moe), not --fit
-        fits_fully=bool(r.fits) and r.gpu_layers == r.total_layers and r.cpu_moe <= settings.get("cpu_moe", 0),
+        fits_fully=whole_on_gpus(r) and r.cpu_moe <= settings.get("cpu_moe", 0),
         gpu_layers=r.gpu_layers,
         total_layers=r.total_layers,
         decode_tokens_per_s_ceiling=dec.ceiling,
