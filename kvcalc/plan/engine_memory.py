@@ -41,6 +41,7 @@ def llamacpp_fit(
         return None
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.memory import llamacpp_memory
+    from kvcalc.engines.llamacpp.server import FIT_HEADROOM
     from kvcalc.plan.quants import offload_hint, server_setup, whole_on_gpus
     from kvcalc.units import fmt_bytes
 
@@ -53,7 +54,8 @@ def llamacpp_fit(
     line = (
         f"under llama.cpp's buffers (-c {batch * tokens:,} -np {batch}, {what}; the fullest GPU): model"
         f" {fmt_bytes(d.model_bytes)} + KV {fmt_bytes(d.kv_bytes)} + compute {fmt_bytes(d.compute_bytes)} ="
-        f" {fmt_bytes(d.total_bytes)} of {fmt_bytes(settings['capacity_bytes'])} (1 GiB kept free, as --fit does)"
+        f" {fmt_bytes(d.total_bytes)} of {fmt_bytes(settings['capacity_bytes'])} ({fmt_bytes(FIT_HEADROOM)} kept free,"
+        " as --fit does)"
     )
     if whole_on_gpus(r):
         return True, "fits " + line

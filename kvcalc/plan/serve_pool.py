@@ -20,8 +20,8 @@ def kv_pool(
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's defaults) and its
     scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its free_gpu_memory_fraction, of what weights and
     --reserve leave) in blocks of 32 under trtllm-serve's limits and scheduler with trtllm; llama-server's slots and
-    batch (engines/llamacpp/server.py) over one cache of what capacity x gpu_util less weights and --reserve holds
-    with llamacpp; otherwise that capacity in vLLM-sized blocks under vLLM's limits and
+    batch (engines/llamacpp/server.py) over one cache of the largest -c llama.cpp's buffers fit (llamacpp_cells) with
+    llamacpp; otherwise capacity x gpu_util less weights and --reserve in vLLM-sized blocks under vLLM's limits and
     scheduler.
     `launch`: the scheduler flags the server was launched with (serving_limits'), where they size the pool:
     vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
