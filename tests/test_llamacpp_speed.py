@@ -341,6 +341,24 @@ def test_a_dtype_llamacpp_has_no_type_for_is_not_a_real_deployment():
     assert run("fit", *base, "--dtype", "int4").exit_code == 2
 
 
+def test_a_kv_dtype_llamacpp_has_no_cache_type_for_is_not_a_real_deployment():
+    # llama.cpp's -ctk/-ctv have no fp8 (common/arg.cpp kv_cache_types): generate and roofline time --kv-dtype fp8
+    # with kvcalc's arithmetic and say so; int8 is its q8_0 (34 B a block of 32), read by llama.cpp's own buffers,
+    # in fit as in generate (one map: engines/llamacpp/kv.cache_type)
+    base = ("llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp")
+    said = "not a real deployment: llama.cpp has no fp8 KV cache"
+    for args in (("generate", *base, "--batch", "1"), ("generate", *base, "--concurrency", "4"), ("roofline", *base)):
+        assert any(w.startswith(said) for w in run_json(*args, "--kv-dtype", "fp8")["warnings"]), args
+        assert not any("not a real deployment" in w for w in run_json(*args, "--kv-dtype", "int8")["warnings"]), args
+    note = run_json("generate", *base, "--batch", "1", "--kv-dtype", "int8")["memory_note"]
+    assert "under llama.cpp's buffers" in note and "-ctk q8_0" in note
+    fit = [run_json("fit", *base, "--seq", "32k", "--kv-dtype", k)["rows"][0]["llamacpp"] for k in ("int8", "q8_0")]
+    assert fit[0] == fit[1] and fit[0]["type_k"] == fit[0]["type_v"] == "q8_0"
+    # Llama-3-8B: 32 layers x 8 KV heads x 128 x 32,768 cells, K and V, 34 B a block of 32
+    assert fit[0]["kv_bytes"] == 2 * 32 * 1024 * 32768 // 32 * 34
+    assert run("fit", *base, "--kv-dtype", "fp8").exit_code == 2
+
+
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():
     """The CLI/API raise the GPU for llama.cpp and plan/estimated raises it again; the estimate must
     still take its mfu on the datasheet peak, as the fitted points did (scripts/calibrate.py raises

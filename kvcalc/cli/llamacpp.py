@@ -59,19 +59,18 @@ CpuBwOpt = Annotated[
         "experts (default 64: dual-channel DDR5-4000); llama.cpp reaches about 0.54 of it.",
     ),
 ]
-KV_NAMES = {"fp16": "f16", "half": "f16", "float16": "f16", "bfloat16": "bf16", "fp32": "f32", "float32": "f32"}
 
 
 def cache_types(kv_dtype: Optional[str]) -> tuple[str, str]:
-    """-ctk/-ctv from --kv-dtype: llama.cpp's names (f16, q8_0, ...) or kvcalc's fp16/bf16/fp32."""
+    """-ctk/-ctv from --kv-dtype: llama.cpp's names (f16, q8_0, ...) or kvcalc's (fp16, bf16, fp32, int8, int4)."""
+    from kvcalc.engines.llamacpp.kv import cache_type
     from kvcalc.model.gguf.types import KV_CACHE_TYPES
 
-    text = (kv_dtype or "f16").strip().lower()
-    name = KV_NAMES.get(text, text)
-    if name not in KV_CACHE_TYPES:
+    name = cache_type(kv_dtype)
+    if name is None:
         raise UsageError(
             f"--kv-dtype {kv_dtype} is not a llama.cpp cache type",
-            hint="llama.cpp's -ctk/-ctv: " + ", ".join(KV_CACHE_TYPES),
+            hint="llama.cpp's -ctk/-ctv: " + ", ".join(KV_CACHE_TYPES) + " (int8, int4: q8_0, q4_0)",
         )
     return name, name
 

@@ -39,11 +39,13 @@ def user_file(gpu: str, engine: str) -> Path:
 
 
 def refusal_warnings(
-    engine: str | None, gpu_name: str, spec: ModelSpec | None = None, dtype: str | None = None
-) -> list[str]:
+    engine: str | None, gpu_name: str, spec: ModelSpec | None = None, dtype: str | None = None,
+    kv_dtype: str | None = None,
+) -> list[str]:  # fmt: skip
     """The warnings a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal),
-    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal), has no such weight type (llama.cpp:
-    plan/quants.llamacpp_weights, as `fit --engine llamacpp` refuses it) or, TensorRT-LLM, registers no
+    would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal), has no such weight or cache type
+    (llama.cpp: plan/quants.llamacpp_weights, engines/llamacpp/kv.cache_type, as `fit --engine llamacpp` refuses
+    them) or, TensorRT-LLM, registers no
     class for its architecture (engines/trtllm/models): its figures, ceiling or estimate, are for a deployment
     that cannot be made as stated (a checkpoint quantized so could be served; another backend might be)."""
     from kvcalc.engines.kernels import checkpoint_refusal, gpu_refusal
@@ -61,6 +63,15 @@ def refusal_warnings(
         except UsageError as err:
             out.append(
                 f"not a real deployment: {err.message} ({err.hint}); the figures are kvcalc's at --dtype {dtype}"
+            )
+    if kv_dtype is not None and engine and engine.lower() == "llamacpp":
+        from kvcalc.engines.llamacpp.kv import cache_type
+        from kvcalc.model.gguf.types import KV_CACHE_TYPES
+
+        if cache_type(kv_dtype) is None:
+            out.append(
+                f"not a real deployment: llama.cpp has no {kv_dtype} KV cache (-ctk/-ctv: {', '.join(KV_CACHE_TYPES)}); "
+                f"the figures are kvcalc's at --kv-dtype {kv_dtype}"
             )
     if spec is not None and engine and engine.lower() == "trtllm":
         from kvcalc.engines.trtllm.models import architecture_refusal

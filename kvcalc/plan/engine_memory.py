@@ -73,7 +73,7 @@ def engine_rows(
     `release`: SGLang's (plan/serve_launch.sglang_release)."""
     from kvcalc.plan.calibration import refusal_warnings
 
-    result.warnings += refusal_warnings(engine, result.gpu, spec, dtype)
+    result.warnings += refusal_warnings(engine, result.gpu, spec, dtype, result.kv_dtype)
     if pool and engine == "llamacpp":
         _llamacpp_rows(result, spec, gpu, dep, dtype)
     if not pool or engine is None or engine.lower() not in ENGINES:

@@ -379,7 +379,7 @@ def generate_report(
         memory_note=held or memory,
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]
         + _node_warnings(dep, gpu.name)
-        + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype),
+        + refusal_warnings(deployed_on or engine, gpu.name, spec, dtype, kv_dtype),
     )
 
 

@@ -168,10 +168,11 @@ def server_setup(
     (estimated_table), its label, and llamacpp_memory's settings on `n_gpus` GPUs: each holding its capacity less
     --fit's headroom, one cache unified over the slots in the cache type. None where --dtype or --kv-dtype is no
     llama.cpp type (int4, fp8), for kvcalc's own arithmetic to answer."""
-    from kvcalc.engines.llamacpp.server import CACHE_TYPES, FIT_HEADROOM
+    from kvcalc.engines.llamacpp.kv import cache_type
+    from kvcalc.engines.llamacpp.server import FIT_HEADROOM
     from kvcalc.errors import UsageError
 
-    cache = CACHE_TYPES.get(kv_dtype)
+    cache = cache_type(kv_dtype)
     try:
         rows, label = estimated_table(spec, llamacpp_weights(dtype))
     except UsageError:

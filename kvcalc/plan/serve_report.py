@@ -227,7 +227,7 @@ def serve_report(
     from kvcalc.plan.calibration import refusal_warnings
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
-    warnings = refusal_warnings(engine, gpu.name, spec, dtype) + ([too_long] if too_long else [])
+    warnings = refusal_warnings(engine, gpu.name, spec, dtype, kv_dtype) + ([too_long] if too_long else [])
     from kvcalc.engines.lengths import context_refusal
 
     if why := context_refusal(spec, engine, prompt + new):  # the server would not take such requests at all

@@ -14,11 +14,26 @@ from pydantic import Field
 
 from kvcalc.engines.llamacpp.eras import Era
 from kvcalc.errors import UsageError
-from kvcalc.model.gguf.types import is_quantized, row_bytes
+from kvcalc.model.gguf.types import KV_CACHE_TYPES, is_quantized, row_bytes
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 from kvcalc.results import Result
 
 FA_REFUSAL = "quantized V cache was requested, but this requires Flash Attention"  # src/llama-context.cpp
+
+# kvcalc's --kv-dtype names as llama.cpp's -ctk / -ctv: its float types, and int8 / int4 as its q8_0 / q4_0 blocks
+# (34 and 18 bytes a block of 32, scales included). fp8 is none of them: llama.cpp has no fp8 cache.
+KV_NAMES = {
+    "fp16": "f16", "half": "f16", "float16": "f16", "bf16": "bf16", "bfloat16": "bf16", "fp32": "f32",
+    "float32": "f32", "int8": "q8_0", "int4": "q4_0",
+}  # fmt: skip
+
+
+def cache_type(kv_dtype: str | None) -> str | None:
+    """llama.cpp's -ctk / -ctv for a --kv-dtype: one of its own names (common/arg.cpp kv_cache_types) or kvcalc's
+    (KV_NAMES); f16, its default, where none is given. None where llama.cpp has no such cache type (fp8)."""
+    text = (kv_dtype or "f16").strip().lower()
+    name = KV_NAMES.get(text, text)
+    return name if name in KV_CACHE_TYPES else None
 
 
 class KvPart(Result):

@@ -13,5 +13,3 @@ N_BATCH = 2048
 # NOTE: kept free of llama.cpp's buffers for the CUDA context and driver: llama.cpp's own --fit targets 1024 MiB
 # free (llama_params_fit_impl, ggml-org/llama.cpp#20153); `fit` and `plan --engine llamacpp` keep the same.
 FIT_HEADROOM = 1 << 30
-# kvcalc's --kv-dtype names as llama.cpp's -ctk / -ctv (int8 / int4: its q8_0 / q4_0 blocks); fp8 is none of them
-CACHE_TYPES = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "int8": "q8_0", "int4": "q4_0"}
