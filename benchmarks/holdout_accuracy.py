@@ -57,7 +57,7 @@ def command(r: dict) -> list[str]:
 def ask(r: dict) -> tuple[dict, tuple[float, float, float, float] | str]:
     """(the row, (estimate, ceiling, interval low, high) in the metric's unit, or kvcalc's error line)."""
     run = subprocess.run(command(r), capture_output=True, text=True, cwd=ROOT)
-    if run.returncode:
+    if run.returncode and not (run.returncode == 3 and run.stdout.strip()):  # 3 with JSON: printed, does not fit
         return r, run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"
     out = json.loads(run.stdout)
     field, unit = FIELDS[r["metric"]]

@@ -26,9 +26,10 @@ def run(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(app, [str(a) for a in args], env=env)
 
 
-def run_json(*args: str) -> dict:
+def run_json(*args: str, status: int = 0) -> dict:
+    """The command's JSON, asserting its exit status (3: printed, but the setup does not fit)."""
     result = run(*args, "--format", "json")
-    assert result.exit_code == 0, result.stderr or result.stdout
+    assert result.exit_code == status, result.stderr or result.stdout
     return json.loads(result.stdout)
 
 

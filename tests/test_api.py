@@ -51,7 +51,7 @@ def test_parallel_and_estimates_match_the_cli():
         mode="json"
     ) == run_json("roofline", "llama-3-70b", "--gpu", "h100", "--batch", "1,64", "--tp", "4", "--efficiency", "0.6")
     assert kvcalc.generate("llama-3-70b", "h100", tp=2, pp=2, new="1m").model_dump(mode="json") == run_json(
-        "generate", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--pp", "2", "--new", "1m"
+        "generate", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--pp", "2", "--new", "1m", status=3
     )
     assert kvcalc.fit("llama-3-70b", "h100", tp=2, pp=2).model_dump(mode="json") == run_json(
         "fit", "llama-3-70b", "--gpu", "h100", "--tp", "2", "--pp", "2"

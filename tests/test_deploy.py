@@ -156,8 +156,10 @@ def test_roofline_marks_rows_that_do_not_fit():
 
 
 def test_generate_says_when_it_does_not_fit():
-    out = run_json("generate", "deepseek-v3", "--gpu", "h100")
+    out = run_json("generate", "deepseek-v3", "--gpu", "h100", status=3)  # printed, exit 3 as fit's
     assert out["fits"] is False and out["tp"] == 1 and out["comm_seconds_per_step"] == 0
+    table = run("generate", "deepseek-v3", "--gpu", "h100")  # the table too, on stdout, and no error line
+    assert table.exit_code == 3 and "DOES NOT FIT" in table.stdout and "kvcalc: error" not in table.stderr
     ok = run_json("generate", "deepseek-v3", "--gpu", "h200", "--tp", "8")
     assert ok["fits"] is True and ok["comm_seconds_per_step"] > 0 and ok["tp"] == 8
 
@@ -335,7 +337,7 @@ def test_generate_a_million_tokens_is_closed_form(monkeypatch):
     calls = []
     row = generate.decode_row
     monkeypatch.setattr(generate, "decode_row", lambda *a, **k: calls.append(1) or row(*a, **k))
-    out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--new", "1m")
+    out = run_json("generate", "llama-3-8b", "--gpu", "h100", "--new", "1m", status=3)
     assert out["new"] == 1 << 20 and out["tpot_last_s"] > out["tpot_first_s"]
     assert len(calls) == 2
 
@@ -404,5 +406,7 @@ def test_roofline_fits_exactly_when_fit_does():
     assert [r["fits"] for r in roof["rows"]] == [True, False]
     # The step still reads only the tokens: 111 x 4,001 x 131,072 B of KV.
     assert roof["rows"][1]["kv_bytes"] == 111 * 4001 * 131_072
-    gen = run_json("generate", "llama-3-8b", "--gpu", "h100", "--batch", "111", "--prompt", "3745", "--new", "256")
+    gen = run_json(
+        "generate", "llama-3-8b", "--gpu", "h100", "--batch", "111", "--prompt", "3745", "--new", "256", status=3
+    )
     assert gen["fits"] is False  # 3,745 + 256 = 4,001 tokens held at the end

@@ -164,11 +164,13 @@ def test_the_cpu_efficiency_is_the_public_runs_median_and_band():
 
 def test_generate_names_llama_cpps_placement_where_the_model_does_not_fit():
     args = ("generate", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--prompt", "512", "--new", "128")
-    note = run_json(*args)["memory_note"]
+    note = run_json(*args, status=3)["memory_note"]
     assert note.startswith("DOES NOT FIT") and "routed experts, then layers" in note
     assert "`kvcalc fit gpt-oss-120b --engine llamacpp --gpu rtx-4090 --seq 640`" in note
     fits = run_json("generate", "gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "llamacpp")["memory_note"]
-    assert "llama.cpp would" not in fits and not run_json(*args[:-6], "--engine", "vllm")["memory_note"].count("llama")
+    assert "llama.cpp would" not in fits and not run_json(*args[:-6], "--engine", "vllm", status=3)[
+        "memory_note"
+    ].count("llama")
 
 
 def test_cpu_moe_on_a_dense_model_moves_nothing_and_says_so():

@@ -316,7 +316,7 @@ def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():
     assert gen["memory_note"].startswith("fits under llama.cpp's buffers (-c 1,280 -np 1, Q4_K_M (estimated)")
     assert f"= {fmt_bytes(fullest)} of {fmt_bytes(fit['capacity_bytes'])}" in gen["memory_note"]
     # 64 sequences at once (-np 64, 81,920 cells) do not fit: said so, with the command that sizes the offload
-    big = run_json(*args, "--batch", "64")
+    big = run_json(*args, "--batch", "64", status=3)
     assert not big["fits"] and big["memory_note"].startswith("DOES NOT FIT under llama.cpp's buffers (-c 81,920 -np 64")
     assert (
         "`kvcalc fit llama-3-70b --engine llamacpp --gpu rtx-3090 --dtype q4_k_m --gpus 2 --seq 81920 --parallel 64"

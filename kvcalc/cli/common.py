@@ -13,8 +13,13 @@ from typer.core import TyperGroup
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from kvcalc import __version__  # noqa: E402
-from kvcalc.errors import KvcalcError, UsageError  # noqa: E402
+from kvcalc.errors import DoesNotFitError, KvcalcError, UsageError  # noqa: E402
 from kvcalc.units import KV_DTYPES, WEIGHT_DTYPES  # noqa: E402
+
+# The exit status of a result that is printed but does not hold: `fit` with a combination that does not fit or
+# misses a goal, a static `generate` whose batch does not fit (table and JSON still on stdout); the status a served
+# `generate` exits with, printing nothing, where its engine would not start (DoesNotFitError).
+EXIT_DOES_NOT_FIT = DoesNotFitError.exit_code
 
 
 def _plot_words(args: list[str]) -> list[str]:

@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvcalc.cli.common import (
+    EXIT_DOES_NOT_FIT,
     DtypeOpt,
     EncoderSeqOpt,
     EngineKvDtypeOpt,
@@ -129,7 +130,8 @@ def generate(
 
     With --tp/--pp every step is per GPU plus its all-reduces and pipeline sends; `fits` says whether
     weights + the KV of prompt + new tokens + --reserve fit each GPU's capacity x --gpu-util, and, --engine
-    given (vllm, sglang, trtllm), whether it would start on the layout and hold the batch at once.
+    given (vllm, sglang, trtllm), whether it would start on the layout and hold the batch at once. A batch that
+    does not fit is still printed, and the exit status is 3, as `fit`'s for a setup that does not fit.
 
     With --concurrency C (closed loop) or --rate R (Poisson arrivals), requests are served by continuous
     batching as --engine schedules them (vllm: prompt chunks mixed with decodes; sglang: a step either
@@ -264,3 +266,5 @@ def generate(
         return generate_chart(f"Decode steps: {spec.name} on {where}, batch {first.batch:,}", lines)
 
     _draw(plot, chart, plot_size)
+    if not results[0].fits:  # printed, but not a run that can happen: exit as `fit` does for such a setup
+        raise typer.Exit(EXIT_DOES_NOT_FIT)

@@ -7,6 +7,7 @@ import typer
 from kvcalc.cli import llamacpp as lcpp
 from kvcalc.cli import llamacpp_flags as lcpp_flags
 from kvcalc.cli.common import (
+    EXIT_DOES_NOT_FIT,
     DtypeOpt,
     EncoderSeqOpt,
     ExplainOpt,
@@ -71,9 +72,6 @@ FitGpuOpt = Annotated[
         autocompletion=_complete_gpus,
     ),
 ]
-# Exit status of `kvcalc fit`, documented in its --help and the README.
-EXIT_FITS = 0  # every combination fits and meets the latency goals given
-EXIT_DOES_NOT_FIT = 3  # some combination does not fit, or misses a goal (the table is still printed)
 
 
 @app.command()
