@@ -341,6 +341,16 @@ def test_a_dtype_llamacpp_has_no_type_for_is_not_a_real_deployment():
     assert run("fit", *base, "--dtype", "int4").exit_code == 2
 
 
+def test_roofline_under_llamacpp_names_the_peak_its_gemms_run_at():
+    # llama.cpp's 16-bit GEMMs accumulate in FP16: on an RTX 4090 330.3 TFLOP/s (the Ada whitepaper's FP16-accumulate
+    # row), labelled fp16, where PyTorch's engines see bf16 at the FP32-accumulate 165.2
+    lc = run_json("roofline", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--batch", "1")
+    vl = run_json("roofline", "llama-3.1-8b", "--gpu", "rtx-4090", "--batch", "1")
+    assert (lc["compute_dtype"], lc["peak_flop_per_s"]) == ("fp16", 330.3e12)
+    assert (vl["compute_dtype"], vl["peak_flop_per_s"]) == ("bf16", 165.2e12)
+    assert lc["ridge_flop_per_byte"] == 330.3e12 / 1.008e12
+
+
 def test_a_kv_dtype_llamacpp_has_no_cache_type_for_is_not_a_real_deployment():
     # llama.cpp's -ctk/-ctv have no fp8 (common/arg.cpp kv_cache_types): generate and roofline time --kv-dtype fp8
     # with kvcalc's arithmetic and say so; int8 is its q8_0 (34 B a block of 32), read by llama.cpp's own buffers,

@@ -74,6 +74,12 @@ def engine_rows(
     from kvcalc.plan.calibration import refusal_warnings
 
     result.warnings += refusal_warnings(engine, result.gpu, spec, dtype, result.kv_dtype)
+    if engine == "llamacpp" and result.compute_dtype in ("bf16", "fp16"):
+        # NOTE: llama.cpp's 16-bit GEMMs run on F16 with F16 accumulation (engines/kernels.gpu_as_run_by raised the
+        # GPU's 16-bit peaks to that rate): the peak in the title is fp16's, not the model's bf16
+        result.compute_dtype = "fp16"
+        result.peak_flop_per_s = gpu.peak_flop_per_s("fp16")
+        result.ridge_flop_per_byte = gpu.ridge_flop_per_byte("fp16")
     if pool and engine == "llamacpp":
         _llamacpp_rows(result, spec, gpu, dep, dtype)
     if not pool or engine is None or engine.lower() not in ENGINES:
