@@ -33,6 +33,8 @@ DTYPE_ALIASES = {
     "e5m2": "fp8",
     "float8_e4m3fn": "fp8",
     "uint8": "int8",
+    "f32": "fp32",  # llama.cpp's and GGUF's names for the float types
+    "f16": "fp16",
 }
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
@@ -50,6 +52,9 @@ AMBIGUOUS_DTYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "gptq": (("int4",), "int4 (GPTQ's 4-bit weights, a 16-bit scale per 128)"),
     "w4a16": (("int4",), "int4"),
     "w8a8": (("fp8", "int8"), "fp8 or int8"),
+    # llama.cpp's cache types (-ctk/-ctv): kvcalc's int8 / int4 are its q8_0 / q4_0 under --engine llamacpp
+    "q8_0": (("int8",), "int8 (llama.cpp's q8_0 under --engine llamacpp, 34 bytes a block of 32)"),
+    "q4_0": (("int4",), "int4 (llama.cpp's q4_0 under --engine llamacpp, 18 bytes a block of 32)"),
 }  # fmt: skip
 
 

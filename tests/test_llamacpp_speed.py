@@ -367,6 +367,10 @@ def test_a_kv_dtype_llamacpp_has_no_cache_type_for_is_not_a_real_deployment():
     # Llama-3-8B: 32 layers x 8 KV heads x 128 x 32,768 cells, K and V, 34 B a block of 32
     assert fit[0]["kv_bytes"] == 2 * 32 * 1024 * 32768 // 32 * 34
     assert run("fit", *base, "--kv-dtype", "fp8").exit_code == 2
+    # llama.cpp's own names elsewhere: f16 is fp16; q8_0 names the kvcalc type to give
+    assert run_json("cache", "llama-3-8b", "--kv-dtype", "f16")["kv_dtype"] == "fp16"
+    wrong = run("generate", *base, "--kv-dtype", "q8_0")
+    assert wrong.exit_code == 2 and "did you mean int8 (llama.cpp's q8_0 under --engine llamacpp" in wrong.stderr
 
 
 def test_generate_prices_a_llamacpp_prompt_as_the_fit_does():

@@ -61,8 +61,10 @@ def buffers_sheet(r: LlamaCppResult, title: str) -> Sheet:
         + ("" if r.weights_exact else "; weights estimated from parameters: no GGUF tensor table")
     )
     sheet.notes.append(
-        f"compute buffer: an estimate (max of logits and K*Q + one layer's activations) that came 0-60 MiB under "
-        f"llama.cpp's own on public logs; totals add {_mib(r.compute_margin_bytes)} for that"
+        "compute buffer: an estimate, the allocator's peak of the logits, one layer's FFN and (flash attention off) "
+        "K*Q, with the attention masks: llama.cpp's own MiB on eight public logs, up to about 50% over it on others (a large "
+        f"-ub, MoE, flash attention off at long contexts); totals add {_mib(r.compute_margin_bytes)} for what it "
+        "leaves out (MoE routing, recurrent scratch, backend pieces)"
     )
     sheet.notes += [f"Warning: {w}" for w in r.warnings]
     if r.refusal:
