@@ -284,10 +284,11 @@ def test_llama_server_runs_four_slots_and_the_others_wait():
 
 def test_llama_servers_cache_is_the_largest_context_its_buffers_fit():
     # Llama-3-70B Q4_K_M over two RTX 3090s: kvcalc's generic arithmetic (0.9 of the card, 2 GiB reserved) had
-    # refused it; llama.cpp's own buffers with --fit's 1 GiB free hold it, and llama-server's one cache is the
-    # largest -c they fit, as `fit --engine llamacpp` sizes it with the same 4 unified slots
-    out = run_json("generate", "llama-3-70b", "--gpu", "rtx-3090", "--pp", "2", "--dtype", "q4_k_m", "--engine",
-                   "llamacpp", "--concurrency", "4", "--prompt", "1k", "--new", "256")  # fmt: skip
+    # refused it; llama.cpp's own buffers with --fit's 1 GiB free hold it. Launched for its slots (-np), llama-server's
+    # one cache is the largest -c they fit, as `fit --engine llamacpp` sizes it with the same 4 unified slots
+    base = ("generate", "llama-3-70b", "--gpu", "rtx-3090", "--pp", "2", "--dtype", "q4_k_m", "--engine", "llamacpp",
+            "--concurrency", "4", "--prompt", "1k", "--new", "256")  # fmt: skip
+    out = run_json(*base, "--max-num-seqs", "4")
     cells = out["kv_capacity_tokens"]
     assert cells % 256 == 0 and "the largest -c llama.cpp's buffers fit: Q4_K_M (estimated) weights" in out["kv_pool"]
 
@@ -296,7 +297,16 @@ def test_llama_servers_cache_is_the_largest_context_its_buffers_fit():
                 "--seq", str(seq), "--parallel", "4", "--kv-unified", "-f", "json")  # fmt: skip
         return json.loads(run(*args).stdout)["rows"][0]["fits_fully"]
 
-    assert fit(cells) and not fit(cells + 256)
+    assert fit(cells) and not fit(cells + 256) and cells > 8192
+    # launched as it comes (no -np), its -c is the training context, Llama 3's 8,192, which --fit only lowers
+    default = run_json(*base)
+    assert default["kv_capacity_tokens"] == 8192
+    assert f"the training context; llama.cpp's buffers would fit {cells:,}" in default["kv_pool"]
+    # Llama-3.1-70B (the same shape) has a 131,072-token training context: --fit lowers it to what fits, the same -c
+    lowered = run_json(*base[:1], "llama-3.1-70b", *base[2:])
+    assert (
+        lowered["kv_capacity_tokens"] == cells and "the training context 131,072 lowered by --fit" in lowered["kv_pool"]
+    )
 
 
 def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():

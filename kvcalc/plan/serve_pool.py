@@ -20,8 +20,8 @@ def kv_pool(
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's defaults) and its
     scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its free_gpu_memory_fraction, of what weights and
     --reserve leave) in blocks of 32 under trtllm-serve's limits and scheduler with trtllm; llama-server's slots and
-    batch (engines/llamacpp/server.py) over one cache of the largest -c llama.cpp's buffers fit (llamacpp_cells) with
-    llamacpp; otherwise capacity x gpu_util less weights and --reserve in vLLM-sized blocks under vLLM's limits and
+    batch (engines/llamacpp/server.py) over one cache of its default -c, or the largest llama.cpp's buffers fit
+    (llamacpp_cells), with llamacpp; otherwise capacity x gpu_util less weights and --reserve in vLLM-sized blocks under vLLM's limits and
     scheduler.
     `launch`: the scheduler flags the server was launched with (serving_limits'), where they size the pool:
     vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
@@ -117,7 +117,8 @@ def kv_pool(
     if engine == "llamacpp":  # llama-server's slots and batch over its one cache (engines/llamacpp/server.py)
         from kvcalc.engines.llamacpp import server
 
-        cells, how = llamacpp_cells(spec, gpu, dep, dtype, kv_dtype, arithmetic=max(blocks, 0) * bs)
+        slots_given = "max_num_seqs" in (launch or {})  # -np given: a server launched for them is given its -c
+        cells, how = llamacpp_cells(spec, gpu, dep, dtype, kv_dtype, max(blocks, 0) * bs, slots_given)
         return Limits(server.SLOTS, server.N_BATCH, cells // bs, bs), (
             f"llama-server's {server.SLOTS} slots (--parallel) over one cache of {cells:,} tokens ({how}),"
             f" n_batch {server.N_BATCH}"
@@ -198,12 +199,15 @@ def serving_limits(
 
 
 def llamacpp_cells(
-    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str, arithmetic: int
-) -> tuple[int, str]:
-    """The cells of llama-server's one cache and where they come from: the largest -c whose buffers
+    spec: ModelSpec, gpu: GpuSpec, dep: Deployment, dtype: str | None, kv_dtype: str, arithmetic: int,
+    slots_given: bool = False,
+) -> tuple[int, str]:  # fmt: skip
+    """The cells of llama-server's one cache and where they come from. Launched with its default -c (no -np
+    given), the model's training context, lowered by --fit to the largest -c whose buffers fit
     (plan/quants.largest_context: the weights of the file --dtype names, laid out as llama-quantize writes it, the
-    cache, the compute buffer) fit on the pipeline's GPUs with llama.cpp's --fit headroom free, every layer on them;
-    kvcalc's own `arithmetic` where --dtype or --kv-dtype is no llama.cpp type (int4, fp8)."""
+    cache, the compute buffer) on the pipeline's GPUs with --fit's headroom free, every layer on them; launched for
+    `slots_given` slots, the largest -c that fits (a server launched for more slots is given more); kvcalc's own
+    `arithmetic` where --dtype or --kv-dtype is no llama.cpp type (int4, fp8)."""
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.server import SLOTS
     from kvcalc.plan.quants import largest_context, server_setup
@@ -213,4 +217,12 @@ def llamacpp_cells(
         return arithmetic, "capacity x gpu_util - weights - reserve: --dtype / --kv-dtype is no llama.cpp type"
     rows, what, settings = setup
     cells = largest_context(spec, rows, era(None), parallel=SLOTS, **settings)
-    return cells, f"the largest -c llama.cpp's buffers fit: {what}"
+    train = spec.max_position_embeddings
+    if slots_given or not train:
+        return cells, f"the largest -c llama.cpp's buffers fit: {what}"
+    if cells >= train:
+        return (
+            train,
+            f"llama-server's default -c, the training context; llama.cpp's buffers would fit {cells:,}: {what}",
+        )
+    return cells, f"the training context {train:,} lowered by --fit to the largest -c llama.cpp's buffers fit: {what}"

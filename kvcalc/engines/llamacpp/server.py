@@ -1,8 +1,8 @@
 """llama-server's serving defaults (tools/server/server.cpp, common/common.h): the slots and the batch that
 `generate --engine llamacpp --concurrency/--rate` schedules with where no launch flag says otherwise, and the memory
-llama.cpp's --fit keeps free. Its one cache (unified over the slots) is taken as the largest -c llama.cpp's buffers
-fit (plan/quants.largest_context): the default -c, the training context, is shared by the 4 slots, and a server
-launched for more slots is given more."""
+llama.cpp's --fit keeps free. Its one cache (unified over the slots) is the default -c, the training context, shared
+by the 4 slots, lowered as --fit lowers it to the largest -c llama.cpp's buffers fit (plan/quants.largest_context); a
+server launched for its slots (-np) is given the largest -c that fits (plan/serve_pool.llamacpp_cells)."""
 
 # NOTE: an unset --parallel is 4 slots over one unified cache (PR #16736; its log line: "setting n_parallel = 4 and
 # kv_unified = true"): at most 4 requests run at once, the others wait for a slot.
