@@ -70,8 +70,8 @@ def refusal_warnings(
 
         if cache_type(kv_dtype) is None:
             out.append(
-                f"not a real deployment: llama.cpp has no {kv_dtype} KV cache (-ctk/-ctv: {', '.join(KV_CACHE_TYPES)}); "
-                f"the figures are kvcalc's at --kv-dtype {kv_dtype}"
+                f"not a real deployment: llama.cpp has no {kv_dtype} KV cache "
+                f"(-ctk/-ctv: {', '.join(KV_CACHE_TYPES)}); the figures are kvcalc's at --kv-dtype {kv_dtype}"
             )
     if spec is not None and engine and engine.lower() == "trtllm":
         from kvcalc.engines.trtllm.models import architecture_refusal

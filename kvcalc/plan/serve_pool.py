@@ -21,8 +21,8 @@ def kv_pool(
     scheduler with sglang; TensorRT-LLM's pool (--gpu-util as its free_gpu_memory_fraction, of what weights and
     --reserve leave) in blocks of 32 under trtllm-serve's limits and scheduler with trtllm; llama-server's slots and
     batch (engines/llamacpp/server.py) over one cache of its default -c, or the largest llama.cpp's buffers fit
-    (llamacpp_cells), with llamacpp; otherwise capacity x gpu_util less weights and --reserve in vLLM-sized blocks under vLLM's limits and
-    scheduler.
+    (llamacpp_cells), with llamacpp; otherwise capacity x gpu_util less weights and --reserve in vLLM-sized blocks
+    under vLLM's limits and scheduler.
     `launch`: the scheduler flags the server was launched with (serving_limits'), where they size the pool:
     vLLM profiles its peak with a forward of max_num_batched_tokens tokens and a sampler of min(max_num_seqs,
     that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size. TensorRT-LLM's
