@@ -359,6 +359,9 @@ def test_roofline_under_llamacpp_names_the_peak_its_gemms_run_at():
     assert (lc["compute_dtype"], lc["peak_flop_per_s"]) == ("fp16", 330.3e12)
     assert (vl["compute_dtype"], vl["peak_flop_per_s"]) == ("bf16", 165.2e12)
     assert lc["ridge_flop_per_byte"] == 330.3e12 / 1.008e12
+    # a GPU with no fp16 figure (Gaudi 3: bf16 and fp8) keeps its bf16 peak (and llama.cpp has no build for it)
+    gaudi = run_json("roofline", "llama-3.1-8b", "--gpu", "gaudi3", "--engine", "llamacpp", "--batch", "1", "--ceiling")
+    assert gaudi["compute_dtype"] == "bf16" and any("not a real deployment" in w for w in gaudi["warnings"])
 
 
 def test_a_kv_dtype_llamacpp_has_no_cache_type_for_is_not_a_real_deployment():

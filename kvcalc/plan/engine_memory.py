@@ -74,7 +74,7 @@ def engine_rows(
     from kvcalc.plan.calibration import refusal_warnings
 
     result.warnings += refusal_warnings(engine, result.gpu, spec, dtype, result.kv_dtype)
-    if engine == "llamacpp" and result.compute_dtype in ("bf16", "fp16"):
+    if engine == "llamacpp" and result.compute_dtype in ("bf16", "fp16") and "fp16" in gpu.peak_dense_tflop_per_s:
         # NOTE: llama.cpp's 16-bit GEMMs run on F16 with F16 accumulation (engines/kernels.gpu_as_run_by raised the
         # GPU's 16-bit peaks to that rate): the peak in the title is fp16's, not the model's bf16
         result.compute_dtype = "fp16"
