@@ -394,3 +394,21 @@ def test_the_python_apis_fit_points_to_the_command_for_llamacpp():
     with pytest.raises(UsageError, match="is the command line's") as err:
         kvcalc.fit("llama-3-8b", "rtx-4090", engine="llama.cpp")
     assert "--engine llamacpp" in err.value.hint and "unknown" not in str(err.value)
+
+
+def test_llamacpp_has_no_backend_for_tpus_gaudi_or_trainium():
+    # ggml's backends are CUDA, HIP, Metal, Vulkan, SYCL, ... and the CPU: none runs on a TPU, Gaudi or Trainium.
+    # fit --engine llamacpp refuses there (exit 3, the buffers still printed), plan rejects the GPU, and roofline /
+    # generate keep their figures under a "not a real deployment" warning; an AMD or Apple GPU is a real build
+    from kvcalc.engines.kernels import gpu_refusal
+
+    for gpu in ("tpu-v5e", "gaudi3", "trainium2"):
+        assert gpu_refusal("llamacpp", gpu).startswith(f"llama.cpp has no backend for {gpu}")
+    assert not any(gpu_refusal("llamacpp", g) for g in ("rtx-4090", "mi300x", "m4-max", "rx-7900-xtx", "h100"))
+    r = run("fit", "llama-3-8b", "--gpu", "tpu-v5e", "--engine", "llamacpp", "--seq", "4k", "-f", "json")
+    row = json.loads(r.stdout)["rows"][0]
+    assert r.exit_code == 3 and not row["fits_fully"] and row["llamacpp"]["refusal"].startswith("llama.cpp has no")
+    plan = run("plan", "llama-3-8b", "--seq", "4k", "--users", "1", "--engine", "llamacpp", "--gpu", "tpu-v5e,rtx-4090")
+    assert "rejected: tpu-v5e x1: llama.cpp has no backend for tpu-v5e" in " ".join(plan.stdout.split())
+    gen = run_json("generate", "llama-3-8b", "--gpu", "gaudi3", "--engine", "llamacpp", "--batch", "1")
+    assert any(w.startswith("not a real deployment: llama.cpp has no backend for gaudi3") for w in gen["warnings"])

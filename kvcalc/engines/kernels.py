@@ -37,12 +37,23 @@ def engine_of(build: str) -> str:
     return build.partition(".")[0]
 
 
+# NOTE: accelerators llama.cpp has no ggml backend for (ggml/src: CUDA, HIP, Metal, Vulkan, SYCL, CANN, MUSA, OpenCL,
+# CPU; none for Google's TPUs, Intel's Gaudi or AWS's Trainium, which run XLA / SynapseAI / Neuron graphs).
+NO_GGML_BACKEND = ("tpu-", "gaudi", "trainium")
+
+
 def gpu_refusal(engine: str, gpu_name: str) -> str | None:
     """Why `engine` has no build for the GPU named `gpu_name`, or None: TensorRT-LLM is NVIDIA's, built for
-    CUDA GPUs only (no ROCm, Metal or Gaudi build), where vLLM, SGLang and llama.cpp have AMD builds too."""
+    CUDA GPUs only (no ROCm, Metal or Gaudi build), where vLLM, SGLang and llama.cpp have AMD builds too;
+    llama.cpp has no backend for TPUs, Gaudi or Trainium (NO_GGML_BACKEND)."""
     family = gpu_family(gpu_name)
     if engine_of(engine) == "trtllm" and (family.startswith("cdna") or family == "apple" or "gaudi" in gpu_name):
         return f"TensorRT-LLM runs on NVIDIA GPUs only; {gpu_name} is not one (vllm, sglang or llamacpp run there)"
+    if engine_of(engine) == "llamacpp" and gpu_name.lower().startswith(NO_GGML_BACKEND):
+        return (
+            f"llama.cpp has no backend for {gpu_name} (its builds: CUDA, HIP, Metal, Vulkan, SYCL and the CPU's); "
+            "vllm runs there"
+        )
     return None
 
 

@@ -51,6 +51,7 @@ def plan_quants(
     """`models`: (quant label, file bytes, spec, tensor rows) of each GGUF; the options over quant x GPU x
     count, cheapest meeting the goals first, and one line per rejected family."""
     from kvcalc.cost.fitting import Setup, SetupFeatures
+    from kvcalc.engines.kernels import gpu_refusal
     from kvcalc.engines.llamacpp.eras import era
     from kvcalc.engines.llamacpp.memory import llamacpp_memory
     from kvcalc.plan.calibration import constants_for
@@ -74,6 +75,9 @@ def plan_quants(
                 f"-m {repo}-{quant}.gguf",
             )
         for gpu in gpus:
+            if why := gpu_refusal("llamacpp", gpu.name):
+                rejects.append((gpu.name, 1, "refused", why, 1))
+                continue
             unified = bool(gpu.unified_memory)
             domain = 1 if unified else gpu.scale_up_domain or 8
             for n in (c for c in COUNTS if c <= min(max_gpus, domain)):

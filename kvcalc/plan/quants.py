@@ -231,6 +231,7 @@ def quant_row(
 ) -> QuantRow:
     """One quant's row: at the largest -ngl that fits, or at the -ngl given, with its calibrated decode and prompt
     speeds on `gpu` (plan/llamacpp_speed.py; `calibration`: (constants, basis) for llamacpp on it)."""
+    from kvcalc.engines.kernels import gpu_refusal
     from kvcalc.plan.llamacpp_speed import CPU_EFFICIENCY, llamacpp_speed
 
     if ngl is None:
@@ -239,6 +240,9 @@ def quant_row(
         r = llamacpp_memory(
             spec, tensors, n_ctx, era, ngl=ngl, capacity_bytes=capacity, unified_memory=unified, **settings
         )
+    no_build = gpu_refusal("llamacpp", gpu.name)  # no such deployment: it would not start there
+    if no_build and not r.refusal:
+        r = r.model_copy(update={"refusal": no_build, "fits": False})
     gpus = [d for d in r.devices if d.name != "CPU"]
     total = sum(d.total_bytes for d in r.devices) if unified else sum(d.total_bytes for d in gpus)
     context = r.n_ctx if r.kv_unified or r.parallel == 1 else r.n_ctx // r.parallel

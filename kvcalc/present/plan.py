@@ -79,12 +79,18 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
     notes.append(
         ""
         if not r.options
-        else f"Estimates are calibrated, for {r.users:,} closed-loop users: what a run is predicted to measure, not a "
-        "bound; goals are decided on the central value. 'closed form': the calibration's steady state (no TTFT "
-        f"tail; --ttft-ms is checked on the mean); 'simulated': the serving simulation of `kvcalc generate "
-        f"--concurrency` (--ttft-ms on the p99), run on the first {r.simulated} as ranked. Holds: "
+        else f"Estimates are calibrated, for {r.users:,} closed-loop user{'s' if r.users != 1 else ''}: what a run "
+        "is predicted to measure, not a bound; goals are decided on the central value. 'closed form': the "
+        "calibration's steady state (no TTFT tail; --ttft-ms is checked on the mean)"
+        + (
+            f"; 'simulated': the serving simulation of `kvcalc generate --concurrency` (--ttft-ms on the p99), run on "
+            f"the first {r.simulated} as ranked"
+            if r.simulated
+            else " (none simulated)"
+        )
+        + ". Holds: "
         "full-length requests one replica's KV pool holds at once; headroom: per GPU after one full-length request. "
-        f"$/M tokens = $/hour / (tokens/s x 3600) x 1e6. {r.candidates} layouts judged."
+        f"$/M tokens = $/hour / (tokens/s x 3600) x 1e6. {r.candidates} layout{'s' if r.candidates != 1 else ''} judged."
     )
     notes = [n for n in notes if n] + r.notes
     notes += [f"rejected: {x.line}" for x in r.rejected]
