@@ -239,6 +239,7 @@ def names_for(points) -> list[str]:
     # take the shared value (the fitted engines' mean), the same DeepGEMM / FlashMLA kernels.
     names += [f"index_layer_s.{e}" for e in sorted({p.engine for p in points if p.sf.decode.index_layers})]
     names += [f"ar_alpha_s.{k}" for k in links] + [f"ar_bw_eff.{k}" for k in links]
+    names += [f"ar_bw_eff_large.{k}" for k in links]
     a2a = sorted({p.sf.decode.link for p in points if p.sf.decode.a2a[0]})  # expert parallelism's all-to-all
     names += [f"a2a_alpha_s.{k}" for k in a2a] + [f"a2a_bw_eff.{k}" for k in a2a]
     return names

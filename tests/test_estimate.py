@@ -130,6 +130,29 @@ def test_pcie_all_reduce_is_not_nvlink():
     assert c["ar_alpha_tp.pcie"] > c.get("ar_alpha_tp.nvlink", c["ar_alpha_tp"])  # and it grows faster with the ranks
 
 
+def test_a_prompts_all_reduce_past_the_custom_all_reduce_runs_at_nccls_bandwidth():
+    # Messages up to 8 MiB go through the engines' custom all-reduce (vLLM's max_size), larger ones through NCCL:
+    # each its own achieved share of the link (ar_bw_eff, ar_bw_eff_large). Llama-3.1-70B at tp 8 on H200: a
+    # 512-token prompt's activations are 8 MiB (512 x 8,192 x 2 B), a 513-token prompt's just over; a calibration
+    # without the large term (a user's, saved before it) prices both at ar_bw_eff.
+    from kvcalc.cost.constants import CUSTOM_ALLREDUCE_MAX
+    from kvcalc.cost.estimate import features
+
+    spec, g = get_model("llama-3.1-70b"), get_gpu("h200")
+    dep = _dep(g, 8, 1)
+    c, _ = constants_for(g, "vllm")
+    assert CUSTOM_ALLREDUCE_MAX == 512 * spec.hidden_size * 2 == 8 << 20
+    f512, f513 = (features(spec, g, dep, prefill_tokens=n) for n in (512, 513))
+    e_small, e_large = c["ar_bw_eff.nvlink"], c["ar_bw_eff_large.nvlink"]
+    halved = {**c, "ar_bw_eff_large.nvlink": e_large / 2}
+    assert time_of(f512, halved, "vllm") == time_of(f512, c, "vllm")  # 8 MiB: the custom all-reduce's
+    # 513 tokens: 160 all-reduces (2 a layer), each 2 x 7/8 of the message over the 450 GB/s each way, at half the share
+    wire = 160 * 2 * 7 / 8 * 513 * 8192 * 2 / 450e9
+    assert time_of(f513, halved, "vllm") - time_of(f513, c, "vllm") == pytest.approx(wire / e_large, rel=1e-9)
+    old = {k: v for k, v in c.items() if not k.startswith("ar_bw_eff_large")}
+    assert time_of(f513, old, "vllm") - time_of(f513, c, "vllm") == pytest.approx(wire * (1 / e_small - 1 / e_large))
+
+
 def test_family_comes_from_the_preset():
     assert [gpu_family(get_gpu(n)) for n in ("a100", "rtx-4090", "h200", "b200", "mi300x")] == [
         "ampere",

@@ -159,10 +159,10 @@ def test_partial_offload_runs_the_cpu_layers_at_system_memory_speed():
     slow = json.loads(run(*args).stdout)["rows"][0]
     fast = json.loads(run(*args, "--cpu-bandwidth", "128").stdout)["rows"][0]
     assert slow["gpu_layers"] == fast["gpu_layers"] < slow["total_layers"]
-    assert "layers on the CPU, read at 0.54 of --cpu-bandwidth" in slow["speed_basis"]
+    assert "layers on the CPU, read at 0.55 of --cpu-bandwidth" in slow["speed_basis"]
     # decode is CPU-bound: about 2x with twice the bandwidth (the GPU's few layers add a little)
     assert 1.8 < fast["decode_tokens_per_s"] / slow["decode_tokens_per_s"] < 2.0
-    # the ceiling reads the CPU's bytes at the full bandwidth, the estimate at 0.54 of it (0.33-0.78 in the interval)
+    # the ceiling reads the CPU's bytes at the full bandwidth, the estimate at 0.55 of it (0.34-0.78 in the interval)
     assert slow["decode_tokens_per_s"] < 0.6 * slow["decode_tokens_per_s_ceiling"]
     lo, hi = slow["decode_interval"]
     assert lo < slow["decode_tokens_per_s"] < hi <= slow["decode_tokens_per_s_ceiling"]

@@ -56,7 +56,7 @@ CpuBwOpt = Annotated[
     typer.Option(
         "--cpu-bandwidth",
         help="System memory GB/s (nominal: channels x MT/s x 8 B) for weights left on the CPU, layers or --n-cpu-moe "
-        "experts (default 64: dual-channel DDR5-4000); llama.cpp reaches about 0.54 of it.",
+        "experts (default 64: dual-channel DDR5-4000); llama.cpp reaches about 0.55 of it.",
     ),
 ]
 

@@ -38,6 +38,7 @@ STARTING: dict[str, float] = {
     "ar_alpha_tp.pcie": 0.8,
     "ar_bw_eff": 0.75,
     "ar_bw_eff.pcie": 0.5,
+    "ar_bw_eff_large": 0.75,  # NCCL's large messages (nccl-tests, 8 x H200, 32 MB: 298 of 450 GB/s bus bandwidth)
     # MoE dispatch / combine under expert parallelism (cost/ep_comm.py). Bandwidth: DeepEP's intranode
     # normal kernels reach 153 GB/s (dispatch) and 158 GB/s (combine) of H800's 200 GB/s NVLink each way
     # at EP 8 (github.com/deepseek-ai/DeepEP README): 0.77. Latency: no sourced small-message NVLink

@@ -43,6 +43,7 @@ class StepConstants(NamedTuple):
     ar_alpha_s: float | None
     ar_alpha_tp: float | None
     ar_bw_eff: float | None
+    ar_bw_eff_large: float | None
     a2a_alpha_s: float | None
     a2a_bw_eff: float | None
     step_s: float
@@ -74,6 +75,7 @@ def step_constants(c: Mapping[str, float], family: str, engine: str, prefill: bo
         ar_alpha_s=opt("ar_alpha_s", link, phase),
         ar_alpha_tp=opt("ar_alpha_tp", link),
         ar_bw_eff=opt("ar_bw_eff", link),
+        ar_bw_eff_large=opt("ar_bw_eff_large", link),
         a2a_alpha_s=opt("a2a_alpha_s", link, phase),
         a2a_bw_eff=opt("a2a_bw_eff", link),
         step_s=_get(c, "step_s", *eng),
@@ -89,3 +91,16 @@ def used(v: float | None, name: str) -> float:
     if v is None:
         raise KeyError(name)
     return v
+
+
+# NOTE: the engines' custom all-reduce (one-shot / two-shot over peer memory, in the CUDA graph) takes messages up to
+# 8 MiB (vLLM's custom_all_reduce max_size = 8192 * 1024; SGLang's the same); a larger one, a long prompt's
+# activations, goes to NCCL, whose large-message bus bandwidth is its own (nccl-tests on 8 x H200: 2 MB 38.5 us,
+# 32 MB 197 us; speed_facts 2.4): ar_bw_eff_large where the constants have it.
+CUSTOM_ALLREDUCE_MAX = 8 << 20
+
+
+def ar_eff(k: StepConstants, message: float) -> float:
+    """The all-reduce's achieved share of the link's bandwidth for a message of `message` bytes."""
+    large = k.ar_bw_eff_large if message > CUSTOM_ALLREDUCE_MAX else None
+    return min(1.0, large if large is not None else used(k.ar_bw_eff, "ar_bw_eff"))

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TypedDict
 
 from kvcalc.cost.calibration import Calibration
-from kvcalc.cost.constants import ConstantsMemo, step_constants, used
+from kvcalc.cost.constants import ConstantsMemo, ar_eff, step_constants, used
 from kvcalc.cost.flops import materialized_scores
 from kvcalc.cost.shard import Link, allreduce_wire_bytes, allreduces_per_step
 from kvcalc.cost.step import (
@@ -361,12 +361,12 @@ def time_of(f: StepFeatures, c: Mapping[str, float], engine: str = "vllm", memo:
     total = pipelined(per_stage, f.microbatches, f.prefill)
     if f.allreduces:
         alpha = used(k.ar_alpha_s, "ar_alpha_s") * (1 + used(k.ar_alpha_tp, "ar_alpha_tp") * (f.tp - 2))
-        busbw = f.link_bandwidth * min(1.0, used(k.ar_bw_eff, "ar_bw_eff"))
+        busbw = f.link_bandwidth * ar_eff(k, f.message_bytes)
         total += f.allreduces * (alpha + _wire_bytes(f.message_bytes, f.tp) / busbw)
     n, message, ranks, bw = f.sub_allreduce
     if n:
         alpha = used(k.ar_alpha_s, "ar_alpha_s") * (1 + used(k.ar_alpha_tp, "ar_alpha_tp") * (ranks - 2))
-        total += n * (alpha + _wire_bytes(message, ranks) / (bw * min(1.0, used(k.ar_bw_eff, "ar_bw_eff"))))
+        total += n * (alpha + _wire_bytes(message, ranks) / (bw * ar_eff(k, message)))
     moe_layers, sent, bw, ideal_alpha = f.a2a
     if moe_layers:
         # NOTE: dispatch and combine each move the same rows (combine returns every expert output a rank

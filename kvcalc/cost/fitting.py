@@ -341,10 +341,12 @@ class IncrementalLoss:
         self.total = total
 
 
-_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "a2a_bw_eff")  # NOTE: fractions of a rated figure: at most 1
-# NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78, B200
-# 0.69: speed_facts 2.2). Uncapped, CDNA3's and CDNA4's prompt efficiencies ran to 1.0 on under-load TTFTs.
-CAPS = {"mfu": 0.91}
+# NOTE: fractions of a rated figure: at most 1
+_CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "ar_bw_eff_large", "a2a_bw_eff")
+# NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78, B200 0.69:
+# speed_facts 2.2; uncapped, CDNA3's and CDNA4's prompt efficiencies ran to 1.0 on under-load TTFTs), nor a decode
+# attention kernel above 0.9 of the bandwidth (speed_facts 2.3: 0.5-0.9 from 16k tokens or batch 16; uncapped, 0.99).
+CAPS = {"mfu": 0.91, "kv_eff": 0.9}
 # NOTE: a small all-reduce is no faster than the fastest measured, 3.7 us (a one-shot custom all-reduce of 512 B on
 # 2 x H100: sglang PR #2904); unfloored, the fit traded it against the per-layer costs down to 0.35 us. Nor slower
 # over NVLink than NCCL over PCIe on two cards (ar_alpha_s.pcie, 7.5 us): a refit had reached 7.97 us. By whole name.

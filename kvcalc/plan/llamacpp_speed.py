@@ -52,7 +52,7 @@ def _elements(t: TensorRow) -> int:
 # there, experts --n-cpu-moe keeps there): the median and the 10th and 90th percentiles over 16 public runs, CPU-only
 # and hybrid, where the GPU's part is the calibrated estimate (benchmarks/llamacpp_cpu_eff.py, .md). Threads' barriers
 # and each split's GPU<->CPU hand-over are inside it: hybrid runs read 0.30-0.65, CPU-only ones 0.50-0.84.
-CPU_EFFICIENCY = (0.54, 0.33, 0.78)  # (estimate, slow end, fast end)
+CPU_EFFICIENCY = (0.55, 0.34, 0.78)  # (estimate, slow end, fast end)
 SYSTEM_EXPERTS = -1  # _reads' key for the experts --n-cpu-moe keeps in system memory, wherever their layer runs
 
 
