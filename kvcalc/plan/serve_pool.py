@@ -119,9 +119,9 @@ def kv_pool(
 
         slots_given = "max_num_seqs" in (launch or {})  # -np given: a server launched for them is given its -c
         cells, how = llamacpp_cells(spec, gpu, dep, dtype, kv_dtype, max(blocks, 0) * bs, slots_given)
+        slots = f"-np {launch['max_num_seqs']}" if slots_given and launch else f"{server.SLOTS} slots (--parallel)"
         return Limits(server.SLOTS, server.N_BATCH, cells // bs, bs), (
-            f"llama-server's {server.SLOTS} slots (--parallel) over one cache of {cells:,} tokens ({how}),"
-            f" n_batch {server.N_BATCH}"
+            f"llama-server's {slots} over one cache of {cells:,} tokens ({how}), n_batch {server.N_BATCH}"
         )
     return (
         Limits(seqs, tokens, max(blocks, 0), bs),
