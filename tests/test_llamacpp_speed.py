@@ -340,15 +340,22 @@ def test_a_static_batch_under_llamacpp_is_judged_by_llamacpps_buffers():
     assert not any("rows do not fit on" in w for w in roof["warnings"])
 
 
+LLAMACPP_4090 = ("llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp")
+
+
+def _warns_not_real(flag: str, bad: str, good: str, said: str) -> None:
+    """generate (static and served) and roofline under llamacpp warn `said` for `flag bad`, and nothing for `flag good`."""
+    base = LLAMACPP_4090
+    for args in (("generate", *base, "--batch", "1"), ("generate", *base, "--concurrency", "4"), ("roofline", *base)):
+        assert any(w.startswith(said) for w in run_json(*args, flag, bad)["warnings"]), args
+        assert not any("not a real deployment" in w for w in run_json(*args, flag, good)["warnings"]), args
+
+
 def test_a_dtype_llamacpp_has_no_type_for_is_not_a_real_deployment():
     # fit --engine llamacpp refuses --dtype int4 (a GPTQ/AWQ format, no GGUF type); generate and roofline time it with
     # kvcalc's arithmetic and say the deployment cannot be made as stated; a llama.cpp quant says nothing
-    base = ("llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp")
-    said = "not a real deployment: --dtype int4 is not a llama.cpp weight type"
-    for args in (("generate", *base, "--batch", "1"), ("generate", *base, "--concurrency", "4"), ("roofline", *base)):
-        assert any(w.startswith(said) for w in run_json(*args, "--dtype", "int4")["warnings"]), args
-        assert not any("not a real deployment" in w for w in run_json(*args, "--dtype", "q4_k_m")["warnings"]), args
-    assert run("fit", *base, "--dtype", "int4").exit_code == 2
+    _warns_not_real("--dtype", "int4", "q4_k_m", "not a real deployment: --dtype int4 is not a llama.cpp weight type")
+    assert run("fit", *LLAMACPP_4090, "--dtype", "int4").exit_code == 2
 
 
 def test_roofline_under_llamacpp_names_the_peak_its_gemms_run_at():
@@ -368,11 +375,8 @@ def test_a_kv_dtype_llamacpp_has_no_cache_type_for_is_not_a_real_deployment():
     # llama.cpp's -ctk/-ctv have no fp8 (common/arg.cpp kv_cache_types): generate and roofline time --kv-dtype fp8
     # with kvcalc's arithmetic and say so; int8 is its q8_0 (34 B a block of 32), read by llama.cpp's own buffers,
     # in fit as in generate (one map: engines/llamacpp/kv.cache_type)
-    base = ("llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp")
-    said = "not a real deployment: llama.cpp has no fp8 KV cache"
-    for args in (("generate", *base, "--batch", "1"), ("generate", *base, "--concurrency", "4"), ("roofline", *base)):
-        assert any(w.startswith(said) for w in run_json(*args, "--kv-dtype", "fp8")["warnings"]), args
-        assert not any("not a real deployment" in w for w in run_json(*args, "--kv-dtype", "int8")["warnings"]), args
+    base = LLAMACPP_4090
+    _warns_not_real("--kv-dtype", "fp8", "int8", "not a real deployment: llama.cpp has no fp8 KV cache")
     note = run_json("generate", *base, "--batch", "1", "--kv-dtype", "int8")["memory_note"]
     assert "under llama.cpp's buffers" in note and "-ctk q8_0" in note
     fit = [run_json("fit", *base, "--seq", "32k", "--kv-dtype", k)["rows"][0]["llamacpp"] for k in ("int8", "q8_0")]
