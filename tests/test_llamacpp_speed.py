@@ -344,7 +344,7 @@ LLAMACPP_4090 = ("llama-3-8b", "--gpu", "rtx-4090", "--engine", "llamacpp")
 
 
 def _warns_not_real(flag: str, bad: str, good: str, said: str) -> None:
-    """generate (static and served) and roofline under llamacpp warn `said` for `flag bad`, and nothing for `flag good`."""
+    """generate (static and served) and roofline under llamacpp warn `said` for `flag bad`, nothing for `flag good`."""
     base = LLAMACPP_4090
     for args in (("generate", *base, "--batch", "1"), ("generate", *base, "--concurrency", "4"), ("roofline", *base)):
         assert any(w.startswith(said) for w in run_json(*args, flag, bad)["warnings"]), args
