@@ -9,7 +9,7 @@ interval holds the measurement; and every measured point that beats the ceiling.
 Closed-loop points are predicted as `generate --concurrency` prints them: through the serving
 simulation (plan/serve_fit.py), C clients starting together, 10 x C requests, figures over all.
 
-Run: python benchmarks/speed_accuracy.py [--sweeps N] [--jobs J]   (about 7 minutes on two cores)
+Run: python benchmarks/speed_accuracy.py [--sweeps N] [--jobs J]   (about 11 minutes on two cores)
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _held_out(src: str, sweeps: int) -> list[tuple]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sweeps", type=int, default=8, help="fit sweeps per held-out source (default 8)")
+    ap.add_argument("--sweeps", type=int, default=10, help="fit sweeps per held-out source (default 10)")
     ap.add_argument("--jobs", type=int, default=2, help="held-out sources fitted at once (default 2)")
     args = ap.parse_args()
     POINTS.extend(load_points())

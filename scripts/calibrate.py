@@ -414,7 +414,7 @@ def held_out_interval() -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sweeps", type=int, default=6, help="coordinate-descent sweeps (default 6)")
+    ap.add_argument("--sweeps", type=int, default=10, help="coordinate-descent sweeps (default 10)")
     ap.add_argument(
         "--intervals-only",
         action="store_true",

@@ -99,6 +99,25 @@ def test_fit_through_the_simulation_recovers_synthetic_constants():
         assert got[name] == pytest.approx(value, rel=0.05), name
 
 
+def test_a_fit_stops_the_kv_reads_efficiency_at_its_floor():
+    # Long-context decode made at kv_eff 0.5, below any decode attention kernel measured at the margin
+    # (cost/fitting.FLOORS): the fit goes down to the floor and no further, though the points ask for less.
+    from kvcalc.cost.fitting import FLOORS
+
+    g = get_gpu("h100")
+    truth = dict(constants_for(g, "vllm")[0])
+    truth["kv_eff"] = 0.5
+    points = []
+    for b in (16, 64):
+        for prompt in (8192, 16384):
+            sf = setup_features(get_model("llama-3.1-8b"), g, Deployment(), Setup(b, None, prompt, 64), None, "bf16")
+            points.append(Point(sf, "vllm", "tpot_ms", predict(sf, "tpot_ms", truth, "vllm")))
+    got = fit(points, {**truth, "kv_eff": 0.85}, ["kv_eff"], sweeps=30)
+    assert FLOORS["kv_eff"] > 0.5
+    assert got["kv_eff"] == FLOORS["kv_eff"]
+    assert loss(points, truth) < loss(points, got)  # the points did ask for less
+
+
 def test_the_incremental_loss_is_the_loss_after_any_one_constant_moves():
     # fit() re-times only the setups that read the constant it tries; a setup that reads it but is left
     # out would keep its old term. Mixed points: two engines, two GPU families, static and served,

@@ -350,7 +350,12 @@ CAPS = {"mfu": 0.91, "kv_eff": 0.9}
 # NOTE: a small all-reduce is no faster than the fastest measured, 3.7 us (a one-shot custom all-reduce of 512 B on
 # 2 x H100: sglang PR #2904); unfloored, the fit traded it against the per-layer costs down to 0.35 us. Nor slower
 # over NVLink than NCCL over PCIe on two cards (ar_alpha_s.pcie, 7.5 us): a refit had reached 7.97 us. By whole name.
-FLOORS = {"ar_alpha_s": 3.7e-6}
+# NOTE: nor a decode attention kernel below 0.7 of the bandwidth at the margin, the lowest measured (one H200's
+# PyTorch decode steps 0.69-0.71, h200_decode.json; FlashAttention on H200 0.85-0.94 from 16k tokens or batch 16,
+# speed_facts 2.3; the fixed cost per call is attn_layer_s). Unfloored, a fit without TensorRT-LLM's static tables
+# (every other source's model GQA or MLA, their KV bytes small) took 0.45 and read MHA Llama 2 7B at 0.6-0.7x its
+# measured throughput (docs/speed.md, "a floor under the KV read's efficiency").
+FLOORS = {"ar_alpha_s": 3.7e-6, "kv_eff": 0.7}
 CEILINGS = {"ar_alpha_s.nvlink": 7.5e-6}
 
 
