@@ -160,6 +160,10 @@ def test_the_cpu_efficiency_is_the_public_runs_median_and_band():
     # CPU-only runs reach more of it than a GPU's hand-overs leave the CPU (same EPYC 9355: 0.50 against 0.34)
     by_id = {row["id"]: fraction for row, fraction, _, _ in runs}
     assert by_id["ik357-aessedai-qwen3-235b-cpuonly"] > by_id["ik357-aessedai-qwen3-235b-1gpu"]
+    # --cpu-bandwidth's help names the same figure (written out there: the CLI does not import the speed model)
+    from kvcalc.cli.llamacpp import CpuBwOpt
+
+    assert f"llama.cpp reaches about {mid:g} of it" in CpuBwOpt.__metadata__[0].help
 
 
 def test_generate_names_llama_cpps_placement_where_the_model_does_not_fit():
