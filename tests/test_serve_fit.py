@@ -19,6 +19,7 @@ from kvcalc.cost.fitting import (
 )
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import Deployment
+from kvcalc.engines.kernels import gpu_as_run_by
 from kvcalc.model.presets import get_gpu, get_model
 from kvcalc.plan.calibration import constants_for
 from kvcalc.plan.serve import Limits, Load, simulate
@@ -118,6 +119,27 @@ def test_a_fit_stops_the_kv_reads_efficiency_at_its_floor():
     assert loss(points, truth) < loss(points, got)  # the points did ask for less
 
 
+def test_a_fit_stops_the_bytes_per_materialized_score_at_its_floor():
+    # llama.cpp prompts without flash attention (scores through memory, micro-batches of 512) made at 4 bytes per
+    # score, under the graph's own four f32 passes (cost/fitting.FLOORS): the fit stops at the floor.
+    from kvcalc.cost.fitting import FLOORS
+
+    g = gpu_as_run_by(get_gpu("rtx-4090"), "llamacpp")
+    truth = dict(constants_for(g, "llamacpp")[0])
+    truth["score_bytes.llamacpp"] = 4.0
+    points = []
+    for prompt in (2048, 4096, 8192):
+        sf = setup_features(
+            get_model("llama-3-8b"), g, Deployment(), Setup(1, None, prompt, 16), "fp16", "bf16", 512, 512
+        )
+        assert sf.first.scores > 0
+        points.append(Point(sf, "llamacpp", "ttft_ms", predict(sf, "ttft_ms", truth, "llamacpp")))
+    got = fit(points, {**truth, "score_bytes.llamacpp": 24.0}, ["score_bytes.llamacpp"], sweeps=30)
+    assert FLOORS["score_bytes.llamacpp"] == 16.0
+    assert got["score_bytes.llamacpp"] == FLOORS["score_bytes.llamacpp"]
+    assert loss(points, truth) < loss(points, got)  # the points did ask for less
+
+
 def test_the_incremental_loss_is_the_loss_after_any_one_constant_moves():
     # fit() re-times only the setups that read the constant it tries; a setup that reads it but is left
     # out would keep its old term. Mixed points: two engines, two GPU families, static and served,
@@ -179,5 +201,5 @@ def test_the_shipped_fit_keeps_efficiencies_and_latencies_physical():
         base = name.split(".")[0]
         if base in _CAPPED:
             assert 0 < value <= CAPS.get(base, 1.0), name
-        if base in FLOORS:
-            assert value >= FLOORS[base], name
+        if base in FLOORS or name in FLOORS:
+            assert value >= FLOORS.get(name, FLOORS.get(base, 0.0)), name

@@ -349,13 +349,13 @@ _CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "ar_bw_eff_large", "a2a_bw_ef
 CAPS = {"mfu": 0.91, "kv_eff": 0.9}
 # NOTE: a small all-reduce is no faster than the fastest measured, 3.7 us (a one-shot custom all-reduce of 512 B on
 # 2 x H100: sglang PR #2904); unfloored, the fit traded it against the per-layer costs down to 0.35 us. Nor slower
-# over NVLink than NCCL over PCIe on two cards (ar_alpha_s.pcie, 7.5 us): a refit had reached 7.97 us. By whole name.
-# NOTE: nor a decode attention kernel below 0.7 of the bandwidth at the margin, the lowest measured (one H200's
-# PyTorch decode steps 0.69-0.71, h200_decode.json; FlashAttention on H200 0.85-0.94 from 16k tokens or batch 16,
-# speed_facts 2.3; the fixed cost per call is attn_layer_s). Unfloored, a fit without TensorRT-LLM's static tables
-# (every other source's model GQA or MLA, their KV bytes small) took 0.45 and read MHA Llama 2 7B at 0.6-0.7x its
-# measured throughput (docs/speed.md, "a floor under the KV read's efficiency").
-FLOORS = {"ar_alpha_s": 3.7e-6, "kv_eff": 0.7}
+# over NVLink than NCCL over PCIe on two cards (ar_alpha_s.pcie, 7.5 us): a refit had reached 7.97 us.
+# NOTE: nor a decode attention kernel below 0.7 of the bandwidth at the margin, the lowest measured (h200_decode.json
+# 0.69-0.71; FlashAttention on H200 0.85-0.94, speed_facts 2.3). Unfloored, a fit without TensorRT-LLM's static tables
+# took 0.45 and read MHA Llama 2 7B at 0.6-0.7x its throughput (docs/speed.md, "a floor under the KV read's ...").
+# NOTE: nor a score llama.cpp's prompt materializes (no flash attention) under 16 bytes: the graph's f32 passes (KQ
+# written, softmaxed in place, read into KQV). Unfloored, a fit without XiongjieDai's pp4096 took 0.09 B (docs/speed.md).
+FLOORS = {"ar_alpha_s": 3.7e-6, "kv_eff": 0.7, "score_bytes.llamacpp": 16.0}  # by base name, or whole
 CEILINGS = {"ar_alpha_s.nvlink": 7.5e-6}
 
 
@@ -376,12 +376,12 @@ def fit(
         for name in names:
             if step[name] < 1e-3:
                 continue
-            here, moved = c[name], False
+            here, moved, base = c[name], False, name.split(".")[0]
             for k in (1.0, -1.0):
                 trial = here * math.exp(k * step[name])
-                if name.split(".")[0] in _CAPPED:
-                    trial = min(trial, CAPS.get(name.split(".")[0], 1.0))
-                trial = min(max(trial, FLOORS.get(name.split(".")[0], 0.0)), CEILINGS.get(name, math.inf))
+                if base in _CAPPED:
+                    trial = min(trial, CAPS.get(base, 1.0))
+                trial = min(max(trial, FLOORS.get(name, FLOORS.get(base, 0.0))), CEILINGS.get(name, math.inf))
                 c[name] = trial
                 v, new = inc.trial(c, name)
                 if v < best - 1e-12:
