@@ -341,22 +341,22 @@ class IncrementalLoss:
         self.total = total
 
 
-# NOTE: fractions of a rated figure: at most 1
 _CAPPED = ("bw_eff", "kv_eff", "mfu", "ar_bw_eff", "ar_bw_eff_large", "a2a_bw_eff")
-# NOTE: no GEMM has been measured above 0.91 of a GPU's dense peak (A100 bf16, m, n, k >= 4096; H100 0.78, B200 0.69:
-# speed_facts 2.2; uncapped, CDNA3's and CDNA4's prompt efficiencies ran to 1.0 on under-load TTFTs), nor a decode
-# attention kernel above 0.9 of the bandwidth (speed_facts 2.3: 0.5-0.9 from 16k tokens or batch 16; uncapped, 0.99).
+# NOTE: those fractions of a rated figure are at most 1. No GEMM was measured above 0.91 of a dense peak (A100 bf16;
+# speed_facts 2.2; uncapped, CDNA3's and CDNA4's ran to 1.0), nor decode attention above 0.9 of the bandwidth (2.3).
 CAPS = {"mfu": 0.91, "kv_eff": 0.9}
-# NOTE: a small all-reduce is no faster than the fastest measured, 3.7 us (a one-shot custom all-reduce of 512 B on
-# 2 x H100: sglang PR #2904); unfloored, the fit traded it against the per-layer costs down to 0.35 us. Nor slower
-# over NVLink than NCCL over PCIe on two cards (ar_alpha_s.pcie, 7.5 us): a refit had reached 7.97 us.
-# NOTE: nor a decode attention kernel below 0.7 of the bandwidth at the margin, the lowest measured (h200_decode.json
-# 0.69-0.71; FlashAttention on H200 0.85-0.94, speed_facts 2.3). Unfloored, a fit without TensorRT-LLM's static tables
-# took 0.45 and read MHA Llama 2 7B at 0.6-0.7x its throughput (docs/speed.md, "a floor under the KV read's ...").
-# NOTE: nor a score llama.cpp's prompt materializes (no flash attention) under 16 bytes: the graph's f32 passes (KQ
-# written, softmaxed in place, read into KQV). Unfloored, a fit without XiongjieDai's pp4096 took 0.09 B (docs/speed.md).
+# NOTE (docs/speed.md has each): a small all-reduce is no faster than the fastest measured, 3.7 us (a one-shot custom
+# all-reduce of 512 B on 2 x H100: sglang PR #2904; unfloored, 0.35 us), nor slower over NVLink than NCCL over PCIe
+# (ar_alpha_s.pcie, 7.5 us; a refit reached 7.97). Nor a decode attention kernel under 0.7 of the bandwidth at the
+# margin, the lowest measured (h200_decode.json; unfloored, a fit without TensorRT-LLM's tables took 0.45), nor a score
+# llama.cpp's prompt materializes under 16 B, the graph's f32 passes (unfloored, without XiongjieDai's pp4096: 0.09).
 FLOORS = {"ar_alpha_s": 3.7e-6, "kv_eff": 0.7, "score_bytes.llamacpp": 16.0}  # by base name, or whole
 CEILINGS = {"ar_alpha_s.nvlink": 7.5e-6}
+
+
+def floor_of(name: str) -> float:
+    """The least a fitted constant may take: FLOORS by its whole name, else by its base name, else 0."""
+    return FLOORS.get(name, FLOORS.get(name.split(".")[0], 0.0))
 
 
 def fit(
@@ -381,7 +381,7 @@ def fit(
                 trial = here * math.exp(k * step[name])
                 if base in _CAPPED:
                     trial = min(trial, CAPS.get(base, 1.0))
-                trial = min(max(trial, FLOORS.get(name, FLOORS.get(base, 0.0))), CEILINGS.get(name, math.inf))
+                trial = min(max(trial, floor_of(name)), CEILINGS.get(name, math.inf))
                 c[name] = trial
                 v, new = inc.trial(c, name)
                 if v < best - 1e-12:
