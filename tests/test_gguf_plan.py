@@ -3,8 +3,10 @@ own buffers and the calibrated estimate of steps built from its tensor table, wi
 the hub is the loopback server, and only the files' headers are read."""
 
 import json
+import shlex
 
 import ggufhub
+import pytest
 from conftest import run
 from gguf_writer import gguf_bytes, llama_like
 from test_gguf import gguf_repo, kvcalc_cli  # noqa: F401 (the loopback hub fixture)
@@ -36,6 +38,17 @@ def test_plan_picks_among_a_repos_quants(gguf_repo):  # noqa: F811
         assert sum(e - s for p, s, e in ggufhub.GgufHub.served if p == name) <= 2 * FIRST_CHUNK
     table = kvcalc_cli(env, *args)
     assert "llama-server -hf acme/Tiny-GGUF:Q4_K_M" in table.stdout and "its buffers" in table.stdout
+    # the first option is served by the simulation its check line runs: llama-server's -np 8 slots, the quant's
+    # spec as the file's header gives it; its buffers line is `fit --engine llamacpp`
+    assert q4["decided_on"].startswith("simulation") and out["simulated"] == 1
+    assert q4["buffers"] == "kvcalc fit acme/Tiny-GGUF:Q4_K_M --engine llamacpp --gpu rtx-4090 --seq 8192 --parallel 8"
+    check = shlex.split(q4["check"])
+    assert check[:3] == ["kvcalc", "generate", "acme/Tiny-GGUF:Q4_K_M"] and "--max-num-seqs" in check
+    done = kvcalc_cli(env, *check[1:], "-f", "json")
+    assert done.returncode == 0, done.stderr
+    served = json.loads(done.stdout)["estimate"]
+    for k in ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s"):
+        assert q4["estimate"][k] == pytest.approx(served[k])
 
 
 def test_plan_rejects_what_does_not_fit_and_dtype_flags(tmp_path):

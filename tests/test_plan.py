@@ -334,7 +334,15 @@ def test_a_model_without_a_gguf_is_planned_under_llamacpps_own_buffers():
     (option,) = out["options"]
     assert option["dtype"] == "MXFP4_MOE (estimated)" and option["fits"]
     assert "estimated tensor table" in option["accounting"]
-    assert option["check"].startswith("kvcalc fit gpt-oss-20b --dtype mxfp4 --engine llamacpp --gpu rtx-4090")
+    assert option["buffers"].startswith("kvcalc fit gpt-oss-20b --dtype mxfp4 --engine llamacpp --gpu rtx-4090")
+    # the first option is served by the simulation, as its check line (llama-server's -np 2 slots) prints it
+    assert option["decided_on"].startswith("simulation") and out["simulated"] == 1
+    check = shlex.split(option["check"])
+    assert check[:3] == ["kvcalc", "generate", "gpt-oss-20b"] and check[-2:] == ["--max-num-seqs", "2"]
+    served = run_json(*check[1:])
+    assert served["max_num_seqs"] == 2 and "-np 2" in served["kv_pool"]
+    for k in ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s"):
+        assert option["estimate"][k] == pytest.approx(served["estimate"][k])
     quants = run_json("plan", "llama-3.1-8b", *args[2:], "--dtype", "q4_k_m,q8_0")["options"]
     assert [o["dtype"] for o in quants] == ["Q4_K_M (estimated)", "Q8_0 (estimated)"]
     refused = run("plan", "llama-3.1-8b", *args[2:], "--kv-dtype", "fp8")

@@ -2,15 +2,23 @@
 on each GPU and count, judged by llama.cpp's own buffers (engines/llamacpp: the model buffer per GPU from
 the file's tensor table, the KV of `-np U` slots of `--seq` cells each, the compute buffer) and timed by the
 calibrated closed-loop estimate of steps built from that tensor table (plan/llamacpp_speed.py), ranked as
-the planner ranks ($ per million output tokens, meeting the goals first), with the llama-server command.
+the planner ranks ($ per million output tokens, meeting the goals first), with the llama-server command; the
+first options as ranked are then served by the simulation of their check line (plan/plan_check.py:
+`generate --concurrency U --max-num-seqs U`, llama-server's -np U slots), which decides the TTFT p99 goal.
 
 llama-server is one process on one machine: counts up to the GPU's scale-up domain, the layers split
 over the GPUs (--split-mode layer), every layer on a GPU (an option must fit fully: layers left on the
 CPU serve users at system-memory speed; `kvcalc fit REPO --engine llamacpp` lists such partial fits).
 """
 
+from functools import partial
+
 from kvcalc.engines.llamacpp.server import FIT_HEADROOM
+from kvcalc.plan.closed_loop import PlanEstimate
+from kvcalc.plan.inputs import weight_dtype
+from kvcalc.plan.plan_check import check_first, simulated_estimate
 from kvcalc.plan.planner import COUNTS, PlanOption, PlanResult, Rejection
+from kvcalc.units import DEFAULT_GPU_UTIL, KV_DTYPES, normalize_dtype
 
 
 def gguf_models(text: str) -> tuple[str, list]:
@@ -65,15 +73,15 @@ def plan_quants(
     rejects: list[tuple[str, int, str, str, float]] = []
     judged = 0
     local = repo.lower().endswith(".gguf")
+    specs: dict[tuple[str, str, int], tuple] = {}  # (quant, GPU, count) -> (spec, generate's --dtype)
     for label, _size, spec, rows in models:
         ref = repo if local else f"{repo}:{label}"
         source = f"-m {repo}" if local else f"-hf {ref}"
+        as_dtype = None  # a GGUF's own spec carries its quant
         if estimated:  # a model without a GGUF: `label` is the quant its estimated table is laid out in
             quant = label.split()[0]
-            ref, source = (
-                f"{repo} --dtype {'mxfp4' if quant == 'MXFP4_MOE' else quant.lower()}",
-                f"-m {repo}-{quant}.gguf",
-            )
+            as_dtype = weight_dtype("mxfp4" if quant == "MXFP4_MOE" else quant.lower())
+            ref, source = f"{repo} --dtype {as_dtype}", f"-m {repo}-{quant}.gguf"
         for gpu in gpus:
             if why := gpu_refusal("llamacpp", gpu.name):
                 rejects.append((gpu.name, 1, "refused", why, 1))
@@ -114,15 +122,30 @@ def plan_quants(
                     users_held=users, meets=False, estimate=e, decided_on=e.method,
                     usd_per_hour=usd_per_hour(gpu, n, prices),
                     command=f"llama-server {source} -c {users * seq} -np {users} -ngl 999{split}",
-                    check=f"kvcalc fit {ref} --engine llamacpp --gpu {gpu.name} --seq {seq}"
+                    check=f"kvcalc generate {ref} --gpu {gpu.name}" + (f" --pp {n}" if n > 1 else "")
+                    + f" --concurrency {users} --prompt {prompt} --new {new} --engine llamacpp --max-num-seqs {users}",
+                    buffers=f"kvcalc fit {ref} --engine llamacpp --gpu {gpu.name} --seq {seq}"
                     + (f" --gpus {n}" if n > 1 else "") + (f" --parallel {users}" if users > 1 else ""),
                     accounting=f"llama.cpp's buffers (build era {r.build}) from "
                     + ("an estimated tensor table: no GGUF given" if estimated else "each file's tensor table"),
                 )  # fmt: skip
                 options.append(_judged(option, e, users, tpot_ms, ttft_ms))
+                specs[label, gpu.name, n] = (spec, as_dtype)
                 if not _goal_misses(e, users, tpot_ms, ttft_ms):
                     break  # at U users more GPUs cost more per token
-    options.sort(key=_rank)
+    by_name = {g.name: g for g in gpus}
+
+    def simulate(o: PlanOption) -> PlanEstimate:
+        """The option's check line: llama-server's -np U slots serving the users, steps timed from the model's
+        parameters in the quant's bytes (the closed form reads the tensor table itself)."""
+        spec, as_dtype = specs[o.dtype, o.gpu, o.gpus]
+        return simulated_estimate(
+            spec, by_name[o.gpu], o, users=users, prompt=prompt, new=new, engine="llamacpp", gpu_util=DEFAULT_GPU_UTIL,
+            dtype=as_dtype, kv_dtype=normalize_dtype(o.kv_dtype, KV_DTYPES), max_num_seqs=users,
+        )  # fmt: skip
+
+    judge = partial(_judged, users=users, tpot_ms=tpot_ms, ttft_ms=ttft_ms)
+    simulated = check_first(options, simulate, judge=judge, rank=_rank)
     for o in options:
         for kind, line in _goal_misses(o.estimate, users, tpot_ms, ttft_ms):
             where = f"{o.dtype} on {o.gpu} x{o.gpus}"
@@ -130,7 +153,7 @@ def plan_quants(
     notes = [
         ("each quant is an option, its tensor table estimated from the parameters (no GGUF given)" if estimated
          else "each quant file of the GGUF is an option")
-        + "; the table's Weights/KV is the quant / llama.cpp's cache type; the check line lists its buffers"
+        + "; the table's Weights/KV is the quant / llama.cpp's cache type; the buffers line lists them"
         " (`fit --engine llamacpp`)"
     ]  # fmt: skip
     if any(o.usd_per_hour is None for o in options):
@@ -141,6 +164,6 @@ def plan_quants(
     rejected: list[Rejection] = _families(rejects, {(o.gpu, o.gpus) for o in options if o.meets})
     return PlanResult(
         model=repo, engine="llamacpp", seq=seq, prompt=prompt, new=new, users=users, tpot_ms=tpot_ms, ttft_ms=ttft_ms,
-        gpus_searched=[g.name for g in gpus], max_gpus=max_gpus, candidates=judged, simulated=0, options=options,
+        gpus_searched=[g.name for g in gpus], max_gpus=max_gpus, candidates=judged, simulated=simulated, options=options,
         rejected=rejected, notes=notes,
     )  # fmt: skip

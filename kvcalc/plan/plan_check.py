@@ -11,22 +11,29 @@ SIMULATION = "simulation (plan/serve.py), as `kvcalc generate --concurrency U` p
 
 
 def simulated_estimate(
-    spec, gpu, option, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, release: str | None = None
-) -> PlanEstimate:  # noqa: ANN001
+    spec, gpu, option, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, release: str | None = None,
+    dtype: str | None = None, kv_dtype: str | None = None, max_num_seqs: int | None = None,
+) -> PlanEstimate:  # noqa: ANN001  # fmt: skip
     """`generate --concurrency U --prompt P --new N` on the option's deployment (the check command it prints):
-    the estimate and its interval. SGLang's pool at the fraction its launch command sets (--gpu-util) and `release`."""
+    the estimate and its interval. SGLang's pool at the fraction its launch command sets (--gpu-util) and `release`;
+    `dtype` / `kv_dtype`: the weights and cache as generate's --dtype / --kv-dtype (default: the option's, its
+    weights where they are not the model's own);
+    `max_num_seqs`: the requests the engine runs at once as its command launches it (llama-server's -np)."""
+    from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.plan.deploy import deployment
     from kvcalc.plan.serve_report import serve_report
 
+    gpu = gpu_as_run_by(gpu, engine)  # as generate takes it (llama.cpp's FP16-accumulate peaks)
     dep = deployment(
         spec, gpu, tp=option.tp, pp=option.pp, interconnect=None, gpu_util=gpu_util, reserve="2GiB",
         ep=option.ep, dp_attention=option.dp_attention,
     )  # fmt: skip
-    dtype = None if option.dtype == spec.dtype else option.dtype
+    if dtype is None and option.dtype != spec.dtype and engine != "llamacpp":
+        dtype = option.dtype
     r = serve_report(
         spec, gpu, dep, prompt=prompt, new=new, concurrency=users, engine=engine, dtype=dtype,
-        kv_dtype=option.kv_dtype, mem_fraction_static=gpu_util if engine == "sglang" else None,
-        engine_version=release,
+        kv_dtype=kv_dtype or option.kv_dtype, mem_fraction_static=gpu_util if engine == "sglang" else None,
+        engine_version=release, max_num_seqs=max_num_seqs,
     )  # fmt: skip
     e = r.estimate
     keep = ("tpot_s", "ttft_s", "ttft_p99_s", "tokens_per_s")
@@ -36,14 +43,13 @@ def simulated_estimate(
     )  # fmt: skip
 
 
-def check_first(
-    options: list, spec, gpus: dict, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, judge, rank,
-    release: str | None = None,
-) -> int:  # noqa: ANN001  # fmt: skip
-    """Simulate options in rank order until the first is a simulated one; `judge(option, estimate)`
-    returns the updated option, `rank` is the sort key. A closed-form option that misses only a TTFT
-    goal ranks as if it met it while this runs: the closed form has no tail and its mean TTFT is the
-    calibration's weakest figure, so the simulation decides it. Returns the simulations run."""
+def check_first(options: list, simulate, *, judge, rank) -> int:  # noqa: ANN001
+    """Simulate options in rank order until the first is a simulated one; `simulate(option)` gives the
+    option's simulated estimate for all its users (a KvcalcError: the simulation refuses it),
+    `judge(option, estimate)` returns the updated option, `rank` is the sort key. A closed-form option
+    that misses only a TTFT goal ranks as if it met it while this runs: the closed form has no tail and
+    its mean TTFT is the calibration's weakest figure, so the simulation decides it. Returns the
+    simulations run."""
     from kvcalc.errors import KvcalcError
 
     def unsure(o) -> bool:  # noqa: ANN001
@@ -59,14 +65,26 @@ def check_first(
         if first.estimate.method == SIMULATION:
             break
         runs += 1
-        u = -(-users // first.replicas)  # users on the busiest replica
         try:
-            e = simulated_estimate(
-                spec, gpus[first.gpu], first, users=u, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util,
-                release=release,
-            )  # fmt: skip
+            e = simulate(first)
         except KvcalcError:
             break  # the simulation refuses what the closed form took: keep the closed form
-        options[0] = judge(first, scaled(e, users / u))
+        options[0] = judge(first, e)
     options.sort(key=rank)
     return runs
+
+
+def replica_simulation(spec, gpus: dict, *, users: int, prompt: int, new: int, engine: str, gpu_util: float,
+                       release: str | None = None):  # noqa: ANN001, ANN201  # fmt: skip
+    """`simulate` for check_first over the planner's options: the busiest replica served, its tokens/s
+    times the replicas'."""
+
+    def simulate(option) -> PlanEstimate:  # noqa: ANN001
+        u = -(-users // option.replicas)  # users on the busiest replica
+        e = simulated_estimate(
+            spec, gpus[option.gpu], option, users=u, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util,
+            release=release,
+        )  # fmt: skip
+        return scaled(e, users / u)
+
+    return simulate

@@ -47,6 +47,7 @@ class PlanOption(Result):
     usd_per_million_tokens: float | None = None  # output tokens at the estimate's tokens/s
     command: str  # starts it
     check: str  # `kvcalc generate --concurrency U`: the serving simulation of the same option
+    buffers: str = ""  # llama.cpp: `kvcalc fit --engine llamacpp`, the option's buffers as llama.cpp allocates them
     accounting: str
     warnings: list[str] = []
 
@@ -276,12 +277,13 @@ def plan(
                         )  # fmt: skip
                         options.append(_judged(option, e, users, tpot_ms, ttft_ms))
     options.sort(key=_rank)
-    from kvcalc.plan.plan_check import check_first
+    from kvcalc.plan.plan_check import check_first, replica_simulation
 
-    simulated = check_first(
-        options, spec, {g.name: g for g in gpus}, users=users, prompt=prompt, new=new, engine=engine,
-        gpu_util=gpu_util, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank, release=engine_version,
+    simulate = replica_simulation(
+        spec, {g.name: g for g in gpus}, users=users, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util,
+        release=engine_version,
     )  # fmt: skip
+    simulated = check_first(options, simulate, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank)
     for o in options:  # the misses as finally decided (the first options on the simulation)
         what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention, o.replicas)} {o.dtype}/{o.kv_dtype}"
         for kind, line in _goal_misses(o.estimate, users, tpot_ms, ttft_ms):

@@ -65,10 +65,9 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
         best = r.options[0]
         verdict = "cheapest meeting the goals" if best.meets else "closest; none meets the goals"
         notes.append(f"#1 ({verdict}): {best.command}")
-        if best.check.startswith("kvcalc generate"):
-            notes.append(f"check it with the serving simulation (TTFT p99 too): {best.check}")
-        else:
-            notes.append(f"its buffers, as llama.cpp allocates them: {best.check}")
+        notes.append(f"check it with the serving simulation (TTFT p99 too): {best.check}")
+        if best.buffers:
+            notes.append(f"its buffers, as llama.cpp allocates them: {best.buffers}")
     else:
         notes.append(f"no option starts and holds {r.users:,} users at {r.prompt + r.new:,} tokens")
     if len(r.options) > top:
