@@ -23,6 +23,10 @@ CASES = [
     # MoE: expert parallelism and DP attention, up to 16 GPUs over two nodes
     ("deepseek-v3", "8k", 64, dict(tpot_ms=60, gpu="h200,b200,mi300x", max_gpus=16, price=PRICES)),
     ("qwen3-235b-a22b", "32k", 32, dict(tpot_ms=40, price=PRICES, engine="sglang")),
+    # a p99 TTFT goal the closed form's mean meets and the simulation refutes: simulated until the first is served
+    ("qwen3-30b-a3b", "16k", 128, dict(ttft_ms=3000, price=PRICES)),
+    # llama.cpp: each quant an option, the first ones served by llama-server's -np slots
+    ("llama-3.1-8b", "4k", 8, dict(tpot_ms=50, ttft_ms=800, gpu="a100,l40s", engine="llamacpp", dtype="q4_k_m,q8_0")),
 ]
 
 
@@ -36,11 +40,14 @@ def main() -> None:
             start = time.perf_counter()
             result = plan_from_inputs(model, seq, users, **options)
             times.append(time.perf_counter() - start)
-        goals = " ".join(f"{k}={v}" for k, v in options.items() if k in ("tpot_ms", "ttft_ms", "max_gpus", "engine"))
+        goals = " ".join(
+            f"{k}={v}" for k, v in options.items() if k in ("tpot_ms", "ttft_ms", "max_gpus", "engine", "dtype")
+        )
         gpus = options.get("gpu", "default GPUs")
         first = result.options[0] if result.options else None
         best = (
-            f"{first.gpus} x {first.gpu} tp {first.tp} x {first.replicas} replica(s)"
+            f"{first.gpus} x {first.gpu} tp {first.tp} x {first.replicas} replica(s), "
+            + ("simulated" if first.estimate.ttft_p99_s is not None else "closed form")
             if first and first.meets
             else "none meets"
         )

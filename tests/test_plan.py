@@ -7,6 +7,8 @@ import shlex
 import pytest
 from conftest import run, run_json
 
+from kvcalc.plan.plan_check import MAX_SIMULATED
+
 ACCEPTANCE = ["llama-3.1-70b", "--seq", "32k", "--users", "64", "--tpot-ms", "50", "--gpu", "h100,h200,mi300x,l40s"]
 PRICES = ["--price", "h200=3.5", "--price", "mi300x=2.5", "--price", "l40s=1.0"]
 
@@ -313,6 +315,29 @@ def test_ttft_goal_is_decided_on_the_p99_where_simulated_and_the_mean_otherwise(
         ttft = e["ttft_p99_s"] if e["ttft_p99_s"] is not None else e["ttft_s"]
         assert o["meets"] == (e["tpot_s"] <= 0.050 and ttft <= 2.0)
         assert o["decided_on"] == e["method"]
+
+
+def test_a_ttft_goal_keeps_simulating_until_the_first_option_is_served():
+    # the closed form's TTFT is a steady-state mean, the goal the p99 of a run whose first wave sends every prompt
+    # at once: an option can meet on the mean and miss served, so the search goes on past three simulations until
+    # the first option is a simulated one (DeepSeek-R1: the fourth, and none meets), or its cap is spent and the
+    # verdict says it is the closed form's
+    none = run(
+        "plan", "deepseek-r1", "--seq", "8k", "--users", "256", "--tpot-ms", "50", "--ttft-ms", "2000", "-f", "json"
+    )
+    assert none.exit_code == 3, none.stderr  # no option meets the goals
+    out = json.loads(none.stdout)
+    first = out["options"][0]
+    assert out["simulated"] > 3 and first["decided_on"].startswith("simulation") and not first["meets"]
+    assert first["estimate"]["ttft_s"] < first["estimate"]["ttft_p99_s"] and first["estimate"]["ttft_p99_s"] > 2.0
+    simulated = [o for o in out["options"] if o["estimate"]["ttft_p99_s"] is not None]
+    assert len(simulated) == out["simulated"] and not any(o["meets"] for o in out["options"])
+    args = ("plan", "llama-3.1-8b", "--seq", "8k", "--users", "32", "--tpot-ms", "30", "--ttft-ms", "500")
+    spent = run(*args)
+    assert spent.exit_code == 0, spent.stderr
+    assert "cheapest meeting the goals on the closed form's mean TTFT; its p99 not simulated, the 12" in spent.stdout
+    data = run_json(*args)
+    assert data["simulated"] == MAX_SIMULATED and data["options"][0]["estimate"]["ttft_p99_s"] is None
 
 
 def test_a_gpu_without_a_sourced_link_rejects_its_multi_gpu_layouts():

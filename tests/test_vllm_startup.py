@@ -145,6 +145,25 @@ def test_encoder_decoders_vllm_v1_does_not_serve():
     assert out.exit_code == 2 and "accounting" not in out.stdout
 
 
+def test_a_decoder_with_remote_code_only_is_refused_in_vllms_words():
+    # Hunyuan-Large (HunYuanForCausalLM): in neither vLLM 0.19's registry nor transformers, its remote code older than
+    # the Transformers backend; the A13B (HunYuanMoEV1ForCausalLM) is vLLM's own hunyuan_v1.py
+    why = unsupported_architecture(get_model("hunyuan-large"))
+    assert why == "Model architectures ['HunYuanForCausalLM'] are not supported for now."
+    assert unsupported_architecture(get_model("hunyuan-a13b")) is None
+    out = run("fit", "hunyuan-large", "--gpu", "h200", "--gpus", "8", "--engine", "vllm", "--seq", "8k")
+    assert out.exit_code == 2 and "vLLM 0.19 does not serve hunyuan-large" in out.stderr
+    # SGLang 0.5.x has no class for it either (srt/models/hunyuan.py: the V1 MoE and dense), nor takes its remote code
+    sglang = run("fit", "hunyuan-large", "--gpu", "h200", "--gpus", "8", "--engine", "sglang", "--seq", "8k")
+    assert sglang.exit_code == 2 and "HunYuanForCausalLM has no SGlang implementation" in sglang.stderr
+    # a speed under vLLM (the default engine) says the deployment cannot be made
+    served = run_json("generate", "hunyuan-large", "--gpu", "h200", "--tp", "8", "--concurrency", "4", "--prompt", "1k",
+                      "--new", "1k")  # fmt: skip
+    assert served["warnings"] == [f"not a real deployment: vLLM 0.19 would not start: {why}"]
+    plain = run_json("generate", "hunyuan-a13b", "--gpu", "h200", "--tp", "2", "--batch", "4", "--prompt", "1k")
+    assert not any("would not start" in w for w in plain["warnings"])
+
+
 def test_t5_and_bart_are_refused_in_vllms_words():
     # vLLM 0.19's registry: T5 is in no list (_TEXT_GENERATION_MODELS, _PREVIOUSLY_SUPPORTED_MODELS,
     # _OOT_SUPPORTED_MODELS), so _raise_for_unsupported says "not supported for now"; BART moved to a plugin.

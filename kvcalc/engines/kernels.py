@@ -86,3 +86,17 @@ def kernel_family(gpu: GpuSpec) -> str:
     if family == "blackwell" and gpu.name.lower().startswith(("rtx-5", "rtx-pro")):
         return "blackwell-sm120"
     return family
+
+
+# Architectures of kvcalc's presets that neither vLLM 0.19's registry (vllm/model_executor/models/registry.py) nor
+# SGLang 0.5.x's (srt/models) holds and transformers does not define: their checkpoints ship remote code only. Both
+# engines then serve a model through their Transformers backend only where its class says it can
+# (is_backend_compatible: _supports_attention_backend, transformers 4.48 on); Tencent-Hunyuan-Large's
+# modeling_hunyuan.py was written for transformers 4.41.2 (its config.json). (vLLM's hunyuan_v1.py and SGLang's
+# hunyuan.py serve HunYuanMoEV1ForCausalLM and HunYuanDenseV1ForCausalLM: Hunyuan-A13B and the dense 7B.)
+REMOTE_CODE_ONLY = frozenset({"HunYuanForCausalLM"})
+
+
+def remote_code_only(spec: ModelSpec) -> bool:
+    """A model neither vLLM nor SGLang has a class for, whose remote code their Transformers backend refuses."""
+    return spec.architecture in REMOTE_CODE_ONLY

@@ -45,9 +45,9 @@ def refusal_warnings(
     """The warnings a result carries where `engine` has no build for the GPU (engines/kernels.gpu_refusal),
     would not serve `spec`'s quantized checkpoint as `dtype` (checkpoint_refusal), has no such weight or cache type
     (llama.cpp: plan/quants.llamacpp_weights, engines/llamacpp/kv.cache_type, as `fit --engine llamacpp` refuses
-    them) or, TensorRT-LLM, registers no
-    class for its architecture (engines/trtllm/models): its figures, ceiling or estimate, are for a deployment
-    that cannot be made as stated (a checkpoint quantized so could be served; another backend might be)."""
+    them) or, TensorRT-LLM and vLLM, serves no class for its architecture (engines/trtllm/models,
+    engines/vllm/startup.unsupported_architecture): its figures, ceiling or estimate, are for a deployment that
+    cannot be made as stated (a checkpoint quantized so could be served; another backend might be)."""
     from kvcalc.engines.kernels import checkpoint_refusal, gpu_refusal
 
     why = gpu_refusal(engine, gpu_name) if engine else None
@@ -78,6 +78,11 @@ def refusal_warnings(
 
         if why := architecture_refusal(spec):
             out.append(f"not a real deployment: TensorRT-LLM would not start: {why}")
+    if spec is not None and engine and engine.lower() == "vllm":
+        from kvcalc.engines.vllm.startup import unsupported_architecture
+
+        if why := unsupported_architecture(spec):
+            out.append(f"not a real deployment: vLLM 0.19 would not start: {why}")
     return out
 
 

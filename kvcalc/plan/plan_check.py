@@ -2,11 +2,19 @@
 candidate in milliseconds; the option that comes out first is then served by plan/serve.py exactly
 as `kvcalc generate --concurrency U` serves it (its TTFT p99 included), its figures replace the closed
 form's, the goals are decided again on them and the options re-ranked, until the first option is a
-simulated one (at most MAX_SIMULATED simulations: each takes a few tenths of a second)."""
+simulated one (at most MAX_SIMULATED simulations: each takes a few tenths of a second).
+
+NOTE: with a --ttft-ms goal the cap matters. The closed form's TTFT is a steady-state mean and the goal is
+the simulation's p99, over a benchmark's run whose first wave sends every prompt at once. At three simulations
+`plan deepseek-r1 --seq 8k --users 256 --tpot-ms 50 --ttft-ms 2000` named 8 x B200 as meeting the goals (the
+closed form's mean), which the fourth simulation serves at a 14.7 s p99: no option meets. At twelve a search takes
+0.5-3 s (benchmarks/plan.py); where the cap is spent before the first option is a simulated one (`plan llama-3.1-8b
+--seq 8k --users 32 --tpot-ms 30 --ttft-ms 500` needs 19, `plan qwen3-30b-a3b --seq 16k --users 128 --ttft-ms 3000`
+13), present/plan.py says the first option's verdict is the closed form's mean."""
 
 from kvcalc.plan.closed_loop import PlanEstimate, scaled
 
-MAX_SIMULATED = 3
+MAX_SIMULATED = 12
 SIMULATION = "simulation (plan/serve.py), as `kvcalc generate --concurrency U` prints it"
 
 

@@ -64,6 +64,9 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
     if r.options:
         best = r.options[0]
         verdict = "cheapest meeting the goals" if best.meets else "closest; none meets the goals"
+        if best.meets and r.ttft_ms is not None and best.estimate.ttft_p99_s is None:
+            spent = f"the {r.simulated} simulations spent: run its check"
+            verdict += f" on the closed form's mean TTFT; its p99 not simulated, {spent}"
         notes.append(f"#1 ({verdict}): {best.command}")
         notes.append(f"check it with the serving simulation (TTFT p99 too): {best.check}")
         if best.buffers:

@@ -40,9 +40,6 @@ GIB = 2**30
 
 
 MIB = 2**20
-# Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
-# lightning attention (SGLang serves MiniMax-M2 only)
-SGLANG_UNSERVED = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
 MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio (0.5.5)
 # NOTE: "Load weight end. ... mem usage" is a drop in free memory, not torch's allocation: it also holds
 # what loading leaves behind outside the tensors (CUDA modules loaded lazily by the first kernels, the
@@ -211,24 +208,9 @@ def predict(
 ) -> SglangPool:
     """SGLang's pool and start-up lines for `spec` on `gpu`; `pre_load_free_bytes` / `weights_bytes`
     replace kvcalc's figures with logged ones ("Load weight begin/end" lines)."""
-    if spec.architecture in SGLANG_UNSERVED:
-        raise UsageError(
-            f"--engine sglang: SGLang has no model class for {spec.architecture} (its srt/models, 0.5.x)",
-            hint="use --engine vllm, or kvcalc's own estimate without --engine",
-        )
-    if spec.attention_free:
-        # NOTE: SGLang's model registry (srt/models, 0.5.x) runs Mamba-2 mixers only inside hybrids
-        # (Nemotron-H, Falcon-H1): no class serves Mamba, Falcon-Mamba or Mamba-2 alone, and
-        # its pool sizing divides by the full-attention layers.
-        raise UsageError(
-            f"--engine sglang: {spec.name} has no attention layers (a pure state-space model); SGLang serves "
-            "none (no Mamba / Mamba-2 class in its model registry)",
-            hint="use --engine vllm or llamacpp, or kvcalc's own estimate without --engine",
-        )
     version = rel.parse_release(settings.release)
-    if missing := rel.unserved(version, spec.architecture):
-        why, first = missing
-        raise UsageError(f"--engine sglang: {why}", hint=f"pass --engine-version {first} or later")
+    if refusal := rel.model_refusal(spec, version):
+        raise UsageError(f"--engine sglang: {refusal[0]}", hint=refusal[1])
     tp, pp = settings.tp, settings.pp
     dp = tp if settings.dp_attention else 1
     attn_tp = tp // dp

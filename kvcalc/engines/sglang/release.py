@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from kvcalc.engines.kernels import kernel_family
+from kvcalc.engines.kernels import kernel_family, remote_code_only
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
@@ -50,6 +50,33 @@ def unserved(release: tuple[int, int, int], architecture: str | None) -> tuple[s
         return None
     first = release_text(since)
     return f"SGLang {release_text(release)} has no model class for {architecture} (first in {first})", first
+
+
+# Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
+# lightning attention (SGLang serves MiniMax-M2 only)
+SGLANG_UNSERVED = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
+
+
+def model_refusal(spec: ModelSpec, release: tuple[int, int, int]) -> tuple[str, str] | None:
+    """(why SGLang `release` would not load `spec`, what to do instead), or None where it would."""
+    if remote_code_only(spec):  # srt/model_loader/utils.py resolve_transformers_arch
+        why = f"{spec.architecture} has no SGlang implementation and the Transformers implementation is not compatible"
+        return f"SGLang would refuse {spec.name}: {why} with SGLang.", "kvcalc's own estimate without --engine"
+    if spec.architecture in SGLANG_UNSERVED:
+        why = f"SGLang has no model class for {spec.architecture} (its srt/models, 0.5.x)"
+        return why, "use --engine vllm, or kvcalc's own estimate without --engine"
+    if spec.attention_free:
+        # NOTE: SGLang's model registry (srt/models, 0.5.x) runs Mamba-2 mixers only inside hybrids
+        # (Nemotron-H, Falcon-H1): no class serves Mamba, Falcon-Mamba or Mamba-2 alone, and
+        # its pool sizing divides by the full-attention layers.
+        why = f"{spec.name} has no attention layers (a pure state-space model); SGLang serves none"
+        return f"{why} (no Mamba / Mamba-2 class in its model registry)", (
+            "use --engine vllm or llamacpp, or kvcalc's own estimate without --engine"
+        )
+    if missing := unserved(release, spec.architecture):
+        why, first = missing
+        return why, f"pass --engine-version {first} or later"
+    return None
 
 
 def mxfp4_layout(gpu: GpuSpec, release: tuple[int, int, int]) -> str | None:

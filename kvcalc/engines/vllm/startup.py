@@ -16,6 +16,7 @@ and when needed > available it raises ValueError with the largest max_model_len 
 
 import math
 
+from kvcalc.engines.kernels import remote_code_only
 from kvcalc.engines.lengths import lengths_of, longest_model_len
 from kvcalc.errors import SpecError
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -77,7 +78,10 @@ def unsupported_architecture(spec: ModelSpec) -> str | None:
 
     vllm/model_executor/models/registry.py: encoder-decoders other than Whisper left with V0
     (_PREVIOUSLY_SUPPORTED_MODELS: Mllama until 0.10.2; _OOT_SUPPORTED_MODELS: BART / mBART moved to
-    the bart-plugin); T5 is in neither list nor in the registry, so it is 'not supported'."""
+    the bart-plugin); T5 is in neither list nor in the registry, so it is 'not supported'. Decoders whose only code
+    is their checkpoint's (REMOTE_CODE_ONLY) are 'not supported' too."""
+    if remote_code_only(spec):  # _try_resolve_transformers gives None, so _raise_for_unsupported
+        return f"Model architectures ['{spec.architecture}'] are not supported for now."
     if not any(run.kind == LayerKind.CROSS for run, _ in spec.layer_groups()):
         return None
     text = f"{spec.architecture or ''} {spec.name} {spec.description or ''}".lower()
