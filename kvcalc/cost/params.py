@@ -45,7 +45,9 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
             q = hidden * h * (nope + rope)
         kv_a = hidden * (spec.latent_rank + rope) + spec.latent_rank
         kv_b = spec.latent_rank * h * (nope + v)
-        return q + kv_a + kv_b + h * v * hidden + (0 if run.index_shared else indexer_params(spec))
+        # HY4's HYV4Attention gates its output (gate_proj: hidden -> heads x v_head_dim) and keeps a sink a head
+        extras = output_gate_params(spec, v) + (h if spec.attention_sinks == "all" else 0)
+        return q + kv_a + kv_b + h * v * hidden + extras + (0 if run.index_shared else indexer_params(spec))
     g = 0 if run.kv_shared else run.kv_heads or spec.kv_heads  # a KV-sharing layer has no k/v projections
     vd = spec.run_v_dim(run)
     kv = g * d + (0 if run.v_is_k else g * vd)  # Gemma 4's k_eq_v layers have k_proj only

@@ -27,6 +27,10 @@ UNGATED = {
     "codegen",
     "xglm",
     "biogpt",
+    "jais2",  # Jais2MLP: up_proj, act, down_proj
+    "nanochat",  # NanoChatMLP: fc1, relu^2, fc2
+    "apertus1p5",  # Apertus1p5TextMLP: up_proj, xIELU, down_proj, as Apertus
+    "apertus1p5_text",
 }
 
 

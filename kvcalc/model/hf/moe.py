@@ -52,6 +52,11 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         if not isinstance(experts, int):  # ERNIE-VL's text and vision experts: hf_unread.parameter_doubts
             return {}
     experts = _uniform(cfg, "num_experts", experts)
+    if model_type == "doge":  # DogeConfig: num_experts (16,384) counts only under is_moe (default False)
+        if not cfg.get("is_moe", default=False):
+            return {}
+        # DogeCDMoE: 16,384 single-neuron experts (a down and an up vector each) beside a dense MLP, 64 of them a token
+        raise cfg.refuse("is_moe: Doge's cross-domain MoE of single-neuron experts is not read")
     if not experts or experts <= 1:
         return {}
     k = _uniform(

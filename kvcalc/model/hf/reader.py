@@ -18,6 +18,7 @@ from kvcalc.model.hf import positions as hf_positions
 from kvcalc.model.hf import vision as hf_vision
 from kvcalc.model.hf import windows as hf_windows
 from kvcalc.model.hf.defaults import TYPE_DEFAULTS
+from kvcalc.model.hf.families import O_PROJ_BIAS, OUTPUT_GATED, QKV_BIAS, SAME_TEXT_MODEL
 from kvcalc.model.hf.fields import Config, check_types, declared_dtype, quantization, window
 from kvcalc.model.hf.hybrid import StateDtypes
 from kvcalc.model.hf.ssm import SSM_TYPES, ssm_fields
@@ -33,29 +34,6 @@ from kvcalc.model.quant import checkpoint_info
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
-# Families whose q, k and v carry biases when the config does not say (Qwen2Attention and its VL text models').
-QKV_BIAS = (
-    "qwen2",
-    "qwen2_moe",
-    "qwen",
-    "qwen2_vl",
-    "qwen2_5_vl",
-    "qwen2_vl_text",
-    "qwen2_5_vl_text",
-    "qwen2_5_omni_text",
-)
-# Families whose attention_bias also puts a bias on o_proj.
-O_PROJ_BIAS = {
-    "llama",
-    "gpt_oss",
-    "qwen3",
-    "qwen3_moe",
-    "granite",
-    "granitemoe",
-    "granitemoehybrid",
-    "cohere",
-    "cohere2",
-}
 # The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
 MAX_LAYERS = 100_000
 # Layer-type names each family uses in layer_types, beyond attention ones.
@@ -268,6 +246,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     if encdec:
         model_type = str(raw.get("model_type", model_type))
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
+    model_type = SAME_TEXT_MODEL.get(model_type, model_type)  # its own defaults taken, read as the family it is
     for nested in ("ffn_config", "attn_config"):
         if data.get(nested) is not None and not isinstance(data[nested], dict):
             raise SpecError(f"{where}: field {nested} must be an object, got {data[nested]!r}")
@@ -391,11 +370,12 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
         # Qwen 1/2 bias q, k, v alone.
         "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
-        # AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates the output like Qwen3-Next's.
+        # AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates the output like Qwen3-Next's; Qwen3.5's
+        # attention always doubles q_proj (transformers Qwen3_5Attention), its config's attn_output_gate or not.
         "attn_output_gate": (
             "head"
             if model_type == "lfm3" and cfg.get("use_attention_gate", default=True)
-            else bool(cfg.get("attn_output_gate", default=model_type in ("qwen3_next", "afmoe")))
+            else bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
         ),
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",

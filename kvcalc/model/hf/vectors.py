@@ -60,7 +60,7 @@ SHARED_GATE = {"qwen2_moe", "qwen3_next", "qwen3_5_moe_text"}
 
 # Pre-Llama families. LayerNorm (a bias beside each weight) rather than RMSNorm:
 NORM_BIAS = {"bloom", "starcoder2", "gpt_bigcode", "gptj", "phi", "falcon", "gpt2", "gpt_neox", "opt", "gpt_neo"}
-NORM_BIAS |= {"codegen", "persimmon", "biogpt"}
+NORM_BIAS |= {"codegen", "persimmon", "biogpt", "jais2"}  # Jais2: nn.LayerNorm
 # One norm before attention and MLP running side by side (GPTJBlock's ln_1, PhiDecoderLayer's and
 # CohereDecoderLayer's input_layernorm; Falcon below).
 PARALLEL = {"gptj", "phi", "cohere", "cohere2", "codegen"}
@@ -99,8 +99,8 @@ def vector_fields(cfg: Config, model_type: str, moe: bool) -> dict[str, Any]:
         fields["qk_norm"] = "full"
     if model_type in SANDWICH or (model_type == "lfm3" and cfg.get("use_sandwich_norm", default=True)):
         fields["sandwich_norms"] = True  # Lfm3DecoderLayer's post_operator_norm / post_ffn_norm under use_sandwich_norm
-    if model_type == "gpt_oss":
-        fields["attention_sinks"] = "all"  # GptOssAttention.sinks: one per query head, every layer
+    if model_type in ("gpt_oss", "hy_v4"):
+        fields["attention_sinks"] = "all"  # GptOssAttention.sinks, HYV4Attention.sinks: one per query head, every layer
     elif model_type == "mimo_v2_flash" and cfg.get("add_swa_attention_sink_bias", default=False):
         fields["attention_sinks"] = "sliding"  # vLLM MiMoV2Attention: attention_sink_bias on sliding layers only
     flagged = ROUTER_BIAS_FLAG.get(model_type)
