@@ -90,3 +90,28 @@ def test_hy4_attention_gates_its_output_and_keeps_sinks():
     assert hy4.attn_output_gate is True and hy4.attention_sinks == "all"
     first = hy4.expanded_layers()[0]
     assert attention_params(hy4, first) - attention_params(v32, v32.expanded_layers()[0]) == 256 * 8 * 40 + 8
+
+
+def test_mla_models_mixing_layer_kinds_are_refused_not_misread():
+    # transformers writes DeepSeek-V3.2's layers as indexed_attention: one kind, read as before; Bailing's hybrid
+    # (linear-attention layers between MLA ones, no latent cache there) and dots3's sliding MLA layers with their own
+    # heads and rank (per_layer_config) had been read as uniform MLA: 6 x and 0.6 x their cache
+    mla = dict(
+        vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
+        num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=48, qk_rope_head_dim=16,
+        v_head_dim=40, index_topk=64, index_head_dim=32, index_n_heads=4, max_position_embeddings=4096,
+    )  # fmt: skip
+    plain = spec_from_config({"model_type": "deepseek_v32", **mla}, "d", "d/config.json")
+    resaved = spec_from_config(
+        {"model_type": "deepseek_v32", "layer_types": ["indexed_attention"] * 4, **mla}, "d", "d/config.json"
+    )
+    assert cache_elements(resaved, 1, 100) == cache_elements(plain, 1, 100) == 100 * 4 * (32 + 16)
+    hybrid = ["full_attention", "linear_attention", "linear_attention", "full_attention"]
+    with pytest.raises(SpecError, match="layer_types mixing full_attention, linear_attention"):
+        spec_from_config({"model_type": "bailing_hybrid", "layer_types": hybrid, **mla}, "b", "b/config.json")
+    with pytest.raises(SpecError, match="per_layer_config"):
+        spec_from_config(
+            {"model_type": "dots3_note_text", "per_layer_config": {"01": {"kv_lora_rank": 64}}, **mla}, "n", "n/c.json"
+        )
+    with pytest.raises(SpecError, match="xLSTM"):
+        spec_from_config({"model_type": "xlstm", **SMALL}, "x", "x/config.json")

@@ -35,6 +35,19 @@ def mla_fields(cfg: Config) -> dict[str, Any]:
 def indexer_pattern(cfg: Config, layers: int) -> list[LayerRun]:
     """[] for uniform MLA; with GLM-5.2's `indexer_types` one run per layer, "shared" ones reusing an
     earlier layer's top-k without an indexer of their own (vLLM deepseek_v2.py compute_skip_topk_layers)."""
+    kinds = {str(k) for k in cfg.get("layer_types") or []}
+    if kinds - {"full_attention", "attention"} and kinds != {"indexed_attention"}:
+        # one kind of MLA layer is read (transformers writes DeepSeek-V3.2's and HY4's as indexed_attention); not
+        # Bailing's hybrid (linear-attention layers between MLA ones) nor dots3's sliding layers beside indexed ones
+        raise cfg.refuse(
+            f"layer_types mixing {', '.join(sorted(kinds))} in an MLA model is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    if cfg.get("per_layer_config") is not None:  # dots3: some layers' own heads and latent rank
+        raise cfg.refuse(
+            "per_layer_config (per-layer MLA shapes) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
     types = cfg.get("indexer_types")
     if types is None:
         return []

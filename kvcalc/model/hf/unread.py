@@ -19,6 +19,10 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         raise cfg.refuse(
             "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
         )
+    if model_type == "xlstm":  # xLSTM's mLSTM blocks: a fixed recurrent state, no attention (transformers xLSTMCache)
+        raise cfg.refuse(
+            "xLSTM's recurrent mLSTM state is not read", hint="its state is not estimated, rather than guessed"
+        )
     if cfg.get("moe_layer_num_skipped"):
         raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
     if model_type.startswith("longcat_flash") and model_type != "longcat_flash":
