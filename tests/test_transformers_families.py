@@ -17,6 +17,13 @@ from kvcalc.model.hf.reader import spec_from_config
 SMALL = dict(vocab_size=1000, hidden_size=256, intermediate_size=1024, num_hidden_layers=3, num_attention_heads=8,
              num_key_value_heads=2, head_dim=32, tie_word_embeddings=False, max_position_embeddings=4096)  # fmt: skip
 
+# DeepSeek-V3.2's kind of MLA with an indexer, small
+MLA = dict(
+    vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
+    num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=48, qk_rope_head_dim=16,
+    v_head_dim=40, index_topk=64, index_head_dim=32, index_n_heads=4, max_position_embeddings=4096,
+)  # fmt: skip
+
 
 def read(model_type: str, **fields):  # noqa: ANN003, ANN201
     return spec_from_config({"model_type": model_type, **SMALL, **fields}, model_type, f"{model_type}/config.json")
@@ -80,11 +87,7 @@ def test_doge_counts_experts_only_under_is_moe():
 def test_hy4_attention_gates_its_output_and_keeps_sinks():
     # HYV4Attention (tencent/Hy4-preview): DeepSeek-V3.2's MLA and indexer, plus gate_proj (hidden -> heads x
     # v_head_dim) and one sink a head in every layer; the first layer's indexer is its own ("full")
-    mla = dict(
-        vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
-        num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=48, qk_rope_head_dim=16,
-        v_head_dim=40, index_topk=64, index_head_dim=32, index_n_heads=4, max_position_embeddings=4096,
-    )  # fmt: skip
+    mla = {**MLA, "num_hidden_layers": 2}
     hy4 = spec_from_config({"model_type": "hy_v4", "indexer_types": ["full", "shared"], **mla}, "h", "h/config.json")
     v32 = spec_from_config({"model_type": "deepseek_v32", **mla}, "d", "d/config.json")
     assert hy4.attn_output_gate is True and hy4.attention_sinks == "all"
@@ -96,11 +99,7 @@ def test_mla_models_mixing_layer_kinds_are_refused_not_misread():
     # transformers writes DeepSeek-V3.2's layers as indexed_attention: one kind, read as before; Bailing's hybrid
     # (linear-attention layers between MLA ones, no latent cache there) and dots3's sliding MLA layers with their own
     # heads and rank (per_layer_config) had been read as uniform MLA: 6 x and 0.6 x their cache
-    mla = dict(
-        vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
-        num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=48, qk_rope_head_dim=16,
-        v_head_dim=40, index_topk=64, index_head_dim=32, index_n_heads=4, max_position_embeddings=4096,
-    )  # fmt: skip
+    mla = MLA
     plain = spec_from_config({"model_type": "deepseek_v32", **mla}, "d", "d/config.json")
     resaved = spec_from_config(
         {"model_type": "deepseek_v32", "layer_types": ["indexed_attention"] * 4, **mla}, "d", "d/config.json"

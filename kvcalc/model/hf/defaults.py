@@ -41,21 +41,6 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "hidden_size_per_layer_input": 256,
         "vocab_size_per_layer_input": 262144,
     },
-    # Gemma4UnifiedTextConfig (transformers 5.25): Gemma 4's text layers (Gemma4UnifiedTextAttention and MLP are
-    # Gemma4Text's) without per-layer input embeddings or a MoE block; read as gemma4_text (families.SAME_TEXT_MODEL)
-    "gemma4_unified_text": {
-        "vocab_size": 262144,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "global_head_dim": 512,
-        "sliding_window": 1024,
-        "tie_word_embeddings": True,
-        "max_position_embeddings": 262144,
-    },
     # Gemma3nTextConfig (transformers 5.25): without layer_types every 5th layer is full attention; the last
     # num_kv_shared_layers layers reuse earlier K and V (reader._kv_shared_tail).
     "gemma3n_text": {
@@ -226,4 +211,12 @@ TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "expand": 2,
         "tie_word_embeddings": False,
     },
+}
+# Gemma4UnifiedTextConfig (transformers 5.25): Gemma 4's text layers (Gemma4UnifiedTextAttention and MLP are
+# Gemma4Text's) without per-layer input embeddings or a MoE block, a 1,024-token window and 262,144 positions by
+# default; read as gemma4_text (families.SAME_TEXT_MODEL)
+TYPE_DEFAULTS["gemma4_unified_text"] = {
+    **{k: v for k, v in TYPE_DEFAULTS["gemma4_text"].items() if not k.endswith("_per_layer_input")},
+    "sliding_window": 1024,
+    "max_position_embeddings": 262144,
 }
