@@ -108,6 +108,9 @@ def test_mla_models_mixing_layer_kinds_are_refused_not_misread():
     hybrid = ["full_attention", "linear_attention", "linear_attention", "full_attention"]
     with pytest.raises(SpecError, match="layer_types mixing full_attention, linear_attention"):
         spec_from_config({"model_type": "bailing_hybrid", "layer_types": hybrid, **mla}, "b", "b/config.json")
+    # Ling / Ring 2.5's own configs (BailingMoeV2_5ForCausalLM) say it with layer_group_size alone
+    with pytest.raises(SpecError, match="layer_group_size 4"):
+        spec_from_config({"model_type": "bailing_moe_linear", "layer_group_size": 4, **mla}, "r", "r/config.json")
     with pytest.raises(SpecError, match="per_layer_config"):
         spec_from_config(
             {"model_type": "dots3_note_text", "per_layer_config": {"01": {"kv_lora_rank": 64}}, **mla}, "n", "n/c.json"

@@ -19,6 +19,14 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         raise cfg.refuse(
             "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
         )
+    group = cfg.get("layer_group_size")
+    if isinstance(group, int) and group > 1 and cfg.get("layer_types") is None:
+        # Ling / Ring 2.5 (vLLM bailing_moe_linear.py is_linear_layer): every group_size-th layer MLA, the others
+        # lightning-style linear attention with a fixed state; read as uniform MLA it had held group_size x the cache
+        raise cfg.refuse(
+            f"layer_group_size {group} (linear-attention layers between full-attention ones) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
     if model_type == "xlstm":  # xLSTM's mLSTM blocks: a fixed recurrent state, no attention (transformers xLSTMCache)
         raise cfg.refuse(
             "xLSTM's recurrent mLSTM state is not read", hint="its state is not estimated, rather than guessed"
