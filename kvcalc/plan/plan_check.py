@@ -19,13 +19,12 @@ SIMULATION = "simulation (plan/serve.py), as `kvcalc generate --concurrency U` p
 
 
 def simulated_estimate(
-    spec, gpu, option, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, release: str | None = None,
-    dtype: str | None = None, kv_dtype: str | None = None, max_num_seqs: int | None = None,
+    spec, gpu, option, *, users: int, prompt: int, new: int, engine: str, gpu_util: float, dtype: str | None,
+    kv_dtype: str, release: str | None = None, max_num_seqs: int | None = None,
 ) -> PlanEstimate:  # noqa: ANN001  # fmt: skip
     """`generate --concurrency U --prompt P --new N` on the option's deployment (the check command it prints):
     the estimate and its interval. SGLang's pool at the fraction its launch command sets (--gpu-util) and `release`;
-    `dtype` / `kv_dtype`: the weights and cache as generate's --dtype / --kv-dtype (default: the option's, its
-    weights where they are not the model's own);
+    `dtype` / `kv_dtype`: the weights and cache as generate's --dtype / --kv-dtype (dtype None: the model's own);
     `max_num_seqs`: the requests the engine runs at once as its command launches it (llama-server's -np)."""
     from kvcalc.engines.kernels import gpu_as_run_by
     from kvcalc.plan.deploy import deployment
@@ -36,11 +35,9 @@ def simulated_estimate(
         spec, gpu, tp=option.tp, pp=option.pp, interconnect=None, gpu_util=gpu_util, reserve="2GiB",
         ep=option.ep, dp_attention=option.dp_attention,
     )  # fmt: skip
-    if dtype is None and option.dtype != spec.dtype and engine != "llamacpp":
-        dtype = option.dtype
     r = serve_report(
         spec, gpu, dep, prompt=prompt, new=new, concurrency=users, engine=engine, dtype=dtype,
-        kv_dtype=kv_dtype or option.kv_dtype, mem_fraction_static=gpu_util if engine == "sglang" else None,
+        kv_dtype=kv_dtype, mem_fraction_static=gpu_util if engine == "sglang" else None,
         engine_version=release, max_num_seqs=max_num_seqs,
     )  # fmt: skip
     e = r.estimate
@@ -89,9 +86,10 @@ def replica_simulation(spec, gpus: dict, *, users: int, prompt: int, new: int, e
 
     def simulate(option) -> PlanEstimate:  # noqa: ANN001
         u = -(-users // option.replicas)  # users on the busiest replica
+        dtype = None if option.dtype == spec.dtype else option.dtype
         e = simulated_estimate(
             spec, gpus[option.gpu], option, users=u, prompt=prompt, new=new, engine=engine, gpu_util=gpu_util,
-            release=release,
+            dtype=dtype, kv_dtype=option.kv_dtype, release=release,
         )  # fmt: skip
         return scaled(e, users / u)
 
