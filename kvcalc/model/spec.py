@@ -61,9 +61,11 @@ class LayerRun(BaseModel):
     # A recurrent mixer's state per sequence: a stateless layer's (SSM / linear attention), or on an attention
     # layer that of the Mamba-2 mixer running beside its attention (Falcon-H1's parallel hybrid).
     state_bytes: NonNeg = 0
-    # The same state in elements (conv window + SSM state), for an engine that keeps its own dtype (llama.cpp:
-    # f32); 0: not known apart from state_bytes (a preset), which is then taken as it is.
+    # The same state in elements (conv window + SSM state), for an engine that keeps its own dtypes (llama.cpp: f32;
+    # SGLang: a float32 SSM state, bf16 conv windows), and of them the SSM / linear-attention state's (the rest are
+    # conv columns); 0: not known apart from state_bytes, which is then taken as it is.
     state_elements: NonNeg = 0
+    state_recurrent_elements: NonNeg = 0
     # A stateless layer's token-mixer parameters; on an attention layer, its parallel mixer's (beside the
     # attention's own, which the spec's head fields give).
     mixer_params: NonNeg | None = None
@@ -82,8 +84,7 @@ class LayerRun(BaseModel):
     # An attention layer with its own head width (Gemma 4's full-attention layers: global_head_dim), for its
     # queries, keys and values alike; None: the model's head_dim.
     head_dim: Pos | None = None
-    # Its values are its keys (Gemma 4's attention_k_eq_v): the checkpoint has no v_proj; engines still cache
-    # both K and V (vLLM loads k_proj into both slots).
+    # Its values are its keys (Gemma 4's attention_k_eq_v): no v_proj; engines still cache K and V (vLLM: k_proj twice).
     v_is_k: bool = False
 
     @property
@@ -103,8 +104,8 @@ class LayerRun(BaseModel):
             raise ValueError(f"a {self.kind.value} layer needs window_tokens")
         if not windowed and self.window_tokens is not None:
             raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
-        if self.ssm_a_params > (self.mixer_params or 0):
-            raise ValueError("ssm_a_params is a part of mixer_params: it cannot exceed them")
+        if self.ssm_a_params > (self.mixer_params or 0) or self.state_recurrent_elements > self.state_elements:
+            raise ValueError("ssm_a_params / state_recurrent_elements are parts of mixer_params / state_elements")
         if (self.state_bytes or self.state_elements or self.mixer_params) and not (
             self.kind == LayerKind.STATELESS or self.kind.self_head_kv
         ):

@@ -27,6 +27,7 @@ from kvcalc.engines.runtime import (
 )
 from kvcalc.engines.sglang import graphs, swa
 from kvcalc.engines.sglang import release as rel
+from kvcalc.engines.sglang.mamba import mamba_carve_out, mamba_requests, state_bytes_per_request
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
@@ -40,7 +41,6 @@ GIB = 2**30
 
 
 MIB = 2**20
-MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio (0.5.5)
 # NOTE: "Load weight end. ... mem usage" is a drop in free memory, not torch's allocation: it also holds
 # what loading leaves behind outside the tensors (CUDA modules loaded lazily by the first kernels, the
 # allocator's rounding). Public logs show it 0.031 GiB above the tensors for Llama-3.1-8B and 0.056 GiB
@@ -248,7 +248,7 @@ def predict(
     if pre is None:
         pre = total - CUDA_CONTEXT_BYTES - _dist_init_bytes(gpu, tp, pp)
     notes = _not_modelled(spec, version, settings, default)
-    state_per_req = sum(n * run.state_bytes for run, n in spec.layer_groups())  # stateless or beside attention
+    state_per_req = state_bytes_per_request(spec)
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
     large_hopper = gpu_family(gpu) == "hopper" and mib >= 60 * 1024  # a multimodal model's cache kept out of the pool
     vlm_reserve = MIB * graphs.multimodal_reserve_mib(
@@ -271,10 +271,7 @@ def predict(
             rest -= vlm_reserve
         mamba = 0
         if state_per_req and rest > 0:
-            # NOTE: 0.5.5 handle_max_mamba_cache (radix cache on): the state pool takes r / (1 + r) of
-            # rest, rounded down to whole requests' states.
-            raw = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-            mamba = int(raw // state_per_req) * state_per_req
+            mamba = mamba_carve_out(rest, state_per_req)
             rest -= mamba
         cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers, scaled)
         tokens = int(rest // cell) if rest > 0 and cell else 0
@@ -311,9 +308,7 @@ def predict(
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
     mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
     if mamba and state_per_req:
-        # NOTE: init_memory_pool (0.5.5): with a Mamba / GDN state pool the request pool is capped by the
-        # states it holds (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache).
-        mrr = min(mrr, mamba // state_per_req // 3)
+        mrr = min(mrr, mamba_requests(mamba, state_per_req))
     slots = tokens + page
     bits = _elem_bits(kv_dtype)
     if mla:

@@ -35,7 +35,7 @@ REQUESTS_RESOLVED_FROM, HALF_POOL_FROM, GRAPH_CAP_FROM = (0, 5, 10), (0, 5, 14),
 # Architectures whose model class (srt/models) first ships in a release after 0.5.5, by the wheels
 SERVED_FROM = {
     "MiMoV2FlashForCausalLM": (0, 5, 7), "Step3p5ForCausalLM": (0, 5, 9), "Gemma4ForCausalLM": (0, 5, 11),
-    "Gemma4ForConditionalGeneration": (0, 5, 11),
+    "Gemma4ForConditionalGeneration": (0, 5, 11), "BailingMoeV2_5ForCausalLM": (0, 5, 9),
 }  # fmt: skip
 
 

@@ -25,7 +25,8 @@ def leading_dense(layout: list[Any], dense: Any = "dense") -> int:
 # ERNIE 4.5 (Ernie4_5_MoeConfig): its own names for the expert fields, and MoE layers from
 # moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th.
 ERNIE_TYPES = ("ernie4_5_moe",)
-BAILING_TYPES = ("bailing_moe", "bailing_moe_v2")  # Ling (vLLM bailing_moe.py serves both)
+# Ling (vLLM bailing_moe.py serves both) and Ling 2.5 (bailing_moe_linear.py BailingMoeV25: the same shared experts)
+BAILING_TYPES = ("bailing_moe", "bailing_moe_v2", "bailing_hybrid")
 ERNIE_MOE_KEYS = (
     "moe_num_experts", "moe_k", "moe_num_shared_experts", "moe_layer_start_index", "moe_layer_end_index",
     "moe_layer_interval",

@@ -120,6 +120,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     """One LayerRun per layer (count 1), or [] for a uniform model."""
     if model_type == "kimi_linear":
         return hf_hybrid.kimi_linear(cfg, layers, hidden, el)
+    if model_type == "bailing_hybrid":
+        return hf_hybrid.bailing_hybrid(cfg, layers, hidden, el)
     if hf_mla.is_mla(cfg):
         return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):

@@ -20,9 +20,9 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "use_cla (cross-layer KV sharing) is not read", hint="its cache is not estimated, rather than guessed"
         )
     group = cfg.get("layer_group_size")
-    if isinstance(group, int) and group > 1 and cfg.get("layer_types") is None:
-        # Ling / Ring 2.5 (vLLM bailing_moe_linear.py is_linear_layer): every group_size-th layer MLA, the others
-        # lightning-style linear attention with a fixed state; read as uniform MLA it had held group_size x the cache
+    if isinstance(group, int) and group > 1 and cfg.get("layer_types") is None and model_type != "bailing_hybrid":
+        # read for Ling / Ring 2.5 only (hf_hybrid.bailing_hybrid: every group_size-th layer MLA, the others
+        # lightning attention with a fixed state); read as uniform MLA such a model had held group_size x the cache
         raise cfg.refuse(
             f"layer_group_size {group} (linear-attention layers between full-attention ones) is not read",
             hint="its cache is not estimated, rather than guessed",

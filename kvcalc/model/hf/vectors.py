@@ -54,6 +54,8 @@ ROUTER_BIAS_FLAG: dict[str, tuple[str, Any, Any]] = {
     "lfm2_moe": ("use_expert_bias", True, True),
     "bailing_moe": ("moe_router_enable_expert_bias", True, False),
     "bailing_moe_v2": ("moe_router_enable_expert_bias", True, False),
+    # Ling 2.5's config class (and SGLang's BailingHybridConfig) default it on; vLLM reads the loaded config
+    "bailing_hybrid": ("moe_router_enable_expert_bias", True, True),
 }
 # shared_expert_gate: Linear(hidden, 1) scaling the shared expert (Qwen2MoeSparseMoeBlock, Qwen3Next's).
 SHARED_GATE = {"qwen2_moe", "qwen3_next", "qwen3_5_moe_text"}
