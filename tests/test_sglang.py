@@ -465,21 +465,48 @@ def test_kv_dtype_sglang_does_not_take():
 
 def test_mamba_state_is_carved_out_first():
     spec = get_model("qwen3-next-80b-a3b")  # GDN layers with a constant state, every fourth layer full attention
-    pool = predict(
-        spec, get_gpu("h100"), SglangSettings(tp=4, mem_fraction_static=0.85), seq=8192,
-        pre_load_free_bytes=77 * GiB, weights_bytes=40 * GiB,
-    )  # fmt: skip
     rest = 77 * GiB * 0.85 - 40 * GiB
     # a GDN layer: 32 value heads of a 128 x 128 state in float32 and 3 conv steps of 2 x 16 x 128 + 32 x 128
     # channels in bf16, whatever the model dtype (SGLang's Mamba2CacheParams; vLLM keeps both in bf16, 1,097,728 B)
     layer = 32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2
     assert layer == 2_146_304
     state = 36 * layer // 4  # 36 GDN layers, the heads split over tp 4
-    mamba = int(rest * 0.9 / 1.9 // state) * state  # r / (1 + r) of rest, whole requests' states
-    assert pool.mamba_bytes == mamba
-    assert pool.max_total_num_tokens == int((rest - mamba) // pool.cell_bytes)
-    assert pool.cell_bytes == 12 * 1 * 256 * 2 * 2  # 12 full-attention layers, 2 KV heads / tp 4 -> 1
-    assert pool.max_running_requests == mamba // state // 3
+    budget = rest * 0.9 / 1.9  # r / (1 + r) of rest
+    # 0.5.5: whole states of the budget; the radix cache keeps 3 a running request
+    # 0.5.23: the pool's padding slot charged too; extra_buffer's ping-pong adds 2 a request with the overlap scheduler
+    k_old, k_new = int(budget // state), int((budget - state) // state)
+    for release, mamba, cap in (("0.5.5", k_old * state, k_old // 3), ("0.5.23", (k_new + 1) * state, k_new // 5)):
+        pool = predict(
+            spec, get_gpu("h100"), SglangSettings(release=release, tp=4, mem_fraction_static=0.85), seq=8192,
+            pre_load_free_bytes=77 * GiB, weights_bytes=40 * GiB,
+        )  # fmt: skip
+        assert pool.mamba_bytes == mamba
+        assert pool.max_total_num_tokens == int((rest - mamba) // pool.cell_bytes)
+        assert pool.cell_bytes == 12 * 1 * 256 * 2 * 2  # 12 full-attention layers, 2 KV heads / tp 4 -> 1
+        assert pool.max_running_requests == cap
+
+
+def test_prefix_cache_strategy_by_release_and_model():
+    # server_args / arg_groups/overrides.py in the wheels: Nemotron-H ran without a radix cache for its states up to
+    # 0.5.6 (512 slots, one a request); 0.5.7 charged the tracking buffer to every radix-cached model; extra_buffer
+    # is the default from 0.5.14 where supported, for Kimi Linear from 0.5.16
+    from kvcalc.engines.sglang.mamba import slots_per_request, state_pool, strategy
+
+    assert strategy((0, 5, 5), "NemotronHForCausalLM") == "off"
+    assert state_pool((0, 5, 5), "NemotronHForCausalLM", 10 * GiB, 1 << 20, None)[:2] == (512 << 20, 512)
+    assert state_pool((0, 5, 9), "BailingMoeV2_5ForCausalLM", 19 * GiB, 1 << 20, 64)[:2] == (64 << 20, 64)
+    assert state_pool((0, 5, 9), "BailingMoeV2_5ForCausalLM", 19 * GiB, 1 << 20, None)[:2] == (9 << 30, 9 << 10)
+    assert [slots_per_request(r, strategy(r, "Qwen3NextForCausalLM")) for r in ((0, 5, 6), (0, 5, 7), (0, 5, 13))] == [
+        3,
+        5,
+        3,
+    ]
+    assert [strategy(r, "KimiLinearForCausalLM") for r in ((0, 5, 13), (0, 5, 14), (0, 5, 16))] == [
+        "off",
+        "no_buffer",
+        "extra_buffer",
+    ]
+    assert strategy((0, 5, 14), "Lfm2ForCausalLM") == "no_buffer"  # not among the architectures extra_buffer takes
 
 
 def test_fit_grid_shows_sglang_columns():

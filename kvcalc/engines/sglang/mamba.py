@@ -1,10 +1,13 @@
 """SGLang's pool of recurrent states (Mamba / GDN / KDA / lightning-attention hybrids): what one request's state
-takes, the share of the KV budget carved out for states, and the running requests those states cap.
+takes, the share of the KV budget carved out for states, and the running requests those states cap, by release.
 
-0.5.5 model_runner.handle_max_mamba_cache and init_memory_pool; the same rule in 0.5.23's kv_cache_configurator.
+0.5.5 model_runner.handle_max_mamba_cache and init_memory_pool; from 0.5.7 mem_cache/kv_cache_mixin.py, from 0.5.16
+kv_cache_configurator.py; the prefix-cache strategy in server_args.py and arg_groups/overrides.py.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from kvcalc.model.spec import ModelSpec
 
@@ -33,13 +36,71 @@ def state_bytes_per_request(spec: ModelSpec) -> int:
     return total
 
 
-def mamba_carve_out(rest: float, state_per_request: int) -> int:
-    """The state pool's bytes (radix cache on): r / (1 + r) of what the weights and the held-back share leave,
-    rounded down to whole requests' states."""
-    raw = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-    return int(raw // state_per_request) * state_per_request
+# Which prefix cache a hybrid runs with by default (server_args.py; arg_groups/overrides.py from 0.5.15), read in the
+# 0.5.5-0.5.23 wheels. "off": no radix cache for its states, so one state slot a request; "no_buffer": the radix
+# cache with 3 slots a running request (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO); "extra_buffer": 2 more for the
+# ping-pong tracking buffer with the overlap scheduler on (get_mamba_tracking_slots), the default from 0.5.14 for
+# the architectures that support it on the default triton linear-attention backend.
+EXTRA_BUFFER_FROM = (0, 5, 14)
+EXTRA_BUFFER_ARCHS = frozenset(
+    {
+        "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM",
+    }
+)  # fmt: skip
+# (first release with a radix cache, first with extra_buffer) where an architecture differs from the rule above:
+# Nemotron-H and Falcon-H1 ran with the radix cache forced off up to 0.5.6; Ling 2.5 (served from 0.5.9) until
+# 0.5.12; Kimi Linear until 0.5.13, with extra_buffer from 0.5.16.
+STRATEGY_FROM = {
+    "NemotronHForCausalLM": ((0, 5, 7), EXTRA_BUFFER_FROM),
+    "FalconH1ForCausalLM": ((0, 5, 7), EXTRA_BUFFER_FROM),
+    "BailingMoeV2_5ForCausalLM": ((0, 5, 13), EXTRA_BUFFER_FROM),
+    "KimiLinearForCausalLM": ((0, 5, 14), (0, 5, 16)),
+}
+# Radix cache off up to 0.5.8: max_mamba_cache_size is --max-running-requests, else 512; from 0.5.9 the budget's.
+FIXED_SLOTS_UNTIL, FIXED_SLOTS = (0, 5, 8), 512
+# From 0.5.17 the pool's padding slot is charged: K = (budget - one state) // state, K + 1 states subtracted.
+PADDING_CHARGED_FROM = (0, 5, 17)
 
 
-def mamba_requests(mamba_bytes: int, state_per_request: int) -> int:
-    """The running requests a state pool of `mamba_bytes` allows."""
-    return mamba_bytes // state_per_request // STATES_PER_REQUEST
+def strategy(release: tuple[int, int, int], architecture: str | None) -> str:
+    """The prefix cache `architecture`'s states run with under `release` launched with its defaults."""
+    radix, extra = STRATEGY_FROM.get(architecture or "", ((0, 0, 0), EXTRA_BUFFER_FROM))
+    if release < radix:
+        return "off"
+    in_list = architecture in EXTRA_BUFFER_ARCHS or architecture in STRATEGY_FROM
+    return "extra_buffer" if release >= extra and in_list else "no_buffer"
+
+
+def slots_per_request(release: tuple[int, int, int], kind: str) -> int:
+    """State slots the pool keeps for each running request: max_running_requests <= max_mamba_cache_size // this.
+    0.5.7 added the tracking buffer's 2 to any radix-cached model's ratio, no_buffer too (kv_cache_mixin.py)."""
+    if kind == "off":
+        return 1
+    return 5 if kind == "extra_buffer" or release == (0, 5, 7) else STATES_PER_REQUEST
+
+
+class StatePool(NamedTuple):
+    bytes: int  # carved out of what the weights and the held-back share leave, before the KV pool
+    slots: int  # max_mamba_cache_size
+    per_request: int  # slots a running request holds: the cap on max_running_requests is slots // this
+
+
+def state_pool(
+    release: tuple[int, int, int], architecture: str | None, rest: float, state: int, max_running: int | None
+) -> StatePool:
+    """The state pool of one rank, `state` bytes a request, from `rest` (0.5.5 handle_max_mamba_cache; 0.5.23
+    kv_cache_configurator._handle_max_mamba_cache), with no --max-mamba-cache-size nor speculative decoding: r / (1
+    + r) of rest (mamba_full_memory_ratio), in whole states; without the radix cache, up to 0.5.8, 512 states or
+    --max-running-requests', and from 0.5.9 --max-running-requests' where given."""
+    kind = strategy(release, architecture)
+    per = slots_per_request(release, kind)
+    if kind == "off" and (max_running is not None or release <= FIXED_SLOTS_UNTIL):
+        slots = max_running or FIXED_SLOTS
+        return StatePool(slots * state, slots, per)
+    budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+    if release >= PADDING_CHARGED_FROM:
+        slots = max(int((budget - state) // state), 0)
+        return StatePool((slots + 1) * state, slots, per)
+    slots = int(budget // state)
+    return StatePool(slots * state, slots, per)

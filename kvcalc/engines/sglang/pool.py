@@ -27,7 +27,7 @@ from kvcalc.engines.runtime import (
 )
 from kvcalc.engines.sglang import graphs, swa
 from kvcalc.engines.sglang import release as rel
-from kvcalc.engines.sglang.mamba import mamba_carve_out, mamba_requests, state_bytes_per_request
+from kvcalc.engines.sglang.mamba import StatePool, state_bytes_per_request, state_pool
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
@@ -269,17 +269,17 @@ def predict(
         rest = available - pre * (1 - fraction)
         if vlm_reserve:
             rest -= vlm_reserve
-        mamba = 0
+        states = StatePool(0, 0, 1)
         if state_per_req and rest > 0:
-            mamba = mamba_carve_out(rest, state_per_req)
-            rest -= mamba
+            states = state_pool(version, spec.architecture, rest, state_per_req, settings.max_running_requests)
+            rest -= states.bytes
         cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers, scaled)
         tokens = int(rest // cell) if rest > 0 and cell else 0
         tokens = tokens // page * page
         stage_tokens.append(tokens)
         if first is None:
-            first = (wb, available, rest, mamba, cell, k_cell, mla, layers)
-    wb, available, rest, mamba, cell, k_cell, mla, layers0 = first
+            first = (wb, available, rest, states, cell, k_cell, mla, layers)
+    wb, available, rest, states, cell, k_cell, mla, layers0 = first
     tokens = min(stage_tokens)  # PP: an all-reduce MIN over the stages' counts
     swa_tokens = None
     expanded = spec.expanded_layers()
@@ -307,8 +307,8 @@ def predict(
     if tokens <= 0 and refusal is None:
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
     mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
-    if mamba and state_per_req:
-        mrr = min(mrr, mamba_requests(mamba, state_per_req))
+    if states.slots:
+        mrr = min(mrr, states.slots // states.per_request)
     slots = tokens + page
     bits = _elem_bits(kv_dtype)
     if mla:
@@ -344,7 +344,7 @@ def predict(
         v_bytes=v_b,
         kv_bytes=kv_b,
         swa_tokens=swa_tokens,
-        mamba_bytes=mamba,
+        mamba_bytes=states.bytes,
         chunked_prefill_size=chunk,
         cuda_graph_max_bs=graph_bs,
         max_running_requests=mrr,
