@@ -96,10 +96,9 @@ def test_hy4_attention_gates_its_output_and_keeps_sinks():
 
 
 def test_mla_models_mixing_layer_kinds_are_refused_not_misread():
-    # transformers writes DeepSeek-V3.2's layers as indexed_attention: one kind, read as before; Bailing's hybrid
-    # (transformers' bailing_hybrid is Ling 3: KDA layers between MLA ones, no latent cache there) and dots3's sliding
-    # MLA layers with their own heads and rank (per_layer_config) had been read as uniform MLA: 6 x and 0.6 x their
-    # cache
+    # transformers writes DeepSeek-V3.2's layers as indexed_attention: one kind, read as before; an MLA model's
+    # linear-attention layers and dots3's sliding MLA layers with their own heads and rank (per_layer_config) had
+    # been read as uniform MLA: 6 x and 0.6 x their cache
     mla = MLA
     plain = spec_from_config({"model_type": "deepseek_v32", **mla}, "d", "d/config.json")
     resaved = spec_from_config(
@@ -109,10 +108,11 @@ def test_mla_models_mixing_layer_kinds_are_refused_not_misread():
     hybrid = ["full_attention", "linear_attention", "linear_attention", "full_attention"]
     with pytest.raises(SpecError, match="layer_types mixing full_attention, linear_attention"):
         spec_from_config({"model_type": "deepseek_v3", "layer_types": hybrid, **mla}, "b", "b/config.json")
-    with pytest.raises(SpecError, match=r"layer_types \(Ling 3's KDA linear-attention layers\) is not read"):
+    # transformers' bailing_hybrid (Ling 3) is read with its KDA fields (tests/test_bailing_hybrid.py), not without
+    with pytest.raises(SpecError, match=r"layer_types in a Ling 2.5 config \(no KDA fields"):
         spec_from_config({"model_type": "bailing_hybrid", "layer_types": hybrid, **mla}, "b", "b/config.json")
     # Ring-linear 2.0's configs (bailing_moe_linear, BailingMoeLinearV2ForCausalLM: GQA and lightning layers, in neither
-    # engine's registry) say it with layer_group_size alone; Ling 2.5's are read (tests/test_ling25.py)
+    # engine's registry) say it with layer_group_size alone; Ling 2.5's are read (tests/test_bailing_hybrid.py)
     with pytest.raises(SpecError, match="layer_group_size 4"):
         spec_from_config({"model_type": "bailing_moe_linear", "layer_group_size": 4, **mla}, "r", "r/config.json")
     with pytest.raises(SpecError, match="per_layer_config"):

@@ -69,6 +69,8 @@ SGLANG_FP32_SINCE = {
     "BailingMoeV2_5ForCausalLM": (0, 5, 9), "SarvamMoEForCausalLM": (0, 5, 10), "HYV3ForCausalLM": (0, 5, 11),
     "LagunaForCausalLM": (0, 5, 12), "IQuestQ1ForCausalLM": (0, 5, 21), "BeamForCausalLM": (0, 5, 23),
 }  # fmt: skip
+# Ling 3 (bailing_moe_v3.py, from 0.5.19): float32 unless the config's router_dtype names another
+SGLANG_DECLARED_FP32_SINCE = {"BailingMoeV3ForCausalLM": (0, 5, 19)}
 # Nemotron-H's MoE router (nemotron_h.py) in float32 in 0.5.6-0.5.12 only, the model dtype before and after
 SGLANG_NEMOTRON_H_FP32 = ((0, 5, 6), (0, 5, 12))
 
@@ -99,7 +101,10 @@ def sglang_gate_bytes(spec: ModelSpec, release: tuple[int, int, int]) -> int | N
     fp32 = arch in SGLANG_FP32 or (since is not None and release >= since)
     first, last = SGLANG_NEMOTRON_H_FP32
     fp32 |= arch == "NemotronHForCausalLM" and bool(spec.experts) and first <= release <= last
-    return 4 if fp32 or (arch in SGLANG_DECLARED and _declared(spec) == "fp32") else None
+    fp32 |= arch in SGLANG_DECLARED and _declared(spec) == "fp32"
+    declared_since = SGLANG_DECLARED_FP32_SINCE.get(arch)
+    fp32 |= declared_since is not None and release >= declared_since and (_declared(spec) or "fp32") == "fp32"
+    return 4 if fp32 else None
 
 
 def vllm_rotary_bytes(spec: ModelSpec) -> int | None:

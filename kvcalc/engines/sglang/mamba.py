@@ -46,6 +46,7 @@ EXTRA_BUFFER_ARCHS = frozenset(
     {
         "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
         "BailingMoeV2_5ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM",
+        "BailingMoeV3ForCausalLM",  # in the list from its first release, 0.5.19
     }
 )  # fmt: skip
 # (first release with a radix cache, first with extra_buffer) where an architecture differs from the rule above:

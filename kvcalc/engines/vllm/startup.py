@@ -73,6 +73,11 @@ def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
     )
 
 
+# Architectures kvcalc reads that came after vLLM 0.19's registry (vllm/model_executor/models/registry.py): Ling 3
+# (bailing_moe_v3.py is SGLang's, from 0.5.19)
+VLLM_UNSERVED = frozenset({"BailingMoeV3ForCausalLM"})
+
+
 def unsupported_architecture(spec: ModelSpec) -> str | None:
     """vLLM 0.19's refusal of an architecture its V1 engine does not serve, or None.
 
@@ -80,7 +85,9 @@ def unsupported_architecture(spec: ModelSpec) -> str | None:
     (_PREVIOUSLY_SUPPORTED_MODELS: Mllama until 0.10.2; _OOT_SUPPORTED_MODELS: BART / mBART moved to
     the bart-plugin); T5 is in neither list nor in the registry, so it is 'not supported'. Decoders whose only code
     is their checkpoint's (REMOTE_CODE_ONLY) are 'not supported' too."""
-    if remote_code_only(spec):  # _try_resolve_transformers gives None, so _raise_for_unsupported
+    if remote_code_only(spec) or spec.architecture in VLLM_UNSERVED:
+        # _try_resolve_transformers gives None (no class; the Transformers backend serves no linear attention),
+        # so _raise_for_unsupported
         return f"Model architectures ['{spec.architecture}'] are not supported for now."
     if not any(run.kind == LayerKind.CROSS for run, _ in spec.layer_groups()):
         return None

@@ -174,55 +174,6 @@ def lightning(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     return Mixer.of(heads * (inner // heads) ** 2, 0, params, el)
 
 
-def bailing_lightning(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
-    """Ling / Ring 2.5's lightning attention (vLLM 0.19 bailing_moe_linear.py BailingMoELinearAttention; SGLang 0.5.9
-    the same): query_key_value from hidden to 3 x heads x head_dim (every head holds its K and V), biased under
-    use_bias or use_qkv_bias; q and k RMS norms of head_dim under use_qk_norm (the config class's default: on);
-    g_proj from hidden to heads x head_dim; a grouped gated RMS norm over that width (g_norm); dense back to hidden,
-    biased under use_bias. Its state is MiniMax-01's: one head_dim x head_dim matrix a head, no conv window
-    (SGLang: conv_kernel 1)."""
-    heads = cfg.int_field("num_attention_heads")
-    head_dim = cfg.int_field("head_dim", default=hidden // heads)
-    inner = heads * head_dim
-    bias = bool(cfg.get("use_bias", default=False))
-    qkv_bias = 3 * inner if bias or cfg.get("use_qkv_bias", default=False) else 0
-    qk_norms = 2 * head_dim if cfg.get("use_qk_norm", default=True) else 0
-    params = (
-        hidden * 3 * inner + qkv_bias + qk_norms + hidden * inner + inner + inner * hidden + (hidden if bias else 0)
-    )
-    return Mixer.of(heads * head_dim * head_dim, 0, params, el)
-
-
-# Ling 3 (BailingMoeV3ForCausalLM, also model_type bailing_hybrid; transformers' BailingHybridConfig, which writes
-# layer_types): KDA linear layers, which these fields mark
-BAILING_KDA_FIELDS = ("short_conv_kernel_size", "no_kda_lora", "kda_safe_gate", "kda_lower_bound", "layer_types")
-
-
-def bailing_hybrid(cfg: Config, layers: int, hidden: int, el: StateDtypes) -> list[LayerRun]:
-    """Ling / Ring 2.5 (BailingMoeV2_5ForCausalLM, model_type bailing_hybrid): layer i is MLA when (i + 1) %
-    layer_group_size == 0 and lightning attention otherwise (vLLM 0.19 is_linear_layer, SGLang 0.5.9
-    layers_block_type: a last partial group is all lightning). vLLM reads bailing_hybrid as MLA only with a
-    kv_lora_rank (model_arch_config_convertor.is_deepseek_mla) and builds every full-attention layer as MLA; SGLang
-    builds GQA ones under full_attention_type other than "mla" (Ling 2.6), which vLLM 0.19 cannot load."""
-    kda = [k for k in BAILING_KDA_FIELDS if cfg.get(k) is not None]
-    if kda or "BailingMoeV3ForCausalLM" in (cfg.get("architectures") or []):
-        raise cfg.refuse(
-            f"{kda[0] if kda else 'BailingMoeV3ForCausalLM'} (Ling 3's KDA linear-attention layers) is not read",
-            hint="its cache is not estimated, rather than guessed",
-        )
-    if cfg.get("full_attention_type", default="mla") != "mla" or not cfg.get("kv_lora_rank"):
-        raise cfg.refuse(
-            "a bailing_hybrid model's full-attention layers are read as MLA only (vLLM 0.19 builds no other): "
-            "it needs kv_lora_rank, and full_attention_type 'mla' where given",
-            hint="its cache is not estimated, rather than guessed",
-        )
-    group = cfg.int_field("layer_group_size")
-    if group < 1:
-        raise cfg.refuse(f"layer_group_size must be a positive integer, got {group}")
-    mixer = bailing_lightning(cfg, hidden, el)
-    return [LayerRun(kind=LayerKind.MLA) if (i + 1) % group == 0 else mixer.run() for i in range(layers)]
-
-
 def kda(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """Kimi Linear's KDA (Kimi Delta Attention, vLLM 0.19 layers/kda.py): q, k, v projections to heads x head_dim,
     each through its own short conv; a low-rank decay gate (f_a, f_b) with a per-channel dt_bias, a per-head beta
@@ -234,14 +185,22 @@ def kda(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         raise cfg.refuse("linear_attn_config needs positive integers num_heads, head_dim and short_conv_kernel_size")
     heads, d, kernel = (int(v) for v in values)
+    return kda_mixer(heads, d, kernel, hidden, el)
+
+
+def kda_mixer(heads: int, d: int, kernel: int, hidden: int, el: StateDtypes, low_rank: bool = True) -> Mixer:
+    """A KDA layer of `heads` heads of `d`: Kimi Linear's low-rank decay and output gates (f_a, f_b; g_a, g_b:
+    hidden -> d -> heads x d), or, `low_rank` off, full-rank ones (hidden -> heads x d: f_proj, g_proj; Ling 3's
+    no_kda_lora)."""
     p = heads * d
+    gate = hidden * d + d * p if low_rank else hidden * p
     params = (
         3 * hidden * p  # q, k, v
-        + hidden * d + d * p + p  # the decay gate's f_a, f_b and dt_bias
+        + gate + p  # the decay gate and its per-channel dt_bias
         + hidden * heads  # b_proj
         + 3 * p * kernel  # the q, k and v short convs
         + heads  # A_log
-        + hidden * d + d * p  # the output gate's g_a, g_b
+        + gate  # the output gate
         + d  # o_norm
         + p * hidden  # o_proj
     )  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.errors import SpecError
+from kvcalc.model.hf import bailing as hf_bailing
 from kvcalc.model.hf import encdec as hf_encdec
 from kvcalc.model.hf import hybrid as hf_hybrid
 from kvcalc.model.hf import legacy as hf_legacy
@@ -121,7 +122,7 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
     if model_type == "kimi_linear":
         return hf_hybrid.kimi_linear(cfg, layers, hidden, el)
     if model_type == "bailing_hybrid":
-        return hf_hybrid.bailing_hybrid(cfg, layers, hidden, el)
+        return hf_bailing.bailing_hybrid(cfg, layers, hidden, el)
     if hf_mla.is_mla(cfg):
         return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):
@@ -377,6 +378,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         "attn_output_gate": (
             "head"
             if model_type == "lfm3" and cfg.get("use_attention_gate", default=True)
+            else hf_bailing.output_gate(cfg)
+            if model_type == "bailing_hybrid"
             else bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
         ),
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).

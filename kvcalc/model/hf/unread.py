@@ -21,7 +21,7 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         )
     group = cfg.get("layer_group_size")
     if isinstance(group, int) and group > 1 and cfg.get("layer_types") is None and model_type != "bailing_hybrid":
-        # read for Ling / Ring 2.5 only (hf_hybrid.bailing_hybrid: every group_size-th layer MLA, the others
+        # read for Ling / Ring 2.5 and Ling 3 only (hf_bailing: every group_size-th layer MLA, the others
         # lightning attention with a fixed state); read as uniform MLA such a model had held group_size x the cache
         raise cfg.refuse(
             f"layer_group_size {group} (linear-attention layers between full-attention ones) is not read",
@@ -211,7 +211,11 @@ def _layer_count(cfg: Config) -> int | None:
 
 
 # Per-layer lists read for one family only.
-PER_LAYER_READ_BY_TYPE = {"mimo_v2_flash": {"hybrid_layer_pattern"}}
+PER_LAYER_READ_BY_TYPE = {
+    "mimo_v2_flash": {"hybrid_layer_pattern"},
+    # Ling's layer layout (hf_bailing) and Ling 3's SwiGLU clamps (no weights)
+    "bailing_hybrid": {"layer_group_size", "expert_swiglu_limit_list", "share_expert_swiglu_limit_list"},
+}
 
 
 def unread_per_layer(cfg: Config, model_type: str = "") -> list[str]:
@@ -288,6 +292,9 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         "hy_v3": {"num_shared_experts"},
         "kimi_linear": {"num_shared_experts", "num_experts_per_token"},
         **dict.fromkeys(BAILING_TYPES, {"num_shared_experts"}),
+        # transformers' Ling 3 config: the expert groups' count and top-k, and the SwiGLU clamps (no weights)
+        "bailing_hybrid": {"num_shared_experts", "num_expert_group", "num_experts_per_token"}
+        | PER_LAYER_READ_BY_TYPE["bailing_hybrid"],
         # moe_capacity: the training-time token capacity per expert, no weights
         **dict.fromkeys(ERNIE_TYPES, {*ERNIE_MOE_KEYS, "moe_capacity"}),
     }.get(model_type, set())
