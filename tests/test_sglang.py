@@ -757,3 +757,13 @@ def test_multimodal_cache_kept_out_of_the_pool_by_release():
     spec, h100 = get_model("qwen3-vl-32b"), get_gpu("h100")
     before, after = (predict(spec, h100, SglangSettings(release=v, tp=2), seq=4096) for v in ("0.5.19", "0.5.20"))
     assert before.available_kv_bytes - after.available_kv_bytes == (1024 - 100) * 2**20
+
+
+def test_a_qwen35_state_as_sglang_holds_it():
+    # Qwen3.5-9B's 24 GDN layers (16 key and 32 value heads of 128, 4 conv taps): a float32 128 x 128 state a value
+    # head and 3 bf16 conv steps of 2 x 16 x 128 + 32 x 128 channels, 51.5 MB a request; sgl-project/sglang PR #39851
+    # puts "a full SSM snapshot" at "~51 MB for Qwen3.5-4B", whose linear-attention layers have these shapes
+    from kvcalc.engines.sglang.mamba import state_bytes_per_request
+
+    layer = 32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2
+    assert state_bytes_per_request(get_model("qwen3.5-9b")) == 24 * layer == 51_511_296
