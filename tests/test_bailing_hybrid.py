@@ -167,3 +167,21 @@ def test_layouts_not_read_are_refused(raw, extra, message):
     # shapes the engines would read apart are not guessed
     with pytest.raises(SpecError, match=message):
         spec_from_config({**raw, **extra}, "b", "b/config.json")
+
+
+def test_tensor_parallelism_must_divide_group_norm_size(tmp_path):
+    # BailingMoELinearAttention (vLLM 0.19, SGLang): "tp_size must be <= group_norm_size" and "group_norm_size must
+    # be divisible by tp_size": tp 8 with the class's 4 would not start; left out of a config, not guessed
+    from kvcalc.cost.kvcache import valid_tp
+
+    assert valid_tp(_spec()) == [1, 2, 4]
+    assert valid_tp(_spec(group_norm_size=None)) == [1, 2, 4, 8, 16]
+    assert valid_tp(_ling3()) == [1, 2, 4, 8, 16, 32]  # Ling 3's KDA layers have no grouped norm
+    path = tmp_path / "ling" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(RAW))
+    refused = run("fit", path, "--gpu", "h100", "--tp", "8")
+    assert refused.exit_code != 0 and refused.stderr.count("\n") == 1
+    assert "tensor parallelism 8 does not divide ling's group_norm_size 4" in refused.stderr
+    assert "(allowed: 1, 2, 4)" in refused.stderr
+    assert run("fit", path, "--gpu", "h100", "--tp", "4").exit_code == 0

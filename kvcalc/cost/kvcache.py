@@ -34,7 +34,8 @@ def valid_tp(spec: ModelSpec) -> list[int]:
     if spec.attention_free:  # its mixers split by width (vLLM's MambaMixer: d_inner / tp)
         return _divisors(spec.hidden_size)
     kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
-    return [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
+    fits = [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
+    return [t for t in fits if not spec.tp_group or spec.tp_group % t == 0]
 
 
 def check_tp(spec: ModelSpec, tp: int) -> None:
@@ -54,6 +55,12 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
     if spec.num_heads % tp:
         raise UsageError(
             f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
+            hint=f"allowed: {allowed}",
+        )
+    if spec.tp_group and spec.tp_group % tp:
+        raise UsageError(
+            f"tensor parallelism {tp} does not divide {spec.name}'s group_norm_size {spec.tp_group}: its "
+            "linear-attention layers' grouped norm is split over the ranks, and vLLM and SGLang assert it divides",
             hint=f"allowed: {allowed}",
         )
     if spec.is_mla:

@@ -73,8 +73,7 @@ class LayerRun(BaseModel):
     # model dtype (engines/fp32.py); 0 for other mixers.
     ssm_a_params: NonNeg = 0
     intermediate_size: NonNeg | None = None
-    # Cross-attention only: encoder / image tokens each sequence holds here; None means as many as
-    # the sequence itself (an encoder-decoder whose encoder input is as long as --seq).
+    # Cross-attention only: encoder / image tokens each sequence holds here; None: as many as the sequence's own.
     cross_tokens: NonNeg | None = 0
     # Attends over an earlier layer's K and V (Hunyuan's cross-layer attention): caches nothing itself.
     kv_shared: bool = False
@@ -146,6 +145,7 @@ class ModelSpec(BaseModel):
     attention_bias: bool = False  # q, k, v biases
     o_proj_bias: bool = False
     attn_output_gate: bool | Literal["head"] = False  # from q_proj (Qwen3-Next); "head": one a head (LFM3)
+    tp_group: Pos | None = None  # tp must divide it: Ling 2.5's group_norm_size, as vLLM and SGLang assert
     mlp_bias: bool = False  # biases on every MLP / expert projection (gpt-oss, BART, Whisper)
     # Vectors beside the matrices, for exact parameter counts (hf/vectors.py says which families have them):
     # query and key norms in each self-attention layer, "head" one head_dim wide each (Qwen3, Gemma 3) or "full"
@@ -163,8 +163,8 @@ class ModelSpec(BaseModel):
     attention_sinks: Literal["all", "sliding"] | None = None
     router_bias: bool = False
     shared_expert_gate: bool = False
-    # Weights outside the decoder layers and token embeddings: a vision tower and projector, an
-    # encoder, position tables. Held in memory, not read by a decode step.
+    # Weights outside the decoder layers and token embeddings (a vision tower and projector, an encoder, position
+    # tables): held in memory, not read by a decode step.
     extra_params: NonNeg = 0
     # Gemma 3n / 4 E2B / E4B: per-layer input embeddings (hidden_size_per_layer_input wide, a table of per_layer_vocab
     # rows, None: vocab_size), Gemma 3n's AltUp streams and LAuReL rank (cost/params.per_layer_input_params). 0: none.

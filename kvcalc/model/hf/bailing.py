@@ -41,6 +41,19 @@ def output_gate(cfg: Config) -> bool | str:
     return OUTPUT_GATES[kind]
 
 
+def tp_group(cfg: Config) -> int | None:
+    """Ling 2.5's group_norm_size where its config gives it: the lightning layers' grouped RMS norm, which vLLM
+    0.19 and SGLang split over the tensor-parallel ranks (both assert tp <= group_norm_size and that tp divides it).
+    Left out of a config, the two engines' config classes default it apart (4, the checkpoint's remote code that
+    vLLM loads; 1, SGLang's own BailingHybridConfig): not guessed. Ling 3's KDA layers have no such norm."""
+    size = cfg.get("group_norm_size")
+    if size is None or is_ling3(cfg):
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise cfg.refuse(f"group_norm_size must be a positive integer, got {size!r}")
+    return size
+
+
 def lightning(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """Ling / Ring 2.5's lightning attention (vLLM 0.19 bailing_moe_linear.py BailingMoELinearAttention; SGLang 0.5.9
     the same): query_key_value from hidden to 3 x heads x head_dim (every head holds its K and V), biased under

@@ -382,6 +382,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
             if model_type == "bailing_hybrid"
             else bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
         ),
+        "tp_group": hf_bailing.tp_group(cfg) if model_type == "bailing_hybrid" else None,
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
         "layer_pattern": _pattern(cfg, model_type, layers, hidden, _state_dtypes(cfg, model_type)),
