@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvcalc.model.hf import hybrid as hf_hybrid
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.hf.hybrid import Mixer, StateDtypes, kda_mixer
 from kvcalc.model.spec import LayerKind, LayerRun
@@ -56,21 +57,17 @@ def tp_group(cfg: Config) -> int | None:
 
 def lightning(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     """Ling / Ring 2.5's lightning attention (vLLM 0.19 bailing_moe_linear.py BailingMoELinearAttention; SGLang 0.5.9
-    the same): query_key_value from hidden to 3 x heads x head_dim (every head holds its K and V), biased under
-    use_bias or use_qkv_bias; q and k RMS norms of head_dim under use_qk_norm (the config class's default: on);
-    g_proj from hidden to heads x head_dim; a grouped gated RMS norm over that width (g_norm); dense back to hidden,
-    biased under use_bias. Its state is MiniMax-01's: one head_dim x head_dim matrix a head, no conv window
-    (SGLang: conv_kernel 1)."""
+    the same): MiniMax-01's layer and state (hf_hybrid.lightning: q/k/v over every head, g_proj, an RMS norm over
+    heads x head_dim, the output projection; a head_dim x head_dim state a head, no conv window: SGLang's
+    conv_kernel 1), plus q and k RMS norms of head_dim under use_qk_norm (the config class's default: on), q/k/v
+    biases under use_bias or use_qkv_bias and an output bias under use_bias."""
+    base = hf_hybrid.lightning(cfg, hidden, el)
     heads = cfg.int_field("num_attention_heads")
     head_dim = cfg.int_field("head_dim", default=hidden // heads)
-    inner = heads * head_dim
     bias = bool(cfg.get("use_bias", default=False))
-    qkv_bias = 3 * inner if bias or cfg.get("use_qkv_bias", default=False) else 0
+    qkv_bias = 3 * heads * head_dim if bias or cfg.get("use_qkv_bias", default=False) else 0
     qk_norms = 2 * head_dim if cfg.get("use_qk_norm", default=True) else 0
-    params = (
-        hidden * 3 * inner + qkv_bias + qk_norms + hidden * inner + inner + inner * hidden + (hidden if bias else 0)
-    )
-    return Mixer.of(heads * head_dim * head_dim, 0, params, el)
+    return base._replace(params=base.params + qkv_bias + qk_norms + (hidden if bias else 0))
 
 
 def ling3_kda(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
