@@ -80,7 +80,7 @@ def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
         if not run.kind.attends:
             continue
         qk, v = _qk_v_dims(spec, absorbed=True, run=run)
-        total += n * 2 * spec.num_heads * (qk + v) * attended_keys(spec, run, seq)
+        total += n * 2 * spec.run_heads(run) * (qk + v) * attended_keys(spec, run, seq)
         scored += n * tokens_held(run, seq) if sparse(spec, run) and not run.index_shared else 0
     return int(total) + index_flops(spec) * scored
 
@@ -144,7 +144,7 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
             total += 0 if run.index_shared else n * index_flops(spec) * causal_pairs(prompt)
         else:
             pairs = layer_pairs(run, prompt) if run.kind.attends else 0
-        total += n * 2 * spec.num_heads * (qk + v) * pairs
+        total += n * 2 * spec.run_heads(run) * (qk + v) * pairs
     return total
 
 

@@ -34,8 +34,9 @@ def valid_tp(spec: ModelSpec) -> list[int]:
     if spec.attention_free:  # its mixers split by width (vLLM's MambaMixer: d_inner / tp)
         return _divisors(spec.hidden_size)
     kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
-    fits = [t for t in _divisors(spec.num_heads) if all(g % t == 0 or t % g == 0 for g in kv)]
-    return [t for t in fits if not spec.tp_group or spec.tp_group % t == 0]
+    heads = {spec.run_heads(run) for run, _ in spec.layer_groups() if run.kind.self_head_kv} | {spec.num_heads}
+    fits = [t for t in _divisors(min(heads)) if all(g % t == 0 or t % g == 0 for g in kv)]
+    return [t for t in fits if all(h % t == 0 for h in heads) and (not spec.tp_group or spec.tp_group % t == 0)]
 
 
 def check_tp(spec: ModelSpec, tp: int) -> None:
@@ -52,9 +53,11 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
                 hint=f"allowed: {allowed}",
             )
         return
-    if spec.num_heads % tp:
+    heads = sorted({spec.run_heads(run) for run, _ in spec.layer_groups() if run.kind.self_head_kv} | {spec.num_heads})
+    if odd := [h for h in heads if h % tp]:
         raise UsageError(
-            f"tensor parallelism {tp} does not divide {spec.name}'s {spec.num_heads} query heads",
+            f"tensor parallelism {tp} does not divide {spec.name}'s {odd[0]} query heads"
+            + (" (a layer's own)" if odd[0] != spec.num_heads else ""),
             hint=f"allowed: {allowed}",
         )
     if spec.tp_group and spec.tp_group % tp:

@@ -33,7 +33,7 @@ class ParamCounts(Result):
 
 
 def attention_params(spec: ModelSpec, run: LayerRun) -> int:
-    h, d, hidden = spec.num_heads, spec.run_head_dim(run), spec.hidden_size
+    h, d, hidden = spec.run_heads(run), spec.run_head_dim(run), spec.hidden_size
     if run.kind == LayerKind.STATELESS:
         return run.mixer_params or 0
     if run.kind == LayerKind.MLA:
@@ -53,7 +53,7 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     kv = g * d + (0 if run.v_is_k else g * vd)  # Gemma 4's k_eq_v layers have k_proj only
     bias = (h * d + kv) if spec.attention_bias else 0
     bias += hidden if spec.o_proj_bias else 0
-    gate = output_gate_params(spec, d)
+    gate = output_gate_params(spec, d, h)
     parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
     return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run)
 
@@ -67,14 +67,16 @@ def output_gate_rows(spec: ModelSpec, heads: int, head_dim: int) -> int:
     return heads * head_dim if spec.attn_output_gate else 0
 
 
-def output_gate_params(spec: ModelSpec, head_dim: int) -> int:
-    return spec.hidden_size * output_gate_rows(spec, spec.num_heads, head_dim)
+def output_gate_params(spec: ModelSpec, head_dim: int, heads: int | None = None) -> int:
+    """A layer's output gate over `heads` query heads (the model's where not given)."""
+    return spec.hidden_size * output_gate_rows(spec, heads or spec.num_heads, head_dim)
 
 
 def sink_params(spec: ModelSpec, run: LayerRun) -> int:
     """A self-attention layer's sink logits, one per query head (gpt-oss; MiMo-V2-Flash's on sliding layers)."""
     every = spec.attention_sinks == "all" and run.kind.self_head_kv
-    return spec.num_heads if every or (spec.attention_sinks == "sliding" and run.kind == LayerKind.SLIDING) else 0
+    sinks = every or (spec.attention_sinks == "sliding" and run.kind == LayerKind.SLIDING)
+    return spec.run_heads(run) if sinks else 0
 
 
 def layer_norm_params(spec: ModelSpec, run: LayerRun, routed: bool) -> int:
@@ -86,7 +88,7 @@ def layer_norm_params(spec: ModelSpec, run: LayerRun, routed: bool) -> int:
     norms = blocks * spec.hidden_size * (2 if spec.norm_bias else 1)
     if spec.qk_norm and run.kind.self_head_kv:
         d = spec.run_head_dim(run)
-        norms += 2 * d if spec.qk_norm == "head" else (spec.num_heads + (run.kv_heads or spec.kv_heads)) * d
+        norms += 2 * d if spec.qk_norm == "head" else (spec.run_heads(run) + (run.kv_heads or spec.kv_heads)) * d
     return norms
 
 

@@ -109,7 +109,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
             whole += hidden * spec.q_lora_rank + spec.q_lora_rank
         return whole + Fraction(attention_params(spec, run) - whole, tp)
     if run.kind.self_head_kv:
-        h, d = spec.num_heads, spec.run_head_dim(run)
+        h, d = spec.run_heads(run), spec.run_head_dim(run)
         # A KV-sharing layer (Hunyuan's cross-layer attention) has no k/v projections (params.attention_params);
         # a k_eq_v layer (Gemma 4) has k_proj only.
         g = 0 if run.kv_shared else kv_heads_per_rank(run.kv_heads or spec.kv_heads, tp)
@@ -118,7 +118,7 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         bias = (Fraction(h * d, tp) + kv) if spec.attention_bias else 0
         bias += hidden if spec.o_proj_bias else 0  # a row-parallel bias is added once, whole on each rank
         # an output gate (Qwen3-Next / Qwen3.5: per channel from q_proj; LFM3: one a head), split by heads like Q
-        gate = output_gate_params(spec, d)
+        gate = output_gate_params(spec, d, h)
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads
         return Fraction(hidden * h * (d + vd) + gate + sink_params(spec, run), tp) + hidden * kv + bias + parallel

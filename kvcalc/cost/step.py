@@ -176,8 +176,12 @@ def stages(spec: ModelSpec, dep: Deployment, dtype: str | None) -> tuple[Stage, 
                 layers=n,
                 elements=elements_per_token(spec, run, kv_tp),
                 read_elements=elements_per_token(spec, run.model_copy(update={"kv_shared": False}), kv_tp),
-                decode_flops=2 * heads * sum(_qk_v_dims(spec, True, run)) if run.kind.attends else 0,
-                prefill_flops=2 * heads * sum(_qk_v_dims(spec, False, run)) if run.kind.attends else 0,
+                decode_flops=2 * (spec.run_heads(run) // tp) * sum(_qk_v_dims(spec, True, run))
+                if run.kind.attends
+                else 0,
+                prefill_flops=2 * (spec.run_heads(run) // tp) * sum(_qk_v_dims(spec, False, run))
+                if run.kind.attends
+                else 0,
                 topk=spec.index_topk if sparse(spec, run) else None,
                 index_bytes=index_bytes_per_token(spec, run),
                 index_flops=index_flops(spec) if sparse(spec, run) and not run.index_shared else 0,

@@ -137,6 +137,7 @@ def weight_bytes(
         elif run.kind != LayerKind.STATELESS:
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)
+            hr = math.ceil(spec.run_heads(run) / tp)  # a layer's own query heads (Laguna)
             # NOTE: a per-head output gate as wide as the queries (attn_output_gate): qwen3_next.py (Qwen3-Next,
             # Qwen3.5) fuses it into QKVParallelLinear as twice the query heads; afmoe.py keeps its own gate_proj
             gate = output_gate_rows(spec, hr, dr)

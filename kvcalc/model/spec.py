@@ -58,16 +58,14 @@ class LayerRun(BaseModel):
     count: Pos = 1
     window_tokens: Pos | None = None
     kv_heads: Pos | None = None
-    # A recurrent mixer's state per sequence: a stateless layer's (SSM / linear attention), or on an attention
-    # layer that of the Mamba-2 mixer running beside its attention (Falcon-H1's parallel hybrid).
+    # A recurrent mixer's state per sequence: a stateless layer's, or that of a mixer beside the attention (Falcon-H1).
     state_bytes: NonNeg = 0
     # The same state in elements (conv window + SSM state), for an engine that keeps its own dtypes (llama.cpp: f32;
     # SGLang: a float32 SSM state, bf16 conv windows), and of them the SSM / linear-attention state's (the rest are
     # conv columns); 0: not known apart from state_bytes, which is then taken as it is.
     state_elements: NonNeg = 0
     state_recurrent_elements: NonNeg = 0
-    # A stateless layer's token-mixer parameters; on an attention layer, its parallel mixer's (beside the
-    # attention's own, which the spec's head fields give).
+    # A stateless layer's token-mixer parameters; on an attention layer, those of the mixer beside its attention.
     mixer_params: NonNeg | None = None
     # Of mixer_params, a Mamba-1 mixer's A (A_log: d_inner x d_state), which vLLM builds in float32 whatever the
     # model dtype (engines/fp32.py); 0 for other mixers.
@@ -77,12 +75,12 @@ class LayerRun(BaseModel):
     cross_tokens: NonNeg | None = 0
     # Attends over an earlier layer's K and V (Hunyuan's cross-layer attention): caches nothing itself.
     kv_shared: bool = False
-    # DeepSeek Sparse Attention: an MLA layer that reuses an earlier layer's top-k (GLM-5.2's indexer_types
-    # "shared"): no indexer of its own, so no indexer keys cached, read or scored.
+    # DeepSeek Sparse Attention: an MLA layer reusing an earlier layer's top-k (GLM-5.2's "shared"): no indexer keys.
     index_shared: bool = False
-    # An attention layer with its own head width (Gemma 4's full-attention layers: global_head_dim), for its
-    # queries, keys and values alike; None: the model's head_dim.
+    # An attention layer's own head width (Gemma 4's full layers: global_head_dim, queries, keys and values alike) and
+    # query heads (Laguna's num_attention_heads_per_layer); None: the model's.
     head_dim: Pos | None = None
+    num_heads: Pos | None = None
     # Its values are its keys (Gemma 4's attention_k_eq_v): no v_proj; engines still cache K and V (vLLM: k_proj twice).
     v_is_k: bool = False
 
@@ -116,8 +114,8 @@ class LayerRun(BaseModel):
             raise ValueError("kv_shared is only for attention layers")
         if self.index_shared and self.kind != LayerKind.MLA:
             raise ValueError("index_shared is only for MLA layers")
-        if (self.head_dim is not None or self.v_is_k) and not self.kind.self_head_kv:
-            raise ValueError("head_dim / v_is_k are only for attention layers (full, sliding, chunked)")
+        if (self.head_dim is not None or self.num_heads is not None or self.v_is_k) and not self.kind.self_head_kv:
+            raise ValueError("head_dim / num_heads / v_is_k are only for attention layers (full, sliding, chunked)")
         if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
             raise ValueError("cross_tokens is only for cross-attention layers")
         return self
@@ -233,10 +231,8 @@ class ModelSpec(BaseModel):
         if period > self.num_layers:
             raise ValueError(f"layer_pattern covers {period} layers but the model has num_layers={self.num_layers}")
         for run in self.layer_pattern:
-            if run.kv_heads is not None and self.num_heads % run.kv_heads != 0:
-                raise ValueError(
-                    f"num_heads ({self.num_heads}) must be divisible by a layer's kv_heads ({run.kv_heads})"
-                )
+            if (self.run_heads(run)) % (run.kv_heads or self.kv_heads):
+                raise ValueError(f"a layer's {self.run_heads(run)} query heads must split over its KV heads evenly")
             if run.kind == LayerKind.MLA and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
                 raise ValueError("MLA layers need kv_lora_rank and qk_rope_head_dim")
         if self.v_head_dim is not None and not self.is_mla and any(run.head_dim for run in self.layer_pattern):
@@ -357,6 +353,10 @@ class ModelSpec(BaseModel):
     def run_head_dim(self, run: LayerRun) -> int:
         """The head width of one layer run: its own (Gemma 4's global layers), else the model's."""
         return run.head_dim or self.head_dim_effective
+
+    def run_heads(self, run: LayerRun) -> int:
+        """The query heads of one layer run: its own (Laguna's), else the model's."""
+        return run.num_heads or self.num_heads
 
     def run_v_dim(self, run: LayerRun) -> int:
         """The width of one head's values in a per-head attention layer: v_head_dim where the model's values

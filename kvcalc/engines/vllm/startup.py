@@ -74,8 +74,8 @@ def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
 
 
 # Architectures kvcalc reads that came after vLLM 0.19's registry (vllm/model_executor/models/registry.py): Ling 3
-# (bailing_moe_v3.py is SGLang's, from 0.5.19)
-VLLM_UNSERVED = frozenset({"BailingMoeV3ForCausalLM"})
+# (SGLang's bailing_moe_v3.py, from 0.5.19) and Laguna (SGLang's laguna.py, from 0.5.12)
+VLLM_UNSERVED = frozenset({"BailingMoeV3ForCausalLM", "LagunaForCausalLM"})
 
 
 def unsupported_architecture(spec: ModelSpec) -> str | None:

@@ -11,6 +11,7 @@ from kvcalc.errors import SpecError
 from kvcalc.model.hf import bailing as hf_bailing
 from kvcalc.model.hf import encdec as hf_encdec
 from kvcalc.model.hf import hybrid as hf_hybrid
+from kvcalc.model.hf import laguna as hf_laguna
 from kvcalc.model.hf import legacy as hf_legacy
 from kvcalc.model.hf import mla as hf_mla
 from kvcalc.model.hf import moe as hf_moe
@@ -181,6 +182,19 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return [LayerRun(kind=LayerKind.CROSS if i in cross else LayerKind.FULL) for i in range(layers)]
     runs = hf_windows.sliding_pattern(cfg, model_type, layers, model_type in TYPE_DEFAULTS)
     return runs or []
+
+
+def _output_gate(cfg: Config, model_type: str) -> bool | str:
+    """The attention output gate: LFM3's one a head under use_attention_gate; Ling's and Laguna's as their configs
+    name it; AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates like Qwen3-Next's; Qwen3.5's attention
+    always doubles q_proj (transformers Qwen3_5Attention), its config's attn_output_gate or not."""
+    if model_type == "lfm3" and cfg.get("use_attention_gate", default=True):
+        return "head"
+    if model_type == "bailing_hybrid":
+        return hf_bailing.output_gate(cfg)
+    if model_type == "laguna":
+        return hf_laguna.output_gate(cfg)
+    return bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
 
 
 def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> list[LayerRun]:
@@ -373,15 +387,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         # LlamaAttention, GptOssAttention, Qwen3Attention, GraniteAttention, CohereAttention); GLM-4.5 and
         # Qwen 1/2 bias q, k, v alone.
         "o_proj_bias": bool(cfg.get("attention_bias")) and model_type in O_PROJ_BIAS,
-        # AfmoeAttention's gate_proj (hidden -> heads x head_dim) gates the output like Qwen3-Next's; Qwen3.5's
-        # attention always doubles q_proj (transformers Qwen3_5Attention), its config's attn_output_gate or not.
-        "attn_output_gate": (
-            "head"
-            if model_type == "lfm3" and cfg.get("use_attention_gate", default=True)
-            else hf_bailing.output_gate(cfg)
-            if model_type == "bailing_hybrid"
-            else bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
-        ),
+        "attn_output_gate": _output_gate(cfg, model_type),
         "tp_group": hf_bailing.tp_group(cfg) if model_type == "bailing_hybrid" else None,
         # gpt-oss experts carry gate_up and down biases (transformers GptOssExperts).
         "mlp_bias": bool(cfg.get("mlp_bias")) or model_type == "gpt_oss",
@@ -412,6 +418,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields["v_head_dim"] = cfg.int_field("v_head_dim")
     if cfg.get("use_cla"):
         fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
+    if model_type == "laguna":
+        fields["layer_pattern"] = hf_laguna.per_layer_heads(cfg, fields["layer_pattern"], layers)
     if cfg.get("num_kv_shared_layers"):
         fields["layer_pattern"] = _kv_shared_tail(
             cfg, model_type, fields["layer_pattern"], layers, fields["intermediate_size"]

@@ -213,6 +213,7 @@ def _layer_count(cfg: Config) -> int | None:
 # Per-layer lists read for one family only.
 PER_LAYER_READ_BY_TYPE = {
     "mimo_v2_flash": {"hybrid_layer_pattern"},
+    "laguna": {"num_attention_heads_per_layer", "gating_types"},  # hf_laguna
     # Ling's layer layout (hf_bailing) and Ling 3's SwiGLU clamps (no weights)
     "bailing_hybrid": {"layer_group_size", "expert_swiglu_limit_list", "share_expert_swiglu_limit_list"},
 }
