@@ -230,7 +230,7 @@ def test_bamba_attention_indices():
 @pytest.mark.parametrize(
     ("change", "doubt"),
     [
-        ({"mlp_only_layers": [0]}, "mlp_only_layers"),
+        ({"mlp_only_layers": [1]}, "mlp_only_layers"),  # a dense layer after a MoE one ([0]: a leading one, read)
         ({"decoder_sparse_step": 2}, "decoder_sparse_step"),
         ({"moe_num_experts": 64, "moe_k": 8}, "moe_num_experts is not read"),
     ],

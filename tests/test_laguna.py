@@ -81,3 +81,22 @@ def test_sglang_serves_it_from_0_5_12_and_vllm_019_has_no_class(tmp_path):
     assert sglang.exit_code == 0 and "Use Sliding window memory pool." in sglang.stdout
     refused = run("fit", path, "--gpu", "h100", "--tp", "3")
     assert "tensor parallelism 3 does not divide laguna's 64 query heads (a layer's own)" in refused.stderr
+
+
+def test_laguna_s_as_aiconfigurator_vendors_it():
+    # Laguna-S-2.1 (aic-core/.../poolside--Laguna-S-2.1-FP8_config.json @ 1cab08c): 48 and 72 query heads, the dense
+    # first layer named by mlp_only_layers [0] (vLLM's qwen2_moe rule) as well as mlp_layer_types, a per_head gate
+    # in gating_types for every layer; torch counts 117,561,977,600 parameters of transformers 5.25's model
+    types = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(48)]
+    spec = _spec(
+        hidden_size=3072, intermediate_size=12288, num_hidden_layers=48, num_experts_per_tok=10,
+        moe_intermediate_size=1024, shared_expert_intermediate_size=1024, decoder_sparse_step=1, mlp_only_layers=[0],
+        gating="per-head", gating_types=["per_head"] * 48, layer_types=types,
+        mlp_layer_types=["dense"] + ["sparse"] * 47,
+        num_attention_heads_per_layer=[48 if t == "full_attention" else 72 for t in types],
+    )  # fmt: skip
+    assert param_counts(spec).total == 117_561_977_600
+    # tp must divide 48 and 72 and split or replicate the 8 KV heads evenly: not 16 (72 heads), 24 (3 copies of each)
+    assert spec.dense_layers == 1 and valid_tp(spec) == [1, 2, 4, 8, 24]
+    with pytest.raises(SpecError, match="decoder_sparse_step / mlp_only_layers"):
+        param_counts(_spec(mlp_only_layers=[0, 5]))  # a dense layer between MoE ones: not read

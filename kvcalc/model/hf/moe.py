@@ -22,6 +22,13 @@ def leading_dense(layout: list[Any], dense: Any = "dense") -> int:
     return next((i for i, t in enumerate(layout) if t != dense), len(layout))
 
 
+def leading_only(cfg: Config) -> bool:
+    """mlp_only_layers naming the first layers only, every other layer MoE (decoder_sparse_step 1 or none)."""
+    only = cfg.get("mlp_only_layers")
+    step_ok = cfg.get("decoder_sparse_step") in (None, 0, 1)
+    return isinstance(only, list) and bool(only) and only == list(range(len(only))) and step_ok
+
+
 # ERNIE 4.5 (Ernie4_5_MoeConfig): its own names for the expert fields, and MoE layers from
 # moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th.
 ERNIE_TYPES = ("ernie4_5_moe",)
@@ -119,6 +126,9 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         # transformers 5 lists each layer's MLP ("dense" / "sparse") and reads it over first_k_dense_replace;
         # a layout other than leading dense layers makes the parameters unknown (hf_unread.parameter_doubts).
         dense = leading_dense(layout)
+    if leading_only(cfg):
+        # vLLM qwen2_moe.py / qwen3_moe.py: a layer in mlp_only_layers keeps a dense MLP (Laguna-S-2.1's [0])
+        dense = max(dense, len(cfg.get("mlp_only_layers")))
     if isinstance(freq := cfg.get("moe_layer_freq"), list):
         dense = leading_dense(freq, 0)  # MiMo-V2-Flash: 0 dense, 1 MoE, per layer (other layouts: parameter_doubts)
     if model_type in ERNIE_TYPES:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.hf.legacy import uniform_width
-from kvcalc.model.hf.moe import BAILING_TYPES, ERNIE_MOE_KEYS, ERNIE_TYPES, ernie_dense_layers, leading_dense
+from kvcalc.model.hf.moe import (
+    BAILING_TYPES,
+    ERNIE_MOE_KEYS,
+    ERNIE_TYPES,
+    ernie_dense_layers,
+    leading_dense,
+    leading_only,
+)
 
 # MiniMax-01 (MiniMax-Text-01, MiniMax-M1; transformers' MiniMaxConfig): lightning attention layers (hf_hybrid.lightning)
 LIGHTNING_TYPES = ("minimax_text_01", "minimax_m1", "minimax")
@@ -253,7 +260,7 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     is still answered; parameters are then reported as unknown rather than a different number."""
     doubts = []
     step = cfg.get("decoder_sparse_step")
-    if step not in (None, 0, 1) or cfg.get("mlp_only_layers"):
+    if step not in (None, 0, 1) or (cfg.get("mlp_only_layers") and not leading_only(cfg)):
         doubts.append("decoder_sparse_step / mlp_only_layers (dense layers between MoE layers) are not read")
     # NOTE: Gemma 3n's and Gemma 4's per-layer input embeddings are read (reader: ModelSpec.per_layer_input)
     if model_type not in ("gemma3n_text", "gemma4_text") and (
