@@ -23,7 +23,8 @@ GENERATED = sorted(name for name, entry in ENTRIES.items() if not entry.get("pen
 HAND_WRITTEN = INDEX["hand_written"]
 MODELS = presets.preset_names(presets.MODEL_DIR)
 # REPOSITORY @ COMMIT : PATH, the commit at least 7 hex digits; a hub page is huggingface.co/ORG/NAME.
-READ_FROM = re.compile(r"^(huggingface\.co/)?[\w.-]+/[\w.-]+ @ [0-9a-f]{7,40} : \S.*$")
+# a repository at a commit, or a released package (pypi:NAME==VERSION, a wheel as pip downloads it)
+READ_FROM = re.compile(r"^((huggingface\.co/)?[\w.-]+/[\w.-]+ @ [0-9a-f]{7,40}|pypi:[\w.-]+==[\w.]+) : \S.*$")
 
 
 def _config(entry: dict) -> dict:

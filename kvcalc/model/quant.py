@@ -342,9 +342,14 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     head_dim = head_dim or text.get("qk_rope_head_dim")
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
         head_dim = hidden // heads
-    rotary = _rotated(head_dim, text.get("partial_rotary_factor", 1.0)) if isinstance(head_dim, int) else None
+    # transformers 5 keeps partial_rotary_factor inside rope_parameters (Qwen3.5), where vLLM 0.19's get_rope reads it
+    params = text.get("rope_parameters")
+    factor = text.get(
+        "partial_rotary_factor", params.get("partial_rotary_factor") if isinstance(params, dict) else None
+    )
+    rotary = _rotated(head_dim, 1.0 if factor is None else factor) if isinstance(head_dim, int) else None
     given = text.get("rotary_dim")
-    if "partial_rotary_factor" not in text and isinstance(given, int) and isinstance(head_dim, int):
+    if factor is None and isinstance(given, int) and isinstance(head_dim, int):
         # GPT-J, MiniMax-M2 / Text-01: vLLM's gpt_j.py and minimax_*.py take the config's rotary_dim columns
         rotary = given if 0 < given <= head_dim else rotary
     stored = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "").removeprefix("torch.")
