@@ -100,3 +100,13 @@ def test_laguna_s_as_aiconfigurator_vendors_it():
     assert spec.dense_layers == 1 and valid_tp(spec) == [1, 2, 4, 8, 24]
     with pytest.raises(SpecError, match="decoder_sparse_step / mlp_only_layers"):
         param_counts(_spec(mlp_only_layers=[0, 5]))  # a dense layer between MoE ones: not read
+
+
+def test_mha_variant_gives_each_layer_its_own_heads():
+    # MHA as a what-if: every layer as many KV heads as its own query heads (48 on the full layers, 64 on the
+    # sliding ones), each K and V of 128 in bf16
+    from kvcalc.plan.variants import apply_variant
+
+    mha = apply_variant(_spec(), "mha")
+    assert bytes_per_token(mha, "bf16") == (10 * 48 + 30 * 64) * 128 * 2 * 2
+    assert bytes_per_token(apply_variant(_spec(), "mqa"), "bf16") == LAYERS * 128 * 2 * 2

@@ -44,12 +44,13 @@ def is_variant(item: str) -> bool:
     return _VARIANT.fullmatch(split_dtype(item)[0].lower()) is not None
 
 
-def _with_kv_heads(base: ModelSpec, kv_heads: int, name: str) -> ModelSpec:
-    # Per-head K/V everywhere: MLA layers become full attention of the base model's head shape.
+def _with_kv_heads(base: ModelSpec, kv_heads: int, name: str, mha: bool = False) -> ModelSpec:
+    # Per-head K/V everywhere: MLA layers become full attention of the base model's head shape; under MHA a layer
+    # with query heads of its own (Laguna) gets as many KV heads.
     pattern = [
         run.model_copy(update={"kind": LayerKind.FULL, "kv_heads": None})
         if run.kind == LayerKind.MLA
-        else run.model_copy(update={"kv_heads": None})
+        else run.model_copy(update={"kv_heads": run.num_heads if mha else None})
         for run in base.layer_pattern
     ]
     if base.num_heads % kv_heads:
@@ -76,7 +77,7 @@ def apply_variant(base: ModelSpec, item: str) -> ModelSpec:
         )
     kind, arg = m.groups()
     if kind == "mha":
-        return _with_kv_heads(base, base.num_heads, item)
+        return _with_kv_heads(base, base.num_heads, item, mha=True)
     if kind == "mqa":
         return _with_kv_heads(base, 1, item)
     if kind == "gqa":
