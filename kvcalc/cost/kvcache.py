@@ -29,12 +29,17 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def query_heads(spec: ModelSpec) -> list[int]:
+    """The query-head counts tensor parallelism must split: the model's and any attention layer's own (Laguna)."""
+    return sorted({spec.run_heads(run) for run, _ in spec.layer_groups() if run.kind.self_head_kv} | {spec.num_heads})
+
+
 def valid_tp(spec: ModelSpec) -> list[int]:
     """Tensor-parallel sizes vLLM accepts for this model (up to its query-head count)."""
     if spec.attention_free:  # its mixers split by width (vLLM's MambaMixer: d_inner / tp)
         return _divisors(spec.hidden_size)
     kv = {run.kv_heads or spec.kv_heads for run, _ in spec.layer_groups()} if not spec.is_mla else set()
-    heads = {spec.run_heads(run) for run, _ in spec.layer_groups() if run.kind.self_head_kv} | {spec.num_heads}
+    heads = query_heads(spec)
     fits = [t for t in _divisors(min(heads)) if all(g % t == 0 or t % g == 0 for g in kv)]
     return [t for t in fits if all(h % t == 0 for h in heads) and (not spec.tp_group or spec.tp_group % t == 0)]
 
@@ -53,7 +58,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
                 hint=f"allowed: {allowed}",
             )
         return
-    heads = sorted({spec.run_heads(run) for run, _ in spec.layer_groups() if run.kind.self_head_kv} | {spec.num_heads})
+    heads = query_heads(spec)
     if odd := [h for h in heads if h % tp]:
         raise UsageError(
             f"tensor parallelism {tp} does not divide {spec.name}'s {odd[0]} query heads"
