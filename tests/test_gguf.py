@@ -578,6 +578,23 @@ def test_openelm_gguf_reads_heads_per_layer_and_layer_0s_head_width(tmp_path):
     assert spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), path.name).head_dim == 16
 
 
+def test_gguf_heads_per_layer_set_each_layers_attention_flops(tmp_path):
+    # openelm.cpp builds layer il with n_head(il) query heads: 4, 4, 8, 8 over 1, 1, 2, 2 KV heads, 16 wide. One new
+    # token over 100 cached keys: 2 x heads x (16 + 16) FLOPs a key and layer, (4 + 4 + 8 + 8) heads, not 4 x 8
+    from kvcalc.cost.flops import decode_attention_flops, prefill_attention_flops
+
+    extra = {
+        "openelm.attention.head_count": [4, 4, 8, 8], "openelm.attention.head_count_kv": [1, 1, 2, 2],
+        "openelm.attention.key_length": 16, "openelm.attention.value_length": 16,
+    }  # fmt: skip
+    md, t = llama_like("openelm", layers=4, extra=extra)
+    spec = spec_from_gguf(header_of(gguf_bytes(md, t, data=False)[0]), "OpenELM-270M-Q4_K_M.gguf")
+    assert [spec.run_heads(r) for r in spec.expanded_layers()] == [4, 4, 8, 8]
+    assert decode_attention_flops(spec, 100) == 2 * (4 + 4 + 8 + 8) * (16 + 16) * 100
+    # a causal prompt of 10 tokens: 55 query-key pairs a layer
+    assert prefill_attention_flops(spec, 10) == 2 * (4 + 4 + 8 + 8) * (16 + 16) * 55
+
+
 def test_minicpm3_gguf_caches_every_heads_k_and_v(tmp_path):
     # minicpm3.cpp decompresses each head's K (nope + rope) and V before build_attn: no latent in llama.cpp's cache
     extra = {

@@ -11,7 +11,7 @@ from kvcalc.cost.params import param_counts
 from kvcalc.cost.step import SINGLE, kv_bytes, stage_decode_flops, stages
 from kvcalc.engines.sglang.pool import SglangSettings, predict
 from kvcalc.engines.vllm.figures import vllm_figures
-from kvcalc.errors import UsageError
+from kvcalc.errors import SpecError, UsageError
 from kvcalc.model.presets import get_gpu, get_model
 
 GIB = 2**30
@@ -230,3 +230,19 @@ def test_glm52_layers_sharing_an_indexer_hold_no_keys_of_their_own():
     for gpu, latent in (("b200", 576), ("h200", 1152)):
         pool = predict(glm52, get_gpu(gpu), SglangSettings(tp=8), seq=1088, batch=8, dtype="fp8")
         assert pool.cell_bytes == 78 * latent + 21 * INDEX
+
+
+def test_glm52_layer_types_as_transformers_5_11_saves_them():
+    # nvidia/GLM-5.2-NVFP4's config (transformers 5.11) names all 78 layers deepseek_sparse_attention; which of them
+    # score their own top-k is indexer_types' to say, as in the hub file
+    import json
+
+    from kvcalc.model.hf.reader import spec_from_config
+
+    raw = json.loads((FIXTURES / "real_configs" / "glm-5.2.json").read_text())
+    saved = spec_from_config({**raw, "layer_types": ["deepseek_sparse_attention"] * 78}, "glm-5.2", "GLM-5.2")
+    assert sum(n for run, n in saved.layer_groups() if run.index_shared) == 57
+    assert cache_bytes(saved, 1, 1, "bf16") == 78 * 1152 + 21 * INDEX == 92_628
+    assert param_counts(saved).total == param_counts(spec_from_config(raw, "glm-5.2", "GLM-5.2")).total
+    with pytest.raises(SpecError, match="layer_types mixing deepseek_sparse_attention, sliding_attention"):
+        spec_from_config({**raw, "layer_types": ["deepseek_sparse_attention", "sliding_attention"] * 39}, "x", "x")

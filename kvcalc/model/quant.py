@@ -328,7 +328,7 @@ def _read_quantization(q: Any) -> Quantization | None:
 def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpoint | None:
     """One call from the config reader: what vLLM loads beyond the architecture's parameters.
     defaults: the text model's class defaults, for the fields a sparse config leaves out."""
-    from kvcalc.model.hf.positions import engine_lengths, rotary_rows
+    from kvcalc.model.hf.positions import engine_lengths, rotary_rows, step_rotary
     from kvcalc.model.hf.towers import image_profile, vision_params
 
     if not isinstance(raw, dict):
@@ -357,6 +357,8 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     declared = names.get(stored)
     # Ling writes "fp32", MiMo and GLM-5.2 "float32"
     router = str(text.get("moe_router_dtype") or text.get("router_dtype") or "").removeprefix("torch.")
+    # Step 3.5: a rope a layer, so a cos/sin cache per distinct (theta, width, scaling) (hf/positions.step_rotary)
+    rows, widths = step_rotary(text) or (rotary_rows(raw, text), _rotary_widths(text))
     return Checkpoint(
         declared_dtype=declared,
         router_dtype=names.get(router, router if router in names.values() else None),
@@ -364,8 +366,8 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
         vision_shape=_vision_shape(raw.get("vision_config")),
-        rotary_rows=rotary_rows(raw, text),
-        rotary_widths=_rotary_widths(text),
+        rotary_rows=rows,
+        rotary_widths=widths,
         vision_params=vision_params(raw, text),
         image_profile=image_profile(raw),
         lengths=EngineLengths(**lengths) if (lengths := engine_lengths(raw, text)) else None,

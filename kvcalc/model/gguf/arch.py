@@ -240,7 +240,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec["head_dim"] = swa_width
     spec["layer_pattern"] = _pattern(
         md, arch, n, kv, n_heads, bool(rank), spec.get("num_kv_heads"), name, nextn,
-        full_width=full_width, k_as_v=k_as_v, kv_from=_kv_from(md, arch, n),
+        full_width=full_width, k_as_v=k_as_v, kv_from=_kv_from(md, arch, n), q_counts=heads,
     )  # fmt: skip
     return build(ModelSpec, spec, f"{name} (GGUF)")
 
@@ -302,6 +302,7 @@ def _pattern(
     full_width: int | None = None,
     k_as_v: frozenset[int] = frozenset(),
     kv_from: int | None = None,
+    q_counts: list[int] | None = None,
 ) -> list[LayerRun]:
     swa = _swa_layers(md, arch, n)
     shared_index = _shared_indexers(md, arch, n, name)
@@ -317,6 +318,8 @@ def _pattern(
     interval = _get(md, arch, "full_attention_interval", RECURRENT_INTERVAL[arch]) if arch in RECURRENT_INTERVAL else 0
     runs: list[LayerRun] = []
     for il in range(n):
+        # an attention layer's own query heads where the file gives fewer than the widest (openelm.cpp's n_head(il))
+        q_heads = q_counts[il] if q_counts and 0 < q_counts[il] != n_heads else None
         # NOTE: which layers are recurrent, as each src/models/<arch>.cpp sets is_recr: Qwen3-Next / 3.5 as
         # attention.recurrent_layers lists them, else by interval; nemotron_h (and its MoE, which loads alike)
         # where a layer has neither KV heads nor an MLP; the others where kv == 0
@@ -333,7 +336,14 @@ def _pattern(
         elif mla:
             runs.append(LayerRun(kind=LayerKind.MLA, index_shared=il in shared_index))
         elif swa and swa[il]:
-            runs.append(LayerRun(kind=kind_swa, window_tokens=window, kv_heads=kv[il] if kv[il] != kv_max else None))
+            runs.append(
+                LayerRun(
+                    kind=kind_swa,
+                    window_tokens=window,
+                    kv_heads=kv[il] if kv[il] != kv_max else None,
+                    num_heads=q_heads,
+                )
+            )
         else:
             # NOTE: a Falcon-H1 layer is attention and a Mamba-2 mixer side by side: its state rides on the layer
             beside = state if arch == "falcon-h1" else 0
@@ -345,6 +355,7 @@ def _pattern(
                     state_bytes=beside,
                     state_elements=beside // 4,
                     head_dim=full_width,
+                    num_heads=q_heads,
                     v_is_k=il in k_as_v,
                 )
             )

@@ -7,6 +7,9 @@ from typing import Any
 from kvcalc.model.hf.fields import Config
 from kvcalc.model.spec import LayerKind, LayerRun
 
+# The names a layer_types list gives every layer of a uniform MLA model (one name for all of them)
+SPARSE_MLA_TYPES = {"full_attention", "attention", "indexed_attention", "deepseek_sparse_attention"}
+
 
 def is_mla(cfg: Config) -> bool:
     return bool(cfg.get("kv_lora_rank"))
@@ -36,8 +39,9 @@ def indexer_pattern(cfg: Config, layers: int) -> list[LayerRun]:
     """[] for uniform MLA; with GLM-5.2's `indexer_types` one run per layer, "shared" ones reusing an
     earlier layer's top-k without an indexer of their own (vLLM deepseek_v2.py compute_skip_topk_layers)."""
     kinds = {str(k) for k in cfg.get("layer_types") or []}
-    if kinds - {"full_attention", "attention"} and kinds != {"indexed_attention"}:
-        # one kind of MLA layer is read (transformers writes DeepSeek-V3.2's and HY4's as indexed_attention); not
+    if (kinds - {"full_attention", "attention"} and len(kinds) > 1) or not kinds <= SPARSE_MLA_TYPES:
+        # one kind of MLA layer is read (transformers writes DeepSeek-V3.2's and HY4's as indexed_attention, 5.11
+        # GLM-5.2's as deepseek_sparse_attention, which indexer_types splits into full and shared); not
         # Bailing's hybrid (linear-attention layers between MLA ones) nor dots3's sliding layers beside indexed ones
         raise cfg.refuse(
             f"layer_types mixing {', '.join(sorted(kinds))} in an MLA model is not read",

@@ -203,3 +203,32 @@ def engine_lengths(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, Any]:
         "trtllm": None if trtllm == trained else trtllm,
     }
     return {k: v for k, v in lengths.items() if v}
+
+
+def step_rotary(text: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(rows, widths) of the cos/sin caches vLLM builds for a step3p5 config: one a distinct (theta, rotary width,
+    scaling) among the layers, each max_position_embeddings rows (the scaling Step 3.5 ships, llama3, keeps
+    them); None where the config lacks what it takes or the layers share one setting."""
+    if text.get("model_type") != "step3p5":
+        return None
+    layers, rows, head = text.get("num_hidden_layers"), text.get("max_position_embeddings"), text.get("head_dim")
+    types = text.get("layer_types") or []
+    if not (isinstance(layers, int) and isinstance(rows, int) and isinstance(head, int)):
+        return None
+    if min(layers, rows, head) <= 0 or len(types) < layers:
+        return None
+    thetas, factors = text.get("rope_theta"), text.get("partial_rotary_factors") or []
+    if isinstance(thetas, list) and len(thetas) < layers:
+        return None  # vLLM indexes rope_theta by layer: a shorter list does not load
+    scaled = text.get("yarn_only_types")
+    seen: list[tuple[Any, int, bool]] = []
+    for i in range(layers):
+        theta = thetas[i] if isinstance(thetas, list) and i < len(thetas) else thetas
+        factor = factors[i] if i < len(factors) else 1.0
+        width = head // 2 if factor == 0.5 else head  # vLLM asserts the factor is 1 or 0.5
+        setting = (theta, width, bool(text.get("rope_scaling")) and (not scaled or types[i] in scaled))
+        if setting not in seen:
+            seen.append(setting)
+    if len(seen) < 2:
+        return None
+    return tuple(rows for _ in seen), tuple(width for _, width, _ in seen)

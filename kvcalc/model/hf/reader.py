@@ -17,6 +17,7 @@ from kvcalc.model.hf import mla as hf_mla
 from kvcalc.model.hf import moe as hf_moe
 from kvcalc.model.hf import nas as hf_nas
 from kvcalc.model.hf import positions as hf_positions
+from kvcalc.model.hf import step as hf_step
 from kvcalc.model.hf import vision as hf_vision
 from kvcalc.model.hf import windows as hf_windows
 from kvcalc.model.hf.defaults import TYPE_DEFAULTS
@@ -194,6 +195,8 @@ def _output_gate(cfg: Config, model_type: str) -> bool | str:
         return hf_bailing.output_gate(cfg)
     if model_type == "laguna":
         return hf_laguna.output_gate(cfg)
+    if model_type == hf_step.MODEL_TYPE:
+        return "head" if cfg.get("use_head_wise_attn_gate", default=False) else False  # g_proj: hidden -> heads
     return bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
 
 
@@ -264,6 +267,8 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         model_type = str(raw.get("model_type", model_type))
     data = {**TYPE_DEFAULTS.get(model_type, {}), **data}
     model_type = SAME_TEXT_MODEL.get(model_type, model_type)  # its own defaults taken, read as the family it is
+    if model_type == hf_step.MODEL_TYPE:
+        data = hf_step.normalized(data, where)
     for nested in ("ffn_config", "attn_config"):
         if data.get(nested) is not None and not isinstance(data[nested], dict):
             raise SpecError(f"{where}: field {nested} must be an object, got {data[nested]!r}")
@@ -420,6 +425,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
     if model_type == "laguna":
         fields["layer_pattern"] = hf_laguna.per_layer_heads(cfg, fields["layer_pattern"], layers)
+    if model_type == hf_step.MODEL_TYPE:
+        fields["layer_pattern"] = hf_step.per_layer_attention(cfg, fields["layer_pattern"], layers)
     if cfg.get("num_kv_shared_layers"):
         fields["layer_pattern"] = _kv_shared_tail(
             cfg, model_type, fields["layer_pattern"], layers, fields["intermediate_size"]

@@ -42,7 +42,7 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
         raise cfg.refuse("moe_layer_num_skipped (dense leading layers, Hunyuan) is not read")
     if model_type.startswith("longcat_flash") and model_type != "longcat_flash":
         raise cfg.refuse(f"'{model_type}' (a LongCat-Flash variant) is not read")
-    if isinstance(cfg.get("attention_other_setting"), dict):
+    if isinstance(cfg.get("attention_other_setting"), dict) and model_type != "step3p5":  # read: hf_step
         raise cfg.refuse(
             "attention_other_setting (Step 3.5's sliding layers with their own heads) is not read",
             hint="its cache is not estimated, rather than guessed",

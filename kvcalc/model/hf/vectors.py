@@ -20,7 +20,7 @@ from kvcalc.model.hf.fields import Config
 HEAD_QK = {
     "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text",
     "gemma3", "gemma3_text", "gemma3n_text", "gemma4_text", "exaone4", "exaone_moe", "apertus", "afmoe", "dots1",
-    "lfm2", "lfm2_moe", "lfm3", "hy_v3", "qwen3_omni_moe_text", "laguna",
+    "lfm2", "lfm2_moe", "lfm3", "hy_v3", "qwen3_omni_moe_text", "laguna", "step3p5",
 }  # fmt: skip
 HEAD_QK_FLAG = {
     "glm4_moe": ("use_qk_norm", False),
@@ -40,7 +40,7 @@ SANDWICH = {"gemma2", "gemma3", "gemma3_text", "gemma3n_text", "gemma4_text", "g
 # A bias per expert on every MoE layer's router: gpt-oss's gate bias, or the aux-loss-free correction bias
 # (e_score_correction_bias / expert_bias), always built by these ...
 ROUTER_BIAS = {"gpt_oss", "glm4_moe", "glm4_moe_lite", "mimo_v2_flash", "longcat_flash", "kimi_linear", "afmoe"}
-ROUTER_BIAS |= {"ernie4_5_moe", "exaone_moe", "nemotron_h", "laguna"}
+ROUTER_BIAS |= {"ernie4_5_moe", "exaone_moe", "nemotron_h", "laguna", "step3p5"}  # Step 3.5: vLLM asserts it
 # ... and under a config flag by these: (flag, the value that builds it, the default).
 ROUTER_BIAS_FLAG: dict[str, tuple[str, Any, Any]] = {
     # vLLM deepseek_v2.py: e_score_correction_bias only when topk_method == "noaux_tc" (also Kimi K2, GLM-5)
