@@ -58,17 +58,19 @@ def test_vllm_groups_mla_and_kda_layers():
     assert v.blocks_per_request == 35 + 3  # ceil(32,768 / 944) for the MLA group, one block for each KDA group
 
 
-def test_kimi_k3_variants_are_refused(tmp_path):
-    for extra in (
-        {"mla_use_output_gate": True},
-        {"linear_attn_config": {**RAW["linear_attn_config"], "use_full_rank_gate": True}},
-    ):
-        path = tmp_path / str(len(list(tmp_path.iterdir()))) / "config.json"
-        path.parent.mkdir()
-        path.write_text(json.dumps({**RAW, **extra}))
-        result = run("cache", path)
-        assert result.exit_code != 0 and result.stderr.count("\n") == 1
-        assert "(Kimi-K3's KDA and MLA variants, beyond vLLM 0.19's Kimi Linear) is not read" in result.stderr
+def test_kimi_k3s_gates_are_read():
+    # Kimi-K3's variants (tests/test_kimi_k3.py) on Kimi Linear's shape: an output gate a channel on the 7 MLA layers
+    # (hidden -> 32 heads x 128) and a full-rank KDA output gate (hidden -> heads x head_dim) in place of the low-rank
+    # one on the 20 KDA layers; the cache and states do not change
+    base = _spec()
+    gated = spec_from_config({**RAW, "mla_use_output_gate": True}, "k", "k/config.json")
+    assert param_counts(gated).total - param_counts(base).total == 7 * 2304 * 32 * 128
+    lin = {**RAW["linear_attn_config"], "use_full_rank_gate": True}
+    full = spec_from_config({**RAW, "linear_attn_config": lin}, "k", "k/config.json")
+    assert param_counts(full).total - param_counts(base).total == 20 * (2304 * P - (2304 * 128 + 128 * P))
+    for spec in (gated, full):
+        assert bytes_per_token(spec, "bf16") == bytes_per_token(base, "bf16")
+        assert state_bytes(spec, 1) == state_bytes(base, 1)
 
 
 def test_layer_lists_must_cover_every_layer_once(tmp_path):

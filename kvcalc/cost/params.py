@@ -89,12 +89,15 @@ def layer_norm_params(spec: ModelSpec, run: LayerRun, routed: bool) -> int:
     if spec.qk_norm and run.kind.self_head_kv:
         d = spec.run_head_dim(run)
         norms += 2 * d if spec.qk_norm == "head" else (spec.run_heads(run) + (run.kv_heads or spec.kv_heads)) * d
-    return norms
+    # Kimi-K3's attention residual (SGLang kimi_k3.py): self_attention_res_norm, mlp_res_norm and their [1, hidden]
+    # projections, whatever the layer runs
+    return norms + (4 * spec.hidden_size if spec.attention_residual else 0)
 
 
 def end_norm_params(spec: ModelSpec) -> int:
     """The norms outside the layers: the final one, and BLOOM's on the embeddings."""
-    return (1 + int(spec.embedding_norm)) * spec.hidden_size * (2 if spec.norm_bias else 1)
+    residual = 2 * spec.hidden_size if spec.attention_residual else 0  # Kimi-K3's output_attn_res_norm and _proj
+    return (1 + int(spec.embedding_norm)) * spec.hidden_size * (2 if spec.norm_bias else 1) + residual
 
 
 def router_params(spec: ModelSpec) -> int:
@@ -141,12 +144,13 @@ def expert_params(spec: ModelSpec) -> int:
 
 
 def latent_proj_params(spec: ModelSpec) -> int:
-    """LatentMoE's projections into the experts' width and back, per MoE layer, whole on every rank
-    (vLLM nemotron_h.py: ReplicatedLinear fc1_latent_proj / fc2_latent_proj); 0 without them."""
+    """LatentMoE's projections into the experts' width and back (and Kimi-K3's norm there), per MoE layer, whole on
+    every rank (vLLM nemotron_h.py: ReplicatedLinear fc1_latent_proj / fc2_latent_proj); 0 without them."""
     latent = spec.moe_latent_size
     if not latent:
         return 0
-    return 2 * spec.hidden_size * latent + ((latent + spec.hidden_size) if spec.mlp_bias else 0)
+    norm = latent if spec.moe_latent_norm else 0  # Kimi-K3's routed_expert_norm
+    return 2 * spec.hidden_size * latent + ((latent + spec.hidden_size) if spec.mlp_bias else 0) + norm
 
 
 class LayerInputs(NamedTuple):

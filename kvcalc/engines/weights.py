@@ -172,7 +172,7 @@ def weight_bytes(
             router += allocated(spec.experts * 4) if spec.router_bias else 0
             if spec.moe_latent_size:
                 # LatentMoE's fc1/fc2_latent_proj: ReplicatedLinear, left unquantized by ModelOpt checkpoints
-                router += lin(a, w, h) + lin(a, h, w)
+                router += lin(a, w, h) + lin(a, h, w) + (allocated(w * ab) if spec.moe_latent_norm else 0)
             if spec.shared_expert_intermediate_size:
                 mlp += _mlp(spec, linear, spec.shared_expert_intermediate_size, tp, ab)
                 mlp += allocated(h * ab) if spec.shared_expert_gate else 0  # ReplicatedLinear(hidden, 1)

@@ -213,6 +213,13 @@ def _compressed_tensors(q: dict[str, Any]) -> Quantization:
         return Quantization.model_validate(
             {"linear": nvfp4 if acts else nvfp4.model_copy(update={"compute": "16-bit"}), **common}
         )
+    if bits == 4 and kind == "float" and group == 32:
+        # MXFP4 (an e8m0 scale per 32: llm-compressor's mxfp4-pack-quantized); Kimi-K3 ignores every module but the
+        # routed experts (attention, shared experts, dense MLPs, LM head), so only they take it, as gpt-oss's
+        dense = ("model.layers.0.mlp.gate_proj", "model.layers.1.mlp.shared_experts.gate_proj")
+        if all(_ignored(ignore, n) for n in dense) and not common["attention_quantized"]:
+            return Quantization.model_validate({**common, "experts": named("mxfp4")})
+        return Quantization.model_validate({"linear": _named("mxfp4"), **common})
     if bits in (4, 8) and kind == "int" and strategy in ("group", "channel"):
         fmt = LinearFormat(
             name=f"int{bits}",

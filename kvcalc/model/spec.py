@@ -151,7 +151,8 @@ class ModelSpec(BaseModel):
     # GLM-4); a sink logit per query head ("sliding": on sliding layers only); a bias per expert on each router
     # (gpt-oss's router bias, DeepSeek-V3's correction bias); a hidden -> 1 gate on the shared expert (Qwen2-MoE);
     # LayerNorms' biases; one norm before attention and MLP side by side (GPT-J, Cohere); an LM-head bias (GPT-J);
-    # a norm on the embeddings (BLOOM).
+    # a norm on the embeddings (BLOOM); Kimi-K3's attention residual (2 norms, 2 [1, hidden] projections a layer and
+    # a norm and a projection at the head).
     qk_norm: Literal["head", "full"] | None = None
     sandwich_norms: bool = False
     norm_bias: bool = False
@@ -161,6 +162,7 @@ class ModelSpec(BaseModel):
     attention_sinks: Literal["all", "sliding"] | None = None
     router_bias: bool = False
     shared_expert_gate: bool = False
+    attention_residual: bool = False
     # Weights outside the decoder layers and token embeddings (a vision tower and projector, an encoder, position
     # tables): held in memory, not read by a decode step.
     extra_params: NonNeg = 0
@@ -181,9 +183,10 @@ class ModelSpec(BaseModel):
     shared_expert_intermediate_size: NonNeg = 0
     dense_layers: NonNeg = 0  # the first k layers use a dense MLP instead of experts
     expert_dtype: str | None = None
-    # LatentMoE (Nemotron 3 Super / Ultra): the routed experts work in this width, not hidden_size; each MoE
-    # layer projects its tokens into it and back (fc1_latent_proj / fc2_latent_proj, hidden x latent each).
+    # LatentMoE (Nemotron 3, Kimi-K3): the routed experts work in this width, not hidden_size; each MoE layer projects
+    # its tokens into it and back (hidden x latent each) and, with moe_latent_norm, norms them there (Kimi-K3).
     moe_latent_size: Pos | None = None
+    moe_latent_norm: bool = False
 
     kv_lora_rank: Pos | None = None
     qk_rope_head_dim: Pos | None = None
@@ -197,14 +200,11 @@ class ModelSpec(BaseModel):
     index_head_dim: Pos | None = None
     index_topk: Pos | None = None
 
-    # Repeats cyclically to fill num_layers (gemma-2: [sliding, full]); empty means uniform.
-    layer_pattern: list[LayerRun] = []
+    layer_pattern: list[LayerRun] = []  # repeats cyclically to fill num_layers (gemma-2: [sliding, full]); []: uniform
     max_position_embeddings: Pos | None = None  # the context the model was trained for, when known
 
-    # What the checkpoint loads beyond the architecture (quantization, rotary cache, vision tower).
-    checkpoint: Checkpoint | None = None
-    # config.json's architectures[0] (MllamaForConditionalGeneration, ...), when read from a config:
-    # what an engine's model registry looks up (engines/vllm/startup.py).
+    checkpoint: Checkpoint | None = None  # what it loads beyond the architecture (quantization, rotary, vision)
+    # config.json's architectures[0], what an engine's model registry looks up (engines/vllm/startup.py)
     architecture: str | None = None
 
     @field_validator("dtype", "expert_dtype")

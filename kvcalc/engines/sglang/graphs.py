@@ -39,7 +39,7 @@ _PIECEWISE_OFF = {
 # The breakable graph's model rules (disable_breakable_cudagraph_if_incompatible), (first, last) release; None: still on.
 _BREAKABLE_OFF = {
     "DeepseekV4ForCausalLM": ((0, 5, 15), None), "NemotronHForCausalLM": ((0, 5, 17), (0, 5, 17)),
-    "KimiLinearForCausalLM": ((0, 5, 20), None),  # KDA linear attention
+    "KimiLinearForCausalLM": ((0, 5, 20), None), "KimiK3ForConditionalGeneration": ((0, 5, 20), None),  # KDA
 }  # fmt: skip
 # Multimodal architectures that keep a prefill graph (0.5.14: Cohere2Vision alone; none in 0.5.15; from 0.5.16 the
 # piecewise and breakable allowlists), from these releases.

@@ -47,6 +47,7 @@ EXTRA_BUFFER_ARCHS = frozenset(
         "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
         "BailingMoeV2_5ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM",
         "BailingMoeV3ForCausalLM",  # in the list from its first release, 0.5.19
+        "KimiK3ForConditionalGeneration",  # in the list from its first release, 0.5.17 ("KDA uses the same ping-pong")
     }
 )  # fmt: skip
 # (first release with a radix cache, first with extra_buffer) where an architecture differs from the rule above:

@@ -36,7 +36,7 @@ REQUESTS_RESOLVED_FROM, HALF_POOL_FROM, GRAPH_CAP_FROM = (0, 5, 10), (0, 5, 14),
 SERVED_FROM = {
     "MiMoV2FlashForCausalLM": (0, 5, 7), "Step3p5ForCausalLM": (0, 5, 9), "Gemma4ForCausalLM": (0, 5, 11),
     "Gemma4ForConditionalGeneration": (0, 5, 11), "BailingMoeV2_5ForCausalLM": (0, 5, 9),
-    "BailingMoeV3ForCausalLM": (0, 5, 19), "LagunaForCausalLM": (0, 5, 12),
+    "BailingMoeV3ForCausalLM": (0, 5, 19), "LagunaForCausalLM": (0, 5, 12), "KimiK3ForConditionalGeneration": (0, 5, 17),
 }  # fmt: skip
 
 

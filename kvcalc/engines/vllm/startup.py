@@ -75,7 +75,9 @@ def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
 
 # Architectures kvcalc reads that came after vLLM 0.19's registry (vllm/model_executor/models/registry.py): Ling 3
 # (SGLang's bailing_moe_v3.py, from 0.5.19) and Laguna (SGLang's laguna.py, from 0.5.12)
-VLLM_UNSERVED = frozenset({"BailingMoeV3ForCausalLM", "LagunaForCausalLM"})
+# NOTE: Kimi-K3 too: vLLM 0.19 registers no KimiK3ForConditionalGeneration, and its Kimi Linear MLA asserts
+# q_lora_rank is None and has no output gate (kimi_linear.py), so the text model could not be built either
+VLLM_UNSERVED = frozenset({"BailingMoeV3ForCausalLM", "LagunaForCausalLM", "KimiK3ForConditionalGeneration"})
 
 
 def unsupported_architecture(spec: ModelSpec) -> str | None:

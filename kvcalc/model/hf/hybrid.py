@@ -185,22 +185,36 @@ def kda(cfg: Config, hidden: int, el: StateDtypes) -> Mixer:
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         raise cfg.refuse("linear_attn_config needs positive integers num_heads, head_dim and short_conv_kernel_size")
     heads, d, kernel = (int(v) for v in values)
-    return kda_mixer(heads, d, kernel, hidden, el)
+    # Kimi-K3's use_full_rank_gate: a full-rank output gate (SGLang 0.5.23 kimi_k3.py fuses it with q, k and v as
+    # fused_qkvg_proj), its decay gate still low-rank (f_a_proj, f_b_proj)
+    full = bool(lin.get("use_full_rank_gate", False))
+    return kda_mixer(heads, d, kernel, hidden, el, output_low_rank=not full)
 
 
-def kda_mixer(heads: int, d: int, kernel: int, hidden: int, el: StateDtypes, low_rank: bool = True) -> Mixer:
+def kda_mixer(
+    heads: int,
+    d: int,
+    kernel: int,
+    hidden: int,
+    el: StateDtypes,
+    low_rank: bool = True,
+    output_low_rank: bool | None = None,
+) -> Mixer:
     """A KDA layer of `heads` heads of `d`: Kimi Linear's low-rank decay and output gates (f_a, f_b; g_a, g_b:
     hidden -> d -> heads x d), or, `low_rank` off, full-rank ones (hidden -> heads x d: f_proj, g_proj; Ling 3's
-    no_kda_lora)."""
+    no_kda_lora); `output_low_rank` the output gate's own (None: as the decay gate's; Kimi-K3: full rank)."""
     p = heads * d
-    gate = hidden * d + d * p if low_rank else hidden * p
+
+    def gate(lora: bool) -> int:
+        return hidden * d + d * p if lora else hidden * p
+
     params = (
         3 * hidden * p  # q, k, v
-        + gate + p  # the decay gate and its per-channel dt_bias
+        + gate(low_rank) + p  # the decay gate and its per-channel dt_bias
         + hidden * heads  # b_proj
         + 3 * p * kernel  # the q, k and v short convs
         + heads  # A_log
-        + gate  # the output gate
+        + gate(low_rank if output_low_rank is None else output_low_rank)  # the output gate
         + d  # o_norm
         + p * hidden  # o_proj
     )  # fmt: skip

@@ -137,4 +137,9 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         out["dense_layers"] = dense
     if cfg.get("moe_latent_size"):  # Nemotron 3 Super / Ultra (vLLM nemotron_h.py: use_latent_moe)
         out["moe_latent_size"] = cfg.get("moe_latent_size")
+    elif model_type == "kimi_linear" and cfg.get("routed_expert_hidden_size"):
+        # Kimi-K3 (SGLang 0.5.23 kimi_k3.py KimiK3MoE): the routed experts work in routed_expert_hidden_size, down and
+        # up projections around them; the shared experts in the hidden size
+        out["moe_latent_size"] = cfg.int_field("routed_expert_hidden_size")
+        out["moe_latent_norm"] = bool(cfg.get("latent_moe_use_norm", default=False))  # routed_expert_norm
     return out

@@ -197,7 +197,8 @@ def _output_gate(cfg: Config, model_type: str) -> bool | str:
         return hf_laguna.output_gate(cfg)
     if model_type == hf_step.MODEL_TYPE:
         return "head" if cfg.get("use_head_wise_attn_gate", default=False) else False  # g_proj: hidden -> heads
-    return bool(cfg.get("attn_output_gate", default=model_type in OUTPUT_GATED))
+    # Kimi-K3's MLA g_proj (mla_use_output_gate): hidden -> heads x v_head_dim, a sigmoid a channel
+    return bool(cfg.get("attn_output_gate", "mla_use_output_gate", default=model_type in OUTPUT_GATED))
 
 
 def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> list[LayerRun]:

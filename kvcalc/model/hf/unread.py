@@ -121,14 +121,6 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
     lin = cfg.get("linear_attn_config")
     if lin and model_type != "kimi_linear":
         raise cfg.refuse(f"linear_attn_config (KDA linear attention) in a '{model_type}' config is not read")
-    k3 = [k for k in ("mla_use_output_gate", "routed_expert_hidden_size", "attn_res_block_size") if cfg.get(k)]
-    if isinstance(lin, dict) and lin.get("use_full_rank_gate"):
-        k3.insert(0, "linear_attn_config.use_full_rank_gate")
-    if model_type == "kimi_linear" and k3:
-        raise cfg.refuse(
-            f"{k3[0]} (Kimi-K3's KDA and MLA variants, beyond vLLM 0.19's Kimi Linear) is not read",
-            hint="its cache and parameters are not estimated, rather than guessed",
-        )
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(t != 1 for t in attn_types) and model_type not in LIGHTNING_TYPES:
         raise cfg.refuse(f"attn_type_list has lightning (linear) attention layers in a '{model_type}' config; not read")
@@ -298,7 +290,7 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
         "afmoe": {"num_shared_experts"},
         "exaone_moe": {"num_shared_experts"},
         "hy_v3": {"num_shared_experts"},
-        "kimi_linear": {"num_shared_experts", "num_experts_per_token"},
+        "kimi_linear": {"num_shared_experts", "num_experts_per_token", "routed_expert_hidden_size"},
         **dict.fromkeys(BAILING_TYPES, {"num_shared_experts"}),
         # transformers' Ling 3 config: the expert groups' count and top-k, and the SwiGLU clamps (no weights)
         "bailing_hybrid": {"num_shared_experts", "num_expert_group", "num_experts_per_token"}

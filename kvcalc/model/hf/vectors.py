@@ -110,6 +110,8 @@ def vector_fields(cfg: Config, model_type: str, moe: bool) -> dict[str, Any]:
         fields["router_bias"] = True
     if moe and model_type in SHARED_GATE:
         fields["shared_expert_gate"] = True
+    if model_type == "kimi_linear" and cfg.get("attn_res_block_size"):
+        fields["attention_residual"] = True  # Kimi-K3 (SGLang 0.5.23 kimi_k3.py): no parameters per block
     return fields | _legacy_fields(cfg, model_type)
 
 
