@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import GiB, run, run_json, shared_path
+from conftest import FIXTURES, GiB, run, run_json, shared_path
 
 from kvcalc.cost.params import param_counts
 from kvcalc.engines.vllm.figures import _group_size
@@ -198,6 +198,19 @@ FORMATS = [
     ({"quant_method": "bitsandbytes", "load_in_4bit": True}, 109_051_904 + 218_103_808 // 64 * 4),
     # nvfp4 (modelopt): 0.5 B per weight + an fp8 scale per 16 + two fp32 globals per linear (512-B blocks)
     ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, 109_051_904 + 218_103_808 // 16 + 4 * 512),
+    # ModelOpt MIXED_PRECISION (NVIDIA's Qwen3.6 checkpoints): attention fp8 with a per-tensor scale (41,943,040
+    # weights, 2 linears), the MLP W4A16 NVFP4 (176,160,768 weights, 2 linears)
+    (
+        {
+            "quant_method": "modelopt",
+            "quant_algo": "MIXED_PRECISION",
+            "quantized_layers": {
+                "model.layers.0.self_attn.q_proj": {"quant_algo": "FP8"},
+                "model.layers.0.mlp.down_proj": {"quant_algo": "W4A16_NVFP4", "group_size": 16},
+            },
+        },  # fmt: skip
+        41_943_040 + 2 * 512 + 176_160_768 // 2 + 176_160_768 // 16 + 2 * 512,
+    ),
 ]
 
 
@@ -932,3 +945,24 @@ def test_llm_d_planners_public_vllm_logs(monkeypatch):
             assert abs(g["tokens"] / int(rows[i]["kv_tokens"]) - 1) <= 0.02
         else:
             assert rows[i]["model"] in g and "config.json" in g
+
+
+def test_modelopt_mixed_precision_reads_each_groups_format(tmp_path):
+    # nvidia/Qwen3.6-27B-NVFP4 (tests/fixtures/real_configs): quantized_layers gives the linear-attention and attention
+    # projections FP8, the MLPs and the LM head W4A16_NVFP4 (vLLM 0.19 ModelOptMixedPrecisionConfig)
+    from kvcalc.model.formats import weights_label
+    from kvcalc.model.presets import get_model
+
+    spec = get_model("nvidia/Qwen3.6-27B-NVFP4")
+    q = spec.checkpoint.quantization
+    assert (q.linear.name, q.linear.compute, q.attention.name, q.attention.compute) == ("nvfp4", "16-bit", "fp8", "fp8")
+    assert q.lm_head_quantized and q.kv_cache_fp8 and weights_label(spec, None) == "nvfp4 + fp8 attention"
+    # one group's modules in two formats is not guessed: one line naming what stops it
+    config = json.loads((FIXTURES / "real_configs" / "qwen3.6-27b-nvfp4.json").read_text())
+    layers = config["quantization_config"]["quantized_layers"]
+    layers["model.language_model.layers.0.mlp.down_proj"] = {"quant_algo": "FP8"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run("fit", path, "--gpu", "b200", "--engine", "vllm")
+    assert result.exit_code != 0 and result.stderr.count("\n") == 1
+    assert "MIXED_PRECISION with one group's modules in several formats" in result.stderr

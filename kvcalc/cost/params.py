@@ -339,7 +339,7 @@ def shard_formats(spec: ModelSpec, dtype: str | None) -> Shard:
     )
     a = Fraction(dtype_bits(act), 8)
     linear = _per_param(q.linear) if q and q.linear else a
-    mixers = linear if q is None or q.attention_quantized else a
+    mixers = _per_param(q.attention) if q and q.attention else linear if q is None or q.attention_quantized else a
     experts = _per_param(q.experts) if q and q.experts else linear
     return Shard(linear if q and q.lm_head_quantized else a, mixers, linear, experts)
 

@@ -86,7 +86,7 @@ def weight_bytes(
     first, last = layers.start == 0, layers.stop == spec.num_layers
     a = plain(act_dtype)
     linear = quant.linear if quant and quant.linear else a
-    attn = linear if quant is None or quant.attention_quantized else a
+    attn = quant.attention if quant and quant.attention else linear if quant is None or quant.attention_quantized else a
     expert = quant.experts if quant and quant.experts else linear
     h, heads = spec.hidden_size, spec.num_heads
     hr, ab = math.ceil(heads / tp), a.weight_bits // 8

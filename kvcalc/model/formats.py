@@ -80,4 +80,6 @@ def weights_label(spec: ModelSpec, dtype: str | None) -> str:
         return f"{q.experts.name} experts + {linear or half}"
     if linear is None:
         return spec.dtype
+    if q.attention is not None:  # ModelOpt MIXED_PRECISION: "nvfp4 + fp8 attention"
+        return f"{linear} + {q.attention.name} attention"
     return linear if q.attention_quantized or linear == half else f"{linear} + {half} attention"

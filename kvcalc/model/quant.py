@@ -116,6 +116,7 @@ class Quantization(BaseModel):
     linear: LinearFormat | None = None  # None: not understood (see `problem`)
     experts: LinearFormat | None = None  # MoE experts when they differ from `linear`
     attention_quantized: bool = True  # False when the ignore list keeps attention 16-bit
+    attention: LinearFormat | None = None  # attention's own format (ModelOpt MIXED_PRECISION: fp8 beside nvfp4)
     lm_head_quantized: bool = False
     problem: str | None = None  # why the format could not be read
     kv_cache_fp8: bool = False  # the config asks for an fp8 KV cache (kv_cache_quant_algo / kv_cache_scheme)
@@ -271,6 +272,44 @@ def _bitsandbytes(q: dict[str, Any]) -> Quantization:
     return Quantization(method="bitsandbytes", problem="neither load_in_4bit nor load_in_8bit")
 
 
+# ModelOpt's per-layer algorithms (vLLM 0.19 modelopt.py ModelOptMixedPrecisionConfig, quantized_layers): FP8 is
+# w8a8 with a per-tensor scale, NVFP4 w4a4 and W4A16_NVFP4 its weight-only form, each 16 weights sharing an fp8 scale
+_MIXED_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4-w4a16"}
+
+
+def _mixed_format(algo: str) -> LinearFormat:
+    if algo == "fp8":
+        return LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+    nvfp4 = _named("nvfp4")
+    return nvfp4 if algo == "nvfp4" else nvfp4.model_copy(update={"compute": "16-bit"})
+
+
+def _modelopt_mixed(layers: Any) -> Quantization:
+    """ModelOpt MIXED_PRECISION (NVIDIA's Qwen3.6 NVFP4 checkpoints): each quantized module's own quant_algo. Read
+    where each group agrees within itself: the attention modules (self_attn, linear_attn), the MLPs and experts, the
+    LM head; a module not listed stays in the activation dtype."""
+    if not isinstance(layers, dict) or not layers:
+        return Quantization(method="modelopt", problem="MIXED_PRECISION without quantized_layers")
+    groups: dict[str, set[str]] = {"attention": set(), "mlp": set(), "lm_head": set()}
+    for name, entry in layers.items():
+        algo = str(entry.get("quant_algo", "")).upper() if isinstance(entry, dict) else ""
+        if algo not in _MIXED_ALGOS:
+            return Quantization(method="modelopt", problem=f"quant_algo '{algo}' for {name} in MIXED_PRECISION")
+        group = "lm_head" if "lm_head" in name else "attention" if re.search(r"self_attn|linear_attn", name) else "mlp"
+        groups[group].add(_MIXED_ALGOS[algo])
+    if any(len(algos) > 1 for algos in groups.values()) or not groups["mlp"]:
+        return Quantization(method="modelopt", problem="MIXED_PRECISION with one group's modules in several formats")
+    mlp = _mixed_format(groups["mlp"].pop())
+    attention = _mixed_format(groups["attention"].pop()) if groups["attention"] else None
+    return Quantization(
+        method="modelopt",
+        linear=mlp,
+        attention=attention if attention != mlp else None,
+        attention_quantized=attention is not None,
+        lm_head_quantized=bool(groups["lm_head"]),
+    )
+
+
 def read_quantization(q: Any) -> Quantization | None:
     """The format of each linear-layer group from a config's quantization_config (None: unquantized)."""
     quant = _read_quantization(q)
@@ -328,6 +367,8 @@ def _read_quantization(q: Any) -> Quantization | None:
             return Quantization(method=method, linear=fmt, attention_quantized=kept)
         if algo == "NVFP4":
             return Quantization(method=method, linear=_named("nvfp4"), attention_quantized=kept)
+        if algo == "MIXED_PRECISION":
+            return _modelopt_mixed(q.get("quantized_layers") or nested.get("quantized_layers"))
         return Quantization(method=method, problem=f"quant_algo '{algo}'")
     return Quantization(method=method or "unknown", problem="this quantization method is not modelled")
 
