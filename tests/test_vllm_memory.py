@@ -15,8 +15,8 @@ from kvcalc.cost.params import param_counts
 from kvcalc.engines.vllm.figures import _group_size
 from kvcalc.engines.weights import allocated, weight_bytes
 from kvcalc.model.formats import quantization_of
+from kvcalc.model.hf.quantization import read_quantization
 from kvcalc.model.presets import get_model
-from kvcalc.model.quant import read_quantization
 
 MiB = 2**20
 
@@ -488,7 +488,7 @@ def test_llava_clip_tower_up_to_the_feature_layer():
 def test_rotary_rows_follow_the_scaling_type(tmp_path):
     # vLLM's caches: linear and dynamic NTK keep max_position x factor rows; YaRN original x factor
     # (yarn_scaling_rope.py: ceil(original_max_position x factor), at least max_position); llama3 just max_position
-    from kvcalc.model.quant import checkpoint_info
+    from kvcalc.model.hf.checkpoint import checkpoint_info
 
     base = {"num_attention_heads": 32, "hidden_size": 4096, "max_position_embeddings": 4096}
     rows = {
@@ -966,3 +966,16 @@ def test_modelopt_mixed_precision_reads_each_groups_format(tmp_path):
     result = run("fit", path, "--gpu", "b200", "--engine", "vllm")
     assert result.exit_code != 0 and result.stderr.count("\n") == 1
     assert "MIXED_PRECISION with one group's modules in several formats" in result.stderr
+
+
+def test_a_quantized_checkpoints_recurrent_mixers_take_the_attentions_format():
+    # nvidia/Qwen3.6-27B-NVFP4 quantizes its linear-attention projections (in_proj_qkv, in_proj_z, out_proj) in fp8
+    # with the attention: 48 GDN layers' mixers at 1 B a weight, not 2 (the bf16 checkpoint's)
+    from kvcalc.model.presets import get_model
+
+    nvfp4 = get_model("qwen3.6-27b-nvfp4")
+    bf16 = get_model("qwen3.5-27b")  # the same shape, unquantized
+    mixer = sum(n * (r.mixer_params or 0) for r, n in nvfp4.layer_groups())
+    assert mixer == sum(n * (r.mixer_params or 0) for r, n in bf16.layer_groups()) == 5_562_051_072
+    assert weight_bytes(nvfp4, "bf16", nvfp4.checkpoint.quantization).mixers == mixer
+    assert weight_bytes(bf16, "bf16", None).mixers == 2 * mixer

@@ -301,7 +301,7 @@ class Shard(NamedTuple):
     experts: Fraction | int  # routed experts
 
 
-def _per_param(fmt: LinearFormat) -> Fraction:
+def per_param_bytes(fmt: LinearFormat) -> Fraction:
     """Bytes per weight element of a stored format, with its group or block scales (and zero points).
     One scale per output row or per tensor adds under 0.2% at these widths and is not counted."""
     per = Fraction(fmt.weight_bits, 8)
@@ -338,9 +338,9 @@ def shard_formats(spec: ModelSpec, dtype: str | None) -> Shard:
         dtype if dtype in floats else spec.dtype if spec.dtype in floats else declared if declared in floats else "bf16"
     )
     a = Fraction(dtype_bits(act), 8)
-    linear = _per_param(q.linear) if q and q.linear else a
-    mixers = _per_param(q.attention) if q and q.attention else linear if q is None or q.attention_quantized else a
-    experts = _per_param(q.experts) if q and q.experts else linear
+    linear = per_param_bytes(q.linear) if q and q.linear else a
+    mixers = per_param_bytes(q.attention) if q and q.attention else linear if q is None or q.attention_quantized else a
+    experts = per_param_bytes(q.experts) if q and q.experts else linear
     return Shard(linear if q and q.lm_head_quantized else a, mixers, linear, experts)
 
 

@@ -11,9 +11,10 @@ embedding, the last the final norm and LM head.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import NamedTuple
 
-from kvcalc.cost.params import end_norm_params, layer_norm_params, output_gate_rows, sink_params
+from kvcalc.cost.params import end_norm_params, layer_norm_params, output_gate_rows, per_param_bytes, sink_params
 from kvcalc.model.formats import rotary_dim
 from kvcalc.model.quant import LinearFormat, Quantization, plain
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -52,7 +53,7 @@ class WeightBytes(Result):
     experts: int  # routed experts
     router: int
     norms: int
-    mixers: int  # SSM / linear-attention mixers (16-bit)
+    mixers: int  # SSM / linear-attention mixers, in the attention's format (16-bit unless the checkpoint quantizes it)
     mla_absorbed: int  # bf16 copies of a quantized kv_b_proj that MLA decode multiplies with
     extra: int  # outside the decoder: a vision tower and projector (spec.extra_params), 16-bit, split by tp
     rotary_cache: int | None  # None: the checkpoint's max_position_embeddings is unknown
@@ -106,10 +107,16 @@ def weight_bytes(
     norms = (end_norm_params(spec) if last else 0) + sum(
         layer_norm_params(spec, expanded[i], routed[i]) for i in layers
     )
+    # NOTE: a recurrent mixer's projections (GDN's in_proj_qkvz / out_proj, Mamba's in_proj / out_proj) are linear
+    # layers that a checkpoint quantizes with the attention (NVIDIA's Qwen3.6 NVFP4: linear_attn in fp8), as the cost
+    # layer's shard formats read them; its few other weights (convs, norms, dt_bias) go with them, under 0.1%.
+    # Mamba-1's A is built in float32 (`ssm_a_bytes`).
+    mixer_per = per_param_bytes(attn) if attn.weight_bits < a.weight_bits else Fraction(ab)
     for i in layers:
         run = expanded[i]
         # a recurrent mixer, alone (a stateless layer) or beside the attention (Falcon-H1)
-        mixers += math.ceil(((run.mixer_params or 0) * 2 + run.ssm_a_params * ((ssm_a_bytes or 2) - 2)) / tp)
+        own = (run.mixer_params or 0) * mixer_per + run.ssm_a_params * ((ssm_a_bytes or ab) - mixer_per)
+        mixers += math.ceil(own / tp)
         if run.kind == LayerKind.MLA:
             nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim
             v = spec.v_head_dim or nope

@@ -88,7 +88,7 @@ def quantized(spec: ModelSpec, location: str, dtype: str, where: str) -> Named:
     source = f"base preset {spec.name} with {dtype} weights, from the name {where}; its config.json was not read"
     fmt = named(dtype)
     if fmt is not None and where.lower().endswith(AWQ):
-        # NOTE: AWQ is asymmetric: a packed zero point per group beside each scale (quant.py _gptq_awq).
+        # NOTE: AWQ is asymmetric: a packed zero point per group beside each scale (model/hf/quantization.py _gptq_awq).
         fmt = fmt.model_copy(update={"zero_points": True})
     quant = Quantization(method=f"named {dtype} (the name's suffix; config.json not read)", linear=fmt)
     checkpoint = (spec.checkpoint or Checkpoint()).model_copy(update={"quantization": quant})

@@ -53,8 +53,8 @@ def declared_dtype(cfg: Config) -> str:
 
 
 def quantization(cfg: Config, dtype: str) -> tuple[str, str | None]:
-    """(weight dtype, expert dtype) from quantization_config (formats read by kvcalc/quant.py)."""
-    from kvcalc.model.quant import read_quantization
+    """(weight dtype, expert dtype) from quantization_config (model/hf/quantization.py reads the formats)."""
+    from kvcalc.model.hf.quantization import read_quantization
 
     q = read_quantization(cfg.get("quantization_config"))
     if q is None:

@@ -20,6 +20,7 @@ from kvcalc.model.hf import positions as hf_positions
 from kvcalc.model.hf import step as hf_step
 from kvcalc.model.hf import vision as hf_vision
 from kvcalc.model.hf import windows as hf_windows
+from kvcalc.model.hf.checkpoint import checkpoint_info
 from kvcalc.model.hf.defaults import TYPE_DEFAULTS
 from kvcalc.model.hf.families import O_PROJ_BIAS, OUTPUT_GATED, QKV_BIAS, SAME_TEXT_MODEL
 from kvcalc.model.hf.fields import Config, check_types, declared_dtype, quantization, window
@@ -33,7 +34,6 @@ from kvcalc.model.hf.unread import (
     refuse_unread_shape,
 )
 from kvcalc.model.hf.vectors import vector_fields
-from kvcalc.model.quant import checkpoint_info
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
