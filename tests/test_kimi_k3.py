@@ -11,7 +11,7 @@ gate a channel on the MLA layers (mla_use_output_gate), routed experts in a 3,58
 import json
 
 import pytest
-from conftest import FIXTURES, run
+from conftest import FIXTURES, run, run_json
 
 from kvcalc.cost.kvcache import bytes_per_token, state_bytes
 from kvcalc.cost.params import param_counts
@@ -97,3 +97,15 @@ def test_kimi_linear_without_k3s_fields_is_unchanged():
     assert param_counts(k3).total - param_counts(plain).total == added
     with pytest.raises(AssertionError):
         assert param_counts(k3).total == param_counts(plain).total
+
+
+def test_compare_shows_the_latent_and_the_state_beside_the_cache():
+    # batch 32 x 32,768: K3's 24 MLA layers cache a latent (no KV heads); its KDA state, 449,372,160 B a request, is
+    # beside the KV cache, as GLM-5.2 (MLA alone) has none
+    rows = {r["name"]: r for r in run_json("compare", "kimi-k3", "glm-5.2", "--seq", "32k")["rows"]}
+    assert rows["kimi-k3"]["kv_heads"] is None and rows["glm-5.2"]["kv_heads"] is None
+    assert rows["kimi-k3"]["total_bytes"] == 32 * 32768 * 27_648
+    assert (rows["kimi-k3"]["state_bytes"], rows["glm-5.2"]["state_bytes"]) == (32 * 449_372_160, 0)
+    table = run("compare", "kimi-k3", "glm-5.2", "--seq", "32k").stdout
+    assert "+ state" in table and "13.39 GiB" in table  # 32 x 449,372,160 B
+    assert "+ state" not in run("compare", "llama-3.1-8b", "glm-5.2").stdout

@@ -23,6 +23,7 @@ class CompareRow(Result):
     total_bytes: int
     ratio: float | None  # total_bytes / first row's total_bytes; None when the first caches nothing (Mamba)
     # kv_heads: None for an MLA latent, 0 for a model without attention
+    state_bytes: int = 0  # the batch's constant recurrent state (SSM / linear attention) beside the KV cache
 
 
 class CompareResult(Result):
@@ -135,14 +136,16 @@ def compare_report(
         out.append(
             CompareRow(
                 name=label,
+                # an MLA model's attention layers cache a latent, not heads (a hybrid's too: Kimi-K3's MLA layers)
                 kv_heads=0
                 if spec.attention_free
                 else None
-                if spec.is_mla and not spec.layer_pattern
+                if spec.is_mla and not any(run.kind.per_head_kv for run, _ in spec.layer_groups())
                 else spec.cached_kv_heads,
                 kv_dtype=kv_dtype,
                 bytes_per_token=cache.bytes_per_token,
                 total_bytes=cache.total_bytes,
+                state_bytes=cache.state_bytes,
                 ratio=(cache.total_bytes / out[0].total_bytes if out[0].total_bytes else None) if out else 1.0,
             )
         )

@@ -177,34 +177,39 @@ def _compared(result: CompareResult) -> str:
 
 
 def compare_sheet(result: CompareResult) -> Sheet:
+    state = any(r.state_bytes for r in result.rows)
     sheet = Sheet(
         title=f"KV cache compared: {_compared(result)}, batch {result.batch:,} x {result.seq:,} tokens",
-        columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+        columns=["variant", "KV heads", "KV dtype", "per token", "total", "vs first", *(["+ state"] if state else [])],
         # NOTE: the answer (total, then per token) goes last; the heads and dtype are in the variant's name
         optional=(2, 1, 5, 3),  # KV dtype, KV heads, vs first, per token
     )
-    sheet.rows.extend(_compare_cells(r) for r in result.rows)
+    sheet.rows.extend(_compare_cells(r, state) for r in result.rows)
     return sheet
 
 
-def _compare_cells(r: CompareRow) -> list[str]:
+def _compare_cells(r: CompareRow, state: bool = False) -> list[str]:
+    """A compared row's cells; `state`: with the batch's constant recurrent state (a hybrid's) after the ratio."""
     kv_heads = "latent" if r.kv_heads is None else str(r.kv_heads or "none")
     ratio = "-" if r.ratio is None else f"{r.ratio:.3g}x"
-    return [r.name, kv_heads, r.kv_dtype, _bytes(r.bytes_per_token), _bytes(r.total_bytes), ratio]
+    cells = [r.name, kv_heads, r.kv_dtype, _bytes(r.bytes_per_token), _bytes(r.total_bytes), ratio]
+    return cells + ([_bytes(r.state_bytes) if r.state_bytes else "-"] if state else [])
 
 
 def compare_grid_sheet(results: list[CompareResult]) -> Sheet:
     """Several --batch x --seq values as one table, a row per (batch, seq, item). NOTE: a table
     each took Rich 28 s for 16,000 batch values."""
     first = results[0]
+    state = any(r.state_bytes for result in results for r in result.rows)
     sheet = Sheet(
         title=f"KV cache compared: {_compared(first)}, each relative to the first at the same batch x seq",
-        columns=["batch", "seq", "variant", "KV heads", "KV dtype", "per token", "total", "vs first"],
+        columns=["batch", "seq", "variant", "KV heads", "KV dtype", "per token", "total", "vs first"]
+        + (["+ state"] if state else []),
         text_columns=(2,),
         optional=(4, 3, 7, 5),  # KV dtype, KV heads, vs first, per token
     )
     for result in results:
-        sheet.rows.extend([f"{result.batch:,}", f"{result.seq:,}", *_compare_cells(r)] for r in result.rows)
+        sheet.rows.extend([f"{result.batch:,}", f"{result.seq:,}", *_compare_cells(r, state)] for r in result.rows)
     return sheet
 
 
