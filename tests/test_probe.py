@@ -11,7 +11,7 @@ from conftest import run, run_json
 from kvcalc.hardware import probe as probe
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model import presets as presets
-from kvcalc.model.spec import build
+from kvcalc.model.validate import build
 
 QUICK = ("probe", "--quick", "--repeat", "2", "--device", "cpu")
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from kvcalc.errors import NotFoundError, SpecError, UsageError
 from kvcalc.model import presetyaml as presetyaml
-from kvcalc.model.spec import ModelSpec, build
+from kvcalc.model.spec import ModelSpec
+from kvcalc.model.validate import build
 
 if TYPE_CHECKING:  # kvcalc/gpu.py is imported where a GPU is read, not by `kvcalc cache MODEL`
     from kvcalc.hardware.gpu import GpuSpec

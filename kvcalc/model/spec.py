@@ -5,12 +5,13 @@
 from collections import Counter
 from enum import Enum
 from functools import cached_property
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kvcalc.errors import SpecError, UsageError
 from kvcalc.model.quant import Checkpoint
+from kvcalc.model.validate import build
 from kvcalc.units import normalize_dtype
 
 Pos = Annotated[int, Field(gt=0)]
@@ -399,52 +400,9 @@ class ModelSpec(BaseModel):
         return build(ModelSpec, data, f"model '{self.name}'")
 
 
-def validation_message(exc: ValidationError) -> str:
-    """The first error as 'field.path: message' (just the message for a whole-model invariant).
-    An unknown field comes first, with the closest known name: a typo (`num_layerz`) is the cause
-    of the 'Field required' that Pydantic lists before it."""
-    errors = exc.errors()
-    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    where = ".".join(str(p) for p in err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        import difflib
-
-        msg = "unknown field"
-        fields = _fields_at(exc.title, err["loc"][:-1])
-        close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1, cutoff=0.6)
-        if close:
-            msg += f" (did you mean {close[0]}?)"
-    return f"{where}: {msg}" if where else msg
-
-
 def _required(value: int | None, what: str) -> int:
     # NOTE: the validators guarantee these fields where the arithmetic asks for them; a spec built
     # around them (model_construct) gets a message rather than a TypeError on None.
     if value is None:
         raise SpecError(f"{what} is required here")
     return value
-
-
-def _fields_at(title: str, loc: tuple[object, ...]) -> list[str]:
-    """The field names a model named `title` accepts at the top level (nested paths: none offered)."""
-    if loc:
-        return []
-    if title == "ModelSpec":
-        return list(ModelSpec.model_fields)
-    if title == "GpuSpec":
-        from kvcalc.hardware.gpu import GpuSpec  # its own module, off the start-up path of `kvcalc cache`
-
-        return list(GpuSpec.model_fields)
-    return []
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def build(model: type[M], data: object, where: str) -> M:
-    """Validate data into a model, turning Pydantic's error into a one-line SpecError."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(f"{where}: {validation_message(exc)}") from None

@@ -16,7 +16,8 @@ from kvcalc.model.gguf.experts import expert_width, shared_width
 from kvcalc.model.gguf.reader import Header, Skipped, Tensor
 from kvcalc.model.gguf.reader import arch_value as _get
 from kvcalc.model.quant import Checkpoint
-from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.model.validate import build
 
 # Sliding-window layer pattern by GGUF architecture when the file has no sliding_window_pattern:
 # (n_pattern, dense_first, kind), as each src/models/<arch>.cpp calls load_swa_pattern.

@@ -34,12 +34,12 @@ from kvcalc.model.hf.unread import (
     refuse_unread_shape,
 )
 from kvcalc.model.hf.vectors import vector_fields
-from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec, build
+from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
+from kvcalc.model.validate import build
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
 # The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
 MAX_LAYERS = 100_000
-# Layer-type names each family uses in layer_types, beyond attention ones.
 # Families whose values may be narrower than their keys (v_head_dim beside head_dim, without MLA).
 V_NARROWER = ("mimo_v2_flash",)
 MAMBA_TYPES = {"granitemoehybrid", "bamba"}
