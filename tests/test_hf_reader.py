@@ -146,7 +146,6 @@ def test_overrides_fill_and_change():
     ("name", "message"),
     [
         ("marian-encdec", "'marian' is an encoder-decoder kvcalc does not read yet"),
-        ("minimax-m3-sparse", "sparse_attention_config (MiniMax-M3's block-sparse attention"),
         ("unknown-sliding", "sliding_window 64 in a 'mystery' config without layer_types: which layers slide"),
         (
             "unknown-missing",
@@ -224,3 +223,11 @@ def test_a_llamacpp_quant_applies_to_a_config_as_to_its_preset():
     by_file = run_json(args[0], FIXTURES / "real_configs" / "llama-3.1-70b.json", *args[1:])
     by_preset = run_json(args[0], "llama-3.1-70b", *args[1:])
     assert by_file["rows"] == by_preset["rows"] and by_file["rows"][0]["weight_bytes"] > 0
+
+
+def test_a_minimax_m3_config_without_its_dense_width_gets_its_cache():
+    # 4 layers, the last 3 sparse: K and V of 4 heads x 128 everywhere, a bf16 index key of 128 on the sparse ones;
+    # without dense_intermediate_size the parameters are unknown, the cache is answered (tests/test_minimax_m3.py)
+    out = run_json("cache", CONFIGS / "minimax-m3-sparse.json", "--seq", "100")
+    assert out["bytes_per_token"] == 4 * 2 * 4 * 128 * 2 + 3 * 128 * 2
+    assert "dense_intermediate_size" in run_json("show", CONFIGS / "minimax-m3-sparse.json")["spec"]["params_unknown"]

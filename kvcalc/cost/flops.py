@@ -57,8 +57,9 @@ def decode_keys(run: LayerRun, seq: int) -> Fraction:
 
 
 def sparse(spec: ModelSpec, run: LayerRun) -> bool:
-    """An MLA layer under DeepSeek Sparse Attention (attends to the indexer's top-k keys)."""
-    return run.kind == LayerKind.MLA and spec.index_topk is not None
+    """A layer that attends to the indexer's top-k keys: an MLA layer under DeepSeek Sparse Attention, or a sparse
+    self-attention layer (MiniMax-M3's)."""
+    return (run.kind == LayerKind.MLA or run.sparse) and spec.index_topk is not None
 
 
 def index_flops(spec: ModelSpec) -> int:

@@ -98,12 +98,19 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
 # DeepSeek Sparse Attention's indexer keys are cached in fp8 with one fp32 scale per 128 elements, whatever
 # the latent's dtype (vLLM's DeepseekV32IndexerCache, SGLang's DSATokenToKVPool: 128 + 4 = 132 B a token).
 INDEX_SCALE_BLOCK = 128
+# MiniMax-M3's index keys are kept in the model's 16-bit dtype (SGLang 0.5.23 get_minimax_sparse_index_dtype: bf16
+# unless an fp8 KV cache runs on the fp8 attention-GEMM backends, not modelled), one key a token, no scale.
+SPARSE_INDEX_BYTES = 2
 
 
 def index_bytes_per_token(spec: ModelSpec, run: LayerRun) -> int:
-    """Bytes one token adds to one layer's indexer cache (DSA's MLA layers; 0 elsewhere). The indexer
-    key is a single head shared by all query heads, so, like the latent, every rank holds it whole."""
-    if run.kind != LayerKind.MLA or spec.index_head_dim is None or run.index_shared:
+    """Bytes one token adds to one layer's indexer cache (DSA's MLA layers, MiniMax-M3's sparse layers; 0
+    elsewhere). The indexer key is a single head shared by all query heads, so every rank holds it whole."""
+    if spec.index_head_dim is None or run.index_shared:
+        return 0
+    if run.sparse:
+        return spec.index_head_dim * SPARSE_INDEX_BYTES
+    if run.kind != LayerKind.MLA:
         return 0
     return spec.index_head_dim + 4 * -(-spec.index_head_dim // INDEX_SCALE_BLOCK)
 

@@ -55,7 +55,15 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     bias += hidden if spec.o_proj_bias else 0
     gate = output_gate_params(spec, d, h)
     parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
-    return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run)
+    index = sparse_indexer_params(spec) if run.sparse else 0
+    return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run) + index
+
+
+def sparse_indexer_params(spec: ModelSpec) -> int:
+    """A sparse self-attention layer's indexer (SGLang 0.5.23 minimax_m3.py, index values disabled): index_qkv_proj
+    from the hidden state to index_heads query heads and one key, each index_head_dim wide, and their norms."""
+    heads, d = spec.index_heads or 0, spec.index_head_dim or 0
+    return spec.hidden_size * (heads + 1) * d + 2 * d
 
 
 def output_gate_rows(spec: ModelSpec, heads: int, head_dim: int) -> int:

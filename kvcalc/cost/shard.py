@@ -121,7 +121,11 @@ def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
         gate = output_gate_params(spec, d, h)
         # Q and O split by query heads; K and V hold this rank's KV heads (replicated when tp > G).
         parallel = Fraction(run.mixer_params or 0, tp)  # a mixer beside the attention (Falcon-H1), split by heads
-        return Fraction(hidden * h * (d + vd) + gate + sink_params(spec, run), tp) + hidden * kv + bias + parallel
+        # a sparse layer's indexer (MiniMax-M3): its query heads split, its one key and the norms whole on each rank
+        d_ix = spec.index_head_dim or 0
+        index = Fraction(hidden * (spec.index_heads or 0) * d_ix, tp) + hidden * d_ix + 2 * d_ix if run.sparse else 0
+        rank = Fraction(hidden * h * (d + vd) + gate + sink_params(spec, run), tp) + hidden * kv + bias + parallel
+        return rank + index
     # NOTE: SSM / linear-attention mixers are split by heads too; their few whole tensors are ignored.
     return Fraction(attention_params(spec, run), tp)
 

@@ -151,6 +151,12 @@ def weight_bytes(
             fused = gate if spec.attn_output_gate is True and spec.architecture != "AfmoeForCausalLM" else 0
             attention += lin(attn, (hr + g) * dr + fused + g * vr, h) + lin(attn, h, hr * vr)
             attention += lin(attn, gate - fused, h) if gate - fused else 0
+            if run.sparse and spec.index_heads and spec.index_head_dim:
+                # a sparse layer's indexer (SGLang minimax_m3.py index_qkv_proj): its query heads split over the
+                # ranks, its one key whole on each; the index q / k norms
+                ih = math.ceil(spec.index_heads / tp)
+                attention += lin(attn, (ih + 1) * spec.index_head_dim, h)
+                norms += 2 * spec.index_head_dim
             if sinks := sink_params(spec, run):
                 # GptOssAttention.sinks: one logit per local head, in the model's dtype (torch.empty under vLLM's
                 # default dtype), a 512 B block of its own

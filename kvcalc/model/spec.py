@@ -78,6 +78,9 @@ class LayerRun(BaseModel):
     kv_shared: bool = False
     # DeepSeek Sparse Attention: an MLA layer reusing an earlier layer's top-k (GLM-5.2's "shared"): no indexer keys.
     index_shared: bool = False
+    # A self-attention layer that attends the indexer's top index_topk tokens only, scoring every cached token with
+    # one index key a token of its own (MiniMax-M3's block-sparse layers; an MLA model's DSA layers need no flag).
+    sparse: bool = False
     # An attention layer's own head width (Gemma 4's full layers: global_head_dim, queries, keys and values alike) and
     # query heads (Laguna's num_attention_heads_per_layer); None: the model's.
     head_dim: Pos | None = None
@@ -115,6 +118,8 @@ class LayerRun(BaseModel):
             raise ValueError("kv_shared is only for attention layers")
         if self.index_shared and self.kind != LayerKind.MLA:
             raise ValueError("index_shared is only for MLA layers")
+        if self.sparse and not self.kind.self_head_kv:
+            raise ValueError("sparse is only for self-attention layers (full, sliding, chunked); MLA's is DSA")
         if (self.head_dim is not None or self.num_heads is not None or self.v_is_k) and not self.kind.self_head_kv:
             raise ValueError("head_dim / num_heads / v_is_k are only for attention layers (full, sliding, chunked)")
         if self.cross_tokens != 0 and self.kind != LayerKind.CROSS:
@@ -242,10 +247,10 @@ class ModelSpec(BaseModel):
         if any(v is not None for v in indexer):
             if None in indexer:
                 raise ValueError("a sparse-attention indexer needs index_heads, index_head_dim and index_topk")
-            if not self.is_mla:
-                raise ValueError("index_heads / index_head_dim / index_topk (a DSA indexer) need MLA (kv_lora_rank)")
-        elif any(run.index_shared for run in self.layer_pattern):
-            raise ValueError("index_shared layers need a DSA indexer (index_heads, index_head_dim, index_topk)")
+            if not self.is_mla and not any(run.sparse for run in self.layer_pattern):
+                raise ValueError("index_heads / index_head_dim / index_topk need MLA (DSA) or sparse layers")
+        elif any(run.index_shared or run.sparse for run in self.layer_pattern):
+            raise ValueError("index_shared / sparse layers need an indexer (index_heads, index_head_dim, index_topk)")
         if self.experts:
             if not 0 < self.experts_per_token <= self.experts:
                 raise ValueError(
@@ -344,8 +349,9 @@ class ModelSpec(BaseModel):
 
     @property
     def is_sparse(self) -> bool:
-        """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens (the validator sets all three)."""
-        return self.index_topk is not None
+        """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens (the validator sets all three). MiniMax-M3's
+        sparse self-attention layers (LayerRun.sparse) are not DSA: the engines' DSA pools do not hold them."""
+        return self.index_topk is not None and self.is_mla
 
     @property
     def is_moe(self) -> bool:

@@ -331,6 +331,8 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
                 if run.index_shared
                 else f", each with an indexer choosing its top {spec.index_topk:,} tokens"
             )
+        if run.sparse:
+            detail += f", sparse: each with an indexer choosing its top {spec.index_topk:,} tokens"
         sheet.rows.append(["layers", detail])
     if kv_bytes_per_token_bf16 is not None:  # the figure the JSON carries, in the table too
         sheet.rows.append(

@@ -56,6 +56,8 @@ def unserved(release: tuple[int, int, int], architecture: str | None) -> tuple[s
 # Architectures kvcalc reads that SGLang's model registry (srt/models, 0.5.x) does not serve: MiniMax-01's
 # lightning attention (SGLang serves MiniMax-M2 only)
 SGLANG_UNSERVED = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
+# MiniMax-M3's published config names MiniMaxM3ForCausalLM; SGLang registers it as MiniMaxM3SparseForCausalLM (0.5.16+)
+SGLANG_RENAMED = {"MiniMaxM3ForCausalLM": "MiniMaxM3SparseForCausalLM"}
 
 
 def model_refusal(spec: ModelSpec, release: tuple[int, int, int]) -> tuple[str, str] | None:
@@ -74,6 +76,12 @@ def model_refusal(spec: ModelSpec, release: tuple[int, int, int]) -> tuple[str, 
         return f"{why} (no Mamba / Mamba-2 class in its model registry)", (
             "use --engine vllm or llamacpp, or kvcalc's own estimate without --engine"
         )
+    if (registered := SGLANG_RENAMED.get(spec.architecture or "")) is not None:
+        why = f"SGLang has no model class for {spec.architecture}; it registers this model as {registered}"
+        return why, "kvcalc's own estimate without --engine"
+    if any(run.sparse for run, _ in spec.layer_groups()):
+        why = "SGLang's MiniMax-M3 pool (MiniMaxSparseKVPool: index keys beside K and V, pages of 128) is not modelled"
+        return why, "kvcalc's own estimate without --engine"
     if missing := unserved(release, spec.architecture):
         why, first = missing
         return why, f"pass --engine-version {first} or later"

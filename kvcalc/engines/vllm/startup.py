@@ -77,7 +77,13 @@ def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
 # (SGLang's bailing_moe_v3.py, from 0.5.19) and Laguna (SGLang's laguna.py, from 0.5.12)
 # NOTE: Kimi-K3 too: vLLM 0.19 registers no KimiK3ForConditionalGeneration, and its Kimi Linear MLA asserts
 # q_lora_rank is None and has no output gate (kimi_linear.py), so the text model could not be built either
-VLLM_UNSERVED = frozenset({"BailingMoeV3ForCausalLM", "LagunaForCausalLM", "KimiK3ForConditionalGeneration"})
+# (and MiniMax-M3 under either of its names: vLLM 0.19 registers MiniMax-Text-01 / M1, M2 and VL-01 only)
+VLLM_UNSERVED = frozenset(
+    {
+        "BailingMoeV3ForCausalLM", "LagunaForCausalLM", "KimiK3ForConditionalGeneration", "MiniMaxM3ForCausalLM",
+        "MiniMaxM3SparseForCausalLM",
+    }
+)  # fmt: skip
 
 
 def unsupported_architecture(spec: ModelSpec) -> str | None:

@@ -82,6 +82,8 @@ def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
     if model_type == "qwen":
         # NOTE: Qwen 1 lists twice its MLP width: w1 and w2 are each intermediate_size / 2.
         return cfg.int_field("intermediate_size") // 2
+    if model_type == "minimax_m3":  # its dense layers' own width (intermediate_size is the experts'); None: unknown
+        return cfg.int_field("dense_intermediate_size") if cfg.get("dense_intermediate_size") is not None else None
     value = cfg.get("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     if value is None:
         return 4 * hidden if model_type in UNGATED else None

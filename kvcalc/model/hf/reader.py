@@ -17,6 +17,8 @@ from kvcalc.model.hf import mla as hf_mla
 from kvcalc.model.hf import moe as hf_moe
 from kvcalc.model.hf import nas as hf_nas
 from kvcalc.model.hf import positions as hf_positions
+from kvcalc.model.hf import sharing as hf_sharing
+from kvcalc.model.hf import sparse as hf_sparse
 from kvcalc.model.hf import step as hf_step
 from kvcalc.model.hf import vision as hf_vision
 from kvcalc.model.hf import windows as hf_windows
@@ -125,6 +127,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_hybrid.kimi_linear(cfg, layers, hidden, el)
     if model_type == "bailing_hybrid":
         return hf_bailing.bailing_hybrid(cfg, layers, hidden, el)
+    if model_type == hf_sparse.MODEL_TYPE:
+        return hf_sparse.sparse_layers(cfg, layers)
     if hf_mla.is_mla(cfg):
         return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):
@@ -199,34 +203,6 @@ def _output_gate(cfg: Config, model_type: str) -> bool | str:
         return "head" if cfg.get("use_head_wise_attn_gate", default=False) else False  # g_proj: hidden -> heads
     # Kimi-K3's MLA g_proj (mla_use_output_gate): hidden -> heads x v_head_dim, a sigmoid a channel
     return bool(cfg.get("attn_output_gate", "mla_use_output_gate", default=model_type in OUTPUT_GATED))
-
-
-def _cross_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> list[LayerRun]:
-    """Hunyuan CLA: layer i computes K and V when i % cla_share_factor == 0; the layers after it attend
-    over those (HunYuanCrossAttention has q_proj and o_proj only; vLLM hunyuan_v1.py shares the cache)."""
-    factor = cfg.int_field("cla_share_factor", default=1)
-    base = runs or [LayerRun()] * layers
-    if any(r.kind != LayerKind.FULL for r in base):
-        raise cfg.refuse("use_cla with windowed or hybrid layers is not read")
-    return [r.model_copy(update={"kv_shared": i % factor != 0}) for i, r in enumerate(base)]
-
-
-def _kv_shared_tail(cfg: Config, model_type: str, runs: list[LayerRun], layers: int, inter: int) -> list[LayerRun]:
-    """Gemma 3n / Gemma 4 (their configs' kv_sharing_modes): the last num_kv_shared_layers layers "reuse" the K and
-    V of the last earlier layer of their own type, with no k/v projections and no cache of their own (vLLM
-    gemma3n.py / gemma4.py: kv_sharing_target_layer_name); under Gemma 4's use_double_wide_mlp their MLPs are
-    twice as wide."""
-    shared = cfg.int_field("num_kv_shared_layers")
-    if shared >= layers:
-        raise cfg.refuse(f"num_kv_shared_layers {shared} leaves none of the {layers} layers to hold K and V")
-    base = runs or [LayerRun()] * layers
-    first = layers - shared
-    if {r.kind for r in base[first:]} - {r.kind for r in base[:first]} or any(
-        not r.kind.self_head_kv for r in base[first:]
-    ):
-        raise cfg.refuse("num_kv_shared_layers: a sharing layer has no earlier layer of its own kind to read from")
-    wide = {"intermediate_size": 2 * inter} if model_type == "gemma4_text" and cfg.get("use_double_wide_mlp") else {}
-    return [r if i < first else r.model_copy(update={"kv_shared": True, **wide}) for i, r in enumerate(base)]
 
 
 def _state_dtypes(cfg: Config, model_type: str) -> StateDtypes:
@@ -415,21 +391,24 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         if inter is None and fields.get("experts") and not fields.get("dense_layers"):
             inter = 0  # every layer is MoE (Qwen3.5 MoE text configs): no dense MLP width is needed
         if inter is None:
-            fields["params_unknown"] = "config.json has no intermediate_size"
+            width = "dense_intermediate_size" if model_type == hf_sparse.MODEL_TYPE else "intermediate_size"
+            fields["params_unknown"] = f"config.json has no {width}"
             inter = 0
         fields["intermediate_size"] = inter
     if hf_mla.is_mla(cfg):
         fields.update(hf_mla.mla_fields(cfg))
+    elif model_type == hf_sparse.MODEL_TYPE:
+        fields.update(hf_sparse.index_fields(cfg))
     elif model_type in V_NARROWER and cfg.get("v_head_dim") not in (None, fields["head_dim"]):
         fields["v_head_dim"] = cfg.int_field("v_head_dim")
     if cfg.get("use_cla"):
-        fields["layer_pattern"] = _cross_layer_attention(cfg, fields["layer_pattern"], layers)
+        fields["layer_pattern"] = hf_sharing.cross_layer_attention(cfg, fields["layer_pattern"], layers)
     if model_type == "laguna":
         fields["layer_pattern"] = hf_laguna.per_layer_heads(cfg, fields["layer_pattern"], layers)
     if model_type == hf_step.MODEL_TYPE:
         fields["layer_pattern"] = hf_step.per_layer_attention(cfg, fields["layer_pattern"], layers)
     if cfg.get("num_kv_shared_layers"):
-        fields["layer_pattern"] = _kv_shared_tail(
+        fields["layer_pattern"] = hf_sharing.kv_shared_tail(
             cfg, model_type, fields["layer_pattern"], layers, fields["intermediate_size"]
         )
     ck = fields.get("checkpoint")

@@ -83,9 +83,9 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             hint="its cache and state are not estimated, rather than guessed",
         )
     sparse = cfg.get("sparse_attention_config")
-    if isinstance(sparse, dict) and sparse.get("use_sparse_attention", True):
-        # NOTE: vLLM's MiniMaxSparseKVPool adds an indexer pool (one head; K and V, or K alone) to the layers
-        # that sparse_attention_freq marks: a cache beside K and V that kvcalc does not size.
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention", True) and model_type != "minimax_m3":
+        # NOTE: SGLang's MiniMaxSparseKVPool adds an indexer pool (one head; K and V, or K alone) to the layers
+        # that sparse_attention_freq marks: read for MiniMax-M3's own config (model/hf/sparse.py) only.
         raise cfg.refuse(
             "sparse_attention_config (MiniMax-M3's block-sparse attention, with an indexer cache of its own) is not read",
             hint="its cache is not estimated, rather than guessed",

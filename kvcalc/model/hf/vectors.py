@@ -29,6 +29,7 @@ HEAD_QK_FLAG = {
     "hunyuan": ("use_qk_norm", False),
     "hunyuan_v1_dense": ("use_qk_norm", True),
     "hunyuan_v1_moe": ("use_qk_norm", True),
+    "minimax_m3": ("use_qk_norm", False),  # qk_norm_type per_head (GemmaRMSNorm of head_dim, shared by the heads)
 }
 # q_norm over num_heads x head_dim and k_norm over num_kv_heads x head_dim (Olmo2Attention; MiniMaxM2Attention's
 # "per_layer" qk_norm_type; CohereLayerNorm((heads, head_dim)) under use_qk_norm).
@@ -51,6 +52,7 @@ ROUTER_BIAS_FLAG: dict[str, tuple[str, Any, Any]] = {
     "glm_moe_dsa": ("topk_method", "noaux_tc", None),
     "dots1": ("topk_method", "noaux_tc", None),
     "minimax_m2": ("use_routing_bias", True, False),
+    "minimax_m3": ("use_routing_bias", True, False),
     "lfm2_moe": ("use_expert_bias", True, True),
     "bailing_moe": ("moe_router_enable_expert_bias", True, False),
     "bailing_moe_v2": ("moe_router_enable_expert_bias", True, False),
