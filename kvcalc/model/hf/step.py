@@ -101,7 +101,7 @@ def per_layer_attention(cfg: Config, runs: list[LayerRun], layers: int) -> list[
     if other is None:
         return runs
     kinds = {"sliding_attention": LayerKind.SLIDING, "full_attention": LayerKind.FULL}
-    kind = kinds.get(other["attention_type"])
+    kind = kinds.get(str(other["attention_type"]))
     if kind is None:
         raise cfg.refuse(f"attention_other_setting.attention_type {other['attention_type']!r} is not read")
     base = runs or [LayerRun()] * layers

@@ -101,6 +101,8 @@ def vector_fields(cfg: Config, model_type: str, moe: bool) -> dict[str, Any]:
         fields["qk_norm"] = "head"
     elif model_type in FULL_QK or (model_type in FULL_QK_FLAG and _flag(cfg, FULL_QK_FLAG, model_type)):
         fields["qk_norm"] = "full"
+    if model_type == "minimax_m3" and fields.get("qk_norm") and cfg.get("qk_norm_type") == "per_layer":
+        fields["qk_norm"] = "full"  # MiniMax-M2's per_layer norms: over all the heads
     if model_type in SANDWICH or (model_type == "lfm3" and cfg.get("use_sandwich_norm", default=True)):
         fields["sandwich_norms"] = True  # Lfm3DecoderLayer's post_operator_norm / post_ffn_norm under use_sandwich_norm
     if model_type in ("gpt_oss", "hy_v4"):
