@@ -247,7 +247,7 @@ class ModelSpec(BaseModel):
         if any(v is not None for v in indexer):
             if None in indexer:
                 raise ValueError("a sparse-attention indexer needs index_heads, index_head_dim and index_topk")
-            if not self.is_mla and not any(run.sparse for run in self.layer_pattern):
+            if not self.is_mla and not self.has_sparse_layers:
                 raise ValueError("index_heads / index_head_dim / index_topk need MLA (DSA) or sparse layers")
         elif any(run.index_shared or run.sparse for run in self.layer_pattern):
             raise ValueError("index_shared / sparse layers need an indexer (index_heads, index_head_dim, index_topk)")
@@ -352,6 +352,11 @@ class ModelSpec(BaseModel):
         """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens (the validator sets all three). MiniMax-M3's
         sparse self-attention layers (LayerRun.sparse) are not DSA: the engines' DSA pools do not hold them."""
         return self.index_topk is not None and self.is_mla
+
+    @property
+    def has_sparse_layers(self) -> bool:
+        """Self-attention layers over the indexer's top-k tokens with index keys of their own (MiniMax-M3's)."""
+        return any(run.sparse for run in self.layer_pattern)
 
     @property
     def is_moe(self) -> bool:

@@ -113,7 +113,7 @@ def kv_parts(
     swa_full: bool = False,
 ) -> tuple[list[KvPart], str | None]:
     """The caches llama.cpp builds, and its refusal in its own words (None when it starts)."""
-    if any(run.sparse for run, _ in spec.layer_groups()):
+    if spec.has_sparse_layers:
         raise UsageError(
             f"{spec.name}: llama.cpp has no architecture with sparse self-attention layers (MiniMax-M3's)",
             hint="kvcalc's own estimate without --engine",

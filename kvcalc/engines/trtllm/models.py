@@ -49,7 +49,7 @@ def architecture_refusal(spec: ModelSpec) -> str | None:
     """TensorRT-LLM's refusal of a config.json architecture its PyTorch backend registers no class for, in its
     words; None where it does, or where the spec names none (a GGUF file, a hand-written preset)."""
     arch = spec.architecture
-    if any(run.sparse for run, _ in spec.layer_groups()) and arch in REGISTERED:
+    if spec.has_sparse_layers and arch in REGISTERED:
         return f"{arch}: kvcalc does not model TensorRT-LLM's MiniMax-M3 sparse-attention cache"
     if not arch or arch in REGISTERED:
         return None
