@@ -78,3 +78,33 @@ def test_what_is_not_read_is_refused():
         _with(sparse_attention_freq=[1] * 59)
     # without sparse attention every layer is plain GQA: no index keys
     assert bytes_per_token(_with(use_sparse_attention=False), "bf16") == 60 * 2 * 4 * 128 * 2
+
+
+def test_nvidias_nvfp4_layout_and_its_vision_wrapper():
+    # nvidia/MiniMax-M3-NVFP4 (aiconfigurator-core 0.12.0; its 3 MB config is not stored): minimax_m3_vl around a text
+    # config that names no model_type, and ModelOpt MIXED_PRECISION with MXFP8 attention, dense MLPs and shared
+    # experts, NVFP4 routed experts (these module names as its quantized_layers give them)
+    from kvcalc.model.hf.quantization import read_quantization
+
+    q = read_quantization(
+        {
+            "quant_method": "modelopt",
+            "quant_algo": "MIXED_PRECISION",
+            "quantized_layers": {
+                "language_model.model.layers.3.self_attn.q_proj": {"quant_algo": "MXFP8"},
+                "language_model.model.layers.3.self_attn.index_q_proj": {"quant_algo": "MXFP8"},
+                "language_model.model.layers.0.mlp.gate_proj": {"quant_algo": "MXFP8"},
+                "language_model.model.layers.3.block_sparse_moe.shared_experts.up_proj": {"quant_algo": "MXFP8"},
+                "language_model.model.layers.3.block_sparse_moe.experts.0.w1": {
+                    "quant_algo": "NVFP4",
+                    "group_size": 16,
+                },
+            },
+        }  # fmt: skip
+    )
+    assert (q.linear.name, q.linear.group_size, q.linear.scale_bytes, q.linear.compute) == ("fp8", 32, 1, "fp8")
+    assert q.experts.name == "nvfp4" and q.attention is None and q.attention_quantized and not q.lm_head_quantized
+    text = {k: v for k, v in RAW.items() if k not in ("model_type", "architectures")}
+    wrapped = {"architectures": ["MiniMaxM3SparseForConditionalGeneration"], "model_type": "minimax_m3_vl"}
+    spec = spec_from_config({**wrapped, "text_config": text}, "m3-vl", "MiniMax-M3-NVFP4/config.json")
+    assert param_counts(spec).total == 426_174_572_928 and bytes_per_token(spec, "bf16") == 137_472

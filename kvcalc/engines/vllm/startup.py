@@ -81,7 +81,7 @@ def length_refusal(spec: ModelSpec, max_model_len: int) -> str | None:
 VLLM_UNSERVED = frozenset(
     {
         "BailingMoeV3ForCausalLM", "LagunaForCausalLM", "KimiK3ForConditionalGeneration", "MiniMaxM3ForCausalLM",
-        "MiniMaxM3SparseForCausalLM",
+        "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
     }
 )  # fmt: skip
 

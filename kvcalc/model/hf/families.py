@@ -15,7 +15,8 @@ QKV_BIAS = (
 )
 # Text models whose layers are another family's (transformers subclasses them unchanged), read as that family
 # after their own defaults (defaults.TYPE_DEFAULTS) are taken.
-SAME_TEXT_MODEL = {"gemma4_unified_text": "gemma4_text"}
+# (nvidia/MiniMax-M3-NVFP4 wraps MiniMax-M3's text model in minimax_m3_vl without naming the text model's type)
+SAME_TEXT_MODEL = {"gemma4_unified_text": "gemma4_text", "minimax_m3_vl_text": "minimax_m3"}
 # Attention whose output is gated a channel (heads x head_dim more rows: a second half of q_proj, MiniCPM5-MoE's
 # q_gate_proj, HY4's gate_proj) where the config does not say (attn_output_gate).
 OUTPUT_GATED = (

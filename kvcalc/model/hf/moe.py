@@ -84,8 +84,8 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
     if not k:
         raise cfg.refuse(f"{experts} experts but no num_experts_per_tok")
     moe_inter = _uniform(cfg, "moe_intermediate_size", cfg.get("moe_intermediate_size"))
-    if model_type in ("llama4_text", "granitemoehybrid", "granitemoe", "granitemoeshared"):
-        moe_inter = cfg.get("intermediate_size")  # these name the expert width intermediate_size
+    if model_type in ("llama4_text", "granitemoehybrid", "granitemoe", "granitemoeshared", "minimax_m3"):
+        moe_inter = cfg.get("intermediate_size")  # these name the expert width intermediate_size (SGLang minimax_m3.py)
     shared = 0
     if model_type in BAILING_TYPES:
         # vLLM bailing_moe.py (Ling): num_shared_experts MLPs of moe_shared_expert_intermediate_size, else of

@@ -118,39 +118,51 @@ def _bitsandbytes(q: dict[str, Any]) -> Quantization:
 
 # ModelOpt's per-layer algorithms (vLLM 0.19 modelopt.py ModelOptMixedPrecisionConfig, quantized_layers): FP8 is
 # w8a8 with a per-tensor scale, NVFP4 w4a4 and W4A16_NVFP4 its weight-only form, each 16 weights sharing an fp8 scale
-_MIXED_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4-w4a16"}
+_MIXED_ALGOS = {"FP8": "fp8", "MXFP8": "mxfp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4-w4a16"}
 
 
 def _mixed_format(algo: str) -> LinearFormat:
     if algo == "fp8":
         return LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+    if algo == "mxfp8":  # 8-bit floats, an e8m0 scale per 32 (the OCP MX format), multiplied at the fp8 rate
+        return LinearFormat(name="fp8", weight_bits=8, scale="group", group_size=32, scale_bytes=1, compute="fp8")
     nvfp4 = required_format("nvfp4")
     return nvfp4 if algo == "nvfp4" else nvfp4.model_copy(update={"compute": "16-bit"})
 
 
+def _mixed_group(name: str) -> str:
+    """A quantized module's group: the LM head, attention (self_attn, linear_attn), the routed experts, the MLPs."""
+    if "lm_head" in name:
+        return "lm_head"
+    if re.search(r"self_attn|linear_attn", name):
+        return "attention"
+    return "experts" if re.search(r"\.experts(\.|$)", name) else "mlp"
+
+
 def _modelopt_mixed(layers: Any) -> Quantization:
-    """ModelOpt MIXED_PRECISION (NVIDIA's Qwen3.6 NVFP4 checkpoints): each quantized module's own quant_algo. Read
-    where each group agrees within itself: the attention modules (self_attn, linear_attn), the MLPs and experts, the
-    LM head; a module not listed stays in the activation dtype."""
+    """ModelOpt MIXED_PRECISION (NVIDIA's Qwen3.6 and MiniMax-M3 NVFP4 checkpoints): each quantized module's own
+    quant_algo. Read where each group agrees within itself: the attention modules, the routed experts, the other MLPs
+    (dense ones, shared experts), the LM head; a module not listed stays in the activation dtype."""
     if not isinstance(layers, dict) or not layers:
         return Quantization(method="modelopt", problem="MIXED_PRECISION without quantized_layers")
-    groups: dict[str, set[str]] = {"attention": set(), "mlp": set(), "lm_head": set()}
+    groups: dict[str, set[str]] = {"attention": set(), "mlp": set(), "experts": set(), "lm_head": set()}
     for name, entry in layers.items():
         algo = str(entry.get("quant_algo", "")).upper() if isinstance(entry, dict) else ""
         if algo not in _MIXED_ALGOS:
             return Quantization(method="modelopt", problem=f"quant_algo '{algo}' for {name} in MIXED_PRECISION")
-        group = "lm_head" if "lm_head" in name else "attention" if re.search(r"self_attn|linear_attn", name) else "mlp"
-        groups[group].add(_MIXED_ALGOS[algo])
-    if any(len(algos) > 1 for algos in groups.values()) or not groups["mlp"]:
+        groups[_mixed_group(name)].add(_MIXED_ALGOS[algo])
+    if any(len(algos) > 1 for algos in groups.values()) or not (groups["mlp"] or groups["experts"]):
         return Quantization(method="modelopt", problem="MIXED_PRECISION with one group's modules in several formats")
-    mlp = _mixed_format(groups["mlp"].pop())
-    attention = _mixed_format(groups["attention"].pop()) if groups["attention"] else None
+    fmt = {group: _mixed_format(algos.pop()) for group, algos in groups.items() if algos}
+    linear = fmt.get("mlp") or fmt["experts"]
+    experts, attention = fmt.get("experts"), fmt.get("attention")
     return Quantization(
         method="modelopt",
-        linear=mlp,
-        attention=attention if attention != mlp else None,
+        linear=linear,
+        experts=experts if experts != linear else None,
+        attention=attention if attention != linear else None,
         attention_quantized=attention is not None,
-        lm_head_quantized=bool(groups["lm_head"]),
+        lm_head_quantized="lm_head" in fmt,
     )
 
 
