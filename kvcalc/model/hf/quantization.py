@@ -121,9 +121,14 @@ def _bitsandbytes(q: dict[str, Any]) -> Quantization:
 _MIXED_ALGOS = {"FP8": "fp8", "MXFP8": "mxfp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4-w4a16"}
 
 
+def _fp8_per_tensor() -> LinearFormat:
+    """Serialized per-tensor fp8 (vLLM's Fp8LinearMethod, ModelOpt's FP8): one fp32 scale a linear, w8a8."""
+    return LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+
+
 def _mixed_format(algo: str) -> LinearFormat:
     if algo == "fp8":
-        return LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+        return _fp8_per_tensor()
     if algo == "mxfp8":  # 8-bit floats, an e8m0 scale per 32 (the OCP MX format), multiplied at the fp8 rate
         return LinearFormat(name="fp8", weight_bits=8, scale="group", group_size=32, scale_bytes=1, compute="fp8")
     nvfp4 = required_format("nvfp4")
@@ -205,7 +210,7 @@ def _read_quantization(q: Any) -> Quantization | None:
         elif method == "fbgemm_fp8":
             fmt = required_format("fp8")
         else:  # serialized per-tensor fp8 (fp8.py Fp8LinearMethod: one fp32 scale per linear)
-            fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+            fmt = _fp8_per_tensor()
         ignore = [str(x) for x in q.get("ignored_layers") or q.get("modules_to_not_convert") or []]
         return Quantization(
             method=method, linear=fmt, attention_quantized=not _ignored(ignore, "model.layers.0.self_attn.q_proj")
@@ -219,7 +224,7 @@ def _read_quantization(q: Any) -> Quantization | None:
         ignore = [str(x) for x in q.get("ignore") or q.get("exclude_modules") or nested.get("exclude_modules") or []]
         kept = not _ignored(ignore, "model.layers.0.self_attn.q_proj")
         if algo == "FP8":
-            fmt = LinearFormat(name="fp8", weight_bits=8, scale="tensor", scale_bytes=4, compute="fp8")
+            fmt = _fp8_per_tensor()
             return Quantization(method=method, linear=fmt, attention_quantized=kept)
         if algo == "NVFP4":
             return Quantization(method=method, linear=required_format("nvfp4"), attention_quantized=kept)
