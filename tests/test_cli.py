@@ -308,3 +308,14 @@ def test_plot_dash_is_the_terminal_chart():
     result = run("cache", "7b", "--plot", "-")
     assert result.exit_code == 0, result.stderr
     assert "context (tokens, log)" in result.stdout
+
+
+def test_roofline_names_a_mixed_checkpoint_by_its_formats():
+    # gpt-oss-120b's experts are MXFP4 and the rest bf16: the title and JSON name the mix, not the model's 16-bit
+    # dtype alone ("bf16 weights" before), and `dtype` stays the --dtype value (a what-if names one format)
+    out = run_json("roofline", "gpt-oss-120b", "--gpu", "h100", "--batch", "1", "--ceiling")
+    assert out["weight_format"] == "mxfp4 experts + bf16" and out["dtype"] == "bf16"
+    title = run("roofline", "gpt-oss-120b", "--gpu", "h100", "--batch", "1", "--ceiling").stdout.splitlines()[0]
+    assert "(mxfp4 experts + bf16 weights, bf16 KV," in title
+    what_if = run_json("roofline", "gpt-oss-120b", "--gpu", "h100", "--batch", "1", "--ceiling", "--dtype", "fp8")
+    assert what_if["weight_format"] == what_if["dtype"] == "fp8"

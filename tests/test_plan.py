@@ -182,6 +182,10 @@ def test_sglang_options_are_served_as_their_check_line_serves_them():
     refused = [r["line"] for r in out["rejected"] if r["kind"] == "refused"]
     assert any("is already quantized (mxfp4); SGLang loads the checkpoint's own format" in line for line in refused)
     first = out["options"][0]
+    # its weights are named as the checkpoint holds them, not by the model's 16-bit dtype (had read "bf16/bf16");
+    # `dtype` stays the --dtype value the check line passes (none: the checkpoint's own)
+    assert first["weight_format"] == "mxfp4 experts + bf16" and first["dtype"] == "bf16"
+    assert "--dtype" not in first["check"]
     assert "--mem-fraction-static 0.9" in first["command"] and first["accounting"].startswith(
         "SGLang 0.5.23's own pool"
     )

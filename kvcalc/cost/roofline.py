@@ -66,6 +66,7 @@ class RooflineResult(Result):
     dtype: str
     kv_dtype: str
     compute_dtype: str
+    weight_format: str = ""  # the weights' formats as a label, a mix named as one ("mxfp4 experts + bf16")
     peak_flop_per_s: float
     bandwidth_bytes_per_s: float
     ridge_flop_per_byte: float
@@ -304,7 +305,7 @@ def roofline_report(
     """Decode rows per batch x seq; with `engine`, each row also carries the calibrated estimate (with
     `calibration`'s constants: plan/calibration.constants_for)."""
     weight_dtype = dtype or spec.dtype
-    from kvcalc.model.formats import matmul_dtype
+    from kvcalc.model.formats import matmul_dtype, weights_label
 
     compute_dtype = gpu.compute_dtype(matmul_dtype(spec, dtype))
     needs_link(dep, gpu)
@@ -346,6 +347,7 @@ def roofline_report(
         dtype=weight_dtype,
         kv_dtype=kv_dtype,
         compute_dtype=compute_dtype,
+        weight_format=weights_label(spec, dtype),
         peak_flop_per_s=gpu.peak_flop_per_s(compute_dtype),
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
         ridge_flop_per_byte=gpu.ridge_flop_per_byte(compute_dtype),

@@ -14,6 +14,7 @@ What each engine accepts (releases this project models):
   over the GPUs of one machine; no expert parallelism, no attention DP.
 """
 
+from kvcalc.model.formats import weights_label
 from kvcalc.results import Result
 from kvcalc.units import DEFAULT_GPU_UTIL
 
@@ -33,6 +34,7 @@ class LayoutFacts(Result):
     nodes: int
     dtype: str
     kv_dtype: str
+    weight_format: str = ""  # the weights' formats as a label, a mix named as one ("mxfp4 experts + bf16")
     seq: int  # the context each request may reach (the engine's max model length)
     accepted: bool  # the engine runs this layout at all
     fits: bool  # accepted, the weights fit and one seq-long request's KV fits (the engine starts)
@@ -246,6 +248,7 @@ def layout_facts(
             nodes=nodes or 1,
             dtype=dtype or spec.dtype,
             kv_dtype=kv,
+            weight_format=weights_label(spec, dtype),
             seq=length,
             accepted=False,
             fits=False,
@@ -291,6 +294,7 @@ def layout_facts(
         nodes=r.nodes,
         dtype=r.dtype,
         kv_dtype=kv,
+        weight_format=r.weight_format,
         seq=length,
         accepted=layout_refusal is None,
         fits=fits and refusal is None,

@@ -35,6 +35,7 @@ class PlanOption(Result):
     nodes: int
     dtype: str
     kv_dtype: str
+    weight_format: str = ""  # the weights' formats as a label ("mxfp4 experts + bf16"); dtype is --dtype's value
     fits: bool  # the engine starts and its KV pool holds every user's request at full length
     headroom_bytes: int  # per GPU, after one seq-long request (plan/layout.py)
     kv_capacity_tokens: int
@@ -224,10 +225,10 @@ def plan(
                             )  # fmt: skip
                         f = facts[tp, pp, ep, dp]
                         u = -(-users // r)  # users on the busiest replica
-                        what = f"{gpu.name} x{n} {_layout_name(tp, pp, ep, dp, r)} {f.dtype}/{f.kv_dtype}"
+                        what = f"{gpu.name} x{n} {_layout_name(tp, pp, ep, dp, r)} {f.weight_format or f.dtype}/{f.kv_dtype}"
                         # NOTE: whether it starts is a fact of one deployment of tp x pp GPUs, replicated or not:
                         # those families count the GPUs of one deployment
-                        one = f"{gpu.name} x{tp * pp} {_layout_name(tp, pp, ep, dp)} {f.dtype}/{f.kv_dtype}"
+                        one = f"{gpu.name} x{tp * pp} {_layout_name(tp, pp, ep, dp)} {f.weight_format or f.dtype}/{f.kv_dtype}"
                         if not f.accepted:
                             rejects.append((gpu.name, tp * pp, "refused", f"{name} refuses {one}: {f.refusal}", n))
                             continue
@@ -268,7 +269,7 @@ def plan(
                             met_at.setdefault(kind_key, n)
                         option = PlanOption(
                             gpu=gpu.name, gpus=n, tp=tp, pp=pp, ep=ep, dp_attention=dp, replicas=r, nodes=f.nodes,
-                            dtype=f.dtype, kv_dtype=f.kv_dtype, fits=True, headroom_bytes=f.headroom_bytes,
+                            dtype=f.dtype, kv_dtype=f.kv_dtype, weight_format=f.weight_format, fits=True, headroom_bytes=f.headroom_bytes,
                             kv_capacity_tokens=f.kv_capacity_tokens, users_held=held, meets=False, estimate=e, decided_on=e.method,
                             usd_per_hour=usd_per_hour(gpu, n, prices), command=_replicated(_with_users(f.command, engine, u), engine, tp, r),
                             check=_check(spec, model_id, gpu.name, (tp, pp, ep, dp), d, f.kv_dtype, u, prompt, new, engine,
@@ -285,7 +286,7 @@ def plan(
     )  # fmt: skip
     simulated = check_first(options, simulate, judge=lambda o, e: _judged(o, e, users, tpot_ms, ttft_ms), rank=_rank)
     for o in options:  # the misses as finally decided (the first options on the simulation)
-        what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention, o.replicas)} {o.dtype}/{o.kv_dtype}"
+        what = f"{o.gpu} x{o.gpus} {_layout_name(o.tp, o.pp, o.ep, o.dp_attention, o.replicas)} {o.weight_format or o.dtype}/{o.kv_dtype}"
         for kind, line in _goal_misses(o.estimate, users, tpot_ms, ttft_ms):
             rejects.append(
                 (o.gpu, o.gpus, kind, f"{line} ({what})", o.estimate.tpot_s if kind == "tpot" else o.estimate.ttft_s)

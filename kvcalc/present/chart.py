@@ -103,7 +103,7 @@ def roofline_chart(results: list[RooflineResult]) -> Chart:
     lo = min(points + ridges) / 4
     hi = max(points + ridges) * 4
     chart = Chart(
-        title=f"Decode roofline: {first.model} ({first.dtype} weights, {first.kv_dtype} KV)",
+        title=f"Decode roofline: {first.model} ({first.weight_format or first.dtype} weights, {first.kv_dtype} KV)",
         xlabel="arithmetic intensity (FLOP/byte, log)",
         ylabel="attainable TFLOP/s (log)",
     )

@@ -47,7 +47,7 @@ def plan_sheet(r: PlanResult, top: int) -> Sheet:
                 str(i),
                 f"{o.gpus} x {o.gpu}{flag}",
                 _layout(o),
-                f"{o.dtype}/{o.kv_dtype}",
+                f"{o.weight_format or o.dtype}/{o.kv_dtype}",
                 "yes" if o.meets else "no: " + "; ".join(m.split(" (")[0] for m in o.misses),
                 f"{o.users_held:,} users",
                 fmt_bytes(o.headroom_bytes),

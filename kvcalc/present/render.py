@@ -99,7 +99,7 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
     calibrated = bool(rows) and rows[0].estimate is not None
     sheet = Sheet(
         title=(
-            f"Decode roofline: {result.model} on {where} ({result.dtype} weights, {result.kv_dtype} KV, "
+            f"Decode roofline: {result.model} on {where} ({result.weight_format or result.dtype} weights, {result.kv_dtype} KV, "
             f"{result.compute_dtype} peak {fmt_flops(result.peak_flop_per_s)}, HBM {fmt_rate(result.bandwidth_bytes_per_s)}, "
             f"ridge {result.ridge_flop_per_byte:,.1f} FLOP/B)" + ("; bytes and FLOPs per GPU" if parallel else "")
         ),
