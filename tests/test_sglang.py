@@ -486,6 +486,44 @@ def test_mamba_state_is_carved_out_first():
         assert pool.max_running_requests == cap
 
 
+def test_max_mamba_cache_size_is_taken_from_0_5_7_and_caps_the_running_requests():
+    # --max-mamba-cache-size K: the states take K slots (0.5.23: K + 1, the padding slot charged) and the KV pool
+    # the rest; a request holds 5 slots under extra_buffer, so K // 5 run at once (kv_cache_configurator.py 0.5.23
+    # _handle_max_mamba_cache and the max_num_reqs cap; model_runner_kv_cache_mixin.py from 0.5.7). 0.5.5 takes K
+    # only with the radix cache off: Qwen3-Next's states are sized by the memory ratio there
+    spec = get_model("qwen3-next-80b-a3b")
+    rest = 77 * GiB * 0.85 - 40 * GiB
+    state = 36 * (32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2) // 4  # as above: tp 4
+    assert state == 19_316_736
+
+    def pool(release: str, size: int | None, dp: bool = False):  # noqa: ANN202
+        settings = SglangSettings(
+            release=release, tp=4, mem_fraction_static=0.85, dp_attention=dp, max_mamba_cache_size=size
+        )
+        return predict(spec, get_gpu("h100"), settings, seq=8192, pre_load_free_bytes=77 * GiB, weights_bytes=40 * GiB)
+
+    given = pool("0.5.23", 64)
+    assert given.mamba_bytes == 65 * state
+    assert given.max_total_num_tokens == int((rest - 65 * state) // 12_288)
+    assert given.max_running_requests == 64 // 5 == 12 and given.refusal is None
+    assert pool("0.5.16", 64).mamba_bytes == 64 * state  # before 0.5.17 the padding slot is not charged
+    assert pool("0.5.5", 64).mamba_bytes == pool("0.5.5", None).mamba_bytes > 64 * state  # not taken
+    # DP attention: K // dp slots a rank, 64 // 4 = 16, 3 running requests each
+    assert pool("0.5.23", 64, dp=True).mamba_bytes == 17 * state * 4  # every rank keeps all heads: 4x the state
+    # too few slots for one request: SGLang 0.5.23 refuses to start, in its words
+    small = pool("0.5.23", 4)
+    assert small.max_running_requests == 0 and not small.fits
+    assert small.refusal.startswith("RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve")
+    assert "max_mamba_cache_size=4, mamba_ratio=5, resulting max_num_reqs=0." in small.refusal
+    r = run("fit", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "2", "--engine", "sglang", "--seq", "8k",
+            "--batch", "16", "--max-mamba-cache-size", "64")  # fmt: skip
+    assert r.exit_code == 3 and "max_running_requests 12); the largest batch it holds is 12" in r.stdout
+    bad = run("fit", "qwen3-next-80b-a3b", "--gpu", "h200", "--max-mamba-cache-size", "64")
+    assert bad.exit_code == 2 and "--max-mamba-cache-size needs --engine sglang" in bad.stderr
+    zero = run("fit", "qwen3-next-80b-a3b", "--gpu", "h200", "--engine", "sglang", "--max-mamba-cache-size", "0")
+    assert zero.exit_code == 2 and "--max-mamba-cache-size must be at least 1, got 0" in zero.stderr
+
+
 def test_prefix_cache_strategy_by_release_and_model():
     # server_args / arg_groups/overrides.py in the wheels: Nemotron-H ran without a radix cache for its states up to
     # 0.5.6 (512 slots, one a request); 0.5.7 charged the tracking buffer to every radix-cached model; extra_buffer

@@ -197,6 +197,7 @@ def fit(
     chunked_prefill_size: int | None = None,
     page_size: int | None = None,
     max_running_requests: int | None = None,
+    max_mamba_cache_size: int | None = None,
     ceiling: bool = False,
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
@@ -224,7 +225,8 @@ def fit(
     sglang_options = dict(  # SGLang's own options, checked here and taken by its pool below
         engine_version=engine_version, mem_fraction_static=mem_fraction_static,
         chunked_prefill_size=chunked_prefill_size, page_size=page_size,
-        max_running_requests=max_running_requests, dp_attention=dp_attention,
+        max_running_requests=max_running_requests, max_mamba_cache_size=max_mamba_cache_size,
+        dp_attention=dp_attention,
     )  # fmt: skip
     sglang = plan_sglang.check_options(engine, **sglang_options)
     kv_given, kv = kv, kv or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))

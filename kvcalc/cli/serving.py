@@ -51,6 +51,7 @@ from kvcalc.cli.sglang import (
     ChunkedPrefillOpt,
     DpAttentionOpt,
     EngineVersionOpt,
+    MaxMambaOpt,
     MaxRunningOpt,
     MemFractionOpt,
     PageSizeOpt,
@@ -135,6 +136,7 @@ def fit(
     chunked_prefill_size: ChunkedPrefillOpt = None,
     page_size: PageSizeOpt = None,
     max_running_requests: MaxRunningOpt = None,
+    max_mamba_cache_size: MaxMambaOpt = None,
     dp_attention: DpAttentionOpt = False,
     kv_memory: Annotated[
         Optional[str],
@@ -229,6 +231,7 @@ def fit(
         "--chunked-prefill-size": chunked_prefill_size is not None,
         "--page-size": page_size is not None,
         "--max-running-requests": max_running_requests is not None,
+        "--max-mamba-cache-size": max_mamba_cache_size is not None,
         "--dp-attention": dp_attention,
         "--kv-memory": kv_memory is not None,
         "--max-batched-tokens": max_batched_tokens is not None,
@@ -282,6 +285,7 @@ def fit(
         chunked_prefill_size=chunked_prefill_size,
         page_size=page_size,
         max_running_requests=max_running_requests,
+        max_mamba_cache_size=max_mamba_cache_size,
         dp_attention=dp_attention,
     )
     is_sglang = sglang_fit.check_options(engine, **sglang_options)

@@ -62,6 +62,15 @@ MaxRunningOpt = Annotated[
         help="SGLang --max-running-requests (default: min(#tokens // 2, the request pool SGLang sizes)).",
     ),
 ]
+MaxMambaOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-mamba-cache-size",
+        help="SGLang --max-mamba-cache-size: a hybrid model's recurrent-state slots, the rest of the pool's memory "
+        "going to KV (default: the release's split, mamba_full_memory_ratio 0.9; taken from 0.5.7, and by 0.5.5-0.5.6 "
+        "only with the radix cache off).",
+    ),
+]
 DpAttentionOpt = Annotated[
     bool,
     typer.Option(

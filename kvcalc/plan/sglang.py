@@ -13,6 +13,7 @@ def check_options(
     page_size: int | None,
     max_running_requests: int | None,
     dp_attention: bool,
+    max_mamba_cache_size: int | None = None,
 ) -> bool:
     """True for --engine sglang; refuse SGLang's options without it and values SGLang would refuse."""
 
@@ -27,6 +28,7 @@ def check_options(
             ("--chunked-prefill-size", chunked_prefill_size),
             ("--page-size", page_size),
             ("--max-running-requests", max_running_requests),
+            ("--max-mamba-cache-size", max_mamba_cache_size),
             # --dp-attention is also kvcalc's own layout option (issue 20: each rank keeps its requests' KV)
         )
         if value is not None
@@ -50,6 +52,7 @@ def check_options(
         ("--chunked-prefill-size", chunked_prefill_size),
         ("--page-size", page_size),
         ("--max-running-requests", max_running_requests),
+        ("--max-mamba-cache-size", max_mamba_cache_size),
     ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
@@ -78,6 +81,7 @@ def predict(
     dp_attention: bool,
     steps: list[str] | None,
     context_given: bool = True,
+    max_mamba_cache_size: int | None = None,
 ):  # noqa: ANN201
     """SGLang's pool for one --seq (the context length, SGLang's --context-length) and --batch. `context_given`
     False (--seq left out): SGLang launched without --context-length, its context_len the config's own (the
@@ -108,6 +112,7 @@ def predict(
         chunked_prefill_size=chunked_prefill_size,
         page_size=page_size or 1,
         max_running_requests=max_running_requests,
+        max_mamba_cache_size=max_mamba_cache_size,
         context_len=seq if context_given else None,
         kv_dtype=kv_dtype,
     )

@@ -63,6 +63,9 @@ STRATEGY_FROM = {
 FIXED_SLOTS_UNTIL, FIXED_SLOTS = (0, 5, 8), 512
 # From 0.5.17 the pool's padding slot is charged: K = (budget - one state) // state, K + 1 states subtracted.
 PADDING_CHARGED_FROM = (0, 5, 17)
+# --max-mamba-cache-size K is taken as given from 0.5.7 (K // dp a rank under DP attention); 0.5.5 and 0.5.6 keep it
+# only with the radix cache off, and size the pool from the memory ratio otherwise (handle_max_mamba_cache).
+GIVEN_SIZE_FROM = (0, 5, 7)
 
 
 def strategy(release: tuple[int, int, int], architecture: str | None) -> str:
@@ -89,14 +92,24 @@ class StatePool(NamedTuple):
 
 
 def state_pool(
-    release: tuple[int, int, int], architecture: str | None, rest: float, state: int, max_running: int | None
+    release: tuple[int, int, int],
+    architecture: str | None,
+    rest: float,
+    state: int,
+    max_running: int | None,
+    size: int | None = None,
+    dp: int = 1,
 ) -> StatePool:
     """The state pool of one rank, `state` bytes a request, from `rest` (0.5.5 handle_max_mamba_cache; 0.5.23
-    kv_cache_configurator._handle_max_mamba_cache), with no --max-mamba-cache-size nor speculative decoding: r / (1
-    + r) of rest (mamba_full_memory_ratio), in whole states; without the radix cache, up to 0.5.8, 512 states or
+    kv_cache_configurator._handle_max_mamba_cache), without speculative decoding: `size` states
+    (--max-mamba-cache-size, over `dp` DP-attention ranks) where the release takes it; else r / (1 + r) of rest
+    (mamba_full_memory_ratio), in whole states; without the radix cache, up to 0.5.8, 512 states or
     --max-running-requests', and from 0.5.9 --max-running-requests' where given."""
     kind = strategy(release, architecture)
     per = slots_per_request(release, kind)
+    if size is not None and (release >= GIVEN_SIZE_FROM or kind == "off"):
+        slots = size // dp if release >= GIVEN_SIZE_FROM else size
+        return StatePool((slots + (release >= PADDING_CHARGED_FROM)) * state, slots, per)
     if kind == "off" and (max_running is not None or release <= FIXED_SLOTS_UNTIL):
         slots = max_running or FIXED_SLOTS
         return StatePool(slots * state, slots, per)
@@ -106,3 +119,27 @@ def state_pool(
         return StatePool((slots + 1) * state, slots, per)
     slots = int(budget // state)
     return StatePool(slots * state, slots, per)
+
+
+# From 0.5.13 SGLang refuses to start when there are no state slots (handle_max_mamba_cache) or they leave no running
+# request (the pool configuration's max_num_reqs).
+TOO_FEW_REFUSED_FROM = (0, 5, 13)
+
+
+def too_few_states(release: tuple[int, int, int], states: StatePool) -> str:
+    """Why SGLang serves nothing when its state slots hold no request (max_mamba_cache_size // the slots a request
+    takes is 0: a small --max-mamba-cache-size, or DP attention dividing it): from 0.5.13 its RuntimeError."""
+    if release >= TOO_FEW_REFUSED_FROM and states.slots <= 0:
+        return (
+            "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+            f"Computed max_mamba_cache_size={states.slots}"
+        )
+    if release >= TOO_FEW_REFUSED_FROM:
+        return (
+            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={states.slots}, mamba_ratio={states.per_request}, resulting max_num_reqs=0."
+        )
+    return (
+        f"max_mamba_cache_size {states.slots} holds no running request at {states.per_request} state slots each "
+        "(max_running_requests 0)"
+    )

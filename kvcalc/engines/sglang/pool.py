@@ -27,7 +27,7 @@ from kvcalc.engines.runtime import (
 )
 from kvcalc.engines.sglang import graphs, swa
 from kvcalc.engines.sglang import release as rel
-from kvcalc.engines.sglang.mamba import StatePool, state_bytes_per_request, state_pool
+from kvcalc.engines.sglang.mamba import StatePool, state_bytes_per_request, state_pool, too_few_states
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
@@ -61,6 +61,7 @@ class SglangSettings(Result):
     chunked_prefill_size: int | None = None
     page_size: int = 1
     max_running_requests: int | None = None
+    max_mamba_cache_size: int | None = None  # a hybrid's recurrent-state slots (engines/sglang/mamba.state_pool)
     context_len: int | None = None  # --context-length; None: the model's max_position_embeddings
     kv_dtype: str | None = None  # --kv-cache-dtype; None: auto (the model dtype)
 
@@ -269,9 +270,12 @@ def predict(
         rest = available - pre * (1 - fraction)
         if vlm_reserve:
             rest -= vlm_reserve
-        states = StatePool(0, 0, 1)
+        states: StatePool | None = None
         if state_per_req and rest > 0:
-            states = state_pool(version, spec.architecture, rest, state_per_req, settings.max_running_requests)
+            states = state_pool(
+                version, spec.architecture, rest, state_per_req, settings.max_running_requests,
+                settings.max_mamba_cache_size, dp,
+            )  # fmt: skip
             rest -= states.bytes
         cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers, scaled)
         tokens = int(rest // cell) if rest > 0 and cell else 0
@@ -307,8 +311,10 @@ def predict(
     if tokens <= 0 and refusal is None:
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
     mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
-    if states.slots:
+    if states is not None:
         mrr = min(mrr, states.slots // states.per_request)
+        if mrr <= 0 and tokens > 0 and refusal is None:
+            refusal = too_few_states(version, states)
     slots = tokens + page
     bits = _elem_bits(kv_dtype)
     if mla:
@@ -344,7 +350,7 @@ def predict(
         v_bytes=v_b,
         kv_bytes=kv_b,
         swa_tokens=swa_tokens,
-        mamba_bytes=states.bytes,
+        mamba_bytes=states.bytes if states else 0,
         chunked_prefill_size=chunk,
         cuda_graph_max_bs=graph_bs,
         max_running_requests=mrr,
