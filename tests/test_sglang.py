@@ -522,6 +522,17 @@ def test_max_mamba_cache_size_is_taken_from_0_5_7_and_caps_the_running_requests(
     assert bad.exit_code == 2 and "--max-mamba-cache-size needs --engine sglang" in bad.stderr
     zero = run("fit", "qwen3-next-80b-a3b", "--gpu", "h200", "--engine", "sglang", "--max-mamba-cache-size", "0")
     assert zero.exit_code == 2 and "--max-mamba-cache-size must be at least 1, got 0" in zero.stderr
+    # where SGLang does not read it, the answer says so rather than drop it silently
+    import kvcalc
+
+    old = kvcalc.fit("qwen3-next-80b-a3b", "h200", tp=2, seq=8192, engine="sglang", engine_version="0.5.5",
+                     max_mamba_cache_size=64)  # fmt: skip
+    assert any("SGLang 0.5.5 takes it only with the radix cache off" in w for w in old.warnings)
+    dense = kvcalc.fit("llama-3.1-8b", "h100", seq=8192, engine="sglang", max_mamba_cache_size=64)
+    assert any("llama-3.1-8b keeps no recurrent state" in w for w in dense.warnings)
+    assert not kvcalc.fit(
+        "qwen3-next-80b-a3b", "h200", tp=2, seq=8192, engine="sglang", max_mamba_cache_size=64
+    ).warnings
 
 
 def test_prefix_cache_strategy_by_release_and_model():
