@@ -229,6 +229,29 @@ def test_mla_pool_is_the_latent_replicated_on_every_rank():
     assert "KV size: 46.00 GB" in pool.log_lines[2]
 
 
+def test_mla_keeps_16_bit_copies_of_kv_b_proj_over_the_attention_tp_group():
+    # SGLang's post_load_weights (deepseek_weight_loader.py, 0.5.23) makes w_kc / w_vc contiguous copies of kv_b_proj
+    # whatever its format and keeps kv_b_proj for the prompt path; vLLM takes a 16-bit one as views (copies only of a
+    # quantized one). DeepSeek-V2-Lite, bf16: 27 layers x 16 heads x (128 + 128) x 512 x 2 B
+    from kvcalc.engines.weights import weight_bytes
+    from kvcalc.model.formats import quantization_of
+
+    lite = get_model("deepseek-v2-lite")
+    assert weight_bytes(lite, "bf16", None).mla_absorbed == 0
+    assert (
+        weight_bytes(lite, "bf16", None, copies_16bit_mla=True).mla_absorbed == 27 * 16 * 256 * 512 * 2 == 113_246_208
+    )
+    # DeepSeek-R1 (fp8 kv_b_proj, bf16 copies either way) on 8 x H200: under DP attention a rank holds all 128 heads'
+    # copies (kv_b_proj splits over the attention-TP group, 1 here), not 16: 61 x 112 x 256 x 512 x 2 B more
+    r1, h200 = get_model("deepseek-r1"), get_gpu("h200")
+    quant = quantization_of(r1, None)
+    tp8 = predict(r1, h200, SglangSettings(tp=8), seq=8192)
+    dp8 = predict(r1, h200, SglangSettings(tp=8, dp_attention=True), seq=8192)
+    attention = weight_bytes(r1, "bf16", quant, tp=1).attention - weight_bytes(r1, "bf16", quant, tp=8).attention
+    assert dp8.weights_bytes - tp8.weights_bytes == attention + 61 * 112 * 256 * 512 * 2
+    assert 61 * 112 * 256 * 512 * 2 == 1_790_967_808  # 1.67 GiB a rank
+
+
 def test_dp_attention_keeps_whole_heads_and_one_pool_per_rank():
     spec = get_model("llama-3.1-70b")  # 80 layers, 8 KV heads of 128
     common = dict(seq=8192, pre_load_free_bytes=77 * GiB, weights_bytes=20 * GiB)

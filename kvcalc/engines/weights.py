@@ -54,7 +54,7 @@ class WeightBytes(Result):
     router: int
     norms: int
     mixers: int  # SSM / linear-attention mixers, in the attention's format (16-bit unless the checkpoint quantizes it)
-    mla_absorbed: int  # bf16 copies of a quantized kv_b_proj that MLA decode multiplies with
+    mla_absorbed: int  # bf16 copies of kv_b_proj that MLA decode multiplies with (vLLM: a quantized one's only)
     extra: int  # outside the decoder: a vision tower and projector (spec.extra_params), 16-bit, split by tp
     rotary_cache: int | None  # None: the checkpoint's max_position_embeddings is unknown
     total: int
@@ -73,13 +73,15 @@ def weight_bytes(
     tp: int = 1,
     layers: range | None = None,
     absorbs: bool = True,
+    copies_16bit_mla: bool = False,
     mxfp4_layout: str | None = None,
     router_bytes: int | None = None,
     rotary_bytes: int | None = None,
     ssm_a_bytes: int | None = None,
 ) -> WeightBytes:
     """Bytes one tensor-parallel rank of the stage holding `layers` (default: all) keeps. `absorbs`: the engine
-    runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads).
+    runs MLA absorbed, keeping 16-bit copies of a quantized kv_b_proj (False where it runs MLA as plain heads);
+    `copies_16bit_mla`: of a 16-bit one too (SGLang's w_kc / w_vc are contiguous copies whatever kv_b_proj holds).
     `mxfp4_layout`: how the engine's MoE kernels hold mxfp4 experts (MXFP4_LAYOUTS); None: the checkpoint's layout.
     `router_bytes`: bytes per router weight where the engine builds the gate in its own dtype (fp32: 4); None: the
     model's. `rotary_bytes`: the same for the rope's cos/sin cache, `ssm_a_bytes` for a Mamba-1 mixer's A."""
@@ -136,11 +138,13 @@ def weight_bytes(
                 attention += lin(attn, ih, spec.q_lora_rank or h)
                 attention += lin(a, spec.index_head_dim + spec.index_heads, h)
                 norms += 2 * spec.index_head_dim
-            if attn.weight_bits < 16 and absorbs:
+            if absorbs and (attn.weight_bits < 16 or copies_16bit_mla):
                 # NOTE: MLA (vllm/model_executor/layers/attention/mla_attention.py
                 # process_weights_after_loading) dequantizes kv_b_proj into bf16 W_UK / W_UV
-                # and keeps them beside the quantized original.
-                absorbed += allocated(hr * (nope + v) * spec.kv_lora_rank * 2)
+                # and keeps them beside the quantized original; a 16-bit one vLLM takes as views. SGLang
+                # (deepseek_weight_loader.py post_load_weights, 0.5.23; minicpm3, kimi_linear, bailing alike)
+                # makes w_kc / w_vc contiguous copies either way and keeps kv_b_proj for its prompt path.
+                absorbed += allocated(hr * (nope + v) * spec.kv_lora_rank * (2 if attn.weight_bits < 16 else ab))
         elif run.kind != LayerKind.STATELESS:
             # NOTE: a k_eq_v layer (Gemma 4) still gets QKVParallelLinear's V slot, loaded with k_proj.
             g, dr, vr = max(1, (run.kv_heads or spec.kv_heads) // tp), spec.run_head_dim(run), spec.run_v_dim(run)

@@ -259,11 +259,15 @@ def predict(
     first = None
     router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu, version)
     for layers in ranges:
-        w = weight_bytes(spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4)
+        w = weight_bytes(
+            spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4, copies_16bit_mla=True
+        )
         wb = w.total + LOAD_OVERHEAD_BYTES
         if attn_tp != tp:
-            # DP attention: the attention projections are split over the attention-TP group only.
-            wb += weight_bytes(spec, act, quant, tp=attn_tp, layers=layers).attention - w.attention
+            # DP attention: the attention projections, and MLA's copies of kv_b_proj, are split over the
+            # attention-TP group only.
+            group = weight_bytes(spec, act, quant, tp=attn_tp, layers=layers, copies_16bit_mla=True)
+            wb += group.attention - w.attention + group.mla_absorbed - w.mla_absorbed
         if weights_bytes is not None and layers.start == 0:
             wb = weights_bytes
         available = pre - wb
