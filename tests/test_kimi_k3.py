@@ -81,6 +81,28 @@ def test_engines():
     assert ok.exit_code == 0 and "fits on 8 x b300 under SGLang 0.5.23" in ok.stdout
 
 
+def test_sglang_registers_zero_biases_for_its_mxfp4_experts(monkeypatch):
+    # SGLang's Mxfp4MoEMethod.create_weights registers w13 / w2 biases on CUDA whether the checkpoint has them or not
+    # (quantization/mxfp4.py: always to 0.5.16, `with_bias or not _is_hip` from 0.5.17); Kimi-K3's have none. On
+    # B300 (flashinfer_mxfp4, the intermediate size padded to 128, biases made fp32) at tp 16, per MoE layer:
+    # 896 experts x (2 x 256 + 3,584) x 4 B, over the 92 MoE layers
+    from kvcalc.engines import weights
+    from kvcalc.engines.sglang.pool import SglangSettings, predict
+    from kvcalc.model.presets import get_gpu
+
+    per_layer = 896 * 2 * 256 * 4 + 896 * 3584 * 4
+    assert per_layer == 14_680_064
+    layout = "sglang-flashinfer-128"
+    with_zeros = weights.mxfp4_experts(layout, 896, 3072 // 16, 3584, True, False, 2)
+    assert with_zeros == weights.mxfp4_experts(layout, 896, 3072 // 16, 3584, True, True, 2)
+    spec, b300 = get_model("kimi-k3"), get_gpu("b300")
+    served = predict(spec, b300, SglangSettings(tp=16), seq=8192)
+    plain = weights.MXFP4_LAYOUTS[layout]._replace(always_bias=False)
+    monkeypatch.setitem(weights.MXFP4_LAYOUTS, layout, plain)
+    assert with_zeros - weights.mxfp4_experts(layout, 896, 3072 // 16, 3584, True, False, 2) == per_layer
+    assert served.weights_bytes - predict(spec, b300, SglangSettings(tp=16), seq=8192).weights_bytes == 92 * per_layer
+
+
 def test_kimi_linear_without_k3s_fields_is_unchanged():
     # Kimi Linear's low-rank output gate and plain MLA stay as they were: drop K3's fields and the count falls by
     # exactly what they add

@@ -292,6 +292,9 @@ class Mxfp4Layout(NamedTuple):
     bias_bytes: int | None  # the experts' biases after loading: 4 (fp32); None: the model dtype
     per_expert_fp32: int = 0  # fp32 [E] tensors the kernels add (TRT-LLM's gemm1 alpha, beta, clamp limit)
     permute_cache: bool = False  # int64 row permutations cached for each distinct tensor shape (vLLM's FlashInfer)
+    # SGLang's Mxfp4MoEMethod.create_weights registers w13 / w2 biases (zeros) on CUDA whether the checkpoint has any
+    # or not (0.5.5-0.5.16 always; from 0.5.17 `with_bias or not _is_hip`): Kimi-K3's compressed-tensors experts too.
+    always_bias: bool = False
 
 
 # The default layouts, by engine and GPU (engines/vllm/memory.mxfp4_layout, engines/sglang/release.mxfp4_layout).
@@ -308,17 +311,17 @@ MXFP4_LAYOUTS = {
     "vllm-marlin": Mxfp4Layout(128, 256, None, None, None),
     "vllm-rocm": Mxfp4Layout(256, 256, None, None, 4),
     "vllm-rocm-cdna4": Mxfp4Layout(256, 256, None, "same", 4),
-    "sglang-triton": Mxfp4Layout(32, 1, (16, 32), "swizzled", 4),
-    "sglang-flashinfer": Mxfp4Layout(256, 256, None, None, 4, per_expert_fp32=3),
-    "sglang-strided": Mxfp4Layout(32, 1, None, None, 4),
+    "sglang-triton": Mxfp4Layout(32, 1, (16, 32), "swizzled", 4, always_bias=True),
+    "sglang-flashinfer": Mxfp4Layout(256, 256, None, None, 4, per_expert_fp32=3, always_bias=True),
+    "sglang-strided": Mxfp4Layout(32, 1, None, None, 4, always_bias=True),
     # SGLang's later releases (sglang/release.mxfp4_layout): triton_kernel pads the intermediate size to 64 from
     # 0.5.10; flashinfer_mxfp4 to 128 from 0.5.17; SM120 ran flashinfer_mxfp4 with 32 to 0.5.9 and from 0.5.17
     # FlashInfer's CUTLASS kernel (scales interleaved in place, biases in the model dtype, 4 fp32 [E] tensors).
-    "sglang-triton-64": Mxfp4Layout(64, 1, (16, 32), "swizzled", 4),
-    "sglang-strided-64": Mxfp4Layout(64, 1, None, None, 4),
-    "sglang-flashinfer-128": Mxfp4Layout(128, 256, None, None, 4, per_expert_fp32=3),
-    "sglang-flashinfer-sm120": Mxfp4Layout(32, 256, None, None, 4, per_expert_fp32=3),
-    "sglang-cutlass-sm120": Mxfp4Layout(128, 256, None, None, None, per_expert_fp32=4),
+    "sglang-triton-64": Mxfp4Layout(64, 1, (16, 32), "swizzled", 4, always_bias=True),
+    "sglang-strided-64": Mxfp4Layout(64, 1, None, None, 4, always_bias=True),
+    "sglang-flashinfer-128": Mxfp4Layout(128, 256, None, None, 4, per_expert_fp32=3, always_bias=True),
+    "sglang-flashinfer-sm120": Mxfp4Layout(32, 256, None, None, 4, per_expert_fp32=3, always_bias=True),
+    "sglang-cutlass-sm120": Mxfp4Layout(128, 256, None, None, None, per_expert_fp32=4, always_bias=True),
 }
 
 
@@ -341,5 +344,5 @@ def mxfp4_experts(layout: str, e: int, inter: int, width: int, gated: bool, bias
     out = sum(allocated(e * t) for t in values + scales + copies) + lay.per_expert_fp32 * allocated(e * 4)
     if lay.permute_cache:
         out += (3 if bias else 2) * (allocated(k * i * 8) + allocated(h * 8))
-    b = lay.bias_bytes or act_bytes
+    b, bias = lay.bias_bytes or act_bytes, bias or lay.always_bias
     return out + (allocated(e * k * i * b) + allocated(e * h * b) if bias else 0)
