@@ -556,6 +556,17 @@ def test_max_mamba_cache_size_is_taken_from_0_5_7_and_caps_the_running_requests(
     assert not kvcalc.fit(
         "qwen3-next-80b-a3b", "h200", tp=2, seq=8192, engine="sglang", max_mamba_cache_size=64
     ).warnings
+    # generate's serving simulation runs the same pool: 12 requests at once, so 20 of 32 clients queue
+    served = kvcalc.generate("qwen3-next-80b-a3b", "h200", tp=2, engine="sglang", concurrency=32, prompt=1024,
+                             new=1024, max_mamba_cache_size=64)  # fmt: skip
+    assert any(
+        "holds 12 requests of 2,048 tokens at once" in w and "max_mamba_cache_size 64" in w for w in served.warnings
+    )
+    wrong = ["generate", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "2", "--max-mamba-cache-size", "64"]
+    r = run(*wrong, "--concurrency", "32")
+    assert r.exit_code == 2 and "--max-mamba-cache-size needs --engine sglang" in r.stderr
+    r = run(*wrong, "--engine", "sglang", "--batch", "4")
+    assert r.exit_code == 2 and "--max-mamba-cache-size is a serving engine's launch flag" in r.stderr
 
 
 def test_prefix_cache_strategy_by_release_and_model():

@@ -317,6 +317,7 @@ def generate(
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
     engine_version: str | None = None,
+    max_mamba_cache_size: int | None = None,
 ) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for `engine`
     unless ceiling; with efficiency (or mbu / mfu) that what-if instead. With `concurrency` (closed loop) or `rate`
@@ -343,49 +344,21 @@ def generate(
     dep = as_deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
     kv_dtype = kv_dtype or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
     if concurrency is not None or rate is not None:
+        from kvcalc.api.serving import serve
+
         check_reserve(engine, reserve_given)
-        return _serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
+        return serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release),
-                      steady_state, range_ratio, mem_fraction_static)  # fmt: skip
+                      steady_state, range_ratio, (mem_fraction_static, max_mamba_cache_size))  # fmt: skip
     check_static(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
-                 requests=requests, range_ratio=range_ratio, steady_state=steady_state)  # fmt: skip
+                 max_mamba_cache_size=max_mamba_cache_size, requests=requests, range_ratio=range_ratio,
+                 steady_state=steady_state)  # fmt: skip
     return generate_report(
         spec, gpu_spec, batch=as_count(batch, "batch"), prompt=as_count(prompt, "prompt"), new=as_count(new, "new"),
         dtype=overrides.get("dtype"), kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),
         compute_dtype=gpu_spec.compute_dtype(matmul_dtype(spec, overrides.get("dtype"))), mbu=util[0], mfu=util[1],
         dep=dep, engine=None if what_if or ceiling else engine,  # static_estimate checks the name
         deployed_on=engine, ask_pool=named, engine_version=release,
-    )  # fmt: skip
-
-
-def _serve(
-    spec, gpu, dep, dtype, kv_dtype, engine, ceiling, what_if, batch, load, steady=False, range_ratio=1.0, fraction=None
-) -> ServeResult:  # noqa: ANN001
-    """generate's serving path, checked as `generate --concurrency/--rate` checks its options."""
-    from kvcalc.plan.serve_report import serve_report
-
-    prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release = load
-    if concurrency is not None and rate is not None:
-        raise UsageError("give concurrency (closed loop) or rate (open loop), not both")
-    if what_if:
-        raise UsageError("efficiency/mbu/mfu are static-batch what-ifs", hint="serving uses the calibrated estimate")
-    if batch != 1:
-        raise UsageError("batch is a static batch; concurrency and rate serve requests as they come")
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
-        raise UsageError(f"rate must be a number of requests per second, got {rate!r}")
-    return serve_report(
-        spec,
-        gpu,
-        dep,
-        prompt=as_count(prompt, "prompt"),
-        new=as_count(new, "new"),
-        concurrency=None if concurrency is None else as_count(concurrency, "concurrency"),
-        rate=None if rate is None else float(rate),
-        requests=None if requests is None else as_count(requests, "requests"),
-        seed=as_count(seed, "seed") if seed else 0,
-        engine=engine, dtype=dtype, kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES), estimate=not ceiling, steady=steady,
-        range_ratio=float(range_ratio), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        mem_fraction_static=fraction, engine_version=release,
     )  # fmt: skip
 
 

@@ -110,6 +110,7 @@ def serve_generate(
     mem_fraction_static: float | None = None,
     reserve_given: bool = False,
     engine_version: str | None = None,
+    max_mamba_cache_size: int | None = None,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -134,6 +135,7 @@ def serve_generate(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio, engine=engine or "vllm", dtype=dtype,
         kv_dtype=kv_dtype, estimate=not ceiling, steady=steady, max_num_seqs=max_num_seqs,
         max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static, engine_version=engine_version,
+        max_mamba_cache_size=max_mamba_cache_size,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

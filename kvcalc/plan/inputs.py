@@ -28,7 +28,12 @@ def cross_overrides(images: int | None, encoder_seq: str | None) -> dict[str, An
 
 
 GOAL_OPTIONS = ("prompt", "ceiling", "efficiency", "mbu", "mfu")  # fit's, shaping a latency goal's verdict
-SERVED_LAUNCH = ("max_num_seqs", "max_batched_tokens", "mem_fraction_static")  # generate's, a served run's
+SERVED_LAUNCH = (
+    "max_num_seqs",
+    "max_batched_tokens",
+    "mem_fraction_static",
+    "max_mamba_cache_size",
+)  # generate's, a served run's
 SERVED_REQUESTS = ("requests", "range_ratio", "steady_state")
 _DEFAULTS = {"range_ratio": 1.0}  # a served option at this value was not given
 

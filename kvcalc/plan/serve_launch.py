@@ -52,6 +52,18 @@ def pool_fraction(engine: str, mem_fraction_static: float | None) -> float | Non
     return check_mem_fraction(mem_fraction_static)
 
 
+def state_slots(engine: str, max_mamba_cache_size: int | None) -> int | None:
+    """SGLang's --max-mamba-cache-size, checked as fit checks it (plan/sglang.check_options): SGLang's alone, at
+    least 1; None: the release's split of the memory (engines/sglang/mamba.state_pool)."""
+    if max_mamba_cache_size is None:
+        return None
+    if engine != "sglang":
+        raise UsageError("--max-mamba-cache-size needs --engine sglang", hint="it is one of SGLang's server arguments")
+    if isinstance(max_mamba_cache_size, bool) or not isinstance(max_mamba_cache_size, int) or max_mamba_cache_size < 1:
+        raise UsageError(f"--max-mamba-cache-size must be at least 1, got {max_mamba_cache_size!r}")
+    return max_mamba_cache_size
+
+
 def sglang_release(engine: str | None, engine_version: str | None) -> str | None:
     """generate's, roofline's and plan's `--engine-version` (the Python API's `engine_version`): the SGLang release
     whose pool, fraction and chunk to follow, checked as fit checks it (engines/sglang/release.parse_release);

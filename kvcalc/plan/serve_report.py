@@ -12,7 +12,7 @@ from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.serve import Limits, Load, StepTimer
 from kvcalc.plan.serve_bound import request_flop_seconds, tokens_per_s_bound
-from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release
+from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release, state_slots
 from kvcalc.plan.serve_pool import default_requests, serving_limits
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
@@ -184,6 +184,7 @@ def serve_report(
     max_batched_tokens: int | None = None,
     mem_fraction_static: float | None = None,
     engine_version: str | None = None,
+    max_mamba_cache_size: int | None = None,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
     Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
@@ -191,7 +192,8 @@ def serve_report(
     --max-num-batched-tokens, SGLang's --max-running-requests and --chunked-prefill-size, TensorRT-LLM's
     max_batch_size and max_num_tokens), as the calibration's runs are read with theirs; None: the engine's defaults.
     `mem_fraction_static`: SGLang's --mem-fraction-static (plan/serve_launch.pool_fraction); `engine_version`:
-    SGLang's release (plan/serve_launch.sglang_release; None: the default one).
+    SGLang's release (plan/serve_launch.sglang_release; None: the default one); `max_mamba_cache_size`: SGLang's
+    state slots for a hybrid (plan/serve_launch.state_slots).
 
     A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
     InferenceX): every client sends its first request at once, figures over all requests. `steady`:
@@ -213,10 +215,10 @@ def serve_report(
         raise UsageError(f"--requests must be at least 1, got {n}")
     needs_link(dep, gpu)  # a preset without a sourced link cannot time tp x pp > 1 (as the static generate says)
     launch = launch_limits(engine, gpu, prompt, max_num_seqs, max_batched_tokens)
-    fraction = pool_fraction(engine, mem_fraction_static)
+    fraction, slots = pool_fraction(engine, mem_fraction_static), state_slots(engine, max_mamba_cache_size)
     limits, pool = serving_limits(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch,
-        mem_fraction_static=fraction, release=sglang_release(engine, engine_version),
+        mem_fraction_static=fraction, release=sglang_release(engine, engine_version), max_mamba_cache_size=slots,
     )  # fmt: skip
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
