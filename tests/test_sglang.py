@@ -569,6 +569,26 @@ def test_max_mamba_cache_size_is_taken_from_0_5_7_and_caps_the_running_requests(
     assert r.exit_code == 2 and "--max-mamba-cache-size is a serving engine's launch flag" in r.stderr
 
 
+def test_a_pipeline_stage_sizes_its_states_by_its_share_from_0_5_17():
+    # kv_cache_configurator.py (0.5.17-0.5.23): per_req x the busiest stage's share of the stateful layers, the same
+    # on every stage; before, each stage priced a request at the whole model's state. Qwen3-Next: 36 GDN layers of 48
+    # (every fourth is full attention), 18 on each of 2 stages; at tp 2 a request's whole state is 38,633,472 B
+    from kvcalc.engines.sglang.mamba import stage_state
+
+    spec = get_model("qwen3-next-80b-a3b")
+    whole = 36 * (32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2) // 2
+    assert whole == 38_633_472
+    two, three = [range(0, 24), range(24, 48)], [range(0, 16), range(16, 32), range(32, 48)]
+    assert stage_state((0, 5, 23), spec, whole, two) == whole // 2
+    assert stage_state((0, 5, 23), spec, whole, three) == int(whole * (12 / 36)) == 12_877_824
+    assert stage_state((0, 5, 16), spec, whole, two) == stage_state((0, 5, 23), spec, whole, [range(48)]) == whole
+    new = predict(spec, get_gpu("h100"), SglangSettings(tp=2, pp=2), seq=8192)
+    slots = new.mamba_bytes // (whole // 2) - 1  # the padding slot charged
+    assert new.mamba_bytes == (slots + 1) * (whole // 2) and new.max_running_requests == slots // 5
+    old = predict(spec, get_gpu("h100"), SglangSettings(release="0.5.16", tp=2, pp=2), seq=8192)
+    assert old.mamba_bytes % whole == 0 and new.max_running_requests > 1.9 * old.max_running_requests
+
+
 def test_prefix_cache_strategy_by_release_and_model():
     # server_args / arg_groups/overrides.py in the wheels: Nemotron-H ran without a radix cache for its states up to
     # 0.5.6 (512 slots, one a request); 0.5.7 charged the tracking buffer to every radix-cached model; extra_buffer

@@ -63,6 +63,9 @@ STRATEGY_FROM = {
 FIXED_SLOTS_UNTIL, FIXED_SLOTS = (0, 5, 8), 512
 # From 0.5.17 the pool's padding slot is charged: K = (budget - one state) // state, K + 1 states subtracted.
 PADDING_CHARGED_FROM = (0, 5, 17)
+# From 0.5.17 a pipeline stage sizes its states by the busiest stage's share of the stateful layers
+# (kv_cache_configurator.py pp_layer_scale); before, each stage by the whole model's state a request.
+STAGE_SHARE_FROM = (0, 5, 17)
 # --max-mamba-cache-size K is taken as given from 0.5.7 (K // dp a rank under DP attention); 0.5.5 and 0.5.6 keep it
 # only with the radix cache off, and size the pool from the memory ratio otherwise (handle_max_mamba_cache).
 GIVEN_SIZE_FROM = (0, 5, 7)
@@ -89,6 +92,19 @@ class StatePool(NamedTuple):
     bytes: int  # carved out of what the weights and the held-back share leave, before the KV pool
     slots: int  # max_mamba_cache_size
     per_request: int  # slots a running request holds: the cap on max_running_requests is slots // this
+
+
+def stage_state(release: tuple[int, int, int], spec: ModelSpec, per_request: int, stages: list[range]) -> int:
+    """One rank's state a request as SGLang sizes its pool under pipeline parallelism: from 0.5.17 the whole model's
+    times the busiest stage's share of the stateful layers (`int(per_req * pp_layer_scale)`), the same on every
+    stage; before, and with one stage, the whole model's."""
+    if len(stages) == 1 or release < STAGE_SHARE_FROM:
+        return per_request
+    stateful = [i for i, run in enumerate(spec.expanded_layers()) if run.state_bytes or run.state_elements]
+    if not stateful:
+        return per_request
+    busiest = max(sum(1 for i in stateful if i in stage) for stage in stages)
+    return int(per_request * (busiest / len(stateful)))
 
 
 def state_pool(

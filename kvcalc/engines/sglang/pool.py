@@ -27,7 +27,7 @@ from kvcalc.engines.runtime import (
 )
 from kvcalc.engines.sglang import graphs, swa
 from kvcalc.engines.sglang import release as rel
-from kvcalc.engines.sglang.mamba import StatePool, state_bytes_per_request, state_pool, too_few_states
+from kvcalc.engines.sglang.mamba import StatePool, stage_state, state_bytes_per_request, state_pool, too_few_states
 from kvcalc.engines.weights import weight_bytes
 from kvcalc.errors import UsageError
 from kvcalc.hardware.family import gpu_family
@@ -251,6 +251,7 @@ def predict(
     notes = _not_modelled(spec, version, settings, default)
     state_per_req = state_bytes_per_request(spec)
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
+    state_per_req = stage_state(version, spec, state_per_req, ranges) if state_per_req else 0  # under PP
     large_hopper = gpu_family(gpu) == "hopper" and mib >= 60 * 1024  # a multimodal model's cache kept out of the pool
     vlm_reserve = MIB * graphs.multimodal_reserve_mib(
         version, spec.architecture, multimodal=vlm, large_hopper=large_hopper, max_running=settings.max_running_requests
