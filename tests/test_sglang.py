@@ -565,6 +565,8 @@ def test_max_mamba_cache_size_is_taken_from_0_5_7_and_caps_the_running_requests(
     wrong = ["generate", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "2", "--max-mamba-cache-size", "64"]
     r = run(*wrong, "--concurrency", "32")
     assert r.exit_code == 2 and "--max-mamba-cache-size needs --engine sglang" in r.stderr
+    dense = kvcalc.generate("llama-3.1-8b", "h100", engine="sglang", concurrency=4, max_mamba_cache_size=64)
+    assert any("llama-3.1-8b keeps no recurrent state" in w for w in dense.warnings)
     r = run(*wrong, "--engine", "sglang", "--batch", "4")
     assert r.exit_code == 2 and "--max-mamba-cache-size is a serving engine's launch flag" in r.stderr
 

@@ -161,7 +161,9 @@ def fit_rows(
                     spec, gpu, tp=dep.tp, pp=dep.pp, seq=s, batch=b, dtype=dtype, steps=steps, **(sglang or {})
                 )
                 p = result.sglang
-                result.warnings += sglang_fit.flag_warnings(spec, p, (sglang or {}).get("max_mamba_cache_size"))
+                from kvcalc.engines.sglang.mamba import size_warnings
+
+                result.warnings += size_warnings(spec, p.release, (sglang or {}).get("max_mamba_cache_size"))
                 basis = f"SGLang {p.release}"
                 held_at = sglang_fit.held_at(p)
                 from kvcalc.engines.sglang import release as rel

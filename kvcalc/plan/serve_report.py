@@ -230,6 +230,11 @@ def serve_report(
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
     warnings = refusal_warnings(engine, gpu.name, spec, dtype, kv_dtype) + ([too_long] if too_long else [])
+    if slots is not None:  # where SGLang does not read --max-mamba-cache-size, the answer says so
+        from kvcalc.engines.sglang.mamba import size_warnings
+        from kvcalc.engines.sglang.release import DEFAULT_RELEASE
+
+        warnings += size_warnings(spec, sglang_release(engine, engine_version) or DEFAULT_RELEASE, slots)
     from kvcalc.engines.lengths import context_refusal
 
     if why := context_refusal(spec, engine, prompt + new):  # the server would not take such requests at all

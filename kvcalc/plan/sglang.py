@@ -124,26 +124,6 @@ def predict(
     return pool
 
 
-def flag_warnings(spec, p, max_mamba_cache_size: int | None) -> list[str]:  # noqa: ANN001
-    """Where SGLang's pool does not read --max-mamba-cache-size: a model without recurrent states, or a release that
-    sizes the states from the memory ratio whatever it says (engines/sglang/mamba.state_pool)."""
-    if max_mamba_cache_size is None:
-        return []
-    from kvcalc.engines.sglang.mamba import GIVEN_SIZE_FROM, state_bytes_per_request, strategy
-    from kvcalc.engines.sglang.release import parse_release
-
-    flag = f"--max-mamba-cache-size {max_mamba_cache_size}"
-    if not state_bytes_per_request(spec):
-        return [f"{flag} changes nothing: {spec.name} keeps no recurrent state, so SGLang has no state pool to size"]
-    release = parse_release(p.release)
-    if release < GIVEN_SIZE_FROM and strategy(release, spec.architecture) != "off":
-        return [
-            f"{flag} changes nothing: SGLang {p.release} takes it only with the radix cache off and sizes the states "
-            "from mamba_full_memory_ratio (taken as given from 0.5.7)"
-        ]
-    return []
-
-
 def held_at(p):  # noqa: ANN001, ANN201
     """requests of s tokens -> how many SGLang's pool holds at once (none where SGLang would not start)."""
     from kvcalc.engines.sglang.pool import requests_held

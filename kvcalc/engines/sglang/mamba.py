@@ -159,3 +159,22 @@ def too_few_states(release: tuple[int, int, int], states: StatePool) -> str:
         f"max_mamba_cache_size {states.slots} holds no running request at {states.per_request} state slots each "
         "(max_running_requests 0)"
     )
+
+
+def size_warnings(spec: ModelSpec, release_text: str, max_mamba_cache_size: int | None) -> list[str]:
+    """Where SGLang does not read --max-mamba-cache-size, said so: a model without recurrent states, or a release that
+    sizes the states from the memory ratio whatever it says (state_pool)."""
+    if max_mamba_cache_size is None:
+        return []
+    from kvcalc.engines.sglang.release import parse_release
+
+    flag = f"--max-mamba-cache-size {max_mamba_cache_size}"
+    if not state_bytes_per_request(spec):
+        return [f"{flag} changes nothing: {spec.name} keeps no recurrent state, so SGLang has no state pool to size"]
+    release = parse_release(release_text)
+    if release < GIVEN_SIZE_FROM and strategy(release, spec.architecture) != "off":
+        return [
+            f"{flag} changes nothing: SGLang {release_text} takes it only with the radix cache off and sizes the "
+            "states from mamba_full_memory_ratio (taken as given from 0.5.7)"
+        ]
+    return []
