@@ -571,6 +571,32 @@ def test_max_mamba_cache_size_is_taken_from_0_5_7_and_caps_the_running_requests(
     assert r.exit_code == 2 and "--max-mamba-cache-size is a serving engine's launch flag" in r.stderr
 
 
+def test_mamba_ssm_dtype_sets_the_ssm_states_width():
+    # --mamba-ssm-dtype (server_args.py: float32 by default, bfloat16 or float16): the SSM / linear-attention state in
+    # 2 bytes, the conv windows still bf16. Qwen3-Next's GDN layer: 32 x 128 x 128 x 2 + 3 x 8,192 x 2 = 1,097,728 B,
+    # vLLM's width (2,146,304 B in float32)
+    import kvcalc
+    from kvcalc.engines.sglang.mamba import state_bytes_per_request
+
+    spec = get_model("qwen3-next-80b-a3b")
+    assert state_bytes_per_request(spec, "bfloat16") == state_bytes_per_request(spec, "float16") == 36 * 1_097_728
+    assert state_bytes_per_request(spec, "float32") == state_bytes_per_request(spec) == 36 * 2_146_304
+    half = kvcalc.fit("qwen3-next-80b-a3b", "h200", tp=2, seq=8192, engine="sglang", max_mamba_cache_size=64,
+                      mamba_ssm_dtype="bfloat16")  # fmt: skip
+    assert half.sglang.mamba_bytes == 65 * 36 * 1_097_728 // 2 and not half.warnings
+    served = kvcalc.generate("qwen3-next-80b-a3b", "h200", tp=2, engine="sglang", concurrency=8,
+                             mamba_ssm_dtype="bfloat16")  # fmt: skip
+    assert "mamba_ssm_dtype bfloat16" in served.kv_pool
+    bad = run("fit", "qwen3-next-80b-a3b", "--gpu", "h200", "--engine", "sglang", "--mamba-ssm-dtype", "int8")
+    assert (
+        bad.exit_code == 2 and "--mamba-ssm-dtype must be one of float32, bfloat16, float16, got 'int8'" in bad.stderr
+    )
+    r = run("generate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4", "--mamba-ssm-dtype", "bfloat16")
+    assert r.exit_code == 2 and "--mamba-ssm-dtype needs --engine sglang" in r.stderr
+    dense = kvcalc.generate("llama-3.1-8b", "h100", engine="sglang", concurrency=4, mamba_ssm_dtype="bfloat16")
+    assert any("--mamba-ssm-dtype changes nothing: llama-3.1-8b keeps no recurrent state" in w for w in dense.warnings)
+
+
 def test_a_pipeline_stage_sizes_its_states_by_its_share_from_0_5_17():
     # kv_cache_configurator.py (0.5.17-0.5.23): per_req x the busiest stage's share of the stateful layers, the same
     # on every stage; before, each stage priced a request at the whole model's state. Qwen3-Next: 36 GDN layers of 48

@@ -198,6 +198,7 @@ def fit(
     page_size: int | None = None,
     max_running_requests: int | None = None,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
     ceiling: bool = False,
 ) -> FitResult | list[FitResult]:
     """Does `model` fit on `tp` x `gpu` at batch x seq (`kvcalc fit`, every option alike): engine="vllm" for
@@ -226,7 +227,7 @@ def fit(
         engine_version=engine_version, mem_fraction_static=mem_fraction_static,
         chunked_prefill_size=chunked_prefill_size, page_size=page_size,
         max_running_requests=max_running_requests, max_mamba_cache_size=max_mamba_cache_size,
-        dp_attention=dp_attention,
+        mamba_ssm_dtype=mamba_ssm_dtype, dp_attention=dp_attention,
     )  # fmt: skip
     sglang = plan_sglang.check_options(engine, **sglang_options)
     kv_given, kv = kv, kv or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
@@ -318,6 +319,7 @@ def generate(
     mem_fraction_static: float | None = None,
     engine_version: str | None = None,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
 ) -> GenerateResult | ServeResult:
     """Time to first token, per output token and in total (`kvcalc generate`): ceilings, and `estimate` for `engine`
     unless ceiling; with efficiency (or mbu / mfu) that what-if instead. With `concurrency` (closed loop) or `rate`
@@ -349,10 +351,10 @@ def generate(
         check_reserve(engine, reserve_given)
         return serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release),
-                      steady_state, range_ratio, (mem_fraction_static, max_mamba_cache_size))  # fmt: skip
+                      steady_state, range_ratio, (mem_fraction_static, max_mamba_cache_size, mamba_ssm_dtype))  # fmt: skip
     check_static(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
-                 max_mamba_cache_size=max_mamba_cache_size, requests=requests, range_ratio=range_ratio,
-                 steady_state=steady_state)  # fmt: skip
+                 max_mamba_cache_size=max_mamba_cache_size, mamba_ssm_dtype=mamba_ssm_dtype, requests=requests,
+                 range_ratio=range_ratio, steady_state=steady_state)  # fmt: skip
     return generate_report(
         spec, gpu_spec, batch=as_count(batch, "batch"), prompt=as_count(prompt, "prompt"), new=as_count(new, "new"),
         dtype=overrides.get("dtype"), kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES),

@@ -53,7 +53,7 @@ from kvcalc.cli.serve import (
     SeedOpt,
     SteadyOpt,
 )
-from kvcalc.cli.sglang import DpAttentionOpt, MaxMambaOpt, ServedVersionOpt
+from kvcalc.cli.sglang import DpAttentionOpt, MaxMambaOpt, ServedVersionOpt, SsmDtypeOpt
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
 from kvcalc.plan.inputs import cross_overrides, resolve, served_options, what_ifs
@@ -122,6 +122,7 @@ def generate(
     max_batched_tokens: MaxTokensOpt = None,
     mem_fraction_static: MemFractionServeOpt = None,
     max_mamba_cache_size: MaxMambaOpt = None,
+    mamba_ssm_dtype: SsmDtypeOpt = None,
     engine_version: ServedVersionOpt = None,
 ) -> None:
     """End to end: time to first token, time per output token as the context grows, total time and tokens/s:
@@ -188,11 +189,11 @@ def generate(
             ceiling=ceiling, dtype=args["dtype"], kv_dtype=kv, fmt=fmt, plot=plot, plot_size=plot_size,
             steady=steady_state, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
             mem_fraction_static=mem_fraction_static, reserve_given=reserve is not None, engine_version=release,
-            max_mamba_cache_size=max_mamba_cache_size,
+            max_mamba_cache_size=max_mamba_cache_size, mamba_ssm_dtype=mamba_ssm_dtype,
         )  # fmt: skip
     launch, served = served_options(
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
-        max_mamba_cache_size=max_mamba_cache_size, requests=requests, range_ratio=range_ratio, steady_state=steady_state,
+        max_mamba_cache_size=max_mamba_cache_size, mamba_ssm_dtype=mamba_ssm_dtype, requests=requests, range_ratio=range_ratio, steady_state=steady_state,
     )  # fmt: skip
     if launch:
         raise UsageError(

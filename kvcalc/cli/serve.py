@@ -111,6 +111,7 @@ def serve_generate(
     reserve_given: bool = False,
     engine_version: str | None = None,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
 ) -> None:
     from kvcalc.cli.common import _draw, _emit
     from kvcalc.plan.serve_report import serve_report
@@ -135,7 +136,7 @@ def serve_generate(
         prompt=prompt, new=new, rate=rate, requests=requests, seed=seed, range_ratio=range_ratio, engine=engine or "vllm", dtype=dtype,
         kv_dtype=kv_dtype, estimate=not ceiling, steady=steady, max_num_seqs=max_num_seqs,
         max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static, engine_version=engine_version,
-        max_mamba_cache_size=max_mamba_cache_size,
+        max_mamba_cache_size=max_mamba_cache_size, mamba_ssm_dtype=mamba_ssm_dtype,
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:

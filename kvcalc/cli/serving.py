@@ -55,6 +55,7 @@ from kvcalc.cli.sglang import (
     MaxRunningOpt,
     MemFractionOpt,
     PageSizeOpt,
+    SsmDtypeOpt,
 )
 from kvcalc.errors import UsageError
 from kvcalc.plan.deploy import deployment, ranks, utilization
@@ -137,6 +138,7 @@ def fit(
     page_size: PageSizeOpt = None,
     max_running_requests: MaxRunningOpt = None,
     max_mamba_cache_size: MaxMambaOpt = None,
+    mamba_ssm_dtype: SsmDtypeOpt = None,
     dp_attention: DpAttentionOpt = False,
     kv_memory: Annotated[
         Optional[str],
@@ -232,6 +234,7 @@ def fit(
         "--page-size": page_size is not None,
         "--max-running-requests": max_running_requests is not None,
         "--max-mamba-cache-size": max_mamba_cache_size is not None,
+        "--mamba-ssm-dtype": mamba_ssm_dtype is not None,
         "--dp-attention": dp_attention,
         "--kv-memory": kv_memory is not None,
         "--max-batched-tokens": max_batched_tokens is not None,
@@ -286,6 +289,7 @@ def fit(
         page_size=page_size,
         max_running_requests=max_running_requests,
         max_mamba_cache_size=max_mamba_cache_size,
+        mamba_ssm_dtype=mamba_ssm_dtype,
         dp_attention=dp_attention,
     )
     is_sglang = sglang_fit.check_options(engine, **sglang_options)

@@ -71,6 +71,14 @@ MaxMambaOpt = Annotated[
         "only with the radix cache off).",
     ),
 ]
+SsmDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--mamba-ssm-dtype",
+        help="SGLang --mamba-ssm-dtype: float32 (default), bfloat16 or float16, the dtype of a hybrid model's SSM / "
+        "linear-attention state (16-bit halves it, as SGLang's own warning suggests).",
+    ),
+]
 DpAttentionOpt = Annotated[
     bool,
     typer.Option(

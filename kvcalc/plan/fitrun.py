@@ -163,7 +163,10 @@ def fit_rows(
                 p = result.sglang
                 from kvcalc.engines.sglang.mamba import size_warnings
 
-                result.warnings += size_warnings(spec, p.release, (sglang or {}).get("max_mamba_cache_size"))
+                given = sglang or {}
+                result.warnings += size_warnings(
+                    spec, p.release, given.get("max_mamba_cache_size"), given.get("mamba_ssm_dtype")
+                )
                 basis = f"SGLang {p.release}"
                 held_at = sglang_fit.held_at(p)
                 from kvcalc.engines.sglang import release as rel

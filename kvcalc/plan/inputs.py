@@ -33,6 +33,7 @@ SERVED_LAUNCH = (
     "max_batched_tokens",
     "mem_fraction_static",
     "max_mamba_cache_size",
+    "mamba_ssm_dtype",
 )  # generate's, a served run's
 SERVED_REQUESTS = ("requests", "range_ratio", "steady_state")
 _DEFAULTS = {"range_ratio": 1.0}  # a served option at this value was not given

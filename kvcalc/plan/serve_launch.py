@@ -64,6 +64,17 @@ def state_slots(engine: str, max_mamba_cache_size: int | None) -> int | None:
     return max_mamba_cache_size
 
 
+def ssm_dtype(engine: str, mamba_ssm_dtype: str | None) -> str | None:
+    """SGLang's --mamba-ssm-dtype, checked as fit checks it: SGLang's alone, one of its choices."""
+    if mamba_ssm_dtype is None:
+        return None
+    if engine != "sglang":
+        raise UsageError("--mamba-ssm-dtype needs --engine sglang", hint="it is one of SGLang's server arguments")
+    from kvcalc.engines.sglang.mamba import check_ssm_dtype
+
+    return check_ssm_dtype(mamba_ssm_dtype)
+
+
 def sglang_release(engine: str | None, engine_version: str | None) -> str | None:
     """generate's, roofline's and plan's `--engine-version` (the Python API's `engine_version`): the SGLang release
     whose pool, fraction and chunk to follow, checked as fit checks it (engines/sglang/release.parse_release);

@@ -15,7 +15,7 @@ from kvcalc.plan.serve import Limits
 def kv_pool(
     spec: ModelSpec, gpu: GpuSpec, dep: Deployment, *, engine: str, dtype: str | None, kv_dtype: str, context: int,
     launch: Mapping[str, int] | None = None, mem_fraction_static: float | None = None, release: str | None = None,
-    max_mamba_cache_size: int | None = None,
+    max_mamba_cache_size: int | None = None, mamba_ssm_dtype: str | None = None,
 ) -> tuple[Limits, str]:  # fmt: skip
     """One rank's scheduler limits, KV blocks and policy: vLLM 0.19's own pool and OpenAI-server defaults with
     --engine vllm; SGLang's pool, max_running_requests and chunked_prefill_size (its release's defaults) and its
@@ -29,7 +29,8 @@ def kv_pool(
     that) rows; SGLang's default mem_fraction_static reserves room by chunked_prefill_size. TensorRT-LLM's
     profiling peak is --reserve here, so its flags leave the pool as it is. serving_limits applies the flags.
     `mem_fraction_static`: SGLang's, as launched (None: its release's default for the card); `release`: SGLang's
-    (None: engines/sglang/release.DEFAULT_RELEASE); `max_mamba_cache_size`: SGLang's, a hybrid's state slots."""
+    (None: engines/sglang/release.DEFAULT_RELEASE); `max_mamba_cache_size` / `mamba_ssm_dtype`: SGLang's, a hybrid's
+    state slots and its SSM state's dtype."""
     launch = launch or {}
     if engine == "vllm" and not dep.dp_attention:
         from kvcalc.engines.runtime import GIB
@@ -71,7 +72,7 @@ def kv_pool(
             tp=dep.tp, pp=dep.pp, dp_attention=dep.dp_attention, kv_dtype=kv_dtype,
             chunked_prefill_size=launch.get("max_num_batched_tokens"), max_running_requests=launch.get("max_num_seqs"),
             mem_fraction_static=mem_fraction_static, max_mamba_cache_size=max_mamba_cache_size,
-            **({"release": release} if release else {}),
+            mamba_ssm_dtype=mamba_ssm_dtype, **({"release": release} if release else {}),
         )  # fmt: skip
         p = sglang_predict(spec, gpu, flags, seq=context, dtype=dtype)
         if p.refusal:
@@ -91,6 +92,7 @@ def kv_pool(
         )
         at = f", mem_fraction_static {mem_fraction_static:g}" if mem_fraction_static is not None else ""
         at += f", max_mamba_cache_size {max_mamba_cache_size:,}" if max_mamba_cache_size is not None else ""
+        at += f", mamba_ssm_dtype {mamba_ssm_dtype}" if mamba_ssm_dtype is not None else ""
         return limits, (
             f"SGLang {p.release} pool ({p.kv_capacity_tokens // p.dp_size:,} tokens{at}), max_running_requests "
             f"{p.max_running_requests}, chunked_prefill_size {p.chunked_prefill_size}"
@@ -153,13 +155,14 @@ def serving_limits(
     mem_fraction_static: float | None = None,
     release: str | None = None,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
 ) -> tuple[Limits, str]:
     """kv_pool, refusing a request that alone outgrows the pool. `launch`: Limits fields a run's launch
     flags set (a user's, or a calibration point's: scripts/import_calibration.py), the server's figures;
     they size the pool too unless `pool_flags` is False (kv_pool), as SGLang's `mem_fraction_static` does."""
     sizing = dict(
         launch=launch if pool_flags else None, mem_fraction_static=mem_fraction_static, release=release,
-        max_mamba_cache_size=max_mamba_cache_size,
+        max_mamba_cache_size=max_mamba_cache_size, mamba_ssm_dtype=mamba_ssm_dtype,
     )  # fmt: skip
     limits, pool = kv_pool(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, context=prompt + new, **sizing

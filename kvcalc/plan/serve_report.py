@@ -12,7 +12,7 @@ from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.spec import ModelSpec
 from kvcalc.plan.serve import Limits, Load, StepTimer
 from kvcalc.plan.serve_bound import request_flop_seconds, tokens_per_s_bound
-from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release, state_slots
+from kvcalc.plan.serve_launch import launch_limits, pool_fraction, sglang_release, ssm_dtype, state_slots
 from kvcalc.plan.serve_pool import default_requests, serving_limits
 from kvcalc.plan.serve_stats import ServeStats
 from kvcalc.plan.serve_trace import runner
@@ -185,6 +185,7 @@ def serve_report(
     mem_fraction_static: float | None = None,
     engine_version: str | None = None,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
 ) -> ServeResult:
     """Serve `requests` requests of prompt + new tokens: closed loop with `concurrency` clients, or
     Poisson arrivals at `rate`/s; the ceiling at the top level, the estimate and its interval beside.
@@ -192,8 +193,8 @@ def serve_report(
     --max-num-batched-tokens, SGLang's --max-running-requests and --chunked-prefill-size, TensorRT-LLM's
     max_batch_size and max_num_tokens), as the calibration's runs are read with theirs; None: the engine's defaults.
     `mem_fraction_static`: SGLang's --mem-fraction-static (plan/serve_launch.pool_fraction); `engine_version`:
-    SGLang's release (plan/serve_launch.sglang_release; None: the default one); `max_mamba_cache_size`: SGLang's
-    state slots for a hybrid (plan/serve_launch.state_slots).
+    SGLang's release (plan/serve_launch.sglang_release; None: the default one); `max_mamba_cache_size` /
+    `mamba_ssm_dtype`: SGLang's state slots and SSM state dtype for a hybrid (plan/serve_launch).
 
     A closed loop is read as a benchmark runs it (`vllm bench serve --max-concurrency`, AIPerf,
     InferenceX): every client sends its first request at once, figures over all requests. `steady`:
@@ -216,9 +217,11 @@ def serve_report(
     needs_link(dep, gpu)  # a preset without a sourced link cannot time tp x pp > 1 (as the static generate says)
     launch = launch_limits(engine, gpu, prompt, max_num_seqs, max_batched_tokens)
     fraction, slots = pool_fraction(engine, mem_fraction_static), state_slots(engine, max_mamba_cache_size)
+    ssm = ssm_dtype(engine, mamba_ssm_dtype)
     limits, pool = serving_limits(
         spec, gpu, dep, engine=engine, dtype=dtype, kv_dtype=kv_dtype, prompt=prompt, new=new, launch=launch,
         mem_fraction_static=fraction, release=sglang_release(engine, engine_version), max_mamba_cache_size=slots,
+        mamba_ssm_dtype=ssm,
     )  # fmt: skip
     burst = concurrency is not None and not steady
     load = Load(prompt, new, n, concurrency, rate, seed, burst=burst, range_ratio=range_ratio)
@@ -230,11 +233,11 @@ def serve_report(
 
     too_long = context_warning(spec, prompt + new)  # NOTE: an engine at its default max_model_len rejects it
     warnings = refusal_warnings(engine, gpu.name, spec, dtype, kv_dtype) + ([too_long] if too_long else [])
-    if slots is not None:  # where SGLang does not read --max-mamba-cache-size, the answer says so
+    if slots is not None or ssm is not None:  # where SGLang does not read its state flags, the answer says so
         from kvcalc.engines.sglang.mamba import size_warnings
         from kvcalc.engines.sglang.release import DEFAULT_RELEASE
 
-        warnings += size_warnings(spec, sglang_release(engine, engine_version) or DEFAULT_RELEASE, slots)
+        warnings += size_warnings(spec, sglang_release(engine, engine_version) or DEFAULT_RELEASE, slots, ssm)
     from kvcalc.engines.lengths import context_refusal
 
     if why := context_refusal(spec, engine, prompt + new):  # the server would not take such requests at all

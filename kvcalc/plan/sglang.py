@@ -14,6 +14,7 @@ def check_options(
     max_running_requests: int | None,
     dp_attention: bool,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
 ) -> bool:
     """True for --engine sglang; refuse SGLang's options without it and values SGLang would refuse."""
 
@@ -29,6 +30,7 @@ def check_options(
             ("--page-size", page_size),
             ("--max-running-requests", max_running_requests),
             ("--max-mamba-cache-size", max_mamba_cache_size),
+            ("--mamba-ssm-dtype", mamba_ssm_dtype),
             # --dp-attention is also kvcalc's own layout option (issue 20: each rank keeps its requests' KV)
         )
         if value is not None
@@ -56,6 +58,10 @@ def check_options(
     ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
+    if mamba_ssm_dtype is not None:
+        from kvcalc.engines.sglang.mamba import check_ssm_dtype
+
+        check_ssm_dtype(mamba_ssm_dtype)
     if engine_version is not None:
         from kvcalc.engines.sglang.release import parse_release
 
@@ -82,6 +88,7 @@ def predict(
     steps: list[str] | None,
     context_given: bool = True,
     max_mamba_cache_size: int | None = None,
+    mamba_ssm_dtype: str | None = None,
 ):  # noqa: ANN201
     """SGLang's pool for one --seq (the context length, SGLang's --context-length) and --batch. `context_given`
     False (--seq left out): SGLang launched without --context-length, its context_len the config's own (the
@@ -113,6 +120,7 @@ def predict(
         page_size=page_size or 1,
         max_running_requests=max_running_requests,
         max_mamba_cache_size=max_mamba_cache_size,
+        mamba_ssm_dtype=mamba_ssm_dtype,
         context_len=seq if context_given else None,
         kv_dtype=kv_dtype,
     )

@@ -21,16 +21,29 @@ STATES_PER_REQUEST = 3
 # state_bytes), so Qwen3-Next's state is about twice as large under SGLang. NOTE: a config naming a 16-bit
 # mamba_ssm_dtype (none of the presets; Qwen3.5's name float32) is read as float32.
 SSM_STATE_BYTES, CONV_STATE_BYTES = 4, 2
+# --mamba-ssm-dtype's choices (server_args.py, 0.5.5-0.5.23; float32 unless given) and their bytes an element.
+SSM_DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def state_bytes_per_request(spec: ModelSpec) -> int:
+def check_ssm_dtype(value: str) -> str:
+    """--mamba-ssm-dtype as SGLang's argparse takes it (one of SSM_DTYPES), or UsageError."""
+    if value not in SSM_DTYPES:
+        from kvcalc.errors import UsageError
+
+        raise UsageError(f"--mamba-ssm-dtype must be one of {', '.join(SSM_DTYPES)}, got {value!r}")
+    return value
+
+
+def state_bytes_per_request(spec: ModelSpec, ssm_dtype: str | None = None) -> int:
     """One request's recurrent state over every layer (stateless ones and mixers beside attention), as SGLang sizes
-    it; a layer whose elements are not known apart (a GGUF's) as the spec gives it."""
+    it, its SSM / linear-attention state in `ssm_dtype` (--mamba-ssm-dtype; None: float32); a layer whose elements
+    are not known apart (a GGUF's) as the spec gives it."""
+    ssm = SSM_DTYPES[ssm_dtype] if ssm_dtype else SSM_STATE_BYTES
     total = 0
     for run, n in spec.layer_groups():
         if run.state_elements:
             conv = run.state_elements - run.state_recurrent_elements
-            total += n * (run.state_recurrent_elements * SSM_STATE_BYTES + conv * CONV_STATE_BYTES)
+            total += n * (run.state_recurrent_elements * ssm + conv * CONV_STATE_BYTES)
         else:
             total += n * run.state_bytes
     return total
@@ -161,20 +174,24 @@ def too_few_states(release: tuple[int, int, int], states: StatePool) -> str:
     )
 
 
-def size_warnings(spec: ModelSpec, release_text: str, max_mamba_cache_size: int | None) -> list[str]:
-    """Where SGLang does not read --max-mamba-cache-size, said so: a model without recurrent states, or a release that
-    sizes the states from the memory ratio whatever it says (state_pool)."""
-    if max_mamba_cache_size is None:
+def size_warnings(
+    spec: ModelSpec, release_text: str, max_mamba_cache_size: int | None, ssm_dtype: str | None = None
+) -> list[str]:
+    """Where SGLang does not read --max-mamba-cache-size or --mamba-ssm-dtype, said so: a model without recurrent
+    states, or a release that sizes the states from the memory ratio whatever K says (state_pool)."""
+    given = [f for f, v in (("--max-mamba-cache-size", max_mamba_cache_size), ("--mamba-ssm-dtype", ssm_dtype)) if v]
+    if not given:
         return []
     from kvcalc.engines.sglang.release import parse_release
 
-    flag = f"--max-mamba-cache-size {max_mamba_cache_size}"
     if not state_bytes_per_request(spec):
-        return [f"{flag} changes nothing: {spec.name} keeps no recurrent state, so SGLang has no state pool to size"]
+        flags = " and ".join(given)
+        return [f"{flags} {'change' if len(given) > 1 else 'changes'} nothing: {spec.name} keeps no recurrent state, "
+                "so SGLang has no state pool to size"]  # fmt: skip
     release = parse_release(release_text)
-    if release < GIVEN_SIZE_FROM and strategy(release, spec.architecture) != "off":
+    if max_mamba_cache_size and release < GIVEN_SIZE_FROM and strategy(release, spec.architecture) != "off":
         return [
-            f"{flag} changes nothing: SGLang {release_text} takes it only with the radix cache off and sizes the "
-            "states from mamba_full_memory_ratio (taken as given from 0.5.7)"
+            f"--max-mamba-cache-size {max_mamba_cache_size} changes nothing: SGLang {release_text} takes it only with "
+            "the radix cache off and sizes the states from mamba_full_memory_ratio (taken as given from 0.5.7)"
         ]
     return []

@@ -62,6 +62,7 @@ class SglangSettings(Result):
     page_size: int = 1
     max_running_requests: int | None = None
     max_mamba_cache_size: int | None = None  # a hybrid's recurrent-state slots (engines/sglang/mamba.state_pool)
+    mamba_ssm_dtype: str | None = None  # --mamba-ssm-dtype (mamba.SSM_DTYPES); None: float32
     context_len: int | None = None  # --context-length; None: the model's max_position_embeddings
     kv_dtype: str | None = None  # --kv-cache-dtype; None: auto (the model dtype)
 
@@ -249,7 +250,7 @@ def predict(
     if pre is None:
         pre = total - CUDA_CONTEXT_BYTES - _dist_init_bytes(gpu, tp, pp)
     notes = _not_modelled(spec, version, settings, default)
-    state_per_req = state_bytes_per_request(spec)
+    state_per_req = state_bytes_per_request(spec, settings.mamba_ssm_dtype)
     state_per_req = math.ceil(state_per_req / attn_tp) if state_per_req else 0
     state_per_req = stage_state(version, spec, state_per_req, ranges) if state_per_req else 0  # under PP
     large_hopper = gpu_family(gpu) == "hopper" and mib >= 60 * 1024  # a multimodal model's cache kept out of the pool
