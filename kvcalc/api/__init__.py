@@ -345,15 +345,17 @@ def generate(
     reserve_given, reserve = reserve is not None, "2GiB" if reserve is None else reserve  # served: TRT-LLM's alone
     dep = as_deployment(spec, gpu_spec, tp, pp, interconnect, gpu_util, reserve, **layout)
     kv_dtype = kv_dtype or auto_kv_dtype(spec, gpu_spec, engine, overrides.get("dtype"))
+    # SGLang's pool flags, as launched: a served run reads them, a static batch refuses them
+    pool = dict(mem_fraction_static=mem_fraction_static, max_mamba_cache_size=max_mamba_cache_size,
+                mamba_ssm_dtype=mamba_ssm_dtype)  # fmt: skip
     if concurrency is not None or rate is not None:
         from kvcalc.api.serving import serve
 
         check_reserve(engine, reserve_given)
         return serve(spec, gpu_spec, dep, overrides.get("dtype"), kv_dtype, engine, ceiling, what_if,
                       batch, (prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release),
-                      steady_state, range_ratio, (mem_fraction_static, max_mamba_cache_size, mamba_ssm_dtype))  # fmt: skip
-    check_static(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, mem_fraction_static=mem_fraction_static,
-                 max_mamba_cache_size=max_mamba_cache_size, mamba_ssm_dtype=mamba_ssm_dtype, requests=requests,
+                      steady_state, range_ratio, pool)  # fmt: skip
+    check_static(max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, **pool, requests=requests,
                  range_ratio=range_ratio, steady_state=steady_state)  # fmt: skip
     return generate_report(
         spec, gpu_spec, batch=as_count(batch, "batch"), prompt=as_count(prompt, "prompt"), new=as_count(new, "new"),

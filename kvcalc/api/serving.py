@@ -26,11 +26,11 @@ def serve(
     load,
     steady=False,
     range_ratio=1.0,
-    pool=(None, None, None),
+    pool=None,
 ) -> ServeResult:  # noqa: ANN001
     """generate's serving path, checked as `generate --concurrency/--rate` checks its options. `load`: the requests and
-    the scheduler's launch flags; `pool`: SGLang's (mem_fraction_static, max_mamba_cache_size, mamba_ssm_dtype)
-    as launched."""
+    the scheduler's launch flags; `pool`: SGLang's pool flags as launched (serve_report's
+    mem_fraction_static, max_mamba_cache_size, mamba_ssm_dtype)."""
     from kvcalc.plan.serve_report import serve_report
 
     prompt, new, concurrency, rate, requests, seed, max_num_seqs, max_batched_tokens, release = load
@@ -54,6 +54,5 @@ def serve(
         seed=as_count(seed, "seed") if seed else 0,
         engine=engine, dtype=dtype, kv_dtype=normalize_dtype(kv_dtype, KV_DTYPES), estimate=not ceiling, steady=steady,
         range_ratio=float(range_ratio), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        mem_fraction_static=pool[0], engine_version=release, max_mamba_cache_size=pool[1],
-        mamba_ssm_dtype=pool[2],
+        engine_version=release, **(pool or {}),
     )  # fmt: skip
