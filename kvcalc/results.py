@@ -19,8 +19,9 @@ class LayerCache(Result):
     layers: int
     window_tokens: int | None = None
     kv_heads: int | None = None  # per rank
-    elements_per_token: int  # per layer
-    tokens_held: int  # per sequence
+    elements_per_token: int  # per layer, per held entry
+    tokens_held: int  # per sequence (DeepSeek-V4: its window's entries and its compressed ones)
+    compress_ratio: int | None = None  # DeepSeek-V4: one compressed entry per this many tokens
     bytes_per_token: int  # all layers of this group, while the window still grows
     total_bytes: int  # all layers of this group, for batch x seq
     state_bytes: int = 0  # constant per-sequence state of the group, times batch
@@ -34,6 +35,9 @@ class CacheResult(Result):
     tp: int = 1
     kv_heads_replicated: bool = False
     bytes_per_token: int
+    # what one more token adds once every window is full (sliding and chunked layers, DeepSeek-V4's windows); None
+    # where the model has no window (the same as bytes_per_token)
+    bytes_per_token_past_windows: int | None = None
     total_bytes: int
     state_bytes: int = 0
     layers: list[LayerCache]

@@ -125,7 +125,10 @@ def test_reader_takes_the_indexer_fields_and_refuses_what_it_cannot_read(tmp_pat
     assert out["bytes_per_token"] == 4 * (80 * 2 + INDEX)
     config = json.loads((FIXTURES / "configs" / "deepseek-v32-indexer.json").read_text())
     for extra, message in (
-        ({"compress_ratios": [0, 4]}, "DeepSeek-V4's compressed sparse attention"),
+        (
+            {"compress_ratios": [0, 4]},
+            "compress_ratios (DeepSeek-V4's compressed attention) in a 'deepseek_v32' config",
+        ),
         ({"index_topk_freq": 4}, "index_topk_freq / index_skip_topk_offset without indexer_types"),
         ({"indexer_types": ["full", "shared"]}, "indexer_types must list 'full' or 'shared' for each of the 4 layers"),
     ):

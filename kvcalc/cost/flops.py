@@ -5,13 +5,16 @@ Pure; shared by the step model (step.py) and the roofline (roofline.py).
 
 from fractions import Fraction
 
-from kvcalc.cost.kvcache import tokens_held
+from kvcalc.cost.kvcache import attended_tokens, index_tokens_held, tokens_held
 from kvcalc.cost.params import compute_params
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
 
 
 def _qk_v_dims(spec: ModelSpec, absorbed: bool = False, run: LayerRun | None = None) -> tuple[int, int]:
     """Per-head width of the QK^T product and of the attention x V product (in `run`, if its heads are wider)."""
+    if spec.compressed_attention:
+        # DeepSeek-V4: every head scores and reads the one head_dim-wide entry (K = V), absorbed or not
+        return spec.head_dim_effective, spec.head_dim_effective
     if spec.is_mla:
         if absorbed:
             # NOTE: decode with weight absorption (FlashMLA; vLLM's and SGLang's MLA backends) folds W_UK
@@ -31,6 +34,13 @@ def attention_form(spec: ModelSpec, phase: str) -> str:
     qk, v = _qk_v_dims(spec, absorbed=phase == "decode")
     if not spec.is_mla:
         return f"attention: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair"
+    if spec.compressed_attention:
+        return (
+            f"DeepSeek-V4 attention: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per entry read (one {qk}-wide "
+            f"entry, K = V): each layer's last {_windows(spec)} raw tokens and its compressed ones (a CSA layer the "
+            f"indexer's top {spec.index_topk:,}); the CSA indexer's 2 × {spec.index_heads} heads × "
+            f"{spec.index_head_dim} FLOPs on every compressed entry"
+        )
     sparse = (
         f"; DeepSeek Sparse Attention: over the indexer's top {spec.index_topk:,} tokens only, and the indexer's "
         f"2 × {spec.index_heads} heads × {spec.index_head_dim} FLOPs on every cached token"
@@ -43,6 +53,10 @@ def attention_form(spec: ModelSpec, phase: str) -> str:
             f"({qk} latent + rope + {v} latent) FLOPs per cached token{sparse}"
         )
     return f"MLA prefill without absorption: 2 × {spec.num_heads} heads × ({qk} + {v}) FLOPs per query-key pair{sparse}"
+
+
+def _windows(spec: ModelSpec) -> str:
+    return "/".join(sorted({f"{run.window_tokens:,}" for run, _ in spec.layer_groups() if run.latent_window}))
 
 
 def decode_keys(run: LayerRun, seq: int) -> Fraction:
@@ -59,6 +73,8 @@ def decode_keys(run: LayerRun, seq: int) -> Fraction:
 def sparse(spec: ModelSpec, run: LayerRun) -> bool:
     """A layer that attends to the indexer's top-k keys: an MLA layer under DeepSeek Sparse Attention, or a sparse
     self-attention layer (MiniMax-M3's)."""
+    if spec.compressed_attention:
+        return run.compress_topk  # DeepSeek-V4: its CSA layers alone
     return (run.kind == LayerKind.MLA or run.sparse) and spec.index_topk is not None
 
 
@@ -69,6 +85,8 @@ def index_flops(spec: ModelSpec) -> int:
 
 def attended_keys(spec: ModelSpec, run: LayerRun, seq: int) -> Fraction:
     """Cached keys one new token attends to in one layer of `run` (DSA: at most top-k)."""
+    if run.latent_window:  # DeepSeek-V4: its window and (the top-k of) its compressed
+        return Fraction(attended_tokens(run, seq, spec.index_topk))
     keys = decode_keys(run, seq)
     return min(keys, Fraction(spec.index_topk or seq)) if sparse(spec, run) else keys
 
@@ -82,7 +100,7 @@ def decode_attention_flops(spec: ModelSpec, seq: int) -> int:
             continue
         qk, v = _qk_v_dims(spec, absorbed=True, run=run)
         total += n * 2 * spec.run_heads(run) * (qk + v) * attended_keys(spec, run, seq)
-        scored += n * tokens_held(run, seq) if sparse(spec, run) and not run.index_shared else 0
+        scored += n * index_tokens_held(run, seq) if sparse(spec, run) and not run.index_shared else 0
     return int(total) + index_flops(spec) * scored
 
 
@@ -122,6 +140,26 @@ def materialized_scores(
     return score_pairs(tokens, context, ubatch) * attention_layers * (spec.num_heads // tp)
 
 
+def _compressed_sum(prompt: int, ratio: int, cap: int | None = None) -> int:
+    """Sum over queries i = 1..prompt of min(i // ratio, cap): the compressed entries each query sees."""
+    full = prompt if cap is None else min(prompt, (cap + 1) * ratio - 1)  # past it every query sees `cap`
+    q, m = divmod(full + 1, ratio)
+    below = ratio * q * (q - 1) // 2 + m * q  # sum of i // ratio for i = 0..full
+    return below + (0 if cap is None else cap * (prompt - full))
+
+
+def compressed_pairs(run: LayerRun, prompt: int, topk: int | None) -> tuple[int, int]:
+    """DeepSeek-V4's prompt pass in one layer: (query-entry pairs attended, index keys scored). Query i sees the last
+    min(i, W) raw tokens and the i // r compressed entries before it (a CSA layer the indexer's top-k of them, its
+    indexer scoring them all)."""
+    pairs = causal_pairs(prompt, run.window_tokens)
+    r = run.compress_ratio
+    if not r:
+        return pairs, 0
+    scored = _compressed_sum(prompt, r) if run.compress_topk else 0
+    return pairs + _compressed_sum(prompt, r, topk if run.compress_topk else None), scored
+
+
 def layer_pairs(run: LayerRun, prompt: int) -> int:
     """Query-key pairs one layer computes for a prompt of `prompt` tokens."""
     if run.kind == LayerKind.CHUNKED:
@@ -139,7 +177,10 @@ def prefill_attention_flops(spec: ModelSpec, prompt: int) -> int:
     total = 0
     for run, n in spec.layer_groups():
         qk, v = _qk_v_dims(spec, run=run)
-        if sparse(spec, run):
+        if run.latent_window:  # DeepSeek-V4's layers
+            pairs, scored = compressed_pairs(run, prompt, spec.index_topk)
+            total += n * index_flops(spec) * scored
+        elif sparse(spec, run):
             # DSA: query i attends to min(i, top-k) keys (a window's pairs); the indexer scores all i
             pairs = causal_pairs(prompt, spec.index_topk)
             total += 0 if run.index_shared else n * index_flops(spec) * causal_pairs(prompt)

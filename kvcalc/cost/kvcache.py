@@ -104,19 +104,45 @@ SPARSE_INDEX_BYTES = 2
 
 
 def index_bytes_per_token(spec: ModelSpec, run: LayerRun) -> int:
-    """Bytes one token adds to one layer's indexer cache (DSA's MLA layers, MiniMax-M3's sparse layers; 0
-    elsewhere). The indexer key is a single head shared by all query heads, so every rank holds it whole."""
+    """Bytes one indexed entry adds to one layer's indexer cache: a token of DSA's MLA layers or MiniMax-M3's sparse
+    layers, a compressed entry of DeepSeek-V4's CSA layers (index_tokens_held counts them); 0 elsewhere. The indexer
+    key is a single head shared by all query heads, so every rank holds it whole."""
     if spec.index_head_dim is None or run.index_shared:
         return 0
     if run.sparse:
         return spec.index_head_dim * SPARSE_INDEX_BYTES
-    if run.kind != LayerKind.MLA:
+    if run.kind != LayerKind.MLA or (run.window_tokens and not run.compress_topk):
         return 0
-    return spec.index_head_dim + 4 * -(-spec.index_head_dim // INDEX_SCALE_BLOCK)
+    return spec.index_entry_bytes
+
+
+def compressed_entries(run: LayerRun, seq: int) -> int:
+    """DeepSeek-V4: the compressed entries a layer holds for `seq` tokens, one per whole group of compress_ratio
+    tokens (the group in progress is the compressor's state); 0 for every other layer."""
+    return seq // run.compress_ratio if run.compress_ratio else 0
+
+
+def index_tokens_held(run: LayerRun, seq: int) -> int:
+    """Entries of one layer's indexer cache for `seq` tokens: DeepSeek-V4's compressed entries, else every token."""
+    return compressed_entries(run, seq) if run.compress_ratio else tokens_held(run, seq)
+
+
+def attended_tokens(run: LayerRun, seq: int, topk: int | None = None) -> int:
+    """Cached entries one new token's attention reads in one layer: every held token, or the indexer's top-k of
+    them (DSA); DeepSeek-V4's window plus its compressed entries (a CSA layer's top-k of those)."""
+    if run.latent_window:
+        compressed = compressed_entries(run, seq)
+        if topk is not None and run.compress_topk:
+            compressed = min(compressed, topk)
+        return min(seq, run.window) + compressed
+    held = tokens_held(run, seq)
+    return held if topk is None else min(held, topk)
 
 
 def tokens_held(run: LayerRun, seq: int) -> int:
-    """How many of a sequence's seq tokens one layer keeps."""
+    """How many of a sequence's seq tokens one layer keeps (DeepSeek-V4: its window's and compressed entries)."""
+    if run.latent_window:
+        return min(seq, run.window) + compressed_entries(run, seq)
     if run.kind in (LayerKind.FULL, LayerKind.MLA):
         return seq
     if run.kind.windowed:
@@ -148,7 +174,8 @@ def cache_elements(spec: ModelSpec, batch: int, seq: int, tp: int = 1) -> int:
 
 def index_cache_bytes(spec: ModelSpec, batch: int, seq: int) -> int:
     """The indexer's own cache (DeepSeek Sparse Attention) for batch sequences of seq tokens: fp8 keys."""
-    return batch * sum(n * index_bytes_per_token(spec, run) * tokens_held(run, seq) for run, n in spec.layer_groups())
+    groups = spec.layer_groups()
+    return batch * sum(n * index_bytes_per_token(spec, run) * index_tokens_held(run, seq) for run, n in groups)
 
 
 def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 1) -> int:
@@ -157,7 +184,31 @@ def cache_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str, tp: int = 
 
 def token_elements(spec: ModelSpec, tp: int = 1) -> int:
     """Elements one more token adds to all layers (one rank) while every window still grows."""
-    return sum(n * elements_per_token(spec, run, tp) for run, n in spec.layer_groups() if grows_with_seq(run))
+    return sum(n * rate_elements(spec, run, tp) for run, n in spec.layer_groups() if grows_with_seq(run))
+
+
+def rate_elements(spec: ModelSpec, run: LayerRun, tp: int = 1, past_window: bool = False) -> int:
+    """Elements one more token adds to one layer while its window grows (past_window: once it is full): a held
+    token's, and under DeepSeek-V4's compression a 1 / compress_ratio share of a compressed entry (the spec checks
+    that the ratio divides it)."""
+    per = elements_per_token(spec, run, tp)
+    compressed = per // run.compress_ratio if run.compress_ratio else 0
+    windowed = run.kind.windowed or run.latent_window
+    return compressed + (0 if past_window and windowed else per)
+
+
+def bytes_per_token_past_windows(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int | None:
+    """What one more token adds once every window is full; None for a model without windows."""
+    groups = spec.layer_groups()
+    if not any(run.kind.windowed or run.latent_window for run, _ in groups):
+        return None
+    elements = sum(n * rate_elements(spec, run, tp, past_window=True) for run, n in groups if grows_with_seq(run))
+    return elements_to_bytes(elements, kv_dtype) + index_token_bytes(spec)
+
+
+def index_rate_bytes(spec: ModelSpec, run: LayerRun) -> int:
+    """Index bytes one more token adds to one layer: an index key a token, or a share of a compressed entry's."""
+    return index_bytes_per_token(spec, run) // (run.compress_ratio or 1)
 
 
 def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
@@ -167,7 +218,7 @@ def bytes_per_token(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
 
 def index_token_bytes(spec: ModelSpec) -> int:
     """What one more token adds to the indexer caches of all layers (DeepSeek Sparse Attention; else 0)."""
-    return sum(n * index_bytes_per_token(spec, run) for run, n in spec.layer_groups())
+    return sum(n * index_rate_bytes(spec, run) for run, n in spec.layer_groups())
 
 
 def state_bytes(spec: ModelSpec, batch: int, tp: int = 1) -> int:
@@ -203,9 +254,11 @@ def cache_report(
                 kv_heads=heads,
                 elements_per_token=per_token,
                 tokens_held=held,
-                bytes_per_token=elements_to_bytes(n * per_token, kv_dtype) + n * index_bytes_per_token(spec, run),
+                compress_ratio=run.compress_ratio,
+                bytes_per_token=elements_to_bytes(n * rate_elements(spec, run, tp), kv_dtype)
+                + n * index_rate_bytes(spec, run),
                 total_bytes=elements_to_bytes(batch * n * per_token * held, kv_dtype)
-                + batch * n * index_bytes_per_token(spec, run) * held,
+                + batch * n * index_bytes_per_token(spec, run) * index_tokens_held(run, seq),
                 state_bytes=batch * n * math.ceil(run.state_bytes / tp),
             )
         )
@@ -231,6 +284,7 @@ def cache_report(
         tp=tp,
         kv_heads_replicated=replicates_kv_heads(spec, tp),
         bytes_per_token=per_token_bytes,
+        bytes_per_token_past_windows=bytes_per_token_past_windows(spec, kv_dtype, tp),
         total_bytes=total,
         state_bytes=state_bytes(spec, batch, tp),
         layers=layers,
@@ -243,14 +297,17 @@ def _explain_indexer(steps: list[str], spec: ModelSpec, index_token: int, kv_tok
     shared = sum(n for run, n in spec.layer_groups() if run.index_shared)
     if shared:
         steps.append(f"{shared} MLA layers reuse an earlier layer's top-k: no indexer of their own")
+    ratios = {run.compress_ratio for run, _ in spec.layer_groups() if index_bytes_per_token(spec, run)}
+    share = f" / {ratios.pop()} (one key per compressed entry)" if ratios != {None} and len(ratios) == 1 else ""
     steps.append(
-        f"DeepSeek Sparse Attention's indexer keys: {layers} layers × ({d} fp8 + "
-        f"{-(-d // INDEX_SCALE_BLOCK)} × 4 B fp32 scale) = {index_token:,} B per token, in every KV dtype; "
+        f"{'DeepSeek Sparse Attention' if not share else 'The CSA layers'}' indexer keys: {layers} layers × ({d} fp8 "
+        f"+ {-(-d // INDEX_SCALE_BLOCK)} × 4 B fp32 scale){share} = {index_token:,} B per token, in every KV dtype; "
         f"{kv_token_bytes:,} + {index_token:,} = {kv_token_bytes + index_token:,} B per token"
     )
+    what = "compressed entries" if share else "tokens"
     steps.append(
-        f"  (each new token's MLA attention reads only the indexer's top {spec.index_topk:,} tokens, "
-        "but every token stays cached)"
+        f"  (each new token's attention reads only the indexer's top {spec.index_topk:,} {what}, "
+        "but every one stays cached)"
     )
 
 
@@ -280,6 +337,8 @@ def _explain_group(
             steps.append(
                 f"  each {run.kind.value} layer holds min({seq:,} tokens, {what} {run.window_tokens:,}) = {held:,} tokens"
             )
+    elif run.latent_window:
+        _explain_compressed(steps, spec, run, n, per_token, held, seq)
     elif run.kind == LayerKind.MLA:
         steps.append(
             f"MLA layers: ({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} RoPE key) × {n} layers = "
@@ -288,6 +347,30 @@ def _explain_group(
     else:
         state = f"; constant state {run.state_bytes:,} B per sequence each" if run.state_bytes else ""
         steps.append(f"{n} layers without attention: no per-token KV{state}")
+
+
+def _explain_compressed(
+    steps: list[str], spec: ModelSpec, run: LayerRun, n: int, per_token: int, held: int, seq: int
+) -> None:
+    window = run.window_tokens or 0
+    entry = f"one {per_token}-element entry ({spec.kv_lora_rank} + {spec.qk_rope_head_dim} RoPE; K = V, one head)"
+    r = run.compress_ratio
+    if r is None:
+        steps.append(
+            f"{n} window layers: {entry} for each of the last min({seq:,}, {window}) tokens = {held:,} entries"
+        )
+        return
+    what = f"the indexer's top {spec.index_topk:,} of them" if run.compress_topk else "all of them"
+    steps.append(
+        f"{n} layers compressing by {r}: {entry} for each of the last min({seq:,}, {window}) tokens, plus one per "
+        f"whole group of {r} tokens ({seq:,} // {r} = {seq // r:,}) = {held:,} entries; attention reads the window "
+        f"and {what}"
+    )
+    if run.compress_topk:
+        steps.append(
+            f"  their indexer keys: {spec.index_entry_bytes} B ({spec.index_head_dim} fp8 + fp32 scales) per "
+            f"compressed entry, {seq // r:,} entries"
+        )
 
 
 def with_gpu_share(result: CacheResult, gpu: GpuSpec, steps: list[str] | None = None) -> CacheResult:

@@ -36,6 +36,8 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     h, d, hidden = spec.run_heads(run), spec.run_head_dim(run), spec.hidden_size
     if run.kind == LayerKind.STATELESS:
         return run.mixer_params or 0
+    if run.kind == LayerKind.MLA and spec.compressed_attention:
+        return compressed_attention_params(spec, run)
     if run.kind == LayerKind.MLA:
         nope, rope = spec.qk_nope_head_dim or 0, spec.rope_dim
         v = spec.v_head_dim or nope
@@ -57,6 +59,42 @@ def attention_params(spec: ModelSpec, run: LayerRun) -> int:
     parallel = run.mixer_params or 0  # Falcon-H1's Mamba-2 mixer beside the attention
     index = sparse_indexer_params(spec) if run.sparse else 0
     return hidden * h * d + gate + hidden * kv + h * vd * hidden + bias + parallel + sink_params(spec, run) + index
+
+
+def compressed_attention_params(spec: ModelSpec, run: LayerRun) -> int:
+    """One DeepSeek-V4 attention layer (transformers 5.25 DeepseekV4Attention): q_a_proj to the query latent and its
+    norm, q_b_proj to heads x head_dim, kv_proj to the one head_dim-wide entry and its norm, the grouped output
+    (o_a_proj: o_groups blocks of heads x head_dim / o_groups -> o_lora_rank; o_b_proj to hidden), a sink a head;
+    with its compressor (and a CSA layer's indexer)."""
+    h, d, hidden, ql = spec.num_heads, spec.head_dim_effective, spec.hidden_size, spec.q_lora_rank or 0
+    groups, rank = spec.o_groups or 1, spec.o_lora_rank or 0
+    q = hidden * ql + ql + ql * h * d
+    output = groups * rank * (h * d // groups) + groups * rank * hidden
+    return q + hidden * d + d + output + h + compressor_params(spec, run)
+
+
+def compressor_params(spec: ModelSpec, run: LayerRun) -> int:
+    """DeepSeek-V4's compressor of one layer (DeepseekV4CSACompressor / HCACompressor): kv and gate projections to
+    coff x head_dim (coff 2: a CSA layer's groups overlap; 1 for HCA), a position bias of ratio x coff x head_dim and
+    a norm; a CSA layer's indexer (DeepseekV4Indexer) compresses its own index_head_dim keys the same way and adds
+    q_b_proj from the query latent to index_heads x index_head_dim and weights_proj to one weight a head."""
+    r = run.compress_ratio
+    if r is None:
+        return 0
+    hidden, d = spec.hidden_size, spec.head_dim_effective
+    coff = 2 if run.compress_topk else 1
+    own = 2 * hidden * coff * d + r * coff * d + d
+    if not run.compress_topk:
+        return own
+    heads, k = spec.index_heads or 0, spec.index_head_dim or 0
+    return own + 2 * hidden * 2 * k + r * 2 * k + k + (spec.q_lora_rank or 0) * heads * k + hidden * heads
+
+
+def hyper_connection_params(spec: ModelSpec) -> int:
+    """DeepSeek-V4's hyper-connections in one layer (DeepseekV4HyperConnection, one before attention and one before
+    the MLP): fn maps the hc_mult streams to (2 + N) x N mixing weights, with a bias and 3 scales; 0 without."""
+    n = spec.hc_mult
+    return 2 * ((2 + n) * n * n * spec.hidden_size + (2 + n) * n + 3) if n else 0
 
 
 def sparse_indexer_params(spec: ModelSpec) -> int:
@@ -99,12 +137,14 @@ def layer_norm_params(spec: ModelSpec, run: LayerRun, routed: bool) -> int:
         norms += 2 * d if spec.qk_norm == "head" else (spec.run_heads(run) + (run.kv_heads or spec.kv_heads)) * d
     # Kimi-K3's attention residual (SGLang kimi_k3.py): self_attention_res_norm, mlp_res_norm and their [1, hidden]
     # projections, whatever the layer runs
-    return norms + (4 * spec.hidden_size if spec.attention_residual else 0)
+    return norms + (4 * spec.hidden_size if spec.attention_residual else 0) + hyper_connection_params(spec)
 
 
 def end_norm_params(spec: ModelSpec) -> int:
     """The norms outside the layers: the final one, and BLOOM's on the embeddings."""
     residual = 2 * spec.hidden_size if spec.attention_residual else 0  # Kimi-K3's output_attn_res_norm and _proj
+    n = spec.hc_mult  # DeepSeek-V4's hc_head: the streams' mix before the final norm
+    residual += n * n * spec.hidden_size + n + 1 if n else 0
     return (1 + int(spec.embedding_norm)) * spec.hidden_size * (2 if spec.norm_bias else 1) + residual
 
 
@@ -112,6 +152,12 @@ def router_params(spec: ModelSpec) -> int:
     """One MoE layer's routing weights: the gate (with a bias per expert where the family has one) and
     LatentMoE's projections."""
     return (spec.hidden_size + int(spec.router_bias)) * spec.experts + latent_proj_params(spec)
+
+
+def hash_bias_params(spec: ModelSpec, start: int, end: int) -> int:
+    """The correction biases router_params counts that layers start..end-1 lack: DeepSeek-V4's first hash_layers
+    route by token id (a table of integers, not parameters) where the others add a bias per expert."""
+    return spec.experts * max(0, min(end, spec.hash_layers) - start) if spec.router_bias else 0
 
 
 def shared_expert_params(spec: ModelSpec) -> int:
@@ -215,14 +261,14 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     attention = dense = router = shared = experts = moe_layers = 0
     norms = end_norm_params(spec)  # the final norm, then each layer's
     one_expert = expert_params(spec) if spec.is_moe else 0
-    for run, routed in zip(spec.expanded_layers(), spec.routes_experts()):
+    for i, (run, routed) in enumerate(zip(spec.expanded_layers(), spec.routes_experts())):
         attention += attention_params(spec, run)
         norms += layer_norm_params(spec, run, routed)
         if run.intermediate_size is not None:
             dense += _mlp(spec, run.intermediate_size)
         elif routed:
             moe_layers += 1
-            router += router_params(spec)
+            router += router_params(spec) - hash_bias_params(spec, i, i + 1)
             experts += spec.experts * one_expert
             shared += shared_expert_params(spec)
         else:

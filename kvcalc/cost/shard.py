@@ -24,10 +24,12 @@ from kvcalc.cost.params import (
     Shard,
     _mlp,
     attention_params,
+    compressor_params,
     end_norm_params,
     expected_experts,
     expert_params,
     extra_params,
+    hash_bias_params,
     layer_norm_params,
     output_gate_params,
     param_counts,
@@ -101,6 +103,15 @@ def pp_indices(num_layers: int, rank: int, pp: int) -> tuple[int, int]:
 def _mixer_rank(spec: ModelSpec, run: LayerRun, tp: int) -> Fraction:
     """One layer's token-mixer parameters on one rank."""
     hidden = spec.hidden_size
+    if run.latent_window:
+        # DeepSeek-V4: q_a_proj and kv_proj (with their norms) and the compressors' single-entry projections whole,
+        # the rest split by heads (q_b_proj, sinks, the indexer's query heads) or by output group (o_a / o_b)
+        d, ql = spec.head_dim_effective, spec.q_lora_rank or 0
+        heads_part = ql * (spec.index_heads or 0) * (spec.index_head_dim or 0) + hidden * (spec.index_heads or 0)
+        whole = (
+            hidden * ql + ql + hidden * d + d + compressor_params(spec, run) - (heads_part if run.compress_topk else 0)
+        )
+        return whole + Fraction(attention_params(spec, run) - whole, tp)
     if run.kind == LayerKind.MLA:
         rope = spec.rope_dim
         # q_a_proj (+ its norm) and kv_a_proj_with_mqa (+ its norm) are replicated; the rest splits by heads.
@@ -233,6 +244,7 @@ def _rank_params(
     for run, moe, n in _stage_layers(spec, start, end):
         m, d, e = _layer_rank(spec, moe, run, tp, tokens, dp_attention)
         mixers, dense, experts = mixers + n * m, dense + n * d, experts + n * e
+    dense -= hash_bias_params(spec, start, end)
     return Shard(_ends(spec, tp, stage, pp, tokens, dp_attention), mixers, dense, experts)
 
 
@@ -319,6 +331,7 @@ def rank_compute_params(spec: ModelSpec, tp: int = 1, stage: int = 0, pp: int = 
         total += n * (mixer + dense)
         if moe:
             total += n * spec.experts_per_token * Fraction(expert_params(spec), tp)
+    total -= hash_bias_params(spec, start, end)
     if stage == 0 and spec.per_layer_input:  # Gemma 3n / 4's column-parallel projections outside the layers
         total += Fraction(per_layer_input_params(spec).model_split, tp)
     if stage == pp - 1:

@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
-from kvcalc.cost.kvcache import elements_per_token, index_bytes_per_token, tokens_held
+from kvcalc.cost.kvcache import (
+    attended_tokens,
+    elements_per_token,
+    index_bytes_per_token,
+    index_tokens_held,
+    tokens_held,
+)
 from kvcalc.cost.shard import (
     Link,
     allreduce_seconds,
@@ -80,19 +86,21 @@ class Term(NamedTuple):
     index_flops: int = 0
 
     def read_tokens(self, context: int) -> int:
-        """Tokens of a sequence's cache this layer's attention reads for one new token."""
-        held = tokens_held(self.run, context)
-        return held if self.topk is None else min(held, self.topk)
+        """Entries of a sequence's cache this layer's attention reads for one new token."""
+        return attended_tokens(self.run, context, self.topk)
 
     def reads(self, context: int) -> tuple[int, int]:
         """(KV elements, indexer bytes) one of these layers reads for one new token of a sequence at
         `context`: the K and V it attends to, and under DSA every held indexer key."""
-        return self.read_elements * self.read_tokens(context), self.index_bytes * tokens_held(self.run, context)
+        return self.read_elements * self.read_tokens(context), self.index_bytes * index_tokens_held(self.run, context)
 
     def decode_attention_flops(self, context: int) -> Fraction:
         """Attention FLOPs of one new token at `context` in one of these layers (with the indexer's scoring)."""
         from kvcalc.cost.flops import decode_keys
 
+        if self.run.latent_window:
+            scored = index_tokens_held(self.run, context) if self.index_flops else 0
+            return self.decode_flops * Fraction(self.read_tokens(context)) + self.index_flops * scored
         keys = decode_keys(self.run, context)
         if self.topk is None:
             return self.decode_flops * keys
@@ -101,8 +109,11 @@ class Term(NamedTuple):
     def prefill_attention_flops(self, prompt: int) -> int:
         """Attention FLOPs of a prompt pass in one of these layers: under DeepSeek Sparse Attention each
         query attends to min(its position, top-k) keys, and the indexer scores every causal pair."""
-        from kvcalc.cost.flops import causal_pairs, layer_pairs
+        from kvcalc.cost.flops import causal_pairs, compressed_pairs, layer_pairs
 
+        if self.run.latent_window:  # DeepSeek-V4's layers
+            pairs, scored = compressed_pairs(self.run, prompt, self.topk)
+            return self.prefill_flops * pairs + self.index_flops * scored
         if self.topk is None:
             return self.prefill_flops * layer_pairs(self.run, prompt)
         return self.prefill_flops * causal_pairs(prompt, self.topk) + self.index_flops * causal_pairs(prompt)
@@ -228,9 +239,13 @@ BLOCK_TOKENS = 16  # vLLM's default KV block (and `kvcalc fit --block-size`'s de
 def held_kv_bytes(stage: Stage, context: int, kv_dtype: str, block: int = BLOCK_TOKENS) -> int:
     """KV one sequence of `context` tokens holds on one GPU of the stage: each layer's tokens in
     whole blocks (roofline's and generate's fit check and fit itself, with its --block-size)."""
-    paged = [(t, -(-tokens_held(t.run, context) // block) * block) for t in stage.terms]
-    elements = sum(t.layers * t.elements * tokens for t, tokens in paged)
-    return elements_to_bytes(elements, kv_dtype) + sum(t.layers * t.index_bytes * tokens for t, tokens in paged)
+    elements = sum(t.layers * t.elements * _paged(tokens_held(t.run, context), block) for t in stage.terms)
+    index = sum(t.layers * t.index_bytes * _paged(index_tokens_held(t.run, context), block) for t in stage.terms)
+    return elements_to_bytes(elements, kv_dtype) + index
+
+
+def _paged(tokens: int, block: int) -> int:
+    return -(-tokens // block) * block
 
 
 def decode_state_bytes(stage: Stage, batch: int) -> int:

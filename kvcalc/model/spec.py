@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kvcalc.errors import SpecError, UsageError
 from kvcalc.model.quant import Checkpoint
-from kvcalc.model.validate import build
+from kvcalc.model.validate import build, check_compressed
 from kvcalc.units import normalize_dtype
 
 Pos = Annotated[int, Field(gt=0)]
@@ -87,6 +87,15 @@ class LayerRun(BaseModel):
     num_heads: Pos | None = None
     # Its values are its keys (Gemma 4's attention_k_eq_v): no v_proj; engines still cache K and V (vLLM: k_proj twice).
     v_is_k: bool = False
+    # DeepSeek-V4: an MLA layer with a window keeps its last W entries, with compress_ratio r one per r tokens besides;
+    # compress_topk: it reads the indexer's top index_topk of those (CSA, an index key an entry), else all (HCA).
+    compress_ratio: Pos | None = None
+    compress_topk: bool = False
+
+    @property
+    def latent_window(self) -> bool:
+        """A DeepSeek-V4 layer: MLA-kind entries over a window (and compressed ones, with compress_ratio)."""
+        return self.kind == LayerKind.MLA and self.window_tokens is not None
 
     @property
     def parallel_mixer(self) -> bool:
@@ -103,8 +112,12 @@ class LayerRun(BaseModel):
         windowed = self.kind.windowed
         if windowed and self.window_tokens is None:
             raise ValueError(f"a {self.kind.value} layer needs window_tokens")
-        if not windowed and self.window_tokens is not None:
-            raise ValueError(f"window_tokens is only for sliding or chunked layers, not {self.kind.value}")
+        if not windowed and self.window_tokens is not None and self.kind != LayerKind.MLA:
+            raise ValueError(f"window_tokens is only for sliding, chunked or MLA layers, not {self.kind.value}")
+        if self.compress_ratio is not None and not (self.kind == LayerKind.MLA and self.window_tokens):
+            raise ValueError("compress_ratio is only for MLA layers with a window (DeepSeek-V4's)")
+        if self.compress_topk and self.compress_ratio is None:
+            raise ValueError("compress_topk needs compress_ratio")
         if self.ssm_a_params > (self.mixer_params or 0) or self.state_recurrent_elements > self.state_elements:
             raise ValueError("ssm_a_params / state_recurrent_elements are parts of mixer_params / state_elements")
         if (self.state_bytes or self.state_elements or self.mixer_params) and not (
@@ -205,6 +218,12 @@ class ModelSpec(BaseModel):
     index_heads: Pos | None = None
     index_head_dim: Pos | None = None
     index_topk: Pos | None = None
+    # DeepSeek-V4: the output projection in o_groups groups through o_lora_rank each; hc_mult residual streams
+    # mixed by hyper-connections; the first hash_layers MoE layers route by token id (no correction bias).
+    o_groups: Pos | None = None
+    o_lora_rank: Pos | None = None
+    hc_mult: NonNeg = 0
+    hash_layers: NonNeg = 0
 
     layer_pattern: list[LayerRun] = []  # repeats cyclically to fill num_layers (gemma-2: [sliding, full]); []: uniform
     max_position_embeddings: Pos | None = None  # the context the model was trained for, when known
@@ -251,6 +270,8 @@ class ModelSpec(BaseModel):
                 raise ValueError("index_heads / index_head_dim / index_topk need MLA (DSA) or sparse layers")
         elif any(run.index_shared or run.sparse for run in self.layer_pattern):
             raise ValueError("index_shared / sparse layers need an indexer (index_heads, index_head_dim, index_topk)")
+        if self.compressed_attention:
+            check_compressed(self)
         if self.experts:
             if not 0 < self.experts_per_token <= self.experts:
                 raise ValueError(
@@ -263,6 +284,16 @@ class ModelSpec(BaseModel):
         return self
 
     # --- derived ----------------------------------------------------------------------
+
+    @property
+    def compressed_attention(self) -> bool:
+        """DeepSeek-V4's attention: MLA-kind layers keeping a window of raw entries (and compressed ones)."""
+        return any(run.latent_window for run in self.layer_pattern)
+
+    @property
+    def index_entry_bytes(self) -> int:
+        """One index key in its cache: index_head_dim fp8 values and a 4-byte fp32 scale per 128 (DSA's, V4's)."""
+        return (d := self.index_head_dim or 0) + 4 * -(-d // 128)
 
     @property
     def kv_heads(self) -> int:

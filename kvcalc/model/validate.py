@@ -1,7 +1,7 @@
 """Pydantic validation at the boundary: a model built from data, or one line naming the field that is wrong and the
 closest known name (the one error boundary's SpecError)."""
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,3 +36,21 @@ def build(model: type[M], data: object, where: str) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{where}: {validation_message(exc, list(model.model_fields))}") from None
+
+
+def check_compressed(spec: Any) -> None:  # noqa: ANN401 (a ModelSpec: the spec module imports this one)
+    """DeepSeek-V4's shape (ModelSpec's validator): a grouped output projection, a window on every MLA-kind layer,
+    compressed entries that split a token's elements and index bytes evenly, an indexer where a layer picks a top-k."""
+    if spec.o_groups is None or spec.o_lora_rank is None or spec.q_lora_rank is None:
+        raise ValueError("DeepSeek-V4's compressed attention needs o_groups, o_lora_rank and q_lora_rank")
+    if (spec.num_heads * spec.head_dim_effective) % spec.o_groups:
+        raise ValueError(f"o_groups ({spec.o_groups}) must divide the heads' width")
+    entry = spec.latent_rank + spec.rope_dim
+    for run in spec.layer_pattern:
+        r = run.compress_ratio
+        if run.kind.value == "mla" and not run.latent_window:
+            raise ValueError("a compressed-attention model's MLA layers all keep a window")
+        if r and (entry % r or (run.compress_topk and spec.index_entry_bytes % r)):
+            raise ValueError(f"compress_ratio {r} must divide an entry's {entry} elements and its index key's bytes")
+        if run.compress_topk and spec.index_topk is None:
+            raise ValueError("compress_topk layers need an indexer (index_heads, index_head_dim, index_topk)")

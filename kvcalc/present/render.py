@@ -27,6 +27,7 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
     )
     for layer in first.layers:
         kind = layer.kind + (f" W={layer.window_tokens:,}" if layer.window_tokens else "")
+        kind += f" + 1/{layer.compress_ratio}" if layer.compress_ratio else ""
         sheet.rows.append(
             [
                 str(layer.layers),
@@ -43,6 +44,9 @@ def cache_sheet(results: list[CacheResult]) -> Sheet:
         sheet.notes.append(
             f"Per token (while every window grows): {_bytes(first.bytes_per_token)} ({first.bytes_per_token:,} B)"
         )
+        past = first.bytes_per_token_past_windows
+        if past is not None and past != first.bytes_per_token:
+            sheet.notes.append(f"Per token once every window is full: {_bytes(past)} ({past:,} B)")
     for r in results:
         line = f"Batch {r.batch:,} x {r.seq:,} tokens: {_bytes(r.total_bytes)} ({r.total_bytes:,} B)"
         if r.state_bytes:
@@ -285,6 +289,9 @@ def _field_rows(key: str, value: object) -> list[list[str]]:
 def _kv_heads_shown(spec) -> str:  # noqa: ANN001
     """The KV heads the cache holds: the model's (ModelSpec.cached_kv_heads), and the layers' own where some
     set a different figure (Gemma 4's full layers)."""
+    if spec.compressed_attention:
+        width = spec.latent_rank + spec.rope_dim
+        return f"1, K = V: one {width}-element entry ({spec.kv_lora_rank} + {spec.qk_rope_head_dim} RoPE) per entry held"
     if spec.is_mla:
         return f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
     heads = spec.cached_kv_heads
@@ -325,7 +332,13 @@ def show_sheet(resolved, counts, kv_bytes_per_token_bf16: int | None = None) -> 
             detail += f", state {fmt_bytes(run.state_bytes)} per sequence{beside}"
         if run.kv_shared:
             detail += ", reading an earlier layer's K and V (no cache of their own)"
-        if run.kind.value == "mla" and spec.is_sparse:
+        if run.compress_ratio:
+            detail += f" + one compressed entry per {run.compress_ratio} tokens" + (
+                f", attending to an indexer's top {spec.index_topk:,} of them" if run.compress_topk else ", all read"
+            )
+        elif run.kind.value == "mla" and spec.compressed_attention:
+            detail += ", window only"
+        elif run.kind.value == "mla" and spec.is_sparse:
             detail += (
                 ", reusing an earlier layer's top-k (no indexer of their own)"
                 if run.index_shared

@@ -118,6 +118,11 @@ def kv_parts(
             f"{spec.name}: llama.cpp has no architecture with sparse self-attention layers (MiniMax-M3's)",
             hint="kvcalc's own estimate without --engine",
         )
+    if spec.compressed_attention:
+        raise UsageError(
+            f"{spec.name}: kvcalc does not model llama.cpp's DeepSeek-V4 caches (compressed, window and index)",
+            hint="kvcalc's own estimate without --engine",
+        )
     if spec.is_sparse and not era.dsa:
         raise UsageError(
             f"{spec.name}: llama.cpp builds of the {era.key} era have no DeepSeek Sparse Attention cache "

@@ -79,6 +79,11 @@ def model_refusal(spec: ModelSpec, release: tuple[int, int, int]) -> tuple[str, 
     if (registered := SGLANG_RENAMED.get(spec.architecture or "")) is not None:
         why = f"SGLang has no model class for {spec.architecture}; it registers this model as {registered}"
         return why, "kvcalc's own estimate without --engine"
+    if spec.compressed_attention:
+        why = (
+            "SGLang's DeepSeek-V4 pools (compressed and window caches, index keys, compressor states) are not modelled"
+        )
+        return why, "kvcalc's own estimate without --engine"
     if spec.has_sparse_layers:
         why = "SGLang's MiniMax-M3 pool (MiniMaxSparseKVPool: index keys beside K and V, pages of 128) is not modelled"
         return why, "kvcalc's own estimate without --engine"

@@ -51,6 +51,8 @@ def architecture_refusal(spec: ModelSpec) -> str | None:
     arch = spec.architecture
     if spec.has_sparse_layers and arch in REGISTERED:
         return f"{arch}: kvcalc does not model TensorRT-LLM's MiniMax-M3 sparse-attention cache"
+    if spec.compressed_attention:
+        return f"{arch}: kvcalc does not model TensorRT-LLM's DeepSeek-V4 caches (compressed, window and index)"
     if not arch or arch in REGISTERED:
         return None
     return (

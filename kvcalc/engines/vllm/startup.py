@@ -82,6 +82,8 @@ VLLM_UNSERVED = frozenset(
     {
         "BailingMoeV3ForCausalLM", "LagunaForCausalLM", "KimiK3ForConditionalGeneration", "MiniMaxM3ForCausalLM",
         "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
+        # DeepSeek-V4 (vllm/models/deepseek_v4) came in a later release (docs/deepseek_v4.md reads 0.34's)
+        "DeepseekV4ForCausalLM",
     }
 )  # fmt: skip
 

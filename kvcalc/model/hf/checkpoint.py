@@ -22,7 +22,9 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     heads, hidden = text.get("num_attention_heads"), text.get("hidden_size")
     # NOTE: MLA rotates only the qk_rope_head_dim part (vLLM deepseek_v2.py get_rope(qk_rope_head_dim));
     # GLM-5.2's head_dim (192) is not the rotary width.
-    head_dim = (text.get("kv_lora_rank") and text.get("qk_rope_head_dim")) or text.get("head_dim")
+    # DeepSeek-V4 rotates the last qk_rope_head_dim of its head_dim-wide entry (transformers DeepseekV4Attention)
+    rotated = text.get("kv_lora_rank") or text.get("model_type") == "deepseek_v4"
+    head_dim = (rotated and text.get("qk_rope_head_dim")) or text.get("head_dim")
     head_dim = head_dim or text.get("qk_rope_head_dim")
     if head_dim is None and isinstance(heads, int) and isinstance(hidden, int) and heads:
         head_dim = hidden // heads
@@ -46,7 +48,9 @@ def checkpoint_info(raw: Any, defaults: dict[str, Any] | None = None) -> Checkpo
     return Checkpoint(
         declared_dtype=declared,
         router_dtype=names.get(router, router if router in names.values() else None),
-        quantization=read_quantization(raw.get("quantization_config") or text.get("quantization_config")),
+        quantization=read_quantization(
+            raw.get("quantization_config") or text.get("quantization_config"), text.get("expert_dtype")
+        ),
         rotary_dim=rotary,
         vision=isinstance(raw.get("vision_config"), dict),
         vision_shape=_vision_shape(raw.get("vision_config")),

@@ -56,7 +56,7 @@ def quantization(cfg: Config, dtype: str) -> tuple[str, str | None]:
     """(weight dtype, expert dtype) from quantization_config (model/hf/quantization.py reads the formats)."""
     from kvcalc.model.hf.quantization import read_quantization
 
-    q = read_quantization(cfg.get("quantization_config"))
+    q = read_quantization(cfg.get("quantization_config"), cfg.get("expert_dtype"))
     if q is None:
         return dtype, None
     names = {"nf4": "int4"}

@@ -171,9 +171,13 @@ def _modelopt_mixed(layers: Any) -> Quantization:
     )
 
 
-def read_quantization(q: Any) -> Quantization | None:
-    """The format of each linear-layer group from a config's quantization_config (None: unquantized)."""
+def read_quantization(q: Any, expert_dtype: Any = None) -> Quantization | None:
+    """The format of each linear-layer group from a config's quantization_config (None: unquantized). DeepSeek-V4's
+    config says beside it that its routed experts are stored apart (expert_dtype "fp4": e2m1 values with ue8m0
+    scales per 32, MXFP4's layout), the rest in its fp8 blocks."""
     quant = _read_quantization(q)
+    if quant is not None and expert_dtype == "fp4" and quant.experts is None:
+        quant = quant.model_copy(update={"experts": named("mxfp4")})
     if quant is not None and isinstance(q, dict):
         # NOTE: SGLang's --kv-cache-dtype auto becomes fp8 when the checkpoint says so (0.5.5
         # model_runner: ModelOpt's kv_cache_quant_algo "FP8"; compressed-tensors' kv_cache_scheme).

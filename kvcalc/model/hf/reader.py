@@ -9,6 +9,7 @@ from typing import Any
 
 from kvcalc.errors import SpecError
 from kvcalc.model.hf import bailing as hf_bailing
+from kvcalc.model.hf import deepseek_v4 as hf_v4
 from kvcalc.model.hf import encdec as hf_encdec
 from kvcalc.model.hf import hybrid as hf_hybrid
 from kvcalc.model.hf import laguna as hf_laguna
@@ -129,6 +130,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_bailing.bailing_hybrid(cfg, layers, hidden, el)
     if model_type == hf_sparse.MODEL_TYPE:
         return hf_sparse.sparse_layers(cfg, layers)
+    if model_type == hf_v4.MODEL_TYPE:
+        return hf_v4.layers(cfg, layers)  # a window a layer, compressed entries on CSA / HCA layers
     if hf_mla.is_mla(cfg):
         return hf_mla.indexer_pattern(cfg, layers)  # uniform MLA, or DSA layers sharing an indexer
     if isinstance(cfg.get("block_configs"), list):
@@ -344,7 +347,7 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         head_dim = hf_mla.mla_head_dim(cfg)
     if head_dim is None and model_type == "mpt":
         head_dim = hidden // heads
-    if not hf_mla.is_mla(cfg) and not {"kv_heads", "head_dim"} & set(overrides):
+    if not hf_mla.is_mla(cfg) and model_type != hf_v4.MODEL_TYPE and not {"kv_heads", "head_dim"} & set(overrides):
         refuse_unread_shape(cfg, kv_heads or heads, head_dim or hidden // heads)
     if cross := cfg.get("cross_attention_layers"):
         if not isinstance(cross, list):
@@ -397,6 +400,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
         fields["intermediate_size"] = inter
     if hf_mla.is_mla(cfg):
         fields.update(hf_mla.mla_fields(cfg))
+    elif model_type == hf_v4.MODEL_TYPE:
+        fields.update(hf_v4.fields(cfg))
     elif model_type == hf_sparse.MODEL_TYPE:
         fields.update(hf_sparse.index_fields(cfg))
     elif model_type in V_NARROWER and cfg.get("v_head_dim") not in (None, fields["head_dim"]):

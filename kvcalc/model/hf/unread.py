@@ -90,14 +90,19 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             "sparse_attention_config (MiniMax-M3's block-sparse attention, with an indexer cache of its own) is not read",
             hint="its cache is not estimated, rather than guessed",
         )
-    # DeepSeek-V3.2 and GLM-5's indexer is read (model/hf/mla.py); DeepSeek-V4 compresses its cache per layer.
-    if model_type == "deepseek_v4" or cfg.get("compress_ratios"):
+    # DeepSeek-V3.2 and GLM-5's indexer is read (model/hf/mla.py); DeepSeek-V4's compressed caches (model/hf/
+    # deepseek_v4.py) under its own model_type only.
+    if model_type != "deepseek_v4" and cfg.get("compress_ratios"):
         raise cfg.refuse(
-            "DeepSeek-V4's compressed sparse attention (compress_ratios per layer) is not read",
+            f"compress_ratios (DeepSeek-V4's compressed attention) in a '{model_type}' config is not read",
             hint="its cache is not estimated, rather than guessed",
         )
-    if (cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa")) and not (
-        cfg.get("index_n_heads") and cfg.get("index_head_dim") and cfg.get("index_topk") and cfg.get("kv_lora_rank")
+    if (
+        (cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa"))
+        and model_type != "deepseek_v4"
+        and not (
+            cfg.get("index_n_heads") and cfg.get("index_head_dim") and cfg.get("index_topk") and cfg.get("kv_lora_rank")
+        )
     ):
         raise cfg.refuse(
             "a DeepSeek Sparse Attention model needs index_n_heads, index_head_dim and index_topk beside MLA's "
@@ -215,6 +220,7 @@ PER_LAYER_READ_BY_TYPE = {
     "laguna": {"num_attention_heads_per_layer", "gating_types"},  # hf_laguna
     # Ling's layer layout (hf_bailing) and Ling 3's SwiGLU clamps (no weights)
     "bailing_hybrid": {"layer_group_size", "expert_swiglu_limit_list", "share_expert_swiglu_limit_list"},
+    "deepseek_v4": {"compress_ratios"},  # hf_deepseek_v4
 }
 
 

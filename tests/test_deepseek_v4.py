@@ -1,0 +1,183 @@
+"""DeepSeek-V4's compressed attention, read from its hub configs (tests/fixtures/real_configs, vendored by
+aiconfigurator-core 0.12.0) and checked against figures derived by hand from transformers 5.25's DeepseekV4 modules
+(docs/deepseek_v4.md): the cache of the window, compressed and index entries, the parameters, the reads and FLOPs
+a step takes, and the engines' refusals."""
+
+import json
+from fractions import Fraction
+
+import pytest
+from conftest import FIXTURES, run, run_json
+
+from kvcalc.cost.flops import _compressed_sum, compressed_pairs, decode_attention_flops, prefill_attention_flops
+from kvcalc.cost.kvcache import attended_tokens, cache_bytes, cache_report, index_tokens_held, tokens_held
+from kvcalc.cost.params import param_counts
+from kvcalc.errors import SpecError
+from kvcalc.model.hf.reader import spec_from_config
+from kvcalc.model.presets import get_model
+from kvcalc.model.spec import LayerKind, LayerRun
+
+CONFIGS = FIXTURES / "real_configs"
+
+
+def _config(name: str) -> dict:
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+def _spec(name: str):
+    return spec_from_config(_config(name), name, name)
+
+
+def _groups(spec) -> dict[tuple[int | None, bool], int]:
+    return {(run.compress_ratio, run.compress_topk): n for run, n in spec.layer_groups()}
+
+
+def test_flash_layers_window_csa_and_hca():
+    # compress_ratios: 0, 0, then 4 / 128 alternating to layer 42 (a 4); the 44th entry is the MTP layer's
+    spec = _spec("deepseek-v4-flash")
+    assert spec.num_layers == 43 and spec.compressed_attention
+    assert _groups(spec) == {(None, False): 2, (4, True): 21, (128, False): 20}
+    assert {run.window_tokens for run, _ in spec.layer_groups()} == {128}
+    assert (spec.kv_lora_rank, spec.qk_rope_head_dim, spec.head_dim_effective) == (448, 64, 512)
+    assert spec.expert_dtype == "mxfp4" and spec.dtype == "fp8"  # expert_dtype "fp4" beside the fp8 blocks
+    assert spec.checkpoint is not None and spec.checkpoint.rotary_dim == 64
+
+
+def test_flash_cache_at_a_million_tokens_by_hand():
+    spec = _spec("deepseek-v4-flash")
+    seq = 1_048_576
+    # entries: 2 window layers x 128; 21 CSA x (128 + seq // 4); 20 HCA x (128 + seq // 128), each 512 elements
+    entries = 2 * 128 + 21 * (128 + 262_144) + 20 * (128 + 8_192)
+    index = 21 * 262_144 * (128 + 4)  # one fp8 key and an fp32 scale per compressed entry of a CSA layer
+    assert cache_bytes(spec, 1, seq, "bf16") == entries * 512 * 2 + index == 6_537_216_000
+    assert cache_bytes(spec, 1, seq, "fp8") == entries * 512 + index
+
+
+def test_flash_bytes_per_token_while_the_windows_grow_and_after():
+    spec = _spec("deepseek-v4-flash")
+    report = cache_report(spec, 1, 8192, "bf16")
+    # growing: every layer's window entry (43 x 512) + 21 x 512 / 4 + 20 x 512 / 128, and 21 x 132 / 4 index bytes
+    assert report.bytes_per_token == (43 * 512 + 21 * 128 + 20 * 4) * 2 + 21 * 33 == 50_261
+    # past the 128-token windows: 21 x (1,024 / 4 + 33) + 20 x 1,024 / 128 (the doc's formula, bf16 entries)
+    assert report.bytes_per_token_past_windows == 21 * (256 + 33) + 20 * 8 == 6_229
+    fp8 = cache_report(spec, 1, 8192, "fp8")
+    assert fp8.bytes_per_token_past_windows == 21 * (128 + 33) + 20 * 4
+
+
+def test_a_partial_group_stays_in_the_compressor():
+    csa = LayerRun(kind=LayerKind.MLA, window_tokens=128, compress_ratio=4, compress_topk=True)
+    hca = LayerRun(kind=LayerKind.MLA, window_tokens=128, compress_ratio=128)
+    assert tokens_held(csa, 1_003) == 128 + 250 and index_tokens_held(csa, 1_003) == 250
+    assert tokens_held(hca, 1_003) == 128 + 7 and index_tokens_held(hca, 1_003) == 7
+    assert tokens_held(hca, 100) == 100  # inside the window, no whole group of 128 yet
+
+
+def test_attention_reads_the_window_and_the_top_k():
+    csa = LayerRun(kind=LayerKind.MLA, window_tokens=128, compress_ratio=4, compress_topk=True)
+    hca = LayerRun(kind=LayerKind.MLA, window_tokens=128, compress_ratio=128)
+    assert attended_tokens(csa, 32_768, 512) == 128 + 512  # 8,192 compressed entries, the indexer's top 512 read
+    assert attended_tokens(csa, 1_000, 512) == 128 + 250
+    assert attended_tokens(hca, 32_768, 512) == 128 + 256  # an HCA layer reads every compressed entry
+
+
+def test_decode_flops_by_hand():
+    spec = _spec("deepseek-v4-flash")
+    seq = 32_768
+    per_entry = 2 * 64 * (512 + 512)  # 64 heads score and read the one 512-wide entry (K = V)
+    attended = 2 * 128 + 21 * (128 + 512) + 20 * (128 + 256)
+    scored = 21 * (seq // 4) * 2 * 64 * 128  # the CSA indexer: 64 heads x 128 over every compressed entry
+    assert decode_attention_flops(spec, seq) == per_entry * attended + scored
+
+
+@pytest.mark.parametrize("ratio,cap", [(4, None), (4, 100), (128, None), (4, 1), (128, 3)])
+def test_compressed_prefill_pairs_match_counting(ratio, cap):
+    for prompt in (1, 3, 4, 5, 127, 128, 129, 1_000, 1_003):
+        counted = sum(i // ratio if cap is None else min(cap, i // ratio) for i in range(1, prompt + 1))
+        assert _compressed_sum(prompt, ratio, cap) == counted, (prompt, ratio, cap)
+
+
+def test_prefill_flops_by_hand():
+    spec = _spec("deepseek-v4-flash")
+    p = 1_000
+    window = 128 * 129 // 2 + (p - 128) * 128  # query i sees min(i, 128) raw tokens
+    csa = LayerRun(kind=LayerKind.MLA, window_tokens=128, compress_ratio=4, compress_topk=True)
+    assert compressed_pairs(csa, p, 512) == (window + sum(i // 4 for i in range(1, p + 1)), 124_750)
+    pairs = 2 * window + 21 * (window + 124_750) + 20 * (window + sum(i // 128 for i in range(1, p + 1)))
+    assert prefill_attention_flops(spec, p) == 2 * 64 * 1024 * pairs + 21 * 124_750 * 2 * 64 * 128
+
+
+def test_parameters_from_the_modules():
+    # transformers 5.25 DeepseekV4 per layer: q_a (H x 1,024) + its norm + q_b (1,024 x 64 x 512) + kv_proj (H x 512)
+    # + its norm + o_a (8 x 1,024 x 4,096) + o_b (8,192 x H) + 64 sinks; compressors (CSA: kv and gate H x 1,024,
+    # bias 4 x 1,024, norm, and the indexer's H x 256 twice, 4 x 256, 128, q_b 1,024 x 64 x 128, weights H x 64; HCA:
+    # H x 512 twice, 128 x 512, norm); 256 experts of 3 x 2,048 x H, a shared one, a router (with a correction bias
+    # past the 3 hash layers); two norms; two hyper-connections of 24 x 4H + 24 + 3; the head's 4 x 4H + 4 + 1
+    cfg = _config("deepseek-v4-flash")
+    h = cfg["hidden_size"]
+    attention = h * 1024 + 1024 + 1024 * 64 * 512 + h * 512 + 512 + 8 * 1024 * 4096 + 8 * 1024 * h + 64
+    csa = 2 * h * 1024 + 4 * 1024 + 512 + 2 * h * 256 + 4 * 256 + 128 + 1024 * 64 * 128 + h * 64
+    hca = 2 * h * 512 + 128 * 512 + 512
+    moe = 256 * h + 3 * 256 * 2048 * h + 3 * 2048 * h
+    hc = 2 * (24 * 4 * h + 24 + 3)
+    layer = attention + moe + 2 * h + hc
+    total = 43 * layer + 21 * csa + 20 * hca + 40 * 256 + 2 * 129_280 * h + h + 16 * h + 5
+    counts = param_counts(_spec("deepseek-v4-flash"))
+    assert counts.total == total == 284_332_240_471  # the hub's "284B"
+    assert round(counts.active_excl_embedding / 1e9, 2) == 13.27
+    assert param_counts(_spec("deepseek-v4-pro")).total == 1_572_997_201_763  # the hub's "1.6T"
+
+
+def test_transformers_layer_types_read_alike():
+    cfg = _config("deepseek-v4-flash")
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+    modern = {k: v for k, v in cfg.items() if k not in ("compress_ratios", "num_hash_layers")}
+    modern["layer_types"] = [names[r] for r in cfg["compress_ratios"][:43]]
+    modern["mlp_layer_types"] = ["hash_moe"] * 3 + ["moe"] * 40
+    a, b = _spec("deepseek-v4-flash"), spec_from_config(modern, "deepseek-v4-flash", "deepseek-v4-flash")
+    assert a.expanded_layers() == b.expanded_layers() and a.hash_layers == b.hash_layers == 3
+
+
+def test_a_bad_ratio_is_one_line():
+    cfg = _config("deepseek-v4-flash")
+    cfg["compress_ratios"] = [0, 0, 8] + cfg["compress_ratios"][3:]
+    with pytest.raises(SpecError, match="compress_ratios holds 8"):
+        spec_from_config(cfg, "v4", "v4.json")
+    other = {**_config("deepseek-r1-distill-qwen-32b"), "compress_ratios": [4] * 64}
+    with pytest.raises(SpecError, match="compress_ratios .* is not read"):
+        spec_from_config(other, "x", "x.json")
+
+
+def test_presets_and_cli():
+    assert get_model("deepseek-ai/DeepSeek-V4-Flash").name == "deepseek-v4-flash"
+    out = run_json("cache", "deepseek-v4-flash", "--batch", "2", "--seq", "1m")
+    assert out["total_bytes"] == 2 * 6_537_216_000 and out["bytes_per_token_past_windows"] == 6_229
+    fit = run_json("fit", "deepseek-v4-flash", "--gpu", "h200", "--tp", "4", "--seq", "128k")
+    assert fit["fits"] is True
+
+
+@pytest.mark.parametrize(
+    "engine,words",
+    [
+        ("vllm", "vLLM 0.19 does not serve deepseek-v4-flash"),
+        ("sglang", "SGLang's DeepSeek-V4 pools"),
+        ("trtllm", "TensorRT-LLM's DeepSeek-V4 caches"),
+    ],
+)
+def test_engines_without_its_pools_refuse_in_one_line(engine, words):
+    result = run("fit", "deepseek-v4-flash", "--gpu", "h200", "--tp", "4", "--engine", engine)
+    assert result.exit_code != 0 and result.stderr.count("\n") == 1 and words in result.stderr
+    llama = run("fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "4", "--engine", "llamacpp")
+    assert llama.exit_code != 0 and "llama.cpp's DeepSeek-V4 caches" in llama.stderr
+
+
+def test_the_ceiling_reads_fewer_kv_bytes_than_v32_at_long_context():
+    # same cache dtype, 128k tokens: V4-Flash's step reads windows, 512 top-k entries and index keys where
+    # DeepSeek-V3.2 reads 2,048 top-k latents and every index key of 61 layers
+    v4 = run_json("roofline", "deepseek-v4-flash", "--gpu", "h200", "--tp", "8", "--batch", "1", "--seq", "128k")
+    v32 = run_json("roofline", "deepseek-v3.2", "--gpu", "h200", "--tp", "8", "--batch", "1", "--seq", "128k")
+    read = [r["rows"][0]["kv_bytes"] for r in (v4, v32)]
+    # one sequence, whole on every rank: V4 reads its attended entries (bf16) and every CSA index key
+    attended = 2 * 128 + 21 * (128 + 512) + 20 * (128 + 1024)
+    assert read[0] == attended * 512 * 2 + 21 * 32_768 * 132
+    assert read[0] < read[1]
+    assert Fraction(read[0], read[1]) < Fraction(1, 2)
