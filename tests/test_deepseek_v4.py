@@ -159,7 +159,6 @@ def test_presets_and_cli():
     "engine,words",
     [
         ("vllm", "vLLM 0.19 does not serve deepseek-v4-flash"),
-        ("sglang", "SGLang's DeepSeek-V4 pools"),
         ("trtllm", "TensorRT-LLM's DeepSeek-V4 caches"),
     ],
 )
@@ -181,3 +180,63 @@ def test_the_ceiling_reads_fewer_kv_bytes_than_v32_at_long_context():
     assert read[0] == attended * 512 * 2 + 21 * 32_768 * 132
     assert read[0] < read[1]
     assert Fraction(read[0], read[1]) < Fraction(1, 2)
+
+
+def test_sglang_pools_by_hand():
+    # SGLang 0.5.23 DSV4PoolConfigurator at default flags: fp8 rows of 448 + 128 + 8 = 584 B, pages padded to 576 B
+    # (256 window slots: 149,760 B, 585 a token; 64 CSA slots: 37,440 B, 585 a slot; 2 HCA slots: 1,728 B, 864 a slot)
+    from kvcalc.engines.sglang.dsv4 import page_bytes, pools
+
+    assert (page_bytes(256), page_bytes(64), page_bytes(2)) == (149_760, 37_440, 1_728)
+    flash = get_model("deepseek-v4-flash")
+    sized = pools(flash, range(43), 100 * 2**30, 256)
+    # a window token: 43 x 585 + 21 CSA layers' two fp32 compressor states (8,192 + 2,048 B a row, 8 rows a page)
+    per_swa = 43 * 585 + 21 * 8 / 256 * (8_192 + 2_048)
+    assert per_swa == 31_875
+    # a full token: a tenth of a window token, 21 x (585 + 132) / 4 and 20 x 864 / 128
+    assert sized.bytes_per_full_token == 0.1 * per_swa + 21 * (585 + 132) / 4 + 20 * 864 / 128 == 7_086.75
+    # the HCA states of 257 requests, 128 ring slots each, rows to a multiple of 128, 4,096 B a row, 20 layers
+    rows = -(-(257 * 128 + 129) // 128) * 128
+    assert sized.fixed_bytes == rows * 4_096 * 20 == 2_715_811_840
+    full = int((100 * 2**30 - sized.fixed_bytes) / 7_086.75) // 256 * 256
+    assert sized.full_tokens == full == 14_768_128
+    assert sized.swa_tokens == int(full * 0.1) // 256 * 256 == 1_476_608
+    # the pools allocate one logical page more each, unbudgeted: 10.4 MB over the 100 GiB
+    assert sized.allocated_bytes == 107_384_613_376
+    assert pools(flash, range(43), 100 * 2**30, 32).full_tokens == 15_099_392  # DP attention 8: 32 requests a rank
+    pro = pools(get_model("deepseek-v4-pro"), range(61), 100 * 2**30, 256)
+    assert (pro.bytes_per_full_token, pro.fixed_bytes) == (10_115.25, 4_209_508_352)
+
+
+def test_sglang_fit_uses_its_pool():
+    from kvcalc.engines.sglang.dsv4 import pools
+    from kvcalc.engines.sglang.pool import SglangSettings, predict
+    from kvcalc.model.presets import get_gpu
+
+    spec = get_model("deepseek-v4-flash")
+    pool = predict(spec, get_gpu("h200"), SglangSettings(tp=8), seq=131_072)
+    assert pool.kv_dtype == "fp8" and pool.page_size == 256 and pool.max_running_requests == 256
+    assert round(pool.mem_fraction_static, 3) == 0.897  # 1 - 14,848 MiB / 143,771 MiB (no prefill graph for V4)
+    rest = pool.pre_load_free_bytes - pool.weights_bytes - pool.pre_load_free_bytes * (1 - pool.mem_fraction_static)
+    assert pool.max_total_num_tokens == pools(spec, range(43), rest, 256).full_tokens
+    fit = run_json("fit", "deepseek-v4-flash", "--gpu", "h200", "--tp", "8", "--engine", "sglang", "--seq", "128k")
+    assert fit["kv_capacity_tokens"] == pool.max_total_num_tokens and fit["kv_dtype"] == "fp8"
+
+
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        (["--engine-version", "0.5.20"], "SGLang 0.5.20's DeepSeek-V4 pools are not modelled"),
+        (["--kv-dtype", "bf16"], "DeepSeek-V4's bf16 cache layout under SGLang is not modelled"),
+        (["--engine-version", "0.5.11"], "no model class for DeepseekV4ForCausalLM (first in 0.5.12)"),
+    ],
+)
+def test_sglang_refuses_what_is_not_read(flags, words):
+    result = run("fit", "deepseek-v4-flash", "--gpu", "h200", "--tp", "8", "--engine", "sglang", *flags)
+    assert result.exit_code != 0 and result.stderr.count("\n") == 1 and words in result.stderr
+
+
+@pytest.mark.parametrize("gpu,words", [("a100", "not ampere"), ("mi355x", "pools on ROCm (its unified cache)")])
+def test_sglang_refuses_gpus_without_its_v4_kernels(gpu, words):
+    result = run("fit", "deepseek-v4-flash", "--gpu", gpu, "--tp", "8", "--engine", "sglang")
+    assert result.exit_code != 0 and result.stderr.count("\n") == 1 and words in result.stderr

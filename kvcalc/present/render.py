@@ -291,7 +291,9 @@ def _kv_heads_shown(spec) -> str:  # noqa: ANN001
     set a different figure (Gemma 4's full layers)."""
     if spec.compressed_attention:
         width = spec.latent_rank + spec.rope_dim
-        return f"1, K = V: one {width}-element entry ({spec.kv_lora_rank} + {spec.qk_rope_head_dim} RoPE) per entry held"
+        return (
+            f"1, K = V: one {width}-element entry ({spec.kv_lora_rank} + {spec.qk_rope_head_dim} RoPE) per entry held"
+        )
     if spec.is_mla:
         return f"none: an MLA latent of {spec.kv_lora_rank} + {spec.qk_rope_head_dim} elements per token"
     heads = spec.cached_kv_heads

@@ -25,7 +25,7 @@ from kvcalc.engines.runtime import (
     SGLANG_TP_INIT_RING_BYTES,
     has_nvls,
 )
-from kvcalc.engines.sglang import graphs, swa
+from kvcalc.engines.sglang import dsv4, graphs, swa
 from kvcalc.engines.sglang import release as rel
 from kvcalc.engines.sglang.mamba import StatePool, stage_state, state_bytes_per_request, state_pool, too_few_states
 from kvcalc.engines.weights import weight_bytes
@@ -127,9 +127,11 @@ def _blackwell(gpu: GpuSpec) -> bool:
 
 
 def auto_kv_dtype(spec: ModelSpec, gpu: GpuSpec) -> str:
-    """SGLang's --kv-cache-dtype auto: fp8 for a checkpoint whose quantization declares an fp8 KV cache
-    and for a DSA model on Blackwell (SM 10+); otherwise the dtype the model is served in."""
+    """SGLang's --kv-cache-dtype auto: fp8 for a checkpoint whose quantization declares an fp8 KV cache, for a DSA
+    model on Blackwell (SM 10+) and for DeepSeek-V4; otherwise the dtype the model is served in."""
     checkpoint_quant = spec.checkpoint.quantization if spec.checkpoint else None
+    if spec.compressed_attention:  # DeepSeek-V4: fp8_e4m3 on every GPU (overrides.py _deepseek_v4_kv_cache_dtype)
+        return "fp8"
     if (checkpoint_quant and checkpoint_quant.kv_cache_fp8) or (spec.is_sparse and _blackwell(gpu)):
         return "fp8"
     return _act_dtype(spec)
@@ -213,6 +215,8 @@ def predict(
     version = rel.parse_release(settings.release)
     if refusal := rel.model_refusal(spec, version):
         raise UsageError(f"--engine sglang: {refusal[0]}", hint=refusal[1])
+    if v4 := spec.compressed_attention:
+        dsv4.check(version, settings.kv_dtype, gpu_family(gpu))
     tp, pp = settings.tp, settings.pp
     dp = tp if settings.dp_attention else 1
     attn_tp = tp // dp
@@ -224,7 +228,8 @@ def predict(
     scaled = spec.is_sparse and not _blackwell(gpu)
     ranges = _stage_ranges(spec, pp)
     has_mla = any(cell_bytes(spec, kv_dtype, attn_tp, r)[2] for r in ranges[:1])
-    page = DSA_PAGE_TOKENS if spec.is_sparse else rel.page_size(version, settings.page_size, spec, gpu, has_mla)
+    page = dsv4.PAGE_TOKENS if v4 else DSA_PAGE_TOKENS if spec.is_sparse else None
+    page = page or rel.page_size(version, settings.page_size, spec, gpu, has_mla)
     fraction = settings.mem_fraction_static
     default = fraction is None
     vlm = graphs.multimodal(version, spec.architecture, bool(spec.checkpoint and spec.checkpoint.vision))
@@ -259,13 +264,17 @@ def predict(
     )
     stage_tokens = []
     first = None
+    v4_pools: dsv4.Dsv4Pools | None = None
+    given_running = settings.max_running_requests or (dsv4.MAX_RUNNING if v4 else None)
     router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu, version)
-    for layers in ranges:
+    for stage, layers in enumerate(ranges):
         w = weight_bytes(
             spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4, copies_16bit_mla=True
         )
         wb = w.total + LOAD_OVERHEAD_BYTES
-        if attn_tp != tp:
+        if v4:  # SGLang's own V4 loading is not read: kvcalc's shard, in the checkpoint's formats
+            wb = dsv4.weights(spec, tp, stage, pp, dtype, settings.dp_attention) + LOAD_OVERHEAD_BYTES
+        elif attn_tp != tp:
             # DP attention: the attention projections, and MLA's copies of kv_b_proj, are split over the
             # attention-TP group only.
             group = weight_bytes(spec, act, quant, tp=attn_tp, layers=layers, copies_16bit_mla=True)
@@ -286,12 +295,14 @@ def predict(
         cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers, scaled)
         tokens = int(rest // cell) if rest > 0 and cell else 0
         tokens = tokens // page * page
+        if v4:
+            tokens, cell, v4_pools = dsv4.stage(spec, layers, rest, max(1, (given_running or 0) // dp), v4_pools)
         stage_tokens.append(tokens)
         if first is None:
             first = (wb, available, rest, states, cell, k_cell, mla, layers)
     wb, available, rest, states, cell, k_cell, mla, layers0 = first
     tokens = min(stage_tokens)  # PP: an all-reduce MIN over the stages' counts
-    swa_tokens = None
+    swa_tokens = v4_pools.swa_tokens if v4_pools else None  # DeepSeek-V4's window pool (its layers are MLA-kind)
     expanded = spec.expanded_layers()
     full_layers = [i for i in layers0 if expanded[i].kind in (LayerKind.FULL, LayerKind.MLA)]
     # NOTE: Llama-4's chunked layers are the sliding side of its split (get_hybrid_layer_ids: (i + 1) % 4 != 0)
@@ -316,14 +327,15 @@ def predict(
     refusal = too_long
     if tokens <= 0 and refusal is None:
         refusal = rel.refusal(version, fraction, available / GIB, pre / GIB)
-    mrr = rel.max_running_requests(version, tokens, context_len, settings.max_running_requests, dp) if tokens > 0 else 0
+    mrr = rel.max_running_requests(version, tokens, context_len, given_running, dp) if tokens > 0 else 0
     if states is not None:
         mrr = min(mrr, states.slots // states.per_request)
         if mrr <= 0 and tokens > 0 and refusal is None:
             refusal = too_few_states(version, states)
     slots = tokens + page
-    bits = _elem_bits(kv_dtype)
-    if mla:
+    if v4_pools is not None:
+        k_b, v_b, kv_b = None, None, v4_pools.allocated_bytes
+    elif mla:
         k_b = v_b = None
         kv_b = slots * cell
     elif swa_tokens is not None:
@@ -333,7 +345,6 @@ def predict(
         v_b, kv_b = slots * (f_kv - f_k) + (swa_tokens + 1) * (s_kv - s_k), None
     else:
         k_b, v_b, kv_b = slots * k_cell, slots * (cell - k_cell), None
-    del bits
     capacity = tokens * dp
     held = requests_held(tokens, page, mrr, dp, seq)
     fits = refusal is None and held >= 1 and batch <= held

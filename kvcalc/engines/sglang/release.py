@@ -37,6 +37,7 @@ SERVED_FROM = {
     "MiMoV2FlashForCausalLM": (0, 5, 7), "Step3p5ForCausalLM": (0, 5, 9), "Gemma4ForCausalLM": (0, 5, 11),
     "Gemma4ForConditionalGeneration": (0, 5, 11), "BailingMoeV2_5ForCausalLM": (0, 5, 9),
     "BailingMoeV3ForCausalLM": (0, 5, 19), "LagunaForCausalLM": (0, 5, 12), "KimiK3ForConditionalGeneration": (0, 5, 17),
+    "DeepseekV4ForCausalLM": (0, 5, 12),
 }  # fmt: skip
 
 
@@ -78,11 +79,6 @@ def model_refusal(spec: ModelSpec, release: tuple[int, int, int]) -> tuple[str, 
         )
     if (registered := SGLANG_RENAMED.get(spec.architecture or "")) is not None:
         why = f"SGLang has no model class for {spec.architecture}; it registers this model as {registered}"
-        return why, "kvcalc's own estimate without --engine"
-    if spec.compressed_attention:
-        why = (
-            "SGLang's DeepSeek-V4 pools (compressed and window caches, index keys, compressor states) are not modelled"
-        )
         return why, "kvcalc's own estimate without --engine"
     if spec.has_sparse_layers:
         why = "SGLang's MiniMax-M3 pool (MiniMaxSparseKVPool: index keys beside K and V, pages of 128) is not modelled"
