@@ -240,3 +240,20 @@ def test_sglang_refuses_what_is_not_read(flags, words):
 def test_sglang_refuses_gpus_without_its_v4_kernels(gpu, words):
     result = run("fit", "deepseek-v4-flash", "--gpu", gpu, "--tp", "8", "--engine", "sglang")
     assert result.exit_code != 0 and result.stderr.count("\n") == 1 and words in result.stderr
+
+
+def test_plan_names_the_engine_that_serves_it():
+    # vLLM 0.19 has no DeepSeek-V4 class, so every option is refused under plan's default engine; SGLang 0.5.23 serves
+    # it (and kvcalc models its pools), TensorRT-LLM's V4 caches are not modelled
+    out = run_json("plan", "deepseek-v4-flash", "--users", "16", "--seq", "8k", "--gpu", "h200", status=3)
+    assert out["options"] == []
+    assert any(
+        "--engine vllm does not serve DeepseekV4ForCausalLM" in n and "pass --engine sglang" in n for n in out["notes"]
+    )
+    served = run_json(
+        "plan", "deepseek-v4-flash", "--users", "16", "--seq", "8k", "--gpu", "h200", "--engine", "sglang"
+    )
+    assert served["engine"] == "sglang" and served["options"][0]["kv_dtype"] == "fp8"
+    assert served["options"][0]["command"].startswith(
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4"
+    )

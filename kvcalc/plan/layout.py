@@ -197,7 +197,9 @@ def layout_facts(
         nodes=nodes or 1,
         seq=length,
         gpu_util=gpu_util,
-        max_num_seqs=seqs,
+        max_num_seqs=None
+        if engine == "sglang"
+        else seqs,  # vLLM's default is not SGLang's (plan raises it to the users)
         kv_dtype=kv,
         quantize=quantize,
     )

@@ -297,6 +297,11 @@ def plan(
         notes.append(
             f"no price for {', '.join(unpriced)}: listed after the priced options by GPU count; give --price GPU=USD/h"
         )
+    if not options and (other := _engines_serving(spec, engine)):
+        notes.append(
+            f"--engine {engine} does not serve {spec.architecture} (every option is refused there); "
+            f"{other} {'does' if ' or ' not in other else 'do'}: pass --engine {other.split()[0]}"
+        )
     known = {n.lower() for g in gpus for n in (g.name, *g.aliases)}
     unused = sorted(k for k in prices or {} if k not in known)
     if unused:
@@ -363,3 +368,21 @@ def _families(rejects: list[tuple[str, int, str, str, float]], met: set[tuple[st
         where = f"{gpu} x{'/'.join(map(str, counts))}"
         out.append(Rejection(gpu=gpu, gpus=counts, kind=kind, line=f"{where}: {line}"))
     return out
+
+
+def _engines_serving(spec, engine: str) -> str | None:  # noqa: ANN001
+    """Where `engine` has no class for the model's architecture, the engines kvcalc models that do ("sglang or
+    trtllm"); None where it has one (its options were rejected for other reasons) or none does."""
+    from kvcalc.engines.sglang.release import DEFAULT_RELEASE, model_refusal, parse_release
+    from kvcalc.engines.trtllm.models import architecture_refusal
+    from kvcalc.engines.vllm.startup import unsupported_architecture
+
+    refused = {
+        "vllm": unsupported_architecture(spec) is not None,
+        "sglang": model_refusal(spec, parse_release(DEFAULT_RELEASE)) is not None,
+        "trtllm": architecture_refusal(spec) is not None,
+    }
+    if not refused.get(engine):
+        return None
+    serving = [name for name, no in refused.items() if not no]
+    return " or ".join(serving) or None
