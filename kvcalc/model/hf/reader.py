@@ -17,6 +17,7 @@ from kvcalc.model.hf import legacy as hf_legacy
 from kvcalc.model.hf import mla as hf_mla
 from kvcalc.model.hf import moe as hf_moe
 from kvcalc.model.hf import nas as hf_nas
+from kvcalc.model.hf import native as hf_native
 from kvcalc.model.hf import positions as hf_positions
 from kvcalc.model.hf import sharing as hf_sharing
 from kvcalc.model.hf import sparse as hf_sparse
@@ -138,6 +139,8 @@ def _pattern(cfg: Config, model_type: str, layers: int, hidden: int, el: StateDt
         return hf_nas.block_configs(cfg, layers, hidden)
     if model_type == "mimo_v2_flash":
         return hf_windows.mimo_v2(cfg, layers)
+    if model_type == "gpt_neo":
+        return hf_windows.gpt_neo(cfg, layers)
     if model_type == "llama4_text" or (cfg.get("attention_chunk_size") and cfg.get("layer_types") is None):
         return hf_windows.llama4_chunked(cfg, layers)
     if model_type == "nemotron_h":
@@ -249,6 +252,7 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
     model_type = SAME_TEXT_MODEL.get(model_type, model_type)  # its own defaults taken, read as the family it is
     if model_type == hf_step.MODEL_TYPE:
         data = hf_step.normalized(data, where)
+    data = hf_native.normalized(model_type, data)  # MiMo-V2-Flash's and Kimi Linear's transformers-native configs
     for nested in ("ffn_config", "attn_config"):
         if data.get(nested) is not None and not isinstance(data[nested], dict):
             raise SpecError(f"{where}: field {nested} must be an object, got {data[nested]!r}")

@@ -203,6 +203,9 @@ PER_LAYER_READ = {
     # Gemma 3n: each layer's MLP activation sparsity (0.95 in the first ten of E2B / E4B): a top-k of the
     # activations, neither a cache nor a parameter (its "pattern" would read as a KV shape below)
     "activation_sparsity_pattern",
+    # a rotary base or scaling a layer (Granite SWA's layer_rope_theta, Molmo 2's rope_scaling_layers): no weights,
+    # no cache
+    "layer_rope_theta", "rope_scaling_layers",
 }  # fmt: skip
 # Words that mark a per-layer list as shaping the KV cache (KV heads, head width, windows, compression, which
 # layers are which: MiMo-V2-Flash's hybrid_layer_pattern).
@@ -221,6 +224,7 @@ PER_LAYER_READ_BY_TYPE = {
     # Ling's layer layout (hf_bailing) and Ling 3's SwiGLU clamps (no weights)
     "bailing_hybrid": {"layer_group_size", "expert_swiglu_limit_list", "share_expert_swiglu_limit_list"},
     "deepseek_v4": {"compress_ratios"},  # hf_deepseek_v4
+    "gpt_neo": {"attention_layers"},  # hf_windows.gpt_neo
 }
 
 
@@ -240,6 +244,8 @@ def unread_per_layer(cfg: Config, model_type: str = "") -> list[str]:
         and len(value) in lengths
         and key not in read
         and not key.endswith(("token_id", "token_ids", "tokens"))
+        # every layer its own K and V source (transformers' Mistral Large 4 writes the identity when none is shared)
+        and not (key == "kv_source_layers" and value == list(range(len(value))))
     ]
 
 
@@ -273,7 +279,8 @@ def parameter_doubts(cfg: Config, model_type: str = "") -> list[str]:
     if isinstance(layout, list):
         experts = cfg.get("num_local_experts", "n_routed_experts", "num_experts", default=0)
         sparse = layout[leading_dense(layout) :]
-        if any(t != "sparse" for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
+        routed = {"sparse", "moe", "hash_moe"} if model_type == "deepseek_v4" else {"sparse"}  # V4: hash-routed
+        if any(t not in routed for t in sparse) or (sparse and not (isinstance(experts, int) and experts > 1)):
             doubts.append("mlp_layer_types other than leading dense layers then MoE layers is not read")
     if model_type == "longcat_flash":
         doubts.append(

@@ -121,3 +121,19 @@ def mimo_v2(cfg: Config, layers: int) -> list[LayerRun]:
     heads = cfg.int_field("swa_num_key_value_heads", default=cfg.int_field("num_key_value_heads"))
     sliding = LayerRun(kind=LayerKind.SLIDING, window_tokens=win, kv_heads=heads)
     return [sliding if p == 1 else LayerRun() for p in pattern]
+
+
+def gpt_neo(cfg: Config, layers: int) -> list[LayerRun]:
+    """GPT-Neo: attention_layers (or attention_types, [[["global", "local"], 12]] expanded as GPTNeoConfig does) marks
+    each layer global (full) or local (a sliding window of window_size tokens, 256 by default)."""
+    kinds = cfg.get("attention_layers")
+    if kinds is None:
+        spec = cfg.get("attention_types", default=[[["global", "local"], layers // 2]])
+        try:
+            kinds = [kind for names, repeat in spec for _ in range(int(repeat)) for kind in names]
+        except (TypeError, ValueError):
+            raise cfg.refuse("attention_types must be [[kinds, repeat], ...] (GPTNeoConfig)") from None
+    if not isinstance(kinds, list) or len(kinds) != layers or set(kinds) - {"global", "local"}:
+        raise cfg.refuse(f"attention_layers must name 'global' or 'local' for each of the {layers} layers")
+    win = window(cfg, cfg.overrides.get("window") or cfg.get("window_size", default=256))
+    return [LayerRun(kind=LayerKind.SLIDING, window_tokens=win) if k == "local" else LayerRun() for k in kinds]
