@@ -104,3 +104,21 @@ def test_per_layer_fields_that_shape_nothing_do_not_block_the_count():
     shared = {**hub, "kv_source_layers": [0] + list(range(layers - 1))}
     with pytest.raises(SpecError, match=r"kv_source_layers \(one value per layer\) is not read"):
         spec_from_config(shared, "x", "x.json")
+
+
+def test_families_not_read_say_what_stops_them():
+    # transformers 5 names Zamba's Mamba layers linear_attention: refused as Zamba, not as a gated DeltaNet missing
+    # its linear_num_key_heads; an indexer beside non-MLA attention is not DeepSeek Sparse Attention
+    zamba = {
+        "model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 2560, "num_hidden_layers": 4,
+        "num_attention_heads": 32, "vocab_size": 32000,
+        "layer_types": ["linear_attention", "hybrid", "linear_attention", "linear_attention"],
+    }  # fmt: skip
+    with pytest.raises(SpecError, match="Mamba layers beside a shared attention block"):
+        spec_from_config(zamba, "z", "z.json")
+    indexed = {
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 4,
+        "num_attention_heads": 16, "vocab_size": 32000, "intermediate_size": 8192, "index_topk": 2048,
+    }  # fmt: skip
+    with pytest.raises(SpecError, match="index_topk without MLA's kv_lora_rank"):
+        spec_from_config(indexed, "i", "i.json")

@@ -97,6 +97,17 @@ def refuse_unread(cfg: Config, model_type: str) -> None:
             f"compress_ratios (DeepSeek-V4's compressed attention) in a '{model_type}' config is not read",
             hint="its cache is not estimated, rather than guessed",
         )
+    if model_type in ("zamba", "zamba2"):
+        # transformers 5 names their Mamba layers linear_attention, which would read as Qwen3-Next's gated DeltaNet
+        raise cfg.refuse(
+            f"{model_type}: Mamba layers beside a shared attention block (Zamba's hybrid layers) are not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
+    if cfg.get("index_topk") and not cfg.get("kv_lora_rank") and model_type != "deepseek_v4":
+        raise cfg.refuse(
+            "index_topk without MLA's kv_lora_rank (an indexer over attention layers that are not DeepSeek's) is not read",
+            hint="its cache is not estimated, rather than guessed",
+        )
     if (
         (cfg.get("index_topk") or model_type in ("deepseek_v32", "glm_moe_dsa"))
         and model_type != "deepseek_v4"
