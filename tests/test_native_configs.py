@@ -122,3 +122,14 @@ def test_families_not_read_say_what_stops_them():
     }  # fmt: skip
     with pytest.raises(SpecError, match="index_topk without MLA's kv_lora_rank"):
         spec_from_config(indexed, "i", "i.json")
+
+
+def test_minimax_m3_shared_expert_without_n_shared_experts():
+    # transformers' MiniMaxM3VLSparseMoeBlock builds shared_experts of shared_intermediate_size whatever the config
+    # says of n_shared_experts, which its own config class does not define: 57 MoE layers (the first 3 are dense)
+    # x 3 x 6,144 x 3,072
+    hub = _hub("minimax-m3")
+    native = {k: v for k, v in hub.items() if k != "n_shared_experts"}
+    a, b = spec_from_config(hub, "m3", "hub"), spec_from_config(native, "m3", "native")
+    assert b.shared_expert_intermediate_size == a.shared_expert_intermediate_size == 3072
+    assert param_counts(b).shared_experts == 57 * 3 * 6144 * 3072

@@ -101,6 +101,10 @@ def moe_fields(cfg: Config, model_type: str) -> dict[str, Any]:
         shared = cfg.get("shared_expert_intermediate_size")
     elif model_type in ("granitemoehybrid", "granitemoeshared"):
         shared = cfg.get("shared_intermediate_size", default=0)
+    elif model_type == "minimax_m3" and cfg.get("shared_intermediate_size"):
+        # MiniMaxM3VLSparseMoeBlock's shared_experts: one MLP of shared_intermediate_size, built whether or not the
+        # config names n_shared_experts (MiniMax's own config: 1)
+        shared = cfg.get("n_shared_experts", default=1) * cfg.get("shared_intermediate_size")
     elif model_type in ("hunyuan", "hunyuan_v1_moe"):
         # vLLM hunyuan_v1.py: the shared MLP is intermediate_size x num_shared_expert wide, when
         # use_mixed_mlp_moe is on.
