@@ -165,8 +165,6 @@ def test_presets_and_cli():
 def test_engines_without_its_pools_refuse_in_one_line(engine, words):
     result = run("fit", "deepseek-v4-flash", "--gpu", "h200", "--tp", "4", "--engine", engine)
     assert result.exit_code != 0 and result.stderr.count("\n") == 1 and words in result.stderr
-    llama = run("fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "4", "--engine", "llamacpp")
-    assert llama.exit_code != 0 and "llama.cpp's DeepSeek-V4 caches" in llama.stderr
 
 
 def test_the_ceiling_reads_fewer_kv_bytes_than_v32_at_long_context():
@@ -257,3 +255,78 @@ def test_plan_names_the_engine_that_serves_it():
     assert served["options"][0]["command"].startswith(
         "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4"
     )
+
+
+def _v4_gguf_metadata(ratios: list[int] | None = None) -> dict:
+    # V4-Flash's attention as llama.cpp's converter writes it (conversion/deepseek.py; keys src/llama-arch.cpp)
+    ratios = ratios or _config("deepseek-v4-flash")["compress_ratios"][:43]
+    md = {
+        "block_count": 43, "embedding_length": 4096, "attention.head_count": 64, "attention.head_count_kv": 1,
+        "attention.key_length": 512, "attention.value_length": 512, "rope.dimension_count": 64,
+        "attention.sliding_window": 128, "attention.compress_ratios": ratios, "attention.q_lora_rank": 1024,
+        "attention.output_group_count": 8, "attention.output_lora_rank": 1024, "attention.indexer.head_count": 64,
+        "attention.indexer.key_length": 128, "attention.indexer.top_k": 512, "expert_count": 256,
+        "expert_used_count": 6, "expert_feed_forward_length": 2048, "expert_shared_count": 1,
+        "hyper_connection.count": 4, "hash_layer_count": 3, "vocab_size": 129280, "context_length": 1048576,
+    }  # fmt: skip
+    return {"general.architecture": "deepseek4", **{f"deepseek4.{k}": v for k, v in md.items()}}
+
+
+def _v4_gguf(tmp_path, md: dict | None = None):
+    from gguf_writer import gguf_bytes
+
+    path = tmp_path / "DeepSeek-V4-Flash-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes(md or _v4_gguf_metadata(), [("token_embd.weight", (4096, 129280), "q4_K")])[0])
+    return path
+
+
+def test_gguf_reads_as_the_config_does(tmp_path):
+    from kvcalc.model.gguf.arch import spec_from_gguf
+    from kvcalc.model.gguf.reader import read_header
+
+    data = _v4_gguf(tmp_path).read_bytes()
+    spec = spec_from_gguf(read_header(lambda s, n: data[s : s + n], "v4.gguf", 4096), "v4.gguf")
+    hub = _spec("deepseek-v4-flash")
+    assert spec.expanded_layers() == hub.expanded_layers() and spec.architecture == "DeepseekV4ForCausalLM"
+    assert cache_bytes(spec, 1, 1_048_576, "bf16") == cache_bytes(hub, 1, 1_048_576, "bf16") == 6_537_216_000
+    assert (spec.index_topk, spec.o_groups, spec.hc_mult, spec.hash_layers) == (512, 8, 4, 3)
+    short = _v4_gguf_metadata([0, 4])
+    with pytest.raises(SpecError, match="compress_ratios is shorter than block_count"):
+        data = _v4_gguf(tmp_path, short).read_bytes()
+        spec_from_gguf(read_header(lambda s, n: data[s : s + n], "v4.gguf", 4096), "v4.gguf")
+
+
+def test_llamacpp_dsv4_buffers_by_hand():
+    # llama_kv_cache_dsv4 (0c1e57098) at -c 8192 -np 1 -ub 512, f16: a raw cache of all 43 layers over
+    # PAD(min(8192, 128 + 512), 256) = 768 cells, K only, 512 wide; the 21 CSA layers' compressed cache and index keys
+    # over PAD(8192 / 4, 256) = 2,048 cells, the 20 HCA layers' over PAD(64, 256) = 256; f32 compressor states
+    from kvcalc.engines.llamacpp.eras import era
+    from kvcalc.engines.llamacpp.kv import kv_parts
+
+    spec = get_model("deepseek-v4-flash")
+    parts, refusal = kv_parts(spec, 8192, era(None), parallel=1, ubatch=512, type_k="f16", type_v="f16")
+    got = {(p.cache, p.cells): p.bytes for p in parts}
+    assert refusal is None
+    assert got[("non-SWA", 8192)] == 0  # llama.cpp logs the iSWA's full half; it holds no layer
+    assert got[("SWA", 768)] == 43 * 768 * 512 * 2 == 33_816_576  # 32.25 MiB
+    assert got[("CSA", 2048)] == 21 * 2048 * 512 * 2 == 44_040_192
+    assert got[("HCA", 256)] == 20 * 256 * 512 * 2 == 5_242_880
+    assert got[("CSA indexer", 2048)] == 21 * 2048 * 128 * 2 == 11_010_048
+    states = sorted(p.bytes for p in parts if p.cache == "compressor state")
+    # CSA: 2 planes x 1,024 x 8 slots; HCA: 2 x 512 x 128; the indexer's: 2 x 256 x 8; f32, 21 / 20 / 21 layers
+    assert states == sorted([21 * 2 * 1024 * 8 * 4, 20 * 2 * 512 * 128 * 4, 21 * 2 * 256 * 8 * 4])
+    assert sum(p.bytes for p in parts) == 106_315_776  # 101.39 MiB
+    # ggml-org/llama.cpp#27680's start-up log: -c 64000 (one sequence), -ub 4096, bf16: "4352 cells, 43 layers",
+    # 182.75 MiB of raw cache, states 1.31 / 10.00 / 0.33 MiB
+    logged, _ = kv_parts(spec, 64_000, era(None), parallel=1, ubatch=4096, type_k="bf16", type_v="bf16")
+    (raw,) = [p for p in logged if p.cache == "SWA"]
+    assert (raw.cells, raw.layers, round(raw.bytes / 2**20, 2)) == (4352, 43, 182.75)
+    mib = sorted(round(p.bytes / 2**20, 2) for p in logged if p.cache == "compressor state")
+    assert mib == [0.33, 1.31, 10.0]
+    # llama.cpp's refusals: K and V cache types that differ (MLA and deepseek4), a build without the cache
+    assert kv_parts(spec, 8192, era(None), type_k="q8_0", type_v="f16")[1] == (
+        "model does not support different K (q8_0) and V (f16) cache types"
+    )
+    old = run("fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "4", "--engine", "llamacpp", "--engine-version",
+              "2026-01")  # fmt: skip
+    assert old.exit_code != 0 and "no deepseek4 architecture" in old.stderr

@@ -94,20 +94,30 @@ def _reads(
     return out
 
 
-def _kv(r: LlamaCppResult, devs: list[int | None], cells: int, prompt: bool) -> dict[int | None, float]:
+# DeepSeek-V4's caches (engines/llamacpp/kv.dsv4_parts): a compressed entry per this many tokens
+COMPRESSED = {"CSA": 4, "CSA indexer": 4, "HCA": 128}
+
+
+def _kv(
+    r: LlamaCppResult, devs: list[int | None], cells: int, prompt: bool, topk: int | None = None
+) -> dict[int | None, float]:
     """KV bytes read per device: `cells` cells of each attention layer's stream (its window at most);
-    a recurrent layer's whole state is read and written back."""
+    a recurrent layer's whole state is read and written back. DeepSeek-V4's compressed caches: one entry per ratio
+    tokens (a CSA layer's attention the indexer's `topk` of them)."""
     out: dict[int | None, float] = {}
     for p in r.kv_parts:
         if not p.layers or not p.cells:
             continue
         per_cell = p.bytes / (p.layers * p.cells * p.streams)
+        entries = min(cells // COMPRESSED.get(p.cache, 1), p.cells)
+        if p.cache == "CSA" and topk and not prompt:
+            entries = min(entries, topk)
         for il in p.layer_ids:
             dev = devs[il] if il < len(devs) - 1 else None
-            if p.cache == "recurrent":
+            if p.cache in ("recurrent", "compressor state"):
                 moved = 0.0 if prompt else 2.0 * p.bytes / (p.layers * p.streams)
             else:
-                moved = per_cell * min(cells, p.cells)
+                moved = per_cell * entries
             out[dev] = out.get(dev, 0.0) + moved
     return out
 
@@ -169,7 +179,7 @@ def step_features(
     seqs = 1 if prefill else max(1, batch)
     tokens = prompt_tokens if prefill else seqs
     reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe)
-    kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill).items()}
+    kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill, spec.index_topk).items()}
     runs = spec.expanded_layers()
     attends = [run.kind != LayerKind.STATELESS for run in runs]
     moe, sub = spec.routes_experts(), spec.sub_blocks()

@@ -37,7 +37,7 @@ def cache_type(kv_dtype: str | None) -> str | None:
 
 
 class KvPart(Result):
-    cache: str  # "non-SWA" | "SWA" | "recurrent" | "indexer" (DeepSeek Sparse Attention's keys)
+    cache: str  # "non-SWA" | "SWA" | "recurrent" | "indexer" (DSA's keys); DeepSeek-V4: "CSA", "HCA", "CSA indexer", "compressor state"
     layers: int
     cells: int  # kv_size: cells per stream, as the `( N cells, L layers, a/b seqs)` log line prints
     streams: int
@@ -119,10 +119,7 @@ def kv_parts(
             hint="kvcalc's own estimate without --engine",
         )
     if spec.compressed_attention:
-        raise UsageError(
-            f"{spec.name}: kvcalc does not model llama.cpp's DeepSeek-V4 caches (compressed, window and index)",
-            hint="kvcalc's own estimate without --engine",
-        )
+        return dsv4_parts(spec, n_ctx, era, parallel, unified, ubatch, type_k, type_v, swa_full)
     if spec.is_sparse and not era.dsa:
         raise UsageError(
             f"{spec.name}: llama.cpp builds of the {era.key} era have no DeepSeek Sparse Attention cache "
@@ -220,3 +217,68 @@ def _indexer_part(spec: ModelSpec, layers: list[LayerRun], cells: int, streams: 
         cache="indexer", layers=len(ids), cells=cells, streams=streams, k_type=type_k, v_type=None, k_bytes=k,
         v_bytes=0, layer_ids=ids,
     )  # fmt: skip
+
+
+# DeepSeek-V4 (src/llama-kv-cache-dsv4.cpp of 0c1e57098, llama-cpp-python 0.3.36): the ratios it hard-codes, and its
+# compressor states' rows (f32, a stream each): CSA's kv and score planes of 2 x head_dim over 8 slots, HCA's of
+# head_dim over 128, the indexer's of 2 x index_head_dim over 8
+DSV4_CSA, DSV4_HCA = 4, 128
+DSV4_STATE_SLOTS = {DSV4_CSA: 8, DSV4_HCA: 128}
+
+
+def dsv4_parts(
+    spec: ModelSpec, n_ctx: int, era: Era, parallel: int, unified: bool, ubatch: int, type_k: str, type_v: str,
+    swa_full: bool,
+) -> tuple[list[KvPart], str | None]:  # fmt: skip
+    """llama_kv_cache_dsv4's buffers: a raw cache of every layer over the window's cells (the SWA half of an iSWA
+    whose full half has no layer), the CSA and HCA layers' compressed caches and the CSA indexer's keys over
+    PAD(ceil(n_ctx_seq / ratio), 256) cells, all K only in -ctk's type, a stream a sequence whatever
+    --kv-unified says; and three f32 compressor states per stream. Refused as llama.cpp refuses: K and V types that
+    differ; builds of an era without the DSA cache (no deepseek4 either)."""
+    if not era.dsa:
+        raise UsageError(
+            f"{spec.name}: llama.cpp builds of the {era.key} era have no deepseek4 architecture (kvcalc reads "
+            "llama-kv-cache-dsv4.cpp as 0c1e57098 builds it, beside the DeepSeek Sparse Attention cache)",
+            hint="--engine-version 2026-04",
+        )
+    refusal = (
+        f"model does not support different K ({type_k}) and V ({type_v}) cache types" if type_k != type_v else None
+    )
+    n_ctx_seq, _ = context_cells(n_ctx, parallel, unified, True, era)
+    streams = max(1, parallel)
+    layers = spec.expanded_layers()
+    window = max((run.window_tokens or 0) for run in layers)
+    raw = n_ctx_seq if swa_full else pad(min(n_ctx_seq, window + ubatch), 256)
+    raw_type = type_k  # its iSWA is built with -ctk's type (llama-kv-cache-dsv4.cpp kv_raw), f16 or not
+    entry, index = spec.latent_rank + spec.rope_dim, spec.index_head_dim or 0
+    every = list(range(len(layers)))
+    by_ratio = {r: [il for il, run in enumerate(layers) if run.compress_ratio == r] for r in (DSV4_CSA, DSV4_HCA)}
+
+    def part(cache: str, ids: list[int], cells: int, width: int, kind: str) -> KvPart:
+        k = streams * cells * row_bytes(kind, width) * len(ids) if width else 0
+        return KvPart(
+            cache=cache, layers=len(ids), cells=cells, streams=streams, k_type=kind, v_type=None, k_bytes=k, v_bytes=0,
+            layer_ids=ids,
+        )  # fmt: skip
+
+    def compressed(ratio: int) -> int:
+        return pad(max(1, -(-n_ctx_seq // ratio)), 256)
+
+    parts = [
+        part("non-SWA", [], n_ctx_seq, 0, type_k),  # logged, no layer: what one sequence may hold
+        part("SWA", every, raw, entry, raw_type),
+        part("CSA", by_ratio[DSV4_CSA], compressed(DSV4_CSA), entry, type_k),
+        part("HCA", by_ratio[DSV4_HCA], compressed(DSV4_HCA), entry, type_k),
+        part("CSA indexer", by_ratio[DSV4_CSA], compressed(DSV4_CSA), index, type_k),
+    ]
+    states = [(DSV4_CSA, 2 * entry), (DSV4_HCA, entry), (DSV4_CSA, 2 * index)]  # (ratio, a row's f32 values)
+    for ratio, row in states:
+        ids = by_ratio[ratio]
+        k = 2 * row * DSV4_STATE_SLOTS[ratio] * 4 * streams * len(ids)
+        parts.append(
+            KvPart(
+                cache="compressor state", layers=len(ids), cells=DSV4_STATE_SLOTS[ratio], streams=streams,
+                k_type="f32", v_type=None, k_bytes=k, v_bytes=0, layer_ids=ids,
+            )
+        )  # fmt: skip
+    return [p for p in parts if p.layers or p.cache == "non-SWA"], refusal

@@ -133,6 +133,8 @@ def llamacpp_memory(
     compute = max(compute_of.values(), default=0)
     kv_dev: dict[int | None, int] = {}
     for p in parts:
+        if not p.layers:
+            continue  # DeepSeek-V4's full half holds no layer (engines/llamacpp/kv.dsv4_parts)
         per_layer = p.bytes // p.layers
         for il in p.layer_ids:
             kv_dev[devs[il]] = kv_dev.get(devs[il], 0) + per_layer

@@ -68,6 +68,8 @@ SUPPORTED = {
     # MLA with DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2, GLM-5; HY-V4 where the file has one):
     # its keys cached apart
     "deepseek32", "glm-dsa", "hy_v4",
+    # DeepSeek-V4's compressed attention: a window in every layer, compressed caches by ratio (model/gguf/deepseek4.py)
+    "deepseek4",
     # Kimi Delta Attention layers (no KV heads: recurrent, a head_dim x head_dim state a head) beside MLA ones
     "kimi-linear",
     # lightning attention layers (recurrent: a head_dim x head_dim state a head) beside full attention (MiniMax-01, M1)
@@ -236,6 +238,11 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         spec["checkpoint"] = Checkpoint(mtp_blocks=nextn)
     if arch in ARCHITECTURES:
         spec["architecture"] = ARCHITECTURES[arch]
+    if arch == "deepseek4":
+        from kvcalc.model.gguf import deepseek4
+
+        v4 = deepseek4.fields(lambda key, default=None: _get(md, arch, key, default), n, name)
+        return build(ModelSpec, {**spec, **v4}, f"{name} (GGUF)")
     swa_width, full_width, k_as_v = _own_widths(md, arch, n, names)
     if swa_width is not None:
         spec["head_dim"] = swa_width

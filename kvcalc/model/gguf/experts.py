@@ -13,6 +13,7 @@ from kvcalc.model.gguf.reader import arch_value as _get
 # (ernie4_5-moe, qwen2moe: no shared experts without it).
 SHARED_RULES = {
     "deepseek": "count", "deepseek2": "count", "deepseek32": "count", "glm-dsa": "count", "hy_v4": "count",
+    "deepseek4": "count",
     "mistral4": "count", "glm4moe": "count", "dots1": "count", "bailingmoe": "count",
     "afmoe": "count", "bailingmoe2": "length x count", "cohere2moe": "length or count", "exaone-moe": "length or one",
     "gemma4": "ff",  # gemma4.cpp: "for expert layers, we use normal FFN as shared expert"
