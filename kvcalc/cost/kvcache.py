@@ -95,9 +95,6 @@ def elements_per_token(spec: ModelSpec, run: LayerRun, tp: int = 1) -> int:
     return 0
 
 
-# DeepSeek Sparse Attention's indexer keys are cached in fp8 with one fp32 scale per 128 elements, whatever
-# the latent's dtype (vLLM's DeepseekV32IndexerCache, SGLang's DSATokenToKVPool: 128 + 4 = 132 B a token).
-INDEX_SCALE_BLOCK = 128
 # MiniMax-M3's index keys are kept in the model's 16-bit dtype (SGLang 0.5.23 get_minimax_sparse_index_dtype: bf16
 # unless an fp8 KV cache runs on the fp8 attention-GEMM backends, not modelled), one key a token, no scale.
 SPARSE_INDEX_BYTES = 2
@@ -106,7 +103,9 @@ SPARSE_INDEX_BYTES = 2
 def index_bytes_per_token(spec: ModelSpec, run: LayerRun) -> int:
     """Bytes one indexed entry adds to one layer's indexer cache: a token of DSA's MLA layers or MiniMax-M3's sparse
     layers, a compressed entry of DeepSeek-V4's CSA layers (index_tokens_held counts them); 0 elsewhere. The indexer
-    key is a single head shared by all query heads, so every rank holds it whole."""
+    key is a single head shared by all query heads, so every rank holds it whole. DSA's keys are fp8 with an fp32 scale
+    per 128 elements, whatever the latent's dtype (ModelSpec.index_entry_bytes; vLLM's DeepseekV32IndexerCache,
+    SGLang's DSATokenToKVPool: 128 + 4 = 132 B a token)."""
     if spec.index_head_dim is None or run.index_shared:
         return 0
     if run.sparse:
@@ -299,9 +298,10 @@ def _explain_indexer(steps: list[str], spec: ModelSpec, index_token: int, kv_tok
         steps.append(f"{shared} MLA layers reuse an earlier layer's top-k: no indexer of their own")
     ratios = {run.compress_ratio for run, _ in spec.layer_groups() if index_bytes_per_token(spec, run)}
     share = f" / {ratios.pop()} (one key per compressed entry)" if ratios != {None} and len(ratios) == 1 else ""
+    owner = "The CSA layers'" if share else "DeepSeek Sparse Attention's"
     steps.append(
-        f"{'DeepSeek Sparse Attention' if not share else 'The CSA layers'}' indexer keys: {layers} layers × ({d} fp8 "
-        f"+ {-(-d // INDEX_SCALE_BLOCK)} × 4 B fp32 scale){share} = {index_token:,} B per token, in every KV dtype; "
+        f"{owner} indexer keys: {layers} layers × ({d} fp8 "
+        f"+ {spec.index_entry_bytes - d} B of fp32 scales){share} = {index_token:,} B per token, in every KV dtype; "
         f"{kv_token_bytes:,} + {index_token:,} = {kv_token_bytes + index_token:,} B per token"
     )
     what = "compressed entries" if share else "tokens"
