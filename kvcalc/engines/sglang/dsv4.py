@@ -116,8 +116,9 @@ def check(release: tuple[int, int, int], kv_dtype: str | None, family: str) -> N
 
 def weights(spec: ModelSpec, tp: int, stage: int, pp: int, dtype: str | None, dp_attention: bool) -> int:
     """One rank's weights: kvcalc's shard in the checkpoint's formats (fp8 blocks, MXFP4 experts). SGLang's own V4
-    loading (its bf16 compressor and indexer projections, fp32 norms, hyper-connections and sinks, its MoE padding)
-    is not read; those are under 1% of the bytes."""
+    loading is not read: its indexer's wq_b and weights_proj replicated in bf16 (kvcalc splits them, in fp8), its
+    compressors' wkv_gate in bf16 where the checkpoint keeps them so, fp32 norms, hyper-connections and sinks, its MoE
+    runner's padding. For V4-Flash at tp 8 that is up to about 0.6 GiB a rank more: under 1% of its pool's tokens."""
     from kvcalc.cost.shard import rank_weight_bytes_resident
 
     return rank_weight_bytes_resident(spec, tp, stage, pp, dtype, dp_attention)
