@@ -187,6 +187,7 @@ def layout_facts(
     base = dict(engine=engine, gpu=gpu.name, gpus=tp * pp, tp=tp, pp=pp, ep=ep, dp_attention=dp_attention)
     quantize = dtype if dtype in ("fp8",) and spec.dtype in ("bf16", "fp16", "fp32") else None
     hub = next((a for a in spec.aliases if "/" in a), None)  # a preset's hub id, for the command line
+    launch_seqs = None if engine == "sglang" else seqs  # vLLM's default is not SGLang's (plan raises it to the users)
     line = command(
         engine,
         model_id or hub or spec.name,
@@ -197,9 +198,7 @@ def layout_facts(
         nodes=nodes or 1,
         seq=length,
         gpu_util=gpu_util,
-        max_num_seqs=None
-        if engine == "sglang"
-        else seqs,  # vLLM's default is not SGLang's (plan raises it to the users)
+        max_num_seqs=launch_seqs,
         kv_dtype=kv,
         quantize=quantize,
     )

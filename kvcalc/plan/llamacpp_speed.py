@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from kvcalc.cost.calibration import Calibration
 from kvcalc.engines.llamacpp.buffers import TensorRow, layer_devices
+from kvcalc.engines.llamacpp.kv import DSV4_CSA, DSV4_HCA
 from kvcalc.engines.llamacpp.memory import LlamaCppResult
 from kvcalc.hardware.gpu import GpuSpec
 from kvcalc.model.gguf.types import BY_NAME
@@ -95,7 +96,7 @@ def _reads(
 
 
 # DeepSeek-V4's caches (engines/llamacpp/kv.dsv4_parts): a compressed entry per this many tokens
-COMPRESSED = {"CSA": 4, "CSA indexer": 4, "HCA": 128}
+COMPRESSED = {"CSA": DSV4_CSA, "CSA indexer": DSV4_CSA, "HCA": DSV4_HCA}
 
 
 def _kv(

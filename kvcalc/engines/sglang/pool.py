@@ -268,17 +268,18 @@ def predict(
     given_running = settings.max_running_requests or (dsv4.MAX_RUNNING if v4 else None)
     router, mxfp4 = sglang_gate_bytes(spec, version), rel.mxfp4_layout(gpu, version)
     for stage, layers in enumerate(ranges):
-        w = weight_bytes(
-            spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4, copies_16bit_mla=True
-        )
-        wb = w.total + LOAD_OVERHEAD_BYTES
         if v4:  # SGLang's own V4 loading is not read: kvcalc's shard, in the checkpoint's formats
             wb = dsv4.weights(spec, tp, stage, pp, dtype, settings.dp_attention) + LOAD_OVERHEAD_BYTES
-        elif attn_tp != tp:
-            # DP attention: the attention projections, and MLA's copies of kv_b_proj, are split over the
-            # attention-TP group only.
-            group = weight_bytes(spec, act, quant, tp=attn_tp, layers=layers, copies_16bit_mla=True)
-            wb += group.attention - w.attention + group.mla_absorbed - w.mla_absorbed
+        else:
+            w = weight_bytes(
+                spec, act, quant, tp=tp, layers=layers, router_bytes=router, mxfp4_layout=mxfp4, copies_16bit_mla=True
+            )
+            wb = w.total + LOAD_OVERHEAD_BYTES
+            if attn_tp != tp:
+                # DP attention: the attention projections, and MLA's copies of kv_b_proj, are split over the
+                # attention-TP group only.
+                group = weight_bytes(spec, act, quant, tp=attn_tp, layers=layers, copies_16bit_mla=True)
+                wb += group.attention - w.attention + group.mla_absorbed - w.mla_absorbed
         if weights_bytes is not None and layers.start == 0:
             wb = weights_bytes
         available = pre - wb
@@ -293,10 +294,10 @@ def predict(
             )  # fmt: skip
             rest -= states.bytes
         cell, k_cell, mla = cell_bytes(spec, kv_dtype, attn_tp, layers, scaled)
-        tokens = int(rest // cell) if rest > 0 and cell else 0
-        tokens = tokens // page * page
         if v4:
             tokens, cell, v4_pools = dsv4.stage(spec, layers, rest, max(1, (given_running or 0) // dp), v4_pools)
+        else:
+            tokens = (int(rest // cell) if rest > 0 and cell else 0) // page * page
         stage_tokens.append(tokens)
         if first is None:
             first = (wb, available, rest, states, cell, k_cell, mla, layers)

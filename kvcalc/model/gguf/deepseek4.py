@@ -25,8 +25,7 @@ def fields(get: Callable[..., Any], n: int, name: str) -> dict[str, Any]:
         raise SpecError(f"{name}: deepseek4.attention.compress_ratios holds {bad[0]}; llama.cpp reads 0, 4 or 128")
     key, rope = get("attention.key_length_swa") or get("attention.key_length"), get("rope.dimension_count", 64)
     index = [get(f"attention.indexer.{k}") for k in ("head_count", "key_length", "top_k")]
-    shape = [window, key, get("attention.q_lora_rank"), get("attention.output_group_count")]
-    shape.append(get("attention.output_lora_rank"))
+    shape = [window, key, *(get(f"attention.{k}") for k in ("q_lora_rank", "output_group_count", "output_lora_rank"))]
     if not all(isinstance(v, int) and v > 0 for v in shape + index) or not 0 < rope < key:
         raise SpecError(
             f"{name}: deepseek4 metadata lacks attention.sliding_window / key_length / q_lora_rank / "
