@@ -166,3 +166,18 @@ def test_the_largest_batch_and_context_under_vllm_are_its_pools():
     assert (
         "Largest context at batch 2,000 (vLLM 0.19's pool): none: 2,000 requests are never held at once." in cap.stdout
     )
+
+
+def test_windowed_capacity_says_what_requests_of_seq_hold():
+    # Gemma-2-9B: 42 layers, 21 of them sliding over 4,096 tokens. The capacity is counted at every layer's rate
+    # (vLLM's definition: 344,064 B a token), but a 32,768-token request caches 21 x 32,768 + 21 x 4,096 layer-tokens,
+    # not 42 x 32,768: requests of that length hold 42 x 32,768 / 36,864 = 1.778x the capacity's tokens.
+    out = run_json("fit", "gemma-2-9b", "--gpu", "h100", "--seq", "32k")
+    held = int(out["max_concurrency"] * 32768)
+    assert held / out["kv_capacity_tokens"] == pytest.approx(42 * 32768 / (21 * 32768 + 21 * 4096), rel=1e-3)
+    text = run("fit", "gemma-2-9b", "--gpu", "h100", "--seq", "32k").stdout
+    assert f"{out['kv_capacity_tokens']:,} tokens with every layer caching each token ({held:,} in 32,768-token" in text
+    # no window, nothing to say: Llama-3.1-8B's requests hold the capacity (within a block's rounding)
+    assert "caching each token" not in run("fit", "llama-3.1-8b", "--gpu", "h100", "--seq", "32k").stdout
+    # nor once the requests sit inside the window
+    assert "caching each token" not in run("fit", "gemma-2-9b", "--gpu", "h100", "--seq", "4k").stdout

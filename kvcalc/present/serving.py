@@ -92,8 +92,17 @@ def fit_sheet(result) -> Sheet:  # noqa: ANN001
     sheet.notes.append(f"Largest batch at {result.seq:,} tokens{whose}: {result.max_batch:,}.")
     sheet.notes.append(f"Largest context at batch {result.batch:,}{whose}: {_largest_context(result)}.")
     basis = "" if result.capacity_basis == "kvcalc" else f" ({result.capacity_basis}'s definition)"
+    # Windowed layers stop growing at their window: requests of --seq tokens then hold more tokens than the
+    # capacity counted at every layer's rate (vLLM's definition too). Say both rather than leave them to disagree.
+    held = int(result.max_concurrency * result.seq)
+    windows = (
+        f" with every layer caching each token ({held:,} in {result.seq:,}-token requests, their windowed"
+        " layers capped)"
+        if result.capacity_basis == "kvcalc" and held > result.kv_capacity_tokens * 1.01
+        else ""
+    )
     sheet.notes.append(
-        f"KV capacity{basis}: {result.kv_capacity_tokens:,} tokens; "
+        f"KV capacity{basis}: {result.kv_capacity_tokens:,} tokens{windows}; "
         f"concurrency for {result.seq:,}-token requests: {result.max_concurrency:.2f}x."
     )
     if result.kv_heads_replicated:
