@@ -186,20 +186,24 @@ def token_elements(spec: ModelSpec, tp: int = 1) -> int:
     return sum(n * rate_elements(spec, run, tp) for run, n in spec.layer_groups() if grows_with_seq(run))
 
 
+def caps_at_window(run: LayerRun) -> bool:
+    """A layer whose held tokens stop at a window: sliding, chunked, or DeepSeek-V4's latent window."""
+    return run.kind.windowed or run.latent_window
+
+
 def rate_elements(spec: ModelSpec, run: LayerRun, tp: int = 1, past_window: bool = False) -> int:
     """Elements one more token adds to one layer while its window grows (past_window: once it is full): a held
     token's, and under DeepSeek-V4's compression a 1 / compress_ratio share of a compressed entry (the spec checks
     that the ratio divides it)."""
     per = elements_per_token(spec, run, tp)
     compressed = per // run.compress_ratio if run.compress_ratio else 0
-    windowed = run.kind.windowed or run.latent_window
-    return compressed + (0 if past_window and windowed else per)
+    return compressed + (0 if past_window and caps_at_window(run) else per)
 
 
 def bytes_per_token_past_windows(spec: ModelSpec, kv_dtype: str, tp: int = 1) -> int | None:
     """What one more token adds once every window is full; None for a model without windows."""
     groups = spec.layer_groups()
-    if not any(run.kind.windowed or run.latent_window for run, _ in groups):
+    if not any(caps_at_window(run) for run, _ in groups):
         return None
     elements = sum(n * rate_elements(spec, run, tp, past_window=True) for run, n in groups if grows_with_seq(run))
     return elements_to_bytes(elements, kv_dtype) + index_token_bytes(spec)

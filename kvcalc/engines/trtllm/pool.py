@@ -13,8 +13,9 @@ vLLM's gpu_memory_utilization is: a 160 GiB-per-GPU model on 180 GiB keeps 0.9 x
 TensorRT-LLM, 0.9 x 180 - 160 - reserve under vLLM's rule. kvcalc's --reserve stands for the peak's
 activations and non-torch memory. MLA's latent (kv_lora_rank + qk_rope_head_dim, one head) is held
 whole on every TP rank, other KV heads split by TP, layers by PP: the per-rank KV of cost/step.stages.
-Sliding-window models are sized by bytes in a per-window pool there (max_gpu_total_bytes); kvcalc
-counts their blocks the same way as the others. Pure.
+Sliding-window layers keep their whole context too unless the server is launched with
+kv_cache_config.max_attention_window (its default None is max_seq_len for every layer), so their blocks count as
+the others' (docs/trtllm.md: per-layer windows, equal memory shares per window, are not modelled). Pure.
 """
 
 from typing import NamedTuple
