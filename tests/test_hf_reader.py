@@ -231,3 +231,25 @@ def test_a_minimax_m3_config_without_its_dense_width_gets_its_cache():
     out = run_json("cache", CONFIGS / "minimax-m3-sparse.json", "--seq", "100")
     assert out["bytes_per_token"] == 4 * 2 * 4 * 128 * 2 + 3 * 128 * 2
     assert "dense_intermediate_size" in run_json("show", CONFIGS / "minimax-m3-sparse.json")["spec"]["params_unknown"]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "change", "message"),
+    [
+        # found by mutating fixture configs: each ended as "internal error: TypeError" where the engine's weights
+        # were sized (fit / generate under vLLM)
+        ("gptq-int4.json", {"group_size": "abc"}, "quant_method 'gptq' is not understood (group_size='abc'"),
+        ("llama2-mha.json", {"vocab_size": None}, "parameters unknown: no vocab_size"),
+    ],
+)
+def test_engine_weights_refuse_a_config_by_field(tmp_path, fixture, change, message):
+    config = json.loads((CONFIGS / fixture).read_text())
+    if "group_size" in change:
+        config["quantization_config"] = {**config["quantization_config"], **change}
+    else:
+        config.update(change)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run("fit", path, "--gpu", "h100", "--engine", "vllm")
+    assert result.exit_code == 1 and message in result.stderr and "internal error" not in result.stderr
+    assert result.stderr.count("\n") == 1

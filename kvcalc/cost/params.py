@@ -248,13 +248,21 @@ def per_layer_input_params(spec: ModelSpec) -> LayerInputs:
     )
 
 
+WEIGHTS_HINT = "the cache size needs no parameters; for weights use a preset or a complete config.json"
+
+
+def counted_vocab(spec: ModelSpec) -> int:
+    """vocab_size, refused by name where a config leaves it out (the parameters and the engines' weights need it)."""
+    if spec.vocab_size is None:
+        raise SpecError(f"model '{spec.name}': parameters unknown: no vocab_size", hint=WEIGHTS_HINT)
+    return spec.vocab_size
+
+
 def param_counts(spec: ModelSpec) -> ParamCounts:
     """Parameters from the architecture (an explicit `params` is not consulted here)."""
-    if spec.params_unknown or spec.vocab_size is None:
-        raise SpecError(
-            f"model '{spec.name}': parameters unknown: {spec.params_unknown or 'no vocab_size'}",
-            hint="the cache size needs no parameters; for weights use a preset or a complete config.json",
-        )
+    if spec.params_unknown:
+        raise SpecError(f"model '{spec.name}': parameters unknown: {spec.params_unknown}", hint=WEIGHTS_HINT)
+    counted_vocab(spec)
     hidden = spec.hidden_size
     embedding = spec.vocab_size * hidden
     lm_head = 0 if spec.tie_embeddings else embedding + (spec.vocab_size if spec.lm_head_bias else 0)

@@ -14,7 +14,14 @@ import math
 from fractions import Fraction
 from typing import NamedTuple
 
-from kvcalc.cost.params import end_norm_params, layer_norm_params, output_gate_rows, per_param_bytes, sink_params
+from kvcalc.cost.params import (
+    counted_vocab,
+    end_norm_params,
+    layer_norm_params,
+    output_gate_rows,
+    per_param_bytes,
+    sink_params,
+)
 from kvcalc.model.formats import rotary_dim
 from kvcalc.model.quant import LinearFormat, Quantization, plain
 from kvcalc.model.spec import LayerKind, ModelSpec
@@ -97,7 +104,7 @@ def weight_bytes(
     def lin(fmt: LinearFormat, out_rows: int, in_cols: int, copies: int = 1) -> int:
         return sum(allocated(t) for t in fmt.tensor_bytes(out_rows, in_cols, copies))
 
-    vocab_rows = math.ceil(padded_vocab(spec.vocab_size) / tp)
+    vocab_rows = math.ceil(padded_vocab(counted_vocab(spec)) / tp)
     embedding = lin(a, vocab_rows, h) if first else 0
     head_fmt = linear if quant and quant.lm_head_quantized else a
     # NOTE: a tied LM head is the embedding tensor itself, unless the two sit on different stages.

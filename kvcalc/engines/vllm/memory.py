@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.cost.params import output_gate_rows
+from kvcalc.cost.params import counted_vocab, output_gate_rows
 from kvcalc.engines.fp32 import VLLM_SSM_A_BYTES, vllm_gate_bytes, vllm_rotary_bytes
 from kvcalc.engines.runtime import NVLS_BYTES, has_nvls
 from kvcalc.engines.weights import WeightBytes, allocated, padded_vocab, weight_bytes
@@ -171,7 +171,8 @@ def sampler_peak_bytes(spec: ModelSpec, act: int, rows: int) -> int:
     # float32 models too: vLLM 0.19's own log for Llama-3.1-8B --dtype float32 (llm-d-planner PR #205,
     # ...tp1pp1dp1--8192-dtf32.log) shows a 2.21 GiB torch peak, 1,024 x 128,256 x (4 + 3 x 4) B plus
     # the hidden states and workspaces; two float32 tensors would give 1.72 GiB.
-    return rows * padded_vocab(spec.vocab_size) * act + 3 * rows * spec.vocab_size * 4
+    vocab = counted_vocab(spec)
+    return rows * padded_vocab(vocab) * act + 3 * rows * vocab * 4
 
 
 def per_layer_buffer_bytes(spec: ModelSpec, act: int, tokens: int) -> int:

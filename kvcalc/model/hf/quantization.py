@@ -86,6 +86,8 @@ def _gptq_awq(method: str, q: dict[str, Any]) -> Quantization:
     group = q.get("group_size") or q.get("q_group_size") or 128
     if bits not in (2, 3, 4, 8):
         return Quantization(method=method, problem=f"bits={bits!r}")
+    if not isinstance(group, int) or isinstance(group, bool):  # -1: one scale per output channel
+        return Quantization(method=method, problem=f"group_size={group!r} (a whole number, -1 for per channel)")
     # NOTE: GPTQ-Marlin keeps zero points only for asymmetric checkpoints (sym=false); AWQ is
     # always asymmetric (its zero points become Marlin's zp). Scales are 16-bit.
     asym = method == "awq" or not q.get("sym", True)
