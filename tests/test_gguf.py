@@ -774,3 +774,26 @@ def test_plamo2_mamba_layers_where_a_layer_has_no_kv_heads(tmp_path):
     by = {p["cache"]: p for p in parts}
     assert by["recurrent"]["k_bytes"] == 2 * 4 * (3 * (512 + 2 * 64) + 64 * 512)
     assert by["non-SWA"]["k_bytes"] == 2 * 4096 * 2 * 32 * 2
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # each reached the arithmetic as a wrong type and ended as "internal error" (found by mutating headers)
+        (
+            {"llama.attention.head_count": "abc"},
+            "GGUF key llama.attention.head_count is 'abc': llama.cpp reads a whole",
+        ),
+        ({"llama.feed_forward_length": 1.5}, "GGUF key llama.feed_forward_length is 1.5"),
+        ({"llama.attention.head_count_kv": -3}, "GGUF key llama.attention.head_count_kv is -3"),
+        ({"llama.block_count": 0}, "GGUF metadata lacks llama.block_count or llama.embedding_length (or gives 0)"),
+        ({"tokenizer.ggml.tokens": 7}, "GGUF key tokenizer.ggml.tokens is 7: llama.cpp reads an array of strings"),
+    ],
+)
+def test_metadata_of_a_type_llamacpp_would_not_load_is_refused_by_key(tmp_path, change, message):
+    md, t = llama_like()
+    md.update(change)
+    path = tmp_path / "m.gguf"
+    path.write_bytes(gguf_bytes(md, t, data=False)[0])
+    line = _one_line_error(path)
+    assert line.startswith("kvcalc: error: m.gguf: ") and message in line

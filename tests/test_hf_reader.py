@@ -253,3 +253,18 @@ def test_engine_weights_refuse_a_config_by_field(tmp_path, fixture, change, mess
     result = run("fit", path, "--gpu", "h100", "--engine", "vllm")
     assert result.exit_code == 1 and message in result.stderr and "internal error" not in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_compressed_tensors_group_of_zero_is_refused_by_field(tmp_path):
+    # Kimi-K2.5's int4 experts (config_groups.group_0.weights.group_size 32) with the group set to 0: it had reached
+    # the weight bytes as a division by zero
+    config = json.loads((FIXTURES / "real_configs" / "kimi-k2.5.json").read_text())
+    quant = config.get("quantization_config") or config["text_config"]["quantization_config"]
+    quant["config_groups"]["group_0"]["weights"]["group_size"] = 0
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run("fit", path, "--gpu", "h100", "--tp", "8", "--engine", "vllm")
+    assert result.exit_code == 1 and "internal error" not in result.stderr and result.stderr.count("\n") == 1
+    assert "quant_method 'compressed-tensors' is not understood (group_size: Input should be greater than 0)" in (
+        result.stderr
+    )

@@ -262,10 +262,9 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
     """Parameters from the architecture (an explicit `params` is not consulted here)."""
     if spec.params_unknown:
         raise SpecError(f"model '{spec.name}': parameters unknown: {spec.params_unknown}", hint=WEIGHTS_HINT)
-    counted_vocab(spec)
-    hidden = spec.hidden_size
-    embedding = spec.vocab_size * hidden
-    lm_head = 0 if spec.tie_embeddings else embedding + (spec.vocab_size if spec.lm_head_bias else 0)
+    vocab, hidden = counted_vocab(spec), spec.hidden_size
+    embedding = vocab * hidden
+    lm_head = 0 if spec.tie_embeddings else embedding + (vocab if spec.lm_head_bias else 0)
     attention = dense = router = shared = experts = moe_layers = 0
     norms = end_norm_params(spec)  # the final norm, then each layer's
     one_expert = expert_params(spec) if spec.is_moe else 0

@@ -28,7 +28,7 @@ class LinearFormat(BaseModel):
     name: str  # fp8, int8, int4, mxfp4, nvfp4, nf4 or an activation dtype (bf16, fp16, fp32)
     weight_bits: int = Field(gt=0)
     scale: Scale = "none"
-    group_size: int | None = None  # elements along the input per scale ("group"), block edge ("block")
+    group_size: int | None = Field(default=None, gt=0)  # elements along the input per scale ("group"), block edge
     scale_bytes: int = 0  # bytes of one scale
     zero_points: bool = False  # asymmetric formats keep a packed zero point per scale
     extra_bytes: int = 0  # per-linear constants (global scales)

@@ -7,6 +7,16 @@ from pydantic import BaseModel, ValidationError
 
 from kvcalc.errors import SpecError
 
+# The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
+MAX_LAYERS = 100_000
+
+
+def too_deep(layers: int) -> str | None:
+    """Why kvcalc will not lay `layers` layers out one by one (a config's or a GGUF header's count); None: it will."""
+    return (
+        f"{layers:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})" if layers > MAX_LAYERS else None
+    )
+
 
 def validation_message(exc: ValidationError, fields: list[str] | None = None) -> str:
     """The first error as 'field.path: message' (just the message for a whole-model invariant).

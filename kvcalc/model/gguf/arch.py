@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from kvcalc.errors import SpecError
 from kvcalc.model.gguf.experts import expert_width, shared_width
-from kvcalc.model.gguf.reader import Header, Skipped, Tensor
+from kvcalc.model.gguf.reader import Header, MetadataError, Tensor, tokens_listed
 from kvcalc.model.gguf.reader import arch_value as _get
 from kvcalc.model.quant import Checkpoint
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
-from kvcalc.model.validate import build
+from kvcalc.model.validate import build, too_deep, validation_message
 
 # Sliding-window layer pattern by GGUF architecture when the file has no sliding_window_pattern:
 # (n_pattern, dense_first, kind), as each src/models/<arch>.cpp calls load_swa_pattern.
@@ -148,6 +150,15 @@ def _swa_layers(md: dict[str, Any], arch: str, n: int) -> list[bool] | None:
 
 def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = None) -> ModelSpec:
     """The ModelSpec llama.cpp would build from this header (tensors: all shards' tables)."""
+    try:
+        return _spec(header, name, tensors)
+    except MetadataError as exc:
+        raise SpecError(f"{name}: {exc.message}", hint=exc.hint) from None
+    except ValidationError as exc:  # a value of the right type that no layer can take (an array for a window)
+        raise SpecError(f"{name}: GGUF metadata: {validation_message(exc)}") from None
+
+
+def _spec(header: Header, name: str, tensors: list[Tensor] | None) -> ModelSpec:
     md = header.metadata
     arch = header.architecture
     if arch is None:
@@ -159,8 +170,10 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
         )
     n = _get(md, arch, "block_count")
     hidden = _get(md, arch, "embedding_length")
-    if not isinstance(n, int) or not isinstance(hidden, int):
-        raise SpecError(f"{name}: GGUF metadata lacks {arch}.block_count or {arch}.embedding_length")
+    if not isinstance(n, int) or not isinstance(hidden, int) or not n or not hidden:
+        raise SpecError(f"{name}: GGUF metadata lacks {arch}.block_count or {arch}.embedding_length (or gives 0)")
+    if why := too_deep(n):
+        raise SpecError(f"{name}: {arch}.block_count {why}")
     # NOTE: block_count counts the multi-token-prediction blocks kept at the end (GLM-4.5's blk.92, Ling 2.0's):
     # llama.cpp builds its cache over the trunk alone (llama_hparams::n_layer() = n_layer_all - n_layer_nextn, the
     # memory's layer filter il < n_layer()) and runs only the trunk. Their tensors stay in the parameter total.
@@ -173,8 +186,7 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     n_heads = max(heads) or 1
     ff = _get(md, arch, "feed_forward_length", 0)
     ff = max(ff) if isinstance(ff, list) else int(ff or 0)
-    tok = md.get("tokenizer.ggml.tokens")
-    vocab = _get(md, arch, "vocab_size") or (tok.length if isinstance(tok, Skipped) else len(tok or [])) or None
+    vocab = _get(md, arch, "vocab_size") or tokens_listed(md) or None
     tensors = tensors if tensors is not None else header.tensors
     names = {t.name for t in tensors}
     if vocab is None:

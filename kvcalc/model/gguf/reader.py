@@ -188,7 +188,29 @@ def read_local(path: str) -> Header:
         raise SpecError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
+class MetadataError(SpecError):
+    """A metadata value of a type llama.cpp would not load where kvcalc reads it (the caller names the file)."""
+
+
 def arch_value(md: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
-    """`{arch}.{key}` of a header's metadata, `default` where the file has none (or it was skipped, too large)."""
+    """`{arch}.{key}` of a header's metadata, `default` where the file has none (or it was skipped, too large).
+    Every key kvcalc reads this way is a whole number or an array of them in llama.cpp's loader (u32, i32, bool),
+    so a string, a float or a negative count is refused by name, as llama.cpp's get_key refuses a wrong type."""
     value = md.get(f"{arch}.{key}", default)
-    return default if isinstance(value, Skipped) else value
+    if isinstance(value, Skipped):
+        return default
+    whole = all(isinstance(v, int) for v in value) if isinstance(value, list) else isinstance(value, int) and value >= 0
+    if value is not default and not whole:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise MetadataError(f"GGUF key {arch}.{key} is {shown}: llama.cpp reads a whole number there (or an array)")
+    return value
+
+
+def tokens_listed(md: dict[str, Any]) -> int:
+    """How many tokens tokenizer.ggml.tokens lists (0: the file lists none)."""
+    tok = md.get("tokenizer.ggml.tokens")
+    if isinstance(tok, Skipped):
+        return tok.length
+    if tok is not None and not isinstance(tok, list):
+        raise MetadataError(f"GGUF key tokenizer.ggml.tokens is {tok!r}: llama.cpp reads an array of strings there")
+    return len(tok or [])

@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from kvcalc.model.quant import LinearFormat, Quantization, Scale, named, required_format
+from kvcalc.model.validate import validation_message
 
 
 def _ignored(patterns: list[str], *names: str) -> bool:
@@ -177,7 +180,12 @@ def read_quantization(q: Any, expert_dtype: Any = None) -> Quantization | None:
     """The format of each linear-layer group from a config's quantization_config (None: unquantized). DeepSeek-V4's
     config says beside it that its routed experts are stored apart (expert_dtype "fp4": e2m1 values with ue8m0
     scales per 32, MXFP4's layout), the rest in its fp8 blocks."""
-    quant = _read_quantization(q)
+    try:
+        quant = _read_quantization(q)
+    except (TypeError, ValueError, IndexError) as exc:  # a field of the wrong type or range (ValidationError too)
+        method = str(q.get("quant_method", "")).lower() or "?"
+        why = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+        return Quantization(method=method, problem=why)
     if quant is not None and expert_dtype == "fp4" and quant.experts is None:
         quant = quant.model_copy(update={"experts": named("mxfp4")})
     if quant is not None and isinstance(q, dict):

@@ -39,11 +39,9 @@ from kvcalc.model.hf.unread import (
 )
 from kvcalc.model.hf.vectors import vector_fields
 from kvcalc.model.spec import LayerKind, LayerRun, ModelSpec
-from kvcalc.model.validate import build
+from kvcalc.model.validate import build, too_deep
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
 
-# The deepest model kvcalc lays out layer by layer (the largest published ones have a few hundred layers).
-MAX_LAYERS = 100_000
 # Families whose values may be narrower than their keys (v_head_dim beside head_dim, without MLA).
 V_NARROWER = ("mimo_v2_flash",)
 MAMBA_TYPES = {"granitemoehybrid", "bamba"}
@@ -293,10 +291,8 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         fields["params_unknown"] = "config.json has no vocab_size"
     if encdec:
         fields.update(hf_encdec.encdec_fields(cfg, model_type))
-        if fields["num_layers"] > MAX_LAYERS:
-            raise cfg.refuse(
-                f"{fields['num_layers']:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})"
-            )
+        if why := too_deep(fields["num_layers"]):
+            raise cfg.refuse(why)
         for flag in ("layers", "window"):
             if flag in overrides:
                 raise SpecError(
@@ -309,8 +305,8 @@ def spec_from_config(raw: Any, name: str, where: str, overrides: dict[str, Any] 
         return build(ModelSpec, fields, where)
     if model_type in SSM_TYPES:
         layers = overrides.get("layers") or cfg.int_field("num_hidden_layers", "n_layer", override="--layers")
-        if layers > MAX_LAYERS:
-            raise cfg.refuse(f"{layers:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})")
+        if why := too_deep(layers):
+            raise cfg.refuse(why)
         decoder = ssm_fields(cfg, model_type, layers, _state_dtypes(cfg, model_type))
     else:
         decoder = _decoder_fields(cfg, model_type, raw)
@@ -341,8 +337,8 @@ def _decoder_fields(cfg: Config, model_type: str, raw: dict[str, Any]) -> dict[s
     layers = overrides.get("layers") or cfg.int_field(
         "num_hidden_layers", "n_layer", "n_layers", "num_layers", override="--layers"
     )
-    if layers > MAX_LAYERS:
-        raise cfg.refuse(f"{layers:,} layers is not a model kvcalc can lay out (at most {MAX_LAYERS:,})")
+    if why := too_deep(layers):
+        raise cfg.refuse(why)
     hidden = cfg.int_field("hidden_size", "n_embd", "d_model", "dim", override=None)
     heads = cfg.int_field("num_attention_heads", "n_head", "n_heads", "num_heads")
     kv_heads = hf_legacy.kv_heads(cfg, model_type, heads)
