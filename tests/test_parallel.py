@@ -292,3 +292,14 @@ def test_kv_sharing_layers_hold_no_cache_but_read_their_source():
     out = run_json("roofline", "hunyuan-large", "--gpu", "h100", "--tp", "8", "--seq", "8k")
     assert out["rows"][0]["kv_bytes"] == 64 * 2 * 80 * 2 * 8192 == 167_772_160
     assert "reading an earlier layer's K and V" in run("show", "hunyuan-large").stdout
+
+
+def test_divisors_by_hand_and_for_a_header_of_ten_billion_heads():
+    from kvcalc.cost.kvcache import _divisors
+
+    assert _divisors(1) == [1] and _divisors(12) == [1, 2, 3, 4, 6, 12] and _divisors(49) == [1, 7, 49]
+    assert _divisors(64) == [2**k for k in range(7)] and _divisors(97) == [1, 97]
+    # 10^10 = 2^10 x 5^10: 11 x 11 divisors (a GGUF header's head_count had taken the counting loop minutes)
+    big = _divisors(10**10)
+    assert len(big) == 121 and big[:4] == [1, 2, 4, 5] and big[-1] == 10**10
+    assert all(10**10 % d == 0 for d in big) and big == sorted(set(big))
