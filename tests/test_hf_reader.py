@@ -240,11 +240,12 @@ def test_a_minimax_m3_config_without_its_dense_width_gets_its_cache():
         # were sized (fit / generate under vLLM)
         ("gptq-int4.json", {"group_size": "abc"}, "quant_method 'gptq' is not understood (group_size='abc'"),
         ("llama2-mha.json", {"vocab_size": None}, "parameters unknown: no vocab_size"),
+        ("deepseek-mla.json", {"weight_block_size": {"x": 1}}, "weight_block_size={'x': 1} (two whole numbers)"),
     ],
 )
 def test_engine_weights_refuse_a_config_by_field(tmp_path, fixture, change, message):
     config = json.loads((CONFIGS / fixture).read_text())
-    if "group_size" in change:
+    if {"group_size", "weight_block_size"} & set(change):
         config["quantization_config"] = {**config["quantization_config"], **change}
     else:
         config.update(change)

@@ -182,9 +182,9 @@ def read_quantization(q: Any, expert_dtype: Any = None) -> Quantization | None:
     scales per 32, MXFP4's layout), the rest in its fp8 blocks."""
     try:
         quant = _read_quantization(q)
-    except (TypeError, ValueError, IndexError) as exc:  # a field of the wrong type or range (ValidationError too)
+    except (TypeError, ValueError, LookupError, AttributeError) as exc:  # a field of the wrong type, shape or range
         method = str(q.get("quant_method", "")).lower() or "?"
-        why = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+        why = validation_message(exc) if isinstance(exc, ValidationError) else f"a field of the wrong type: {exc!r}"
         return Quantization(method=method, problem=why)
     if quant is not None and expert_dtype == "fp4" and quant.experts is None:
         quant = quant.model_copy(update={"experts": named("mxfp4")})
@@ -217,6 +217,8 @@ def _read_quantization(q: Any) -> Quantization | None:
         return Quantization(method=method, experts=named("mxfp4"), attention_quantized=False)
     if method in ("fp8", "fbgemm_fp8"):
         block = q.get("weight_block_size")
+        if block and not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) for b in block)):
+            return Quantization(method=method, problem=f"weight_block_size={block!r} (two whole numbers)")
         if block:  # DeepSeek-V3 style: 128x128 blocks, fp32 weight_scale_inv per block
             fmt = LinearFormat(
                 name="fp8", weight_bits=8, scale="block", group_size=int(block[0]), scale_bytes=4, compute="fp8"
