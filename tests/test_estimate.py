@@ -307,6 +307,41 @@ def test_calibrate_bad_file_is_one_line_naming_it(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("cells", "message"),
+    [
+        # each had ended as an internal error inside the fit (found by mutating benchmark files)
+        ({"concurrency": "-1"}, "concurrency: Input should be greater than or equal to 1"),
+        ({"tpot_ms": "-1"}, "tpot_ms: Input should be greater than 0"),
+        ({"ttft_ms": "inf"}, "ttft_ms: Input should be a finite number"),
+        ({"prompt": "0"}, "prompt: Input should be greater than or equal to 1"),
+    ],
+)
+def test_calibrate_values_out_of_range_are_one_line_naming_file_and_field(tmp_path, cells, message):
+    row = {"model": "llama-3-8b", "gpu": "h100", "tp": "1", "engine": "vllm", "prompt": "1024", "new": "256",
+           "concurrency": "8", "ttft_ms": "40", "tpot_ms": "8"}  # fmt: skip
+    bad = tmp_path / "runs.csv"
+    bad.write_text(",".join(row) + "\n" + ",".join({**row, **cells}.values()) + "\n")
+    r = run("calibrate", str(bad), "--no-save")
+    assert r.exit_code == 2 and r.stderr.startswith(f"kvcalc: error: {bad}: {message}") and r.stderr.count("\n") == 1
+
+
+def test_calibrate_reads_no_gpu_from_telemetry_of_another_shape(tmp_path):
+    import json
+
+    # AIPerf's telemetry_data.endpoints as a list, and a gpu_name that is not a name: no GPU read (give --gpu)
+    doc = {
+        "time_to_first_token": {"avg": 48.2}, "inter_token_latency": {"avg": 7.6},
+        "input_sequence_length": {"avg": 2000.0}, "output_sequence_length": {"avg": 200.0},
+        "input_config": {"endpoint": {"model_names": ["meta-llama/Meta-Llama-3-8B"]}, "loadgen": {"concurrency": 8}},
+    }  # fmt: skip
+    for telemetry in ({"endpoints": [1, 2]}, {"endpoints": {"a": {"gpus": {"g": {"gpu_name": {"x": 1}}}}}}):
+        f = tmp_path / "aiperf.json"
+        f.write_text(json.dumps({**doc, "telemetry_data": telemetry}))
+        r = run("calibrate", str(f), "--engine", "vllm", "--no-save")
+        assert r.exit_code == 2 and f"{f}: no gpu (give --gpu)" in r.stderr and "internal error" not in r.stderr
+
+
 def test_fit_latency_goal_decides_on_the_estimate_and_names_the_ceiling():
     # issue 19: a ceiling can only prove a miss, so the verdict's batch is the estimate's
     out = run_json("fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--seq", "8k", "--tpot-ms", "30")

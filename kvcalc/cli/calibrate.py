@@ -47,14 +47,15 @@ def _telemetry_gpu(data: dict) -> str | None:
     from kvcalc.hardware.probe import match_preset
     from kvcalc.model.presets import GPU_DIR, preset_names
 
-    names = {
-        gpu.get("gpu_name")
-        for endpoint in ((data.get("telemetry_data") or {}).get("endpoints") or {}).values()
-        if isinstance(endpoint, dict)
-        for gpu in (endpoint.get("gpus") or {}).values()
-        if isinstance(gpu, dict)
-    }
-    return match_preset(names.pop(), preset_names(GPU_DIR)) if len(names) == 1 and None not in names else None
+    def values(d: Any) -> list:
+        return list(d.values()) if isinstance(d, dict) else []
+
+    telemetry = data.get("telemetry_data")
+    endpoints = values(telemetry.get("endpoints")) if isinstance(telemetry, dict) else []
+    names = [gpu.get("gpu_name") for ep in endpoints if isinstance(ep, dict) for gpu in values(ep.get("gpus"))
+             if isinstance(gpu, dict)]  # fmt: skip
+    one = {n for n in names if isinstance(n, str)} if all(isinstance(n, str) for n in names) else set()
+    return match_preset(one.pop(), preset_names(GPU_DIR)) if len(one) == 1 else None
 
 
 def _from_json(path: Path, data: dict, defaults: dict) -> dict:
@@ -126,6 +127,18 @@ def _from_csv(path: Path, text: str, defaults: dict) -> list[dict]:
             raise _bad(path, f"line {i}: {e}") from None
         out.append(rec)
     return out
+
+
+def _measured(model: Any, rec: dict) -> Any:
+    """A run read from a file as the Measured model checks it, or one line naming the file and the field."""
+    from pydantic import ValidationError
+
+    from kvcalc.model.validate import validation_message
+
+    try:
+        return model(**rec)
+    except ValidationError as exc:
+        raise _bad(Path(rec["file"]), validation_message(exc)) from None
 
 
 def read_runs(paths: list[Path], defaults: dict) -> list[dict]:
@@ -202,7 +215,7 @@ def calibrate(
     # as its runs would calibrate another engine's terms.
     given = engine_for_estimate(engine, ceiling=False, nearest=False) if engine else None
     defaults = {"gpu": gpu, "engine": given, "model": model, "tp": tp}
-    runs = [Measured(**r) for r in read_runs(files, defaults)]
+    runs = [_measured(Measured, r) for r in read_runs(files, defaults)]
     groups: dict[tuple[str, str], list] = {}
     for r in runs:
         groups.setdefault((r.gpu, engine_for_estimate(r.engine, ceiling=False, nearest=False) or r.engine), []).append(

@@ -2,25 +2,28 @@
 (`kvcalc calibrate`): the measured records in, the fitted constants and the error before and after
 out. Reading the files is cli/calibrate.py's; saving is the command's."""
 
+from pydantic import Field
+
 from kvcalc.results import Result
 
 
 # NOTE: no `from __future__ import annotations`: Pydantic would compile every annotation string at import.
 class Measured(Result):
-    """One measured run: a static `batch` or closed-loop `concurrency`, mean TTFT and TPOT in ms."""
+    """One measured run: a static `batch` or closed-loop `concurrency`, mean TTFT and TPOT in ms. The bounds are the
+    boundary a user's file is checked at (cli/calibrate.py names the file and the field that breaks one)."""
 
     file: str
-    model: str
-    gpu: str
-    engine: str
-    tp: int = 1
-    pp: int = 1
-    prompt: int
-    new: int
-    batch: int | None = None
-    concurrency: int | None = None
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
+    model: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    engine: str = Field(min_length=1)
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    prompt: int = Field(ge=1)
+    new: int = Field(ge=1)
+    batch: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1)
+    ttft_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    tpot_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
 class CalibrationResult(Result):
