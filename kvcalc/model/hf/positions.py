@@ -59,8 +59,13 @@ def _length(value: Any) -> int | None:
     return int(value)
 
 
+# The largest RoPE factor read as one (published ones reach 64 or so): past it, or not a number, the default stands.
+MAX_FACTOR = 1e6
+
+
 def _number(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_FACTOR
+    return float(value) if ok else default
 
 
 def trained_length(text: dict[str, Any]) -> int | None:
@@ -90,8 +95,8 @@ def rope_settings(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, dict[s
 
 def _scaled_rows(max_pos: int, setting: dict[str, Any]) -> int:
     """Rows of one rotary cache (vllm/model_executor/layers/rotary_embedding, get_rope)."""
-    factor = setting.get("factor")
-    if not isinstance(factor, (int, float)) or factor <= 0:
+    factor = _number(setting.get("factor"), 0.0)
+    if not factor:
         return max_pos
     if setting["rope_type"] in ("linear", "dynamic"):
         # linear_scaling_rope.py / dynamic_ntk_scaling_rope.py: max_len = max_position_embeddings x factor

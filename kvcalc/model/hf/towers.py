@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+# A tower config whose fields have the wrong type or shape is not sized, as an unknown family's is not.
+UNREADABLE = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
+
 
 def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
     """The vision tower and projector vLLM loads: (split over tp, replicated) parameters, else None."""
+    try:
+        return _vision_params(raw, text)
+    except UNREADABLE:
+        return None
+
+
+def _vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
     vision = raw.get("vision_config")
     if not isinstance(vision, dict):
         return None
@@ -294,6 +304,14 @@ LLAMA4_MAX_TILES = 16  # Llama4ImageProcessor's max_patches (preprocessor_config
 
 
 def image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
+    """The profiling run's dummy image (_image_profile), None where its tower config cannot be read."""
+    try:
+        return _image_profile(raw)
+    except UNREADABLE:
+        return None
+
+
+def _image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
     """The profiling run's dummy image: (placeholder tokens, pixel values), where known.
 
     Gemma 3: mm_tokens_per_image embeddings from an image_size^2 picture (no pan-and-scan). Mistral 3

@@ -25,9 +25,10 @@ def mllama_fields(cfg: Config, vision: Any, text_hidden: int) -> dict[str, Any]:
     tiles = v.int_field("max_num_tiles", default=4)
     channels = v.int_field("num_channels", default=3)
     out_dim = v.int_field("vision_output_dim", default=7680)
-    ratios = len(
-        v.get("supported_aspect_ratios", default=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]])
-    )
+    listed = v.get("supported_aspect_ratios", default=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]])
+    if not isinstance(listed, list):
+        raise v.refuse(f"field supported_aspect_ratios must be a list, got {listed!r}")
+    ratios = len(listed)
     patches = (image // patch) ** 2 + 1  # + the class token
     layer = 4 * d * d + 2 * d * inter + inter + d + 4 * d  # q/k/v/o, fc1/fc2 with biases, 2 LayerNorms
     tower = (

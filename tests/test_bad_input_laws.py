@@ -1,0 +1,100 @@
+"""The one error boundary as a law: a config.json or GGUF header with any field replaced by a value of another type,
+sign or size is either read (and its cache computed) or refused with kvcalc's own error, never another exception.
+Mutating fixtures this way found internal errors in both readers (a group_size of 'abc', a head count of 'abc', a
+block_count of 0, a tokenizer that is not an array, an fp8 block that is not two numbers)."""
+
+import json
+import os
+
+from conftest import FIXTURES
+from gguf_writer import gguf_bytes, llama_like
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvcalc.cost.kvcache import cache_report
+from kvcalc.errors import KvcalcError
+from kvcalc.model.gguf.arch import spec_from_gguf
+from kvcalc.model.gguf.reader import read_header
+from kvcalc.model.hf.reader import spec_from_config
+
+# Deterministic in CI (derandomize): the same examples each run. KVCALC_FUZZ_EXAMPLES=5000 searches afresh, at random
+# (how the fields added to model/hf/fields.check_types were found).
+EXAMPLES = int(os.environ.get("KVCALC_FUZZ_EXAMPLES", "200"))
+FRESH = "KVCALC_FUZZ_EXAMPLES" in os.environ
+DELETE = object()
+# what a mutated field becomes: gone, null, a string, a float, a count of any sign or size, a short list, an object
+values = st.one_of(
+    st.just(DELETE),
+    st.none(),
+    st.text(max_size=4),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**12), 10**12),
+    st.lists(st.integers(-3, 300), max_size=3),
+    st.booleans(),
+    st.just({"x": 1}),
+)
+CONFIGS = [
+    "configs/llama2-mha.json", "configs/deepseek-mla.json", "configs/gemma2-alternating.json", "configs/gptq-int4.json",
+    "configs/jamba-hybrid.json", "configs/llama4-chunked.json", "configs/nemotronh-hybrid.json",
+    "real_configs/gpt-oss-120b.json", "real_configs/kimi-k2.5.json", "real_configs/qwen3.5-35b-a3b.json",
+    "real_configs/gemma-4-26b-a4b.json", "real_configs/deepseek-v3.2.json", "real_configs/minimax-m3.json",
+    "real_configs/deepseek-v4-flash.json", "real_configs/llama-3.2-90b-vision.json", "real_configs/hunyuan-a13b.json",
+]  # fmt: skip
+
+
+def _paths(d, path=()):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield path + (k,)
+            yield from _paths(v, path + (k,))
+
+
+def _replace(doc: dict, path: tuple, value) -> None:
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    if value is DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+
+
+def _read_or_refuse(read) -> None:
+    try:
+        spec = read()
+        cache_report(spec, 2, 4096, "bf16")
+    except KvcalcError:
+        pass
+
+
+@settings(max_examples=EXAMPLES, derandomize=not FRESH, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(CONFIGS), st.data(), values)
+def test_a_config_with_any_field_replaced_is_read_or_refused(name, data, value):
+    doc = json.loads((FIXTURES / name).read_text())
+    path = data.draw(st.sampled_from(list(_paths(doc))))
+    _replace(doc, path, value)
+    _read_or_refuse(lambda: spec_from_config(doc, "m", "m/config.json"))
+
+
+gguf_values = st.one_of(
+    st.just(DELETE),
+    st.text(max_size=4),
+    st.floats(allow_nan=False, width=32),
+    st.integers(-(2**40), 2**40),
+    st.lists(st.integers(-3, 300), min_size=1, max_size=3),
+    st.booleans(),
+)
+
+
+@settings(max_examples=EXAMPLES, derandomize=not FRESH, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["llama", "qwen3", "gemma2", "phi3"]), st.data(), gguf_values)
+def test_a_gguf_header_with_any_key_replaced_is_read_or_refused(arch, data, value):
+    extra = {f"{arch}.attention.sliding_window": 512} if arch == "gemma2" else {}
+    md, tensors = llama_like(arch, extra=extra)
+    key = data.draw(st.sampled_from([k for k in md if k != "general.architecture"]))
+    if value is DELETE:
+        del md[key]
+    else:
+        md[key] = value
+    raw = gguf_bytes(md, tensors, data=False)[0]
+    _read_or_refuse(lambda: spec_from_gguf(read_header(lambda s, n: raw[s : s + n], "m.gguf", 4096), "m.gguf"))
