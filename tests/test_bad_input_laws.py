@@ -98,3 +98,38 @@ def test_a_gguf_header_with_any_key_replaced_is_read_or_refused(arch, data, valu
         md[key] = value
     raw = gguf_bytes(md, tensors, data=False)[0]
     _read_or_refuse(lambda: spec_from_gguf(read_header(lambda s, n: raw[s : s + n], "m.gguf", 4096), "m.gguf"))
+
+
+MODELS = ["llama-3.1-8b", "deepseek-v3", "gemma-2-9b", "gpt-oss-120b", "qwen3.5-35b-a3b", "mixtral-8x7b", "mha"]
+GPUS = ["h100", "a100", "b200", "rtx-4090", "mi300x", "m2-ultra"]
+counts = st.one_of(st.integers(-2, 4096), st.sampled_from(["1k", "abc", "", "1..8", "-5"]))
+
+
+@settings(
+    max_examples=EXAMPLES // 4, derandomize=not FRESH, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    st.sampled_from(MODELS), st.sampled_from(GPUS), st.integers(-1, 16), counts, counts, st.one_of(st.none(), counts),
+    st.sampled_from([None, "vllm", "sglang", "trtllm", "llamacpp", "tgi", "bogus"]),
+    st.one_of(st.none(), st.integers(-1, 48)), st.sampled_from([None, "fp8", "int4", "q4_k_m", "zz"]),
+)  # fmt: skip
+def test_the_python_api_returns_a_result_or_raises_kvcalcs_error(
+    model, gpu, tp, prompt, new, batch, engine, concurrency, dtype
+):
+    from kvcalc import api
+
+    calls = [
+        lambda: api.generate(
+            model, gpu, prompt=prompt, new=new, batch=batch if batch is not None else 1, tp=tp, engine=engine,
+            concurrency=concurrency, dtype=dtype,
+        ),
+        lambda: api.fit(model, gpu, seq=prompt, batch=batch if batch is not None else 1, tp=tp, engine=engine,
+                        dtype=dtype, tpot_ms=50),
+        lambda: api.cache(model, batch=batch if batch is not None else 1, seq=prompt, tp=tp, gpu=gpu, dtype=dtype),
+        lambda: api.roofline(model, gpu, batch=batch if batch is not None else "1..8", seq=new, tp=tp, engine=engine),
+    ]  # fmt: skip
+    for call in calls:
+        try:
+            call()
+        except KvcalcError:
+            pass
