@@ -80,7 +80,7 @@ POSITIVE = (
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_n_heads", "mamba_num_heads", "mamba_head_dim",
     "mamba_n_groups", "n_groups", "ssm_state_size", "state_size", "conv_kernel", "expand", "linear_conv_kernel_dim",
     "conv_L_cache", "conv_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank",
-    "block_multiple_of", "sliding_window_size", "max_window_layers", "head_dim", "moe_intermediate_size",
+    "block_multiple_of", "sliding_window_size", "max_window_layers", "head_dim",
 )  # fmt: skip
 # NOTE: sliding_window may be 0, no window: Qwen2MoeConfig (transformers 5) writes 0 when use_sliding_window is
 # false; a layer that does slide refuses it (fields.window).
@@ -89,7 +89,7 @@ COUNTS = (
     "attn_layer_offset", "expert_layer_offset", "num_local_experts", "n_routed_experts", "num_experts",
     "first_k_dense_replace", "num_dense_layers", "n_shared_experts", "num_shared_experts", "num_nextn_predict_layers",
     "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "shared_intermediate_size",
-    "num_shared_expert", "moe_topk",
+    "num_shared_expert", "moe_topk", "moe_intermediate_size",
 )  # fmt: skip
 LISTS = (
     "layer_types", "layers_block_type", "mlp_layer_types", "moe_layers", "no_rope_layers", "full_attn_idxs",
