@@ -33,13 +33,10 @@ values = st.one_of(
     st.booleans(),
     st.just({"x": 1}),
 )
-CONFIGS = [
-    "configs/llama2-mha.json", "configs/deepseek-mla.json", "configs/gemma2-alternating.json", "configs/gptq-int4.json",
-    "configs/jamba-hybrid.json", "configs/llama4-chunked.json", "configs/nemotronh-hybrid.json",
-    "real_configs/gpt-oss-120b.json", "real_configs/kimi-k2.5.json", "real_configs/qwen3.5-35b-a3b.json",
-    "real_configs/gemma-4-26b-a4b.json", "real_configs/deepseek-v3.2.json", "real_configs/minimax-m3.json",
-    "real_configs/deepseek-v4-flash.json", "real_configs/llama-3.2-90b-vision.json", "real_configs/hunyuan-a13b.json",
-]  # fmt: skip
+# every fixture config, hand-made and real (tests/fixtures/configs, real_configs)
+CONFIGS = sorted(
+    str(p.relative_to(FIXTURES)) for d in ("configs", "real_configs") for p in (FIXTURES / d).glob("*.json")
+)
 
 
 def _paths(d, path=()):

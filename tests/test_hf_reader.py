@@ -205,6 +205,9 @@ def test_wrong_values_name_the_field(tmp_path, change, message):
         ({"model_type": ["llama"]}, "field model_type must be a string, got ['llama']"),
         ({"ffn_config": -1}, "field ffn_config must be an object, got -1"),
         ({"num_hidden_layers": 10**12}, "1,000,000,000,000 layers is not a model kvcalc can lay out"),
+        # found by inserting every field the reader reads into transformers 5.25's default configs
+        ({"num_experts": [{"x": 1}]}, "field num_experts must list non-negative integers, got [{'x': 1}]"),
+        ({"moe_num_shared_experts": "x"}, "field moe_num_shared_experts must be a non-negative integer, got 'x'"),
     ],
 )
 def test_wrongly_typed_fields_are_refused_by_name(tmp_path, change, message):

@@ -29,12 +29,13 @@ OUTPUT_GATES: dict[Any, bool | str] = {None: False, "head_wise": "head", "elemen
 
 
 def is_ling3(cfg: Config) -> bool:
-    return LING3 in (cfg.get("architectures") or []) or any(cfg.get(k) is not None for k in LING3_FIELDS)
+    archs = cfg.get("architectures")
+    return (isinstance(archs, list) and LING3 in archs) or any(cfg.get(k) is not None for k in LING3_FIELDS)
 
 
 def output_gate(cfg: Config) -> bool | str:
     kind = cfg.get("gated_attention_proj_granularity_type")
-    if kind not in OUTPUT_GATES:
+    if not isinstance(kind, (str, type(None))) or kind not in OUTPUT_GATES:
         raise cfg.refuse(
             f"gated_attention_proj_granularity_type '{kind}' is not read",
             hint="read: head_wise, element_wise, or none",

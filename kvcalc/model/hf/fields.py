@@ -35,6 +35,13 @@ class Config:
             raise SpecError(f"{self.where}: field {names[0]} must be positive, got {value}")
         return value
 
+    def factor(self, name: str, default: float) -> float:
+        """A positive real factor (an MLP's expansion ratio or width multiplier), refused by name otherwise."""
+        value = self.get(name, default=default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e4:
+            raise self.refuse(f"field {name} must be a positive number, got {value!r}")
+        return value
+
     def refuse(self, message: str, hint: str | None = None) -> SpecError:
         return SpecError(f"{self.where}: {message}", hint=hint)
 
@@ -89,7 +96,7 @@ COUNTS = (
     "attn_layer_offset", "expert_layer_offset", "num_local_experts", "n_routed_experts", "num_experts",
     "first_k_dense_replace", "num_dense_layers", "n_shared_experts", "num_shared_experts", "num_nextn_predict_layers",
     "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "shared_intermediate_size",
-    "num_shared_expert", "moe_topk", "moe_intermediate_size",
+    "num_shared_expert", "moe_topk", "moe_intermediate_size", "moe_num_shared_experts",
 )  # fmt: skip
 LISTS = (
     "layer_types", "layers_block_type", "mlp_layer_types", "moe_layers", "no_rope_layers", "full_attn_idxs",
@@ -110,7 +117,11 @@ def check_types(cfg: Config) -> None:
     dense = not any(cfg.data.get(name) for name in EXPERT_COUNTS)
     for name in POSITIVE + COUNTS + ("mamba_d_head", "mamba_dt_rank"):
         value = cfg.data.get(name)
-        if value is None or value in ALSO.get(name, ()) or (isinstance(value, list) and name in PER_LAYER_OK):
+        if isinstance(value, list) and name in PER_LAYER_OK:  # one count a layer (Hunyuan's)
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value):
+                raise cfg.refuse(f"field {name} must list non-negative integers, got {value!r}")
+            continue
+        if value is None or value in ALSO.get(name, ()):
             continue
         least = 0 if name in COUNTS or (dense and name in TOP_K) else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:

@@ -259,9 +259,7 @@ def lfm2_intermediate(cfg: Config) -> int:
     ff = cfg.int_field("block_ff_dim", "intermediate_size")
     if cfg.get("block_auto_adjust_ff_dim", default=True):
         ff = int(2 * ff / 3)
-        multiplier = cfg.get("block_ffn_dim_multiplier", default=1.0)
-        if multiplier is not None:
-            ff = int(multiplier * ff)
+        ff = int(cfg.factor("block_ffn_dim_multiplier", 1.0) * ff)
         multiple = cfg.int_field("block_multiple_of", default=256)
         ff = multiple * ((ff + multiple - 1) // multiple)
     return ff

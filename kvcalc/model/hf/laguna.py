@@ -22,10 +22,12 @@ GATE_TYPES = {"head": "per_head", True: "per_element"}  # gating_types' spelling
 
 def output_gate(cfg: Config) -> bool | str:
     gating = cfg.get("gating", default=True)
-    if isinstance(gating, list) or gating not in GATES:
+    if not isinstance(gating, (bool, str, type(None))) or gating not in GATES:
         raise cfg.refuse(f"gating {gating!r} is not read", hint="read: true, false, per-head, per-element, disabled")
     gate = GATES[gating]
     kinds = cfg.get("gating_types")
+    if isinstance(kinds, list) and not all(isinstance(k, str) for k in kinds):
+        raise cfg.refuse(f"field gating_types must list names, got {kinds!r}")
     if isinstance(kinds, list) and set(kinds) != ({GATE_TYPES[gate]} if gate else set()):
         raise cfg.refuse(
             f"gating_types {sorted(set(map(str, kinds)))} beside gating {gating!r} (a gate per layer) is not read",

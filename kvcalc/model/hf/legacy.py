@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from kvcalc.model.hf.fields import Config
 
@@ -49,10 +49,10 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
         kind = attn.get("attn_type", "multihead_attention")
         if kind == "multiquery_attention":
             return 1
-        return attn.get("kv_n_heads") or heads if kind == "grouped_query_attention" else heads
+        return _kv_n_heads(cfg, attn.get("kv_n_heads") or heads) if kind == "grouped_query_attention" else heads
     if model_type == "dbrx":
         # DBRX keeps its KV heads in attn_config (transformers DbrxAttentionConfig.kv_n_heads, default 1).
-        return cast(int, (cfg.get("attn_config") or {}).get("kv_n_heads", 1))
+        return _kv_n_heads(cfg, (cfg.get("attn_config") or {}).get("kv_n_heads", 1))
     if model_type == "step3_text":
         # Step 3's multi-matrix factorization attention: one KV head for every query head (vLLM 0.19 step3_text.py
         # builds each layer with num_kv_heads = 1 and refuses another count)
@@ -68,9 +68,22 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
     return cfg.int_field("num_key_value_heads", "num_kv_heads", "n_head_kv")
 
 
+def _kv_n_heads(cfg: Config, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise cfg.refuse(f"field attn_config.kv_n_heads must be a positive integer, got {value!r}")
+    return value
+
+
 def uniform_width(value: object) -> int | None:
     """The width a per-layer list gives every layer alike (Gemma3nTextConfig's intermediate_size), else None."""
-    if isinstance(value, list) and value and len(set(value)) == 1 and isinstance(value[0], int) and value[0] > 0:
+    if (
+        isinstance(value, list)
+        and value
+        and all(v == value[0] for v in value)
+        and not isinstance(value[0], bool)
+        and isinstance(value[0], int)
+        and value[0] > 0
+    ):
         return value[0]
     return None
 
@@ -78,7 +91,7 @@ def uniform_width(value: object) -> int | None:
 def intermediate(cfg: Config, model_type: str, hidden: int) -> int | None:
     """The dense MLP width, or None when the config does not say (parameters are then unknown)."""
     if model_type == "mpt":
-        return int(cfg.get("expansion_ratio", default=4) * hidden)
+        return int(cfg.factor("expansion_ratio", 4) * hidden)
     if model_type == "qwen":
         # NOTE: Qwen 1 lists twice its MLP width: w1 and w2 are each intermediate_size / 2.
         return cfg.int_field("intermediate_size") // 2

@@ -11,17 +11,21 @@ from kvcalc.model.spec import LayerKind, LayerRun
 def block_configs(cfg: Config, layers: int, hidden: int) -> list[LayerRun]:
     blocks = cfg.get("block_configs")
     heads = cfg.int_field("num_attention_heads")
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        raise cfg.refuse(f"field block_configs must list objects, got {blocks!r}"[:200])
     if len(blocks) != layers:
         raise cfg.refuse(f"block_configs has {len(blocks)} blocks for {layers} layers")
     runs = []
     for i, block in enumerate(blocks):
-        attn, ffn = block.get("attention", {}), block.get("ffn", {})
+        attn, ffn = block.get("attention") or {}, block.get("ffn") or {}
+        if not isinstance(attn, dict) or not isinstance(ffn, dict):
+            raise cfg.refuse(f"block_configs[{i}]: attention and ffn must be objects")
         if ffn.get("no_op") or ffn.get("replace_with_linear"):
             inter = 0
         else:
             mult = ffn.get("ffn_mult")
-            if mult is None:
-                raise cfg.refuse(f"block_configs[{i}].ffn has no ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult <= 1e4:
+                raise cfg.refuse(f"block_configs[{i}].ffn.ffn_mult must be a positive number, got {mult!r}")
             inter = 256 * math.ceil(int(2 * mult * hidden / 3) / 256)
         if attn.get("no_op"):
             runs.append(LayerRun(kind=LayerKind.STATELESS, mixer_params=0, intermediate_size=inter))

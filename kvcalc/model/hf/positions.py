@@ -222,7 +222,8 @@ def step_rotary(text: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]]
         return None
     if min(layers, rows, head) <= 0 or len(types) < layers:
         return None
-    thetas, factors = text.get("rope_theta"), text.get("partial_rotary_factors") or []
+    thetas, factors = text.get("rope_theta"), text.get("partial_rotary_factors")
+    factors = factors if isinstance(factors, list) else []
     if isinstance(thetas, list) and len(thetas) < layers:
         return None  # vLLM indexes rope_theta by layer: a shorter list does not load
     scaled = text.get("yarn_only_types")
