@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from kvcalc.errors import SpecError
 from kvcalc.units import DTYPE_ALIASES, DTYPE_BITS
+
+# The largest multiplier read as one (RoPE factors reach 64 or so, MLP expansion ratios 8).
+MAX_FACTOR = 1e6
+
+
+def is_factor(value: Any) -> TypeGuard[float]:
+    """A positive real multiplier: a number in (0, MAX_FACTOR], not a bool."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= MAX_FACTOR
 
 
 class Config:
@@ -38,9 +46,9 @@ class Config:
     def factor(self, name: str, default: float) -> float:
         """A positive real factor (an MLP's expansion ratio or width multiplier), refused by name otherwise."""
         value = self.get(name, default=default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e4:
+        if not is_factor(value):
             raise self.refuse(f"field {name} must be a positive number, got {value!r}")
-        return value
+        return float(value)
 
     def refuse(self, message: str, hint: str | None = None) -> SpecError:
         return SpecError(f"{self.where}: {message}", hint=hint)

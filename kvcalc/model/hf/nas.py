@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.model.hf.fields import Config
+from kvcalc.model.hf.fields import Config, is_factor
 from kvcalc.model.spec import LayerKind, LayerRun
 
 
@@ -24,7 +24,7 @@ def block_configs(cfg: Config, layers: int, hidden: int) -> list[LayerRun]:
             inter = 0
         else:
             mult = ffn.get("ffn_mult")
-            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult <= 1e4:
+            if not is_factor(mult):
                 raise cfg.refuse(f"block_configs[{i}].ffn.ffn_mult must be a positive number, got {mult!r}")
             inter = 256 * math.ceil(int(2 * mult * hidden / 3) / 256)
         if attn.get("no_op"):

@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvcalc.model.hf.fields import is_factor
+
 # derive_max_model_len_and_key's keys, in its order
 VLLM_KEYS = (
     "max_position_embeddings",
@@ -59,13 +61,9 @@ def _length(value: Any) -> int | None:
     return int(value)
 
 
-# The largest RoPE factor read as one (published ones reach 64 or so): past it, or not a number, the default stands.
-MAX_FACTOR = 1e6
-
-
 def _number(value: Any, default: float) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_FACTOR
-    return float(value) if ok else default
+    """A RoPE factor, or `default` where the config gives none a table could have (fields.is_factor)."""
+    return float(value) if is_factor(value) else default
 
 
 def trained_length(text: dict[str, Any]) -> int | None:
