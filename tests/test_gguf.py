@@ -788,6 +788,10 @@ def test_plamo2_mamba_layers_where_a_layer_has_no_kv_heads(tmp_path):
         ({"llama.attention.head_count_kv": -3}, "GGUF key llama.attention.head_count_kv is -3"),
         ({"llama.block_count": 0}, "GGUF metadata lacks llama.block_count or llama.embedding_length (or gives 0)"),
         ({"tokenizer.ggml.tokens": 7}, "GGUF key tokenizer.ggml.tokens is 7: llama.cpp reads an array of strings"),
+        # one number where llama.cpp's get_key reads one (an array or a bool is another type there)
+        ({"llama.context_length": [1, 2]}, "GGUF key llama.context_length is [1, 2]: llama.cpp reads one whole number"),
+        ({"llama.attention.kv_lora_rank": True}, "GGUF key llama.attention.kv_lora_rank is True: llama.cpp reads one"),
+        ({"llama.feed_forward_length": []}, "is []: llama.cpp reads a whole number or a non-empty array of them"),
     ],
 )
 def test_metadata_of_a_type_llamacpp_would_not_load_is_refused_by_key(tmp_path, change, message):

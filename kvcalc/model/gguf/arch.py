@@ -152,10 +152,9 @@ def spec_from_gguf(header: Header, name: str, tensors: list[Tensor] | None = Non
     """The ModelSpec llama.cpp would build from this header (tensors: all shards' tables)."""
     try:
         return _spec(header, name, tensors)
-    except MetadataError as exc:
-        raise SpecError(f"{name}: {exc.message}", hint=exc.hint) from None
-    except ValidationError as exc:  # a value of the right type that no layer can take (an array for a window)
-        raise SpecError(f"{name}: GGUF metadata: {validation_message(exc)}") from None
+    except (MetadataError, ValidationError) as exc:  # ValidationError: a value no layer takes (an array for a window)
+        why = exc.message if isinstance(exc, MetadataError) else f"GGUF metadata: {validation_message(exc)}"
+        raise SpecError(f"{name}: {why}") from None
 
 
 def _spec(header: Header, name: str, tensors: list[Tensor] | None) -> ModelSpec:
@@ -210,6 +209,8 @@ def _spec(header: Header, name: str, tensors: list[Tensor] | None) -> ModelSpec:
     if rank:  # MLA (deepseek2 and its kin)
         rope = _get(md, arch, "rope.dimension_count", 64)
         k_mla = _get(md, arch, "attention.key_length_mla") or key_len
+        if not k_mla or k_mla <= rope:  # llama.cpp's n_embd_head_k_mla holds the rotary part
+            raise SpecError(f"{name}: MLA needs {arch}.attention.key_length_mla (or key_length) past rope dims")
         spec.update(
             kv_lora_rank=rank,
             qk_rope_head_dim=rope,

@@ -192,17 +192,30 @@ class MetadataError(SpecError):
     """A metadata value of a type llama.cpp would not load where kvcalc reads it (the caller names the file)."""
 
 
+# The keys kvcalc reads that llama.cpp's loader takes as one value a layer too (get_key_or_arr / get_arr).
+ARRAY_KEYS = frozenset({
+    "attention.head_count", "attention.head_count_kv", "feed_forward_length", "expert_feed_forward_length",
+    "attention.sliding_window_pattern", "attention.recurrent_layers", "attention.indexer.types",
+    "attention.compress_ratios",
+})  # fmt: skip
+
+
 def arch_value(md: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
     """`{arch}.{key}` of a header's metadata, `default` where the file has none (or it was skipped, too large).
-    Every key kvcalc reads this way is a whole number or an array of them in llama.cpp's loader (u32, i32, bool),
-    so a string, a float or a negative count is refused by name, as llama.cpp's get_key refuses a wrong type."""
+    Every key kvcalc reads this way is a whole number in llama.cpp's loader (u32, i32, bool), or for ARRAY_KEYS an
+    array of them, so a string, a float, a negative count or an array where one number goes is refused by name, as
+    llama.cpp's get_key refuses a wrong type."""
     value = md.get(f"{arch}.{key}", default)
     if isinstance(value, Skipped):
         return default
-    whole = all(isinstance(v, int) for v in value) if isinstance(value, list) else isinstance(value, int) and value >= 0
+    if isinstance(value, list):
+        whole = key in ARRAY_KEYS and bool(value) and all(isinstance(v, int) for v in value)
+    else:  # a bool only where llama.cpp reads a per-layer flag (a sliding pattern, an indexer type)
+        whole = isinstance(value, int) and value >= 0 and (key in ARRAY_KEYS or not isinstance(value, bool))
     if value is not default and not whole:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise MetadataError(f"GGUF key {arch}.{key} is {shown}: llama.cpp reads a whole number there (or an array)")
+        what = "a whole number or a non-empty array of them" if key in ARRAY_KEYS else "one whole number"
+        raise MetadataError(f"GGUF key {arch}.{key} is {shown}: llama.cpp reads {what} there")
     return value
 
 
