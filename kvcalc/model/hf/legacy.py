@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from kvcalc.model.hf.fields import Config
 
@@ -49,10 +49,12 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
         kind = attn.get("attn_type", "multihead_attention")
         if kind == "multiquery_attention":
             return 1
-        return _kv_n_heads(cfg, attn.get("kv_n_heads") or heads) if kind == "grouped_query_attention" else heads
+        if kind != "grouped_query_attention" or not attn.get("kv_n_heads"):
+            return heads
+        return Config(attn, f"{cfg.where} (attn_config)", {}).int_field("kv_n_heads")
     if model_type == "dbrx":
         # DBRX keeps its KV heads in attn_config (transformers DbrxAttentionConfig.kv_n_heads, default 1).
-        return _kv_n_heads(cfg, (cfg.get("attn_config") or {}).get("kv_n_heads", 1))
+        return Config(cfg.get("attn_config") or {}, f"{cfg.where} (attn_config)", {}).int_field("kv_n_heads", default=1)
     if model_type == "step3_text":
         # Step 3's multi-matrix factorization attention: one KV head for every query head (vLLM 0.19 step3_text.py
         # builds each layer with num_kv_heads = 1 and refuses another count)
@@ -66,12 +68,6 @@ def kv_heads(cfg: Config, model_type: str, heads: int) -> int:
     if value is None:
         return heads  # NOTE: absent num_key_value_heads means MHA (Llama 2 7B/13B, Qwen 1)
     return cfg.int_field("num_key_value_heads", "num_kv_heads", "n_head_kv")
-
-
-def _kv_n_heads(cfg: Config, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise cfg.refuse(f"field attn_config.kv_n_heads must be a positive integer, got {value!r}")
-    return value
 
 
 def uniform_width(value: object) -> int | None:

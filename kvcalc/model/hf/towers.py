@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 # A tower config whose fields have the wrong type or shape is not sized, as an unknown family's is not.
-UNREADABLE = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
+UNREADABLE = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError)
 
 
 def vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
@@ -40,16 +40,13 @@ def _vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int]
         return None
     if vision.get("model_type", "siglip_vision_model") != "siglip_vision_model" or vision.get("vision_use_head"):
         return None
-    try:
-        h, inter, layers = (
-            int(vision["hidden_size"]),
-            int(vision["intermediate_size"]),
-            int(vision["num_hidden_layers"]),
-        )
-        patch, image = int(vision["patch_size"]), int(vision["image_size"])
-        text_hidden = int(text["hidden_size"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    h, inter, layers = (
+        int(vision["hidden_size"]),
+        int(vision["intermediate_size"]),
+        int(vision["num_hidden_layers"]),
+    )
+    patch, image = int(vision["patch_size"]), int(vision["image_size"])
+    text_hidden = int(text["hidden_size"])
     channels = int(vision.get("num_channels", 3))
     # NOTE: vllm/model_executor/models/siglip.py: QKVParallelLinear (3h x h + 3h bias) and fc1
     # (ColumnParallel, I x h + I) split their rows over tp, out_proj and fc2 (RowParallel) their
@@ -65,17 +62,14 @@ def _vision_params(raw: dict[str, Any], text: dict[str, Any]) -> tuple[int, int]
 
 def _llama4_vision(vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
     """Llama 4's vision model, pixel-shuffle adapter and projector (vllm/model_executor/models/mllama4.py)."""
-    try:
-        h, inter, layers = (
-            int(vision["hidden_size"]),
-            int(vision["intermediate_size"]),
-            int(vision["num_hidden_layers"]),
-        )
-        patch, image, channels = int(vision["patch_size"]), int(vision["image_size"]), int(vision["num_channels"])
-        proj_in, proj_out = int(vision["projector_input_dim"]), int(vision["projector_output_dim"])
-        out_dim, text_hidden = int(vision["vision_output_dim"]), int(text["hidden_size"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    h, inter, layers = (
+        int(vision["hidden_size"]),
+        int(vision["intermediate_size"]),
+        int(vision["num_hidden_layers"]),
+    )
+    patch, image, channels = int(vision["patch_size"]), int(vision["image_size"]), int(vision["num_channels"])
+    proj_in, proj_out = int(vision["projector_input_dim"]), int(vision["projector_output_dim"])
+    out_dim, text_hidden = int(vision["vision_output_dim"]), int(text["hidden_size"])
     bias = bool(vision.get("multi_modal_projector_bias"))
     # NOTE: per encoder layer QKVParallelLinear (3h x h + 3h bias), RowParallelLinear o_proj (h x h,
     # its h bias whole), Llama4VisionMLP fc1 (ColumnParallel, I x h + I) and fc2 (RowParallel, h x I, h
@@ -91,17 +85,14 @@ def _llama4_vision(vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, i
 
 def _pixtral_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, Any]) -> tuple[int, int] | None:
     """Mistral 3's Pixtral tower and projector (vllm/model_executor/models/pixtral.py, mistral3.py)."""
-    try:
-        h, inter, layers = (
-            int(vision["hidden_size"]),
-            int(vision["intermediate_size"]),
-            int(vision["num_hidden_layers"]),
-        )
-        patch, channels = int(vision["patch_size"]), int(vision.get("num_channels", 3))
-        merge, text_hidden = int(raw.get("spatial_merge_size", 1)), int(text["hidden_size"])
-        layers = _loaded_layers(raw.get("vision_feature_layer", -1), layers)
-    except (KeyError, TypeError, ValueError):
-        return None
+    h, inter, layers = (
+        int(vision["hidden_size"]),
+        int(vision["intermediate_size"]),
+        int(vision["num_hidden_layers"]),
+    )
+    patch, channels = int(vision["patch_size"]), int(vision.get("num_channels", 3))
+    merge, text_hidden = int(raw.get("spatial_merge_size", 1)), int(text["hidden_size"])
+    layers = _loaded_layers(raw.get("vision_feature_layer", -1), layers)
     bias = bool(raw.get("multimodal_projector_bias"))
     # NOTE: PixtralHFTransformerBlock: QKVParallelLinear and RowParallelLinear o_proj without bias
     # (4h^2), a gated MLP (MergedColumnParallel gate_up, RowParallel down: 3hI), two RMSNorms (2h,
@@ -126,15 +117,12 @@ def _llava_vision(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, A
     kind = vision.get("model_type")
     if kind not in ("clip_vision_model", "siglip_vision_model"):
         return None
-    try:
-        h, inter = int(vision["hidden_size"]), int(vision["intermediate_size"])
-        patch, image = int(vision["patch_size"]), int(vision["image_size"])
-        channels, text_hidden = int(vision.get("num_channels", 3)), int(text["hidden_size"])
-        feature = raw.get("vision_feature_layer", -2)
-        layers = _loaded_layers(feature, int(vision["num_hidden_layers"]))
-        n_features = len(feature) if isinstance(feature, list) else 1
-    except (KeyError, TypeError, ValueError):
-        return None
+    h, inter = int(vision["hidden_size"]), int(vision["intermediate_size"])
+    patch, image = int(vision["patch_size"]), int(vision["image_size"])
+    channels, text_hidden = int(vision.get("num_channels", 3)), int(text["hidden_size"])
+    feature = raw.get("vision_feature_layer", -2)
+    layers = _loaded_layers(feature, int(vision["num_hidden_layers"]))
+    n_features = len(feature) if isinstance(feature, list) else 1
     bias = raw.get("multimodal_projector_bias", True) is not False
     positions = (image // patch) ** 2
     # NOTE: init_vision_tower_for_llava builds the encoder up to the deepest feature layer without the
@@ -173,17 +161,14 @@ def _qwen_vl_vision(kind: str, vision: dict[str, Any]) -> tuple[int, int] | None
     norms, the patch Conv3d and the position table whole. Published totals it reproduces: Qwen2-VL-2B 665,271,296,
     Qwen2.5-VL-7B 676,550,144, Qwen3-VL-8B 576,388,336 vision parameters (the hub totals less the text model)."""
     gen = QWEN_VL[kind]
-    try:
-        depth, merge = int(vision["depth"]), int(vision.get("spatial_merge_size", 2))
-        patch, frames = int(vision["patch_size"]), int(vision.get("temporal_patch_size", 2))
-        channels = int(vision.get("in_chans", vision.get("in_channels", 3)))
-        if gen == 2:
-            d, out = int(vision["embed_dim"]), int(vision["hidden_size"])
-            inter = int(vision.get("mlp_ratio", 4) * d)
-        else:
-            d, inter, out = int(vision["hidden_size"]), int(vision["intermediate_size"]), int(vision["out_hidden_size"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    depth, merge = int(vision["depth"]), int(vision.get("spatial_merge_size", 2))
+    patch, frames = int(vision["patch_size"]), int(vision.get("temporal_patch_size", 2))
+    channels = int(vision.get("in_chans", vision.get("in_channels", 3)))
+    if gen == 2:
+        d, out = int(vision["embed_dim"]), int(vision["hidden_size"])
+        inter = int(vision.get("mlp_ratio", 4) * d)
+    else:
+        d, inter, out = int(vision["hidden_size"]), int(vision["intermediate_size"]), int(vision["out_hidden_size"])
     norm = 2 * d if gen != 25 else d  # LayerNorm weight and bias; Qwen2.5-VL's RMSNorm a weight
     up = 2 * inter if gen == 25 else inter  # Qwen2.5-VL: gate_up_proj
     split = depth * (3 * d * d + 3 * d + d * d + up * d + up + inter * d)
@@ -213,13 +198,10 @@ def _gemma4_towers(raw: dict[str, Any], vision: dict[str, Any], text: dict[str, 
     the text width (vLLM gemma4_mm.py): transformers' own modules (AutoModel.from_config), whole on every rank, then
     Gemma4MultimodalEmbedder's ReplicatedLinear embedding_projection (its norm has no weight)."""
     v = {**GEMMA4_VISION, **{k: x for k, x in vision.items() if x is not None}}
-    try:
-        text_hidden = int(text["hidden_size"])
-        h, inter, layers = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
-        heads, kv, d = int(v["num_attention_heads"]), int(v["num_key_value_heads"]), int(v["head_dim"])
-        patch, positions = int(v["patch_size"]), int(v["position_embedding_size"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    text_hidden = int(text["hidden_size"])
+    h, inter, layers = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+    heads, kv, d = int(v["num_attention_heads"]), int(v["num_key_value_heads"]), int(v["head_dim"])
+    patch, positions = int(v["patch_size"]), int(v["position_embedding_size"])
     # NOTE: transformers Gemma4VisionEncoderLayer: q / o over heads x head_dim, k / v over KV heads, a gated MLP, four
     # RMS norms and the q / k norms (v_norm has no scale); Gemma4VisionPatchEmbedder: a 3 x patch^2 -> hidden
     # projection and a two-axis position table; std_bias / std_scale buffers where it standardizes. The clipped
@@ -242,12 +224,9 @@ def _gemma4_audio(a: dict[str, Any], text_hidden: int) -> int | None:
     projection to 2 x hidden, a depthwise kernel, its end projection and two norms), three layer norms, attention q /
     k / v / post and relative_k_proj, hidden x hidden each, and a per-dim scale; output_proj (with a bias) to
     output_proj_dims, then embed_audio's projection from there to the text width."""
-    try:
-        h, layers, heads = int(a["hidden_size"]), int(a["num_hidden_layers"]), int(a["num_attention_heads"])
-        c0, c1 = (int(c) for c in a["subsampling_conv_channels"])
-        k, out = int(a["conv_kernel_size"]), int(a["output_proj_dims"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    h, layers, heads = int(a["hidden_size"]), int(a["num_hidden_layers"]), int(a["num_attention_heads"])
+    c0, c1 = (int(c) for c in a["subsampling_conv_channels"])
+    k, out = int(a["conv_kernel_size"]), int(a["output_proj_dims"])
     subsample = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * h
     return layers * _conformer_layer(h, k, heads) + subsample + out * h + out + out * text_hidden
 
@@ -279,16 +258,13 @@ def _gemma3n_towers(raw: dict[str, Any], vision: dict[str, Any], text: dict[str,
     if tower is None or vision.get("model_args") or not isinstance(audio, dict):
         return None
     a = {**GEMMA3N_AUDIO, **{k: x for k, x in audio.items() if x is not None}}
-    try:
-        text_hidden, v_hidden = int(text["hidden_size"]), int(vision.get("hidden_size", 2048))
-        h, layers, heads = int(a["hidden_size"]), int(a["conf_num_hidden_layers"]), int(a["conf_num_attention_heads"])
-        channels = [int(c) for c in a["sscp_conv_channel_size"]]
-        kernels = [(int(kh), int(kw)) for kh, kw in a["sscp_conv_kernel_size"]]
-        strides = [int(sw) for _, sw in a["sscp_conv_stride_size"]]
-        freq = int(a["input_feat_size"])
-        tokens = (int(vision.get("vocab_size", 128)), int(a["vocab_size"]))
-    except (KeyError, TypeError, ValueError):
-        return None
+    text_hidden, v_hidden = int(text["hidden_size"]), int(vision.get("hidden_size", 2048))
+    h, layers, heads = int(a["hidden_size"]), int(a["conf_num_hidden_layers"]), int(a["conf_num_attention_heads"])
+    channels = [int(c) for c in a["sscp_conv_channel_size"]]
+    kernels = [(int(kh), int(kw)) for kh, kw in a["sscp_conv_kernel_size"]]
+    strides = [int(sw) for _, sw in a["sscp_conv_stride_size"]]
+    freq = int(a["input_feat_size"])
+    tokens = (int(vision.get("vocab_size", 128)), int(a["vocab_size"]))
     # the sub-sampling convs (one input channel, then each block's; a norm of their channels) pad the frequency axis
     # by one each side, then the projection from the last block's channels x frequencies to h
     subsample, before = 0, 1
@@ -324,17 +300,14 @@ def _image_profile(raw: dict[str, Any]) -> tuple[int, int] | None:
     kind = str(raw.get("model_type"))
     if kind not in ("gemma3", "mistral3", "llama4") or not isinstance(vision, dict):
         return None
-    try:
-        size, channels = int(vision["image_size"]), int(vision.get("num_channels", 3))
-        if kind == "llama4":
-            per_tile = (size // int(vision["patch_size"])) ** 2 // round(1 / float(vision["pixel_shuffle_ratio"]) ** 2)
-            tiles = LLAMA4_MAX_TILES + 1
-            return tiles * per_tile, tiles * channels * size * size
-        if kind == "gemma3":
-            tokens = int(raw.get("mm_tokens_per_image", 256))
-        else:
-            side = size // int(vision["patch_size"]) // int(raw.get("spatial_merge_size", 1))
-            tokens = side * side + side
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
-        return None
+    size, channels = int(vision["image_size"]), int(vision.get("num_channels", 3))
+    if kind == "llama4":
+        per_tile = (size // int(vision["patch_size"])) ** 2 // round(1 / float(vision["pixel_shuffle_ratio"]) ** 2)
+        tiles = LLAMA4_MAX_TILES + 1
+        return tiles * per_tile, tiles * channels * size * size
+    if kind == "gemma3":
+        tokens = int(raw.get("mm_tokens_per_image", 256))
+    else:
+        side = size // int(vision["patch_size"]) // int(raw.get("spatial_merge_size", 1))
+        tokens = side * side + side
     return tokens, channels * size * size
