@@ -75,6 +75,16 @@ def test_ep_reads_the_busiest_ranks_experts():
     assert ep["kv_bytes"] == tp["kv_bytes"]
 
 
+def test_ep_ceiling_reads_the_kindest_routings_busiest_rank():
+    # Mixtral 8x7B on 4 GPUs at batch 64: the ceiling routes every token to the same 2 experts. Under tp 4 each
+    # rank reads a quarter of both; under ep 4 a rank holds 2 whole experts, and the 2 reached at best lie on two
+    # ranks, so the busiest reads one whole expert a layer: 32 x (1 - 2/4) x 3 x 4,096 x 14,336 x 2 B more.
+    args = ("roofline", "mixtral-8x7b", "--gpu", "h100", "--tp", "4", "--batch", "64", "--seq", "1k")
+    tp, ep = run_json(*args)["rows"][0], run_json(*args, "--ep", "4")["rows"][0]
+    assert ep["ceiling_weight_bytes"] - tp["ceiling_weight_bytes"] == 32 * 3 * 4096 * 14336 * 2 // 2
+    assert ep["ceiling_weight_bytes"] < ep["weight_bytes"]
+
+
 def test_tp_across_nodes_is_flagged_and_costed_on_the_scale_out_link():
     # Llama-3.1-405B at tp 16 on 8-GPU H100 boards: 126 layers x 2 all-reduces of 16,384 x 2 B per token;
     # ring wire bytes 2 x 15/16 x 32,768 = 61,440 B at batch 1, over InfiniBand's 50 GB/s instead of NVLink's 450.

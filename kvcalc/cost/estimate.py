@@ -208,7 +208,8 @@ def features(
             state += pseqs * st.state_bytes
         layers, attn, moe = _layer_counts(spec, st)
         rows.append((w, kv, state, flops, layers, attn, moe))
-        ideal.append(max((w + kv + state) / bw, flops / peak))
+        least = weight_bytes_read(spec, st, tokens, fewest=True)  # the ceiling's routing: the kindest
+        ideal.append(max((least + kv + state) / bw, flops / peak))
     scores = 0.0
     if scores_ubatch and pseqs:
         # one chunk's share of the whole prompt's pairs where the pipeline takes it in m chunks

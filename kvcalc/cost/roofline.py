@@ -55,6 +55,8 @@ class RooflineRow(Result):
     compute_seconds: float
     comm_seconds: float = 0.0  # all-reduces and pipeline sends on the step's critical path
     fits: bool = True  # weights + KV + state + reserve within capacity x gpu_util on every GPU
+    # MoE: the weight bytes the ceiling reads, the kindest routing's (k experts a layer), where below weight_bytes
+    ceiling_weight_bytes: int | None = None
     estimate_step_seconds: float | None = None  # with --efficiency / --mbu / --mfu
     estimate_tokens_per_s: float | None = None
     estimate: StepEstimate | None = None  # calibrated (absent with --ceiling); estimate_* above are --efficiency's
@@ -80,6 +82,7 @@ class RooflineResult(Result):
     warnings: list[str] = []
     engine: str | None = None  # the engine the rows' estimates are calibrated for
     estimate_basis: str | None = None
+    routed: tuple[int, int] | None = None  # MoE: (experts a layer's ceiling reads: k, the kindest routing's; E)
     rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
 
 
@@ -101,17 +104,24 @@ def _row(
     fits: bool,
     util: tuple[float, float] | None = None,
     prompt: bool = False,
+    least: list[int] | None = None,
 ) -> RooflineRow:
     """A step from each stage's (weight bytes, KV bytes, state bytes, FLOPs) on one GPU: the stages
     run one after another, each at max(memory, compute), plus the communication on the critical path.
     A `prompt` over pp > 1 stages is bounded by its busiest stage alone: fed in chunks (vLLM's token budget,
-    several requests' prompts), every stage works at once, so the sum would be no bound."""
-    times = [stage_seconds(gpu, compute_dtype, w + k + r, f) for w, k, r, f in per_stage]
+    several requests' prompts), every stage works at once, so the sum would be no bound.
+
+    `least`: each stage's weight bytes under the kindest routing (step.weight_bytes_read(fewest=True)), which
+    the ceiling reads, and its intensity counts; the weight bytes of `per_stage` (uniform routing's experts) are
+    what the row reports and a what-if (`util`, as MBU counts bytes moved) reads."""
+    least = least or [w for w, *_ in per_stage]
+    times = [stage_seconds(gpu, compute_dtype, lw + k + r, f) for lw, (_, k, r, f) in zip(least, per_stage)]
     memory_s, compute_s = sum(m for m, _ in times), sum(c for _, c in times)
     over = max if prompt else sum
     step = over(max(m, c) for m, c in times) + comm
     # Per GPU: the stage that moves the most bytes (all of them when pp is 1).
-    weight, kv, state, flops = max(per_stage, key=lambda t: t[0] + t[1] + t[2])
+    top = max(range(len(per_stage)), key=lambda i: sum(per_stage[i][:3]))
+    weight, kv, state, flops = per_stage[top]
     row = RooflineRow(
         batch=batch,
         seq=seq,
@@ -119,7 +129,7 @@ def _row(
         kv_bytes=kv,
         state_bytes=state,
         flops=flops,
-        arithmetic_intensity=flops / (weight + kv + state),
+        arithmetic_intensity=flops / (least[top] + kv + state),  # the ceiling's bytes: under its roofs
         bound="memory" if memory_s >= compute_s else "compute",
         step_seconds=step,
         tokens_per_s=batch / step,
@@ -127,9 +137,12 @@ def _row(
         compute_seconds=compute_s,
         comm_seconds=comm,
         fits=fits,
+        ceiling_weight_bytes=least[top] if least[top] != weight else None,
     )
     if util is not None:
-        est = over(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
+        est = step
+        if util != (1.0, 1.0):
+            est = over(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
         row.estimate_step_seconds, row.estimate_tokens_per_s = est, batch / est
     return row
 
@@ -150,20 +163,17 @@ def decode_row(
 ) -> RooflineRow:
     """One decode step for `batch` sequences that each hold `seq` cached tokens, on `dep`."""
     staged = staged or stages(spec, dep, dtype)
-    per_stage = [
-        (
-            weight_bytes_read(spec, st, batch),
-            kv_bytes(st, batch, seq, kv_dtype),
-            decode_state_bytes(st, batch),
-            stage_decode_flops(st, batch, seq),
-        )
+    rest = [
+        (kv_bytes(st, batch, seq, kv_dtype), decode_state_bytes(st, batch), stage_decode_flops(st, batch, seq))
         for st in staged
     ]
+    per_stage = [(weight_bytes_read(spec, st, batch), *r) for st, r in zip(staged, rest)]
+    least = [weight_bytes_read(spec, st, batch, fewest=True) for st in staged]
     comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, seq, kv_dtype)
-    row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, util)
+    row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, util, least=least)
     if steps is not None:
-        _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit, dtype)
+        _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit, dtype, least)
     return row
 
 
@@ -183,18 +193,16 @@ def prefill_row(
     """The prompt pass: every prompt token through the weights, K/V written once, the all-reduces
     carrying batch x prompt activations."""
     staged = staged or stages(spec, dep, dtype)
-    per_stage = [
-        (
-            weight_bytes_read(spec, st, batch * prompt),
-            kv_bytes(st, batch, prompt, kv_dtype),
-            batch * st.state_bytes,  # each sequence's final state written once (none read: a new prompt)
-            stage_prefill_flops(st, batch, prompt),
-        )
+    # each sequence's final state written once (none read: a new prompt)
+    rest = [
+        (kv_bytes(st, batch, prompt, kv_dtype), batch * st.state_bytes, stage_prefill_flops(st, batch, prompt))
         for st in staged
     ]
+    per_stage = [(weight_bytes_read(spec, st, batch * prompt), *r) for st, r in zip(staged, rest)]
+    least = [weight_bytes_read(spec, st, batch * prompt, fewest=True) for st in staged]
     fit = memory_fit(gpu, dep, staged, batch, prompt, kv_dtype)
     comm = comm_seconds(spec, dep, batch * prompt, dtype)
-    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm, fit.fits, util, prompt=True)
+    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm, fit.fits, util, prompt=True, least=least)
 
 
 def _explain_decode(
@@ -208,9 +216,10 @@ def _explain_decode(
     compute_dtype: str,
     fit: Fit,
     dtype: str | None = None,
+    least: list[int] | None = None,
 ) -> None:
     b, s = row.batch, row.seq
-    moe = " (routed experts: those the batch's tokens are expected to reach)" if spec.is_moe and not spec.params else ""
+    least = least or [w for w, *_ in per_stage]
     steps += [f"batch {b:,}, context {s:,}:", f"  {attention_form(spec, 'decode')}"]
     if dep.gpus > 1:
         kv = (
@@ -223,7 +232,7 @@ def _explain_decode(
             f"matrices, norms and routers whole, {spec.num_heads // dep.tp} query heads and {kv} per rank"
         )
     bw, peak = gpu.bandwidth_bytes_per_s, gpu.peak_flop_per_s(compute_dtype)
-    for st, (w, k, r, f) in zip(staged, per_stage):
+    for st, (w, k, r, f), lw in zip(staged, per_stage, least):
         where = (
             f"  stage {st.number} (layers {st.start}-{st.end - 1}) per GPU:"
             if dep.pp > 1
@@ -231,7 +240,15 @@ def _explain_decode(
             if dep.gpus > 1
             else " "
         )
-        m, c = w + k + r, f
+        m, c = lw + k + r, f
+        moe = (
+            f" (routed experts: those the batch's tokens are expected to reach; the ceiling reads {lw:,} B, the"
+            f" {spec.experts_per_token} a layer that tokens routed alike reach, the fewest any step reads)"
+            if lw != w
+            else " (routed experts: those the batch's tokens are expected to reach)"
+            if spec.is_moe and not spec.params
+            else ""
+        )
         state = f"; recurrent state read and written {r:,} B (2 x {b:,} x {st.state_bytes:,} B)" if r else ""
         steps += [
             f"{where} weights read {w:,} B{moe}; KV read {k:,} B ({b:,} sequence{'s' if b > 1 else ''} x {s:,} cached tokens){state}; FLOPs {f:,}",
@@ -239,7 +256,9 @@ def _explain_decode(
             f"max({fmt_seconds(m / bw)}, {fmt_seconds(c / peak)}) = {fmt_seconds(max(m / bw, c / peak))}",
         ]
     steps += comm_lines(spec, dep, b, dtype)
-    summed = " + ".join(fmt_seconds(max(stage_seconds(gpu, compute_dtype, w + k + r, f))) for w, k, r, f in per_stage)
+    summed = " + ".join(
+        fmt_seconds(max(stage_seconds(gpu, compute_dtype, lw + k + r, f))) for lw, (_, k, r, f) in zip(least, per_stage)
+    )
     steps += [
         f"  step >= {summed}"
         + (f" + communication {fmt_seconds(row.comm_seconds)}" if row.comm_seconds else "")
@@ -361,5 +380,6 @@ def roofline_report(
         warnings=warnings,
         engine=engine,
         estimate_basis=basis,
+        routed=(spec.experts_per_token, spec.experts) if spec.is_moe and not spec.params else None,
         rows=rows,
     )

@@ -292,9 +292,9 @@ def rank_read_parts(
     return fixed, rows * per.ends, moe_layers, one * per.experts
 
 
-def read_bytes(spec: ModelSpec, parts: tuple[Fraction, Fraction, int, Fraction], tokens: int) -> int:
-    """Weight bytes read by a step over `tokens` tokens, from rank_read_parts."""
-    return _read_bytes(parts, min(tokens, spec.vocab_size or 0), spec.experts, spec.experts_per_token, tokens)
+def read_bytes(spec: ModelSpec, parts: tuple[Fraction, Fraction, int, Fraction], tokens: int, routed: int = 0) -> int:
+    """Weight bytes read by a step over `tokens` tokens, from rank_read_parts; experts those `routed` tokens reach."""
+    return _read_bytes(parts, min(tokens, spec.vocab_size or 0), spec.experts, spec.experts_per_token, routed or tokens)
 
 
 @lru_cache(maxsize=4096)

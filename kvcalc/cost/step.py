@@ -305,16 +305,21 @@ def chunk_attention_flops(stage: Stage, seqs: int, context: int, chunk: int) -> 
     return seqs * attention
 
 
-def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int) -> int:
+def weight_bytes_read(spec: ModelSpec, stage: Stage, tokens: int, fewest: bool = False) -> int:
     """Weight bytes one GPU of the stage reads in a step over `tokens` tokens, in the weight formats
-    the stage was built for (stages(..., dtype)). Under expert parallelism, the busiest rank's."""
-    mean = read_bytes(spec, stage.read_parts, tokens)
+    the stage was built for (stages(..., dtype)). Under expert parallelism, the busiest rank's. Routed experts:
+    those uniform routing is expected to reach; `fewest` (the ceiling's): those of the kindest routing, every token
+    to the same k (identical inputs: gptSessionBenchmark's pad tokens), over the EP ranks. No step reads fewer."""
+    mean = read_bytes(spec, stage.read_parts, tokens, 1 if fewest else tokens)
     if stage.ep <= 1 or not stage.read_parts[2]:
         return mean
+    _, _, moe_layers, one = stage.read_parts
+    if fewest:  # the busiest rank holds ceil(k / ep) of the k experts
+        k = spec.experts_per_token
+        return mean + math.ceil(moe_layers * (-(-k // stage.ep) - Fraction(k, stage.ep)) * stage.ep * one)
     from kvcalc.cost.fabric import busiest_experts
     from kvcalc.cost.shard import reached_experts
 
-    _, _, moe_layers, one = stage.read_parts
     reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens))
     # one rank's E / ep experts are whole on its tp / ep expert ranks: one expert is ep x `one` there
     extra = moe_layers * (busiest_experts(spec.experts, reached, stage.ep) - reached / stage.ep) * stage.ep * one

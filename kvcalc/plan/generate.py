@@ -68,6 +68,7 @@ class GenerateResult(Result):
     lesson: GenerateLesson | None = None  # with --explain only: what the cache saves, for teaching
     engine: str | None = None  # the engine the estimate is calibrated for
     estimate: Estimate | None = None  # calibrated, beside the ceiling figures above (absent with --ceiling)
+    routed: tuple[int, int] | None = None  # MoE: (experts a layer the ceiling reads: k, its tokens routed alike; E)
 
 
 def forward_flops(spec: ModelSpec, tokens: int) -> int:
@@ -196,7 +197,7 @@ def decode_sum(
     per_element = dtype_bits(kv_dtype) / 8
     total = Fraction(0)
     for st in staged:
-        weights = weight_bytes_read(spec, st, batch)
+        weights = weight_bytes_read(spec, st, batch, fewest=mbu == mfu == 1.0)  # a ceiling: the kindest routing
         edges = sorted({w for t in st.terms for w in (t.window, t.topk) if w is not None and lo <= w < hi})
         start = lo
         own = -(-batch // st.kv_ranks)  # DP attention: a rank reads only its own sequences' KV
@@ -375,6 +376,7 @@ def generate_report(
         mbu=mbu,
         mfu=mfu,
         flops_cached=flops_cached,
+        routed=(spec.experts_per_token, spec.experts) if spec.is_moe and not spec.params else None,
         lesson=lesson,
         memory_note=held or memory,
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]

@@ -58,11 +58,18 @@ SYSTEM_EXPERTS = -1  # _reads' key for the experts --n-cpu-moe keeps in system m
 
 
 def _reads(
-    spec: ModelSpec, tensors: list[TensorRow], devs: list[int | None], tokens: int, logits: int = 1, cpu_moe: int = 0
+    spec: ModelSpec,
+    tensors: list[TensorRow],
+    devs: list[int | None],
+    tokens: int,
+    logits: int = 1,
+    cpu_moe: int = 0,
+    fewest: bool = False,
 ) -> dict[int | None, tuple[float, float, float]]:
     """(weight bytes read, matmul FLOPs, of those bytes the quantized blocks') per device (None: the CPU;
     SYSTEM_EXPERTS: the experts --n-cpu-moe `cpu_moe` leaves in system memory) for a step over `tokens` tokens that
-    computes `logits` rows of the output (each decoded sequence's, a prompt's last token's)."""
+    computes `logits` rows of the output (each decoded sequence's, a prompt's last token's). `fewest`: the experts
+    the kindest routing reads (k a layer: the ceiling's, as cost/step.weight_bytes_read reads them)."""
     from kvcalc.cost.shard import reached_experts
     from kvcalc.engines.llamacpp.buffers import is_input, tensor_device
     from kvcalc.model.gguf.types import is_quantized
@@ -70,7 +77,9 @@ def _reads(
     n = spec.num_layers
     tied = not any(t.name.startswith("output.weight") for t in tensors)
     out: dict[int | None, tuple[float, float, float]] = {}
-    reached = float(reached_experts(spec.experts, spec.experts_per_token, tokens)) if spec.experts else 0.0
+    reached = (
+        float(reached_experts(spec.experts, spec.experts_per_token, 1 if fewest else tokens)) if spec.experts else 0.0
+    )
     for t in tensors:
         tied_output = tied and t.name.startswith("token_embd.")
         if tied_output:
@@ -180,6 +189,7 @@ def step_features(
     seqs = 1 if prefill else max(1, batch)
     tokens = prompt_tokens if prefill else seqs
     reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe)
+    kindest = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe, True) if tokens > 1 else reads
     kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill, spec.index_topk).items()}
     runs = spec.expanded_layers()
     attends = [run.kind != LayerKind.STATELESS for run in runs]
@@ -192,12 +202,12 @@ def step_features(
     cpu_layers = [i for i in range(n) if devs[i] is None]
     rows, ideal = [], []
 
-    def row(layer_ids: list[int], w: float, kv_b: float, mm: float) -> None:
+    def row(layer_ids: list[int], w: float, kv_b: float, mm: float, least: float) -> None:
         a = sum(attends[i] for i in layer_ids)
         flops = mm + attn_total * a / n_attn
         blocks = sum(sub[i] for i in layer_ids) / 2  # per-layer costs by block, as cost/estimate counts them
         rows.append((int(w), int(kv_b), 0, int(flops), blocks, a, sum(moe[i] for i in layer_ids)))
-        ideal.append(max((w + kv_b) / bw, flops / peak))
+        ideal.append(max((least + kv_b) / bw, flops / peak))
 
     # NOTE: --n-cpu-moe's experts: a decode step's CPU multiplies the experts its tokens reach where they lie; a
     # prompt's ubatch (32 tokens or more) is offloaded to the first GPU, the experts copied to it (charged by the
@@ -207,14 +217,14 @@ def step_features(
     for g in gpus:
         ids = [i for i in range(n) if devs[i] == g]
         w, mm, q = reads.get(g, (0.0, 0.0, 0.0))
-        row(ids, w, kv.get(g, 0.0), mm + (sys_mm if prefill and g == gpus[0] else 0.0))
+        row(ids, w, kv.get(g, 0.0), mm + (sys_mm if prefill and g == gpus[0] else 0.0), kindest.get(g, (0.0,))[0])
         gpu_w, gpu_q = gpu_w + w, gpu_q + q
     cpu_w, cpu_mm, _ = reads.get(None, (0.0, 0.0, 0.0))
     cpu_kv = kv.get(None, 0.0)
     cpu_bytes = cpu_w + cpu_kv + (0.0 if prefill else sys_w)
     if prefill and (cpu_layers or cpu_mm):
         # NOTE: op offload: the GPU multiplies the CPU-held weights (copied over PCIe, charged by the caller)
-        row(cpu_layers, 0.0, cpu_kv, cpu_mm)
+        row(cpu_layers, 0.0, cpu_kv, cpu_mm, 0.0)
         cpu_bytes = 0.0
     link = link_for(gpu) if len(rows) > 1 else None
     # NOTE: llama.cpp hands f32 activations from one GPU's layers to the next (ggml's graph split copies)

@@ -160,6 +160,12 @@ def roofline_sheet(result: RooflineResult) -> Sheet:
         + (" per stage + all-reduces and sends" if parallel else "")
         + ", tokens/s <= batch / step time; real kernels reach a fraction of both roofs."
     )
+    if result.routed:
+        k, e = result.routed
+        sheet.notes.append(
+            f"MoE: weights read are the experts of {e} a layer that varied tokens are expected to reach; the ceiling"
+            f" (and FLOP/B) counts only the {k} that tokens routed alike reach (identical prompts are), the fewest any step reads."
+        )
     if calibrated:
         sheet.notes.append(
             f"{result.estimate_basis[:1].upper()}{result.estimate_basis[1:]}, {result.engine}: a run is predicted to measure it, and 8 in 10 to fall in the interval."

@@ -274,6 +274,12 @@ def generate_sheet(results: list) -> Sheet:
         if len(results) == 1
         else "The ceiling is a bound; the estimate scales both roofs."
     )
+    if first.routed and first.basis == "ceiling":
+        k, e = first.routed
+        sheet.notes.append(
+            f"MoE: the ceiling routes every token to the same {k} of {e} experts a layer (identical prompts do), the"
+            " fewest a step reads; the estimate, the experts varied tokens reach."
+        )
     sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
     sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet
