@@ -84,6 +84,22 @@ def test_csv_has_exact_bytes():
     assert [int(r["total_bytes"]) for r in rows] == [2**30, 16 * 2**30]
 
 
+def test_csv_gives_the_estimate_its_own_columns():
+    # the estimate and its interval are columns (estimate.tpot_s, .lo / .hi) a script reads, not one cell holding
+    # a Python dict; they match the JSON, and a list (warnings) is one cell
+    args = ("generate", "llama-3-8b", "--gpu", "h100", "--prompt", "1k", "--new", "128", "--batch", "4")
+    row = next(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
+    est = run_json(*args)["estimate"]
+    for name in ("ttft_s", "tpot_s", "total_s", "tokens_per_s"):
+        lo, mid, hi = (float(row[f"estimate.{name}{end}"]) for end in (".lo", "", ".hi"))
+        assert (lo, mid, hi) == (*est["interval"][name][:1], est[name], *est["interval"][name][1:])
+    assert "{" not in "".join(row.values())
+    roof = next(csv.DictReader(io.StringIO(run("roofline", "7b", "--gpu", "a100", "--batch", "8", "-f", "csv").stdout)))
+    assert (
+        float(roof["estimate.interval_s.lo"]) <= float(roof["estimate.step_s"]) <= float(roof["estimate.interval_s.hi"])
+    )
+
+
 def test_markdown_and_table_show_units():
     md = run("compare", "mha", "gqa", "--format", "markdown").stdout
     assert "| mha | 64 | bf16 | 2.50 MiB | 640 GiB | 1x |" in md

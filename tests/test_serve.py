@@ -569,7 +569,7 @@ def test_a_concurrency_sweep_writes_one_csv_row_a_level_with_every_interval():
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [row["concurrency"] for row in rows] == ["1", "2", "4", "8"]
     for row in rows:
-        lo, mid, hi = (float(row[f"estimate_ttft_p50_s{s}"]) for s in ("_lo", "", "_hi"))
+        lo, mid, hi = (float(row[f"estimate.ttft_p50_s{s}"]) for s in (".lo", "", ".hi"))
         assert lo <= mid <= hi
     alone = run_json(
         "generate", "llama-3.1-8b", "--gpu", "h100", "--prompt", "1024", "--new", "128", "--concurrency", "1"

@@ -246,7 +246,7 @@ def generate(
     payload = results[0].model_dump(mode="json")
     if util:
         payload["what_if"] = results[1].model_dump(mode="json")  # --efficiency/--mbu/--mfu
-    csv_rows = [{**r.model_dump(), "warnings": "; ".join(r.warnings)} for r in results]  # one cell, not a list's repr
+    csv_rows = [r.model_dump() for r in results]  # to_csv: the estimate's figures as columns, the warnings one cell
     _emit(fmt, payload, [generate_sheet(results)], csv_rows, steps)
 
     def chart():  # noqa: ANN202

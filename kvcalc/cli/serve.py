@@ -140,13 +140,13 @@ def serve_generate(
     )  # fmt: skip
     results = [serve_report(spec, gpu_spec, dep, concurrency=c, **args) for c in levels]
     if len(results) == 1:
-        _emit(fmt, results[0].model_dump(mode="json"), [serve_sheet(results[0])], [_csv(results[0])])
+        _emit(fmt, results[0].model_dump(mode="json"), [serve_sheet(results[0])], [results[0].model_dump()])
     else:
         _emit(
             fmt,
             {"rows": [r.model_dump(mode="json") for r in results]},
             [sweep_sheet(results)],
-            [_csv(r) for r in results],
+            [r.model_dump() for r in results],
         )
 
     def chart():  # noqa: ANN202
@@ -156,16 +156,3 @@ def serve_generate(
         return serving_chart(f"Serving {spec.name} on {where}, {prompt:,} + {new:,} tokens", results)
 
     _draw(plot, chart, plot_size)
-
-
-def _csv(r) -> dict:  # noqa: ANN001
-    row = {k: v for k, v in r.model_dump().items() if k not in ("estimate", "warnings")}
-    row["warnings"] = "; ".join(r.warnings)  # one cell: what the table prints under it (the pool, a refusal)
-    if r.estimate is not None:
-        for k, v in r.estimate.model_dump().items():
-            if k == "interval":
-                for name, (lo, hi) in v.items():
-                    row[f"estimate_{name}_lo"], row[f"estimate_{name}_hi"] = lo, hi
-            else:
-                row[f"estimate_{k}"] = v
-    return row

@@ -286,11 +286,29 @@ def to_markdown(sheet: Sheet) -> str:
     return "\n".join(lines)
 
 
+def _flat(row: dict, prefix: str = "", pairs: bool = False) -> dict:
+    """A result row's nested figures as columns of their own, named by their path: an estimate's `ttft_s` as
+    estimate.ttft_s, its 80% interval as estimate.ttft_s.lo / .hi; a list of words as one cell."""
+    out: dict = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, prefix, pairs=True) if key == "interval" else _flat(value, f"{name}."))
+        elif isinstance(value, (list, tuple)) and len(value) == 2 and (pairs or key.startswith("interval")):
+            out[f"{name}.lo"], out[f"{name}.hi"] = value
+        elif isinstance(value, (list, tuple)):
+            out[name] = "; ".join(str(v) for v in value)
+        else:
+            out[name] = value
+    return out
+
+
 def to_csv(rows: list[dict]) -> str:
     """Raw figures (exact bytes, plain numbers) for scripts: one column for every name any row has, in the order
-    they first appear, empty where a row has none."""
+    they first appear, empty where a row has none; nested figures flattened (_flat)."""
     if not rows:
         return ""
+    rows = [_flat(row) for row in rows]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for row in rows for k in row)), lineterminator="\n")
     writer.writeheader()
