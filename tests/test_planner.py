@@ -135,6 +135,20 @@ def test_identical_prompts_do_not_beat_the_moe_ceiling():
     assert out["tokens_per_s"] > 1602
     est = out["estimate"]
     assert est["tokens_per_s"] < out["tokens_per_s"] and est["tpot_s"] > out["tpot_s"]
+    assert out["routed"] == [2, 8]  # the ceiling's experts a layer, of the 8
+
+
+def test_every_speed_table_says_how_a_moe_ceiling_routes():
+    note = "the ceiling routes every token to the same 8 of 128 experts a layer"
+    base = ("generate", "qwen3-30b-a3b", "--gpu", "h100", "--prompt", "1k", "--new", "64")
+    for extra in (("--batch", "4"), ("--concurrency", "4")):
+        assert note in run(*base, *extra).stdout
+        assert run_json(*base, *extra)["routed"] == [8, 128]
+    assert (
+        "counts only the 8 that tokens routed alike reach" in run("roofline", "qwen3-30b-a3b", "--gpu", "h100").stdout
+    )
+    dense = run_json("generate", "llama-3-8b", "--gpu", "h100", "--prompt", "1k", "--new", "64", "--concurrency", "4")
+    assert dense["routed"] is None and "experts a layer" not in run("roofline", "llama-3-8b", "--gpu", "h100").stdout
 
 
 def test_mxfp4_experts_for_gpt_oss():

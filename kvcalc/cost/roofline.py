@@ -86,6 +86,12 @@ class RooflineResult(Result):
     rows: list[RooflineRow]  # weight_bytes, kv_bytes and flops per GPU; tokens_per_s for the deployment
 
 
+def ceiling_routing(spec: ModelSpec) -> tuple[int, int] | None:
+    """A MoE model's (experts a layer the ceiling reads, every token routed alike: k; E); None for a dense one or an
+    explicit parameter count (step.weight_bytes_read(fewest=True))."""
+    return (spec.experts_per_token, spec.experts) if spec.is_moe and not spec.params else None
+
+
 def stage_seconds(
     gpu: GpuSpec, compute_dtype: str, nbytes: int, flops: int, mbu: float = 1.0, mfu: float = 1.0
 ) -> tuple[float, float]:
@@ -380,6 +386,6 @@ def roofline_report(
         warnings=warnings,
         engine=engine,
         estimate_basis=basis,
-        routed=(spec.experts_per_token, spec.experts) if spec.is_moe and not spec.params else None,
+        routed=ceiling_routing(spec),
         rows=rows,
     )

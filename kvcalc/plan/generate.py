@@ -7,7 +7,7 @@ from fractions import Fraction
 from kvcalc.cost.flops import _qk_v_dims, index_flops, prefill_attention_flops, prefill_flops, sparse
 from kvcalc.cost.kvcache import bytes_per_token
 from kvcalc.cost.params import compute_params
-from kvcalc.cost.roofline import comm_lines, decode_row, prefill_row
+from kvcalc.cost.roofline import ceiling_routing, comm_lines, decode_row, prefill_row
 from kvcalc.cost.step import (
     SINGLE,
     Deployment,
@@ -376,7 +376,7 @@ def generate_report(
         mbu=mbu,
         mfu=mfu,
         flops_cached=flops_cached,
-        routed=(spec.experts_per_token, spec.experts) if spec.is_moe and not spec.params else None,
+        routed=ceiling_routing(spec),
         lesson=lesson,
         memory_note=held or memory,
         warnings=[w for w in (context_warning(spec, prompt + new),) if w]

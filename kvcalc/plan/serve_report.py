@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import lru_cache, partial
 
 from kvcalc.cost.constants import ConstantsMemo
+from kvcalc.cost.roofline import ceiling_routing
 from kvcalc.cost.step import Deployment, comm_seconds, context_warning, needs_link, stages
 from kvcalc.errors import UsageError
 from kvcalc.hardware.gpu import GpuSpec
@@ -66,6 +67,7 @@ class ServeResult(ServeFigures):
     max_num_batched_tokens: int
     estimate: ServeEstimate | None = None
     warnings: list[str] = []
+    routed: tuple[int, int] | None = None  # MoE: (experts a layer the ceiling's steps read: k, tokens routed alike; E)
 
 
 INTERVAL_NAMES = ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_s", "total_s", "tokens_per_s", "per_user_tokens_per_s")
@@ -256,7 +258,7 @@ def serve_report(
         steady_state=bool(steady and concurrency is not None),
         measured_requests=top.measured, steps=top.steps, kv_capacity_tokens=limits.kv_blocks * limits.block_size,
         kv_pool=pool, max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,
-        warnings=warnings,
+        warnings=warnings, routed=ceiling_routing(spec),
     )  # fmt: skip
     if not estimate:
         return result

@@ -89,6 +89,15 @@ def _fixed(value: float, decimals: int) -> str:
     return f"{value:,.{max(decimals, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
+def moe_ceiling_note(routed: tuple[int, int]) -> str:
+    """What a MoE model's ceiling reads (cost/roofline.ceiling_routing), beside its estimate."""
+    k, e = routed
+    return (
+        f"MoE: the ceiling routes every token to the same {k} of {e} experts a layer (identical prompts do), the"
+        " fewest a step reads; the estimate, the experts varied tokens reach."
+    )
+
+
 def roofline_sheet(result: RooflineResult) -> Sheet:
     rows = result.rows
     wu, ws = _unit([r.weight_bytes for r in rows], BYTE_UNITS)

@@ -3,6 +3,7 @@ its 80% interval), or one row per concurrency of a sweep."""
 
 from __future__ import annotations
 
+from kvcalc.present.render import moe_ceiling_note
 from kvcalc.present.sheet import Sheet
 from kvcalc.units import fmt_seconds
 
@@ -109,6 +110,8 @@ def _notes(r, sweep: bool = False) -> list[str]:  # noqa: ANN001
         + ": no real server beats it."
         + (f" The estimate: {r.estimate.basis}." if r.estimate else ""),
     ]
+    if r.routed:
+        notes.append(moe_ceiling_note(r.routed))
     if r.concurrency is not None and r.steady_state:
         notes.append(
             f"Steady state: figures over {r.measured_requests:,} of {r.requests:,} requests (the start-up burst and "

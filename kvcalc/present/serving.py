@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvcalc.present.render import _bytes
+from kvcalc.present.render import _bytes, moe_ceiling_note
 from kvcalc.present.sheet import Sheet
 from kvcalc.units import fmt_seconds, plural
 
@@ -275,11 +275,7 @@ def generate_sheet(results: list) -> Sheet:
         else "The ceiling is a bound; the estimate scales both roofs."
     )
     if first.routed and first.basis == "ceiling":
-        k, e = first.routed
-        sheet.notes.append(
-            f"MoE: the ceiling routes every token to the same {k} of {e} experts a layer (identical prompts do), the"
-            " fewest a step reads; the estimate, the experts varied tokens reach."
-        )
+        sheet.notes.append(moe_ceiling_note(first.routed))
     sheet.notes.append(f"Memory per GPU at {first.prompt + first.new:,} tokens: {first.memory_note}.")
     sheet.notes += [f"Warning: {w}" for w in first.warnings]
     return sheet
