@@ -108,9 +108,9 @@ def _row(
     per_stage: list[tuple[int, int, int, int]],
     comm: float,
     fits: bool,
+    least: list[int],
     util: tuple[float, float] | None = None,
     prompt: bool = False,
-    least: list[int] | None = None,
 ) -> RooflineRow:
     """A step from each stage's (weight bytes, KV bytes, state bytes, FLOPs) on one GPU: the stages
     run one after another, each at max(memory, compute), plus the communication on the critical path.
@@ -120,7 +120,6 @@ def _row(
     `least`: each stage's weight bytes under the kindest routing (step.weight_bytes_read(fewest=True)), which
     the ceiling reads, and its intensity counts; the weight bytes of `per_stage` (uniform routing's experts) are
     what the row reports and a what-if (`util`, as MBU counts bytes moved) reads."""
-    least = least or [w for w, *_ in per_stage]
     times = [stage_seconds(gpu, compute_dtype, lw + k + r, f) for lw, (_, k, r, f) in zip(least, per_stage)]
     memory_s, compute_s = sum(m for m, _ in times), sum(c for _, c in times)
     over = max if prompt else sum
@@ -177,7 +176,7 @@ def decode_row(
     least = [weight_bytes_read(spec, st, batch, fewest=True) for st in staged]
     comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, seq, kv_dtype)
-    row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, util, least=least)
+    row = _row(gpu, compute_dtype, batch, seq, per_stage, comm, fit.fits, least, util)
     if steps is not None:
         _explain_decode(steps, spec, gpu, dep, staged, per_stage, row, compute_dtype, fit, dtype, least)
     return row
@@ -208,7 +207,7 @@ def prefill_row(
     least = [weight_bytes_read(spec, st, batch * prompt, fewest=True) for st in staged]
     fit = memory_fit(gpu, dep, staged, batch, prompt, kv_dtype)
     comm = comm_seconds(spec, dep, batch * prompt, dtype)
-    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm, fit.fits, util, prompt=True, least=least)
+    return _row(gpu, compute_dtype, batch, prompt, per_stage, comm, fit.fits, least, util, prompt=True)
 
 
 def _explain_decode(
@@ -221,11 +220,10 @@ def _explain_decode(
     row: RooflineRow,
     compute_dtype: str,
     fit: Fit,
-    dtype: str | None = None,
-    least: list[int] | None = None,
+    dtype: str | None,
+    least: list[int],
 ) -> None:
     b, s = row.batch, row.seq
-    least = least or [w for w, *_ in per_stage]
     steps += [f"batch {b:,}, context {s:,}:", f"  {attention_form(spec, 'decode')}"]
     if dep.gpus > 1:
         kv = (

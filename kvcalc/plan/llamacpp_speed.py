@@ -189,7 +189,8 @@ def step_features(
     seqs = 1 if prefill else max(1, batch)
     tokens = prompt_tokens if prefill else seqs
     reads = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe)
-    kindest = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe, True) if tokens > 1 else reads
+    routed = spec.experts and tokens > 1  # the ceiling's experts differ from uniform routing's
+    kindest = _reads(spec, tensors, devs, tokens, 1 if prefill else seqs, r.cpu_moe, True) if routed else reads
     kv = {d: seqs * b for d, b in _kv(r, devs, tokens if prefill else context, prefill, spec.index_topk).items()}
     runs = spec.expanded_layers()
     attends = [run.kind != LayerKind.STATELESS for run in runs]
