@@ -138,6 +138,25 @@ def test_identical_prompts_do_not_beat_the_moe_ceiling():
     assert out["routed"] == [2, 8]  # the ceiling's experts a layer, of the 8
 
 
+def test_generate_explains_the_bytes_its_ceiling_and_its_what_if_read():
+    # --explain's decode line shows the bytes the figure beside it divides: the ceiling's (2 experts a layer for
+    # Mixtral, its tokens routed alike) or, under --mbu, the bytes uniform routing moves
+    gen = ("generate", "mixtral-8x7b", "--gpu", "h100", "--tp", "2", "--batch", "32", "--prompt", "2k", "--new", "2k")
+    row = run_json("roofline", *gen[1:6], "--batch", "32", "--seq", "2049")["rows"][0]
+    ceiling = row["ceiling_weight_bytes"] + row["kv_bytes"]
+    moved = row["weight_bytes"] + row["kv_bytes"]
+    for extra, lead, nbytes, bw in (
+        ((), "[ceiling]", ceiling, 3.35e12),
+        (("--mbu", "0.5"), "[estimate (MBU", moved, 1.675e12),
+    ):
+        lines = run_json(*gen, *extra, "--explain")["explanation"]
+        first = next(line for line in lines if line.startswith(f"{lead}") and "first decode step" in line)
+        found = re.search(r"max\(([\d,]+) B / \(bandwidth x [\d.]+\) = ([\d.]+) ms", first)
+        assert int(found.group(1).replace(",", "")) == nbytes
+        assert float(found.group(2)) == pytest.approx(nbytes / bw * 1e3, abs=0.006)
+    assert ceiling < moved
+
+
 def test_every_speed_table_says_how_a_moe_ceiling_routes():
     note = "the ceiling routes every token to the same 8 of 128 experts a layer"
     base = ("generate", "qwen3-30b-a3b", "--gpu", "h100", "--prompt", "1k", "--new", "64")

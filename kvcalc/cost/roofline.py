@@ -58,6 +58,7 @@ class RooflineRow(Result):
     # MoE: the weight bytes the ceiling reads, the kindest routing's (k experts a layer), where below weight_bytes
     ceiling_weight_bytes: int | None = None
     estimate_step_seconds: float | None = None  # with --efficiency / --mbu / --mfu
+    estimate_memory_seconds: float | None = None  # the what-if's: the bytes moved / (bandwidth x MBU), stages summed
     estimate_tokens_per_s: float | None = None
     estimate: StepEstimate | None = None  # calibrated (absent with --ceiling); estimate_* above are --efficiency's
 
@@ -147,7 +148,9 @@ def _row(
     if util is not None:
         est = step
         if util != (1.0, 1.0):
-            est = over(max(stage_seconds(gpu, compute_dtype, w + k + r, f, *util)) for w, k, r, f in per_stage) + comm
+            what = [stage_seconds(gpu, compute_dtype, w + k + r, f, *util) for w, k, r, f in per_stage]
+            est = over(max(t) for t in what) + comm
+            row.estimate_memory_seconds = sum(m for m, _ in what)
         row.estimate_step_seconds, row.estimate_tokens_per_s = est, batch / est
     return row
 

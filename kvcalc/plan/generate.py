@@ -408,16 +408,16 @@ def _explain(
     mbu, mfu = util
 
     def terms(r, what: str, prompt: bool = False) -> str:  # noqa: ANN001
-        mem, comp = fmt_seconds(r.memory_seconds / mbu), fmt_seconds(r.compute_seconds / mfu)
+        ceiling = util == (1.0, 1.0)  # a MoE's bytes then its tokens routed alike; a what-if's, the bytes moved
+        nbytes = ((ceiling and r.ceiling_weight_bytes) or r.weight_bytes) + r.kv_bytes + r.state_bytes
+        mem = fmt_seconds(r.memory_seconds if ceiling else r.estimate_memory_seconds)
+        comp = fmt_seconds(r.compute_seconds / mfu)
         if fit.stages > 1:
             # Decode stages run one after another (each stage's max, summed); a prompt fed in chunks keeps
             # every stage busy at once, so its bound is the busiest stage's (memory and compute shown summed).
             how = "the busiest" if prompt else "sum over"
             return f"{how} of {fit.stages} stages of max(bytes / (bandwidth x {mbu:g}), FLOPs / (peak x {mfu:g})); memory {mem}, compute {comp} in all"
-        return (
-            f"max({r.weight_bytes + r.kv_bytes + r.state_bytes:,} B / (bandwidth x {mbu:g}) = {mem}, {r.flops:,} FLOPs{what} / "
-            f"(peak x {mfu:g}) = {comp})"
-        )
+        return f"max({nbytes:,} B / (bandwidth x {mbu:g}) = {mem}, {r.flops:,} FLOPs{what} / (peak x {mfu:g}) = {comp})"
 
     comm_text = f" + communication {fmt_seconds(pre.comm_seconds)}" if pre.comm_seconds else ""
     steps.append(
