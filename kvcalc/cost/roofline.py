@@ -253,7 +253,7 @@ def _explain_decode(
             f" {spec.experts_per_token} a layer that tokens routed alike reach, the fewest any step reads)"
             if lw != w
             else " (routed experts: those the batch's tokens are expected to reach)"
-            if spec.is_moe and not spec.params
+            if ceiling_routing(spec)
             else ""
         )
         state = f"; recurrent state read and written {r:,} B (2 x {b:,} x {st.state_bytes:,} B)" if r else ""
