@@ -188,7 +188,6 @@ def features(
     rows, prompt_attention = [], []
     peak = gpu.peak_flop_per_s(compute_dtype)
     bw = gpu.bandwidth_bytes_per_s
-    ceiling = 0.0
     ideal = []
     for st in staged:
         w = weight_bytes_read(spec, st, tokens)
@@ -208,8 +207,7 @@ def features(
             state += pseqs * st.state_bytes
         layers, attn, moe = _layer_counts(spec, st)
         rows.append((w, kv, state, flops, layers, attn, moe))
-        least = weight_bytes_read(spec, st, tokens, fewest=True)  # the ceiling's routing: the kindest
-        ideal.append(max((least + kv + state) / bw, flops / peak))
+        ideal.append(stage_bound(spec, st, tokens, kv, state, flops, bw, peak))
     scores = 0.0
     if scores_ubatch and pseqs:
         # one chunk's share of the whole prompt's pairs where the pipeline takes it in m chunks
@@ -237,6 +235,15 @@ def features(
         attention_peak=attention_rate(gpu, kv_dtype, peak) if prompt_attention else 0.0,
         **layout_fields(spec, dep, link, tokens, batch, pseqs, dtype),
     )
+
+
+def stage_bound(
+    spec: ModelSpec, st: Stage, tokens: int, kv: int, state: int, flops: int, bandwidth: float, peak: float
+) -> float:
+    """One stage's share of a step at its bound: bytes over bandwidth or FLOPs over peak, the weights those the
+    ceiling reads (step.weight_bytes_read(fewest=True)). For features() and plan/serve_steps' fast step."""
+    least = weight_bytes_read(spec, st, tokens, fewest=True)
+    return max((least + kv + state) / bandwidth, flops / peak)
 
 
 def attention_rate(gpu: GpuSpec, kv_dtype: str, peak: float) -> float:

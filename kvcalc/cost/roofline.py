@@ -93,6 +93,13 @@ def ceiling_routing(spec: ModelSpec) -> tuple[int, int] | None:
     return (spec.experts_per_token, spec.experts) if spec.is_moe and not spec.params else None
 
 
+def at_ceiling(mbu: float, mfu: float) -> bool:
+    """Whether MBU and MFU are the ceiling's: every byte at the bandwidth, every FLOP at the peak. The one test of
+    it: a ceiling reads the kindest routing's weight bytes (step.weight_bytes_read(fewest=True)), a what-if the
+    bytes it moves, and the answer's basis says which it is."""
+    return mbu == 1.0 and mfu == 1.0
+
+
 def stage_seconds(
     gpu: GpuSpec, compute_dtype: str, nbytes: int, flops: int, mbu: float = 1.0, mfu: float = 1.0
 ) -> tuple[float, float]:
@@ -147,7 +154,7 @@ def _row(
     )
     if util is not None:
         est = step
-        if util != (1.0, 1.0):
+        if not at_ceiling(*util):
             what = [stage_seconds(gpu, compute_dtype, w + k + r, f, *util) for w, k, r, f in per_stage]
             est = over(max(t) for t in what) + comm
             row.estimate_memory_seconds = sum(m for m, _ in what)

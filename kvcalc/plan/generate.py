@@ -7,7 +7,7 @@ from fractions import Fraction
 from kvcalc.cost.flops import _qk_v_dims, index_flops, prefill_attention_flops, prefill_flops, sparse
 from kvcalc.cost.kvcache import bytes_per_token
 from kvcalc.cost.params import compute_params
-from kvcalc.cost.roofline import ceiling_routing, comm_lines, decode_row, prefill_row
+from kvcalc.cost.roofline import at_ceiling, ceiling_routing, comm_lines, decode_row, prefill_row
 from kvcalc.cost.step import (
     SINGLE,
     Deployment,
@@ -197,7 +197,7 @@ def decode_sum(
     per_element = dtype_bits(kv_dtype) / 8
     total = Fraction(0)
     for st in staged:
-        weights = weight_bytes_read(spec, st, batch, fewest=mbu == mfu == 1.0)  # a ceiling: the kindest routing
+        weights = weight_bytes_read(spec, st, batch, fewest=at_ceiling(mbu, mfu))  # a ceiling: the kindest routing
         edges = sorted({w for t in st.terms for w in (t.window, t.topk) if w is not None and lo <= w < hi})
         start = lo
         own = -(-batch // st.kv_ranks)  # DP attention: a rank reads only its own sequences' KV
@@ -316,7 +316,7 @@ def generate_report(
     flops_cached = batch * (prefill_flops(spec, prompt) + n_steps * per_token + decode_attention)
     # Without a cache, token t (t = 0 .. new - 1) needs a full forward over all prompt + t tokens.
     flops_uncached = batch * (per_token * (new * prompt + new * (new - 1) // 2) + prefill_attention)
-    basis = "ceiling" if mbu == 1.0 and mfu == 1.0 else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
+    basis = "ceiling" if at_ceiling(mbu, mfu) else f"estimate (MBU {mbu:g}, MFU {mfu:g})"
     tokens_per_s = batch * new / total
     comm = comm_seconds(spec, dep, batch, dtype)
     fit = memory_fit(gpu, dep, staged, batch, prompt + new, kv_dtype)
@@ -408,7 +408,7 @@ def _explain(
     mbu, mfu = util
 
     def terms(r, what: str, prompt: bool = False) -> str:  # noqa: ANN001
-        ceiling = util == (1.0, 1.0)  # a MoE's bytes then its tokens routed alike; a what-if's, the bytes moved
+        ceiling = at_ceiling(*util)  # a MoE's bytes then its tokens routed alike; a what-if's, the bytes moved
         nbytes = ((ceiling and r.ceiling_weight_bytes) or r.weight_bytes) + r.kv_bytes + r.state_bytes
         mem = fmt_seconds(r.memory_seconds if ceiling else r.estimate_memory_seconds)
         comp = fmt_seconds(r.compute_seconds / mfu)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kvcalc.cost.constants import ConstantsMemo
-from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, timed
+from kvcalc.cost.estimate import ENGINES, StepFeatures, StepTime, features, layout_fields, stage_bound, timed
 from kvcalc.cost.shard import link_for
 from kvcalc.cost.step import (
     Deployment,
@@ -75,8 +75,7 @@ def uniform_step_time(
             # NOTE: per context, as features() pairs them: expert parallelism's imbalance is not linear in the batch
             flops += (stage_decode_flops(st, n - r, c) if n - r else 0) + (stage_decode_flops(st, r, c + 1) if r else 0)
         rows.append((w, kv, state, flops, layers, attn, moe))
-        least = weight_bytes_read(spec, st, tokens, fewest=True)  # the ceiling's routing (step.weight_bytes_read)
-        ideal.append(max((least + kv + state) / base.bandwidth, flops / base.peak))
+        ideal.append(stage_bound(spec, st, tokens, kv, state, flops, base.bandwidth, base.peak))
     link = dep.link or (link_for(gpu) if dep.gpus > 1 else None)
     pseqs = max(1, prefill_seqs) if prefill_tokens else 0
     f = base._replace(
