@@ -1,6 +1,7 @@
-"""The presets added on 2026-12-06 for llm-d-planner's vLLM 0.19 start-up logs of them (tests/fixtures/real_configs,
-PROVENANCE.yaml): each one's parameters derived by hand from the published architecture and checked against the
-weight memory vLLM logged loading it, and its KV bytes per token."""
+"""The presets added on 2026-12-06 (tests/fixtures/real_configs, PROVENANCE.yaml): each one's parameters derived by
+hand from the published architecture (for two, against the weight memory vLLM 0.19 logged loading them in
+llm-d-planner's sweep) or read against its model card, its KV bytes per token, and the 2507 Qwen3 releases read
+with their own 262,144-token context."""
 
 import pytest
 
@@ -74,3 +75,47 @@ def test_mistral_small_31_text_model_is_mistral_small_3s():
 )
 def test_kv_bytes_per_token(preset, layers, kv_heads, head_dim):
     assert bytes_per_token(get_model(preset), "bf16") == 2 * layers * kv_heads * head_dim * 2
+
+
+def test_falcon_7b_parameters_by_hand():
+    # tiiuae/falcon-7b: 32 parallel blocks of hidden 4,544, 71 query heads of 64 over ONE key/value head (a fused
+    # QKV of 4,544 + 2 x 64 rows, no biases), dense 4,544, MLP 4 x 4,544, one LayerNorm (weight and bias) a block,
+    # a final one, the LM head tied to the 65,024-token embedding
+    h, ff, vocab, layers = 4544, 4 * 4544, 65024, 32
+    block = h * (h + 2 * 64) + h * h + 2 * h * ff + 2 * h
+    total = vocab * h + layers * block + 2 * h
+    assert total == 6_921_720_704
+    spec = get_model("tiiuae/falcon-7b")
+    assert param_counts(spec).total == total
+    assert bytes_per_token(spec, "bf16") == 2 * 32 * 1 * 64 * 2 == 8_192  # multi-query: one KV head
+
+
+def test_phi35_moe_matches_its_card():
+    # microsoft/Phi-3.5-MoE-instruct's card: "42B total parameters", "6.6B active parameters" (16 experts, top 2)
+    counts = param_counts(get_model("microsoft/Phi-3.5-MoE-instruct"))
+    assert round(counts.total / 1e9) == 42 and round(counts.active / 1e9, 1) == 6.6
+
+
+def test_nemotron_h_8b_caches_only_its_four_attention_layers():
+    # nvidia/Nemotron-H-8B-Base-8K: hybrid_override_pattern has 24 Mamba-2 (M), 24 MLP (-) and 4 attention (*) layers;
+    # only the attention layers hold KV: 4 x 8 KV heads x 128 x (K and V) x 2 B a token
+    spec = get_model("nvidia/Nemotron-H-8B-Base-8K")
+    assert bytes_per_token(spec, "bf16") == 4 * 8 * 128 * 2 * 2 == 16_384
+
+
+@pytest.mark.parametrize(
+    "release, base",
+    [
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B"),
+        ("Qwen/Qwen3-30B-A3B-Thinking-2507", "Qwen/Qwen3-30B-A3B"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B"),
+    ],
+)
+def test_qwen3_2507_releases_have_their_own_context(release, base):
+    # The 2507 releases keep their base model's shape but say max_position_embeddings 262,144 (the base: 40,960);
+    # they had read as the base preset, so a request past 40,960 tokens was warned of as past the model's context
+    new, old = get_model(release), get_model(base)
+    for field in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "experts", "experts_per_token"):
+        assert getattr(new, field) == getattr(old, field), field
+    assert (new.max_position_embeddings, old.max_position_embeddings) == (262144, 40960)
+    assert bytes_per_token(new, "bf16") == bytes_per_token(old, "bf16")
