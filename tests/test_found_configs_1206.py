@@ -119,3 +119,20 @@ def test_qwen3_2507_releases_have_their_own_context(release, base):
         assert getattr(new, field) == getattr(old, field), field
     assert (new.max_position_embeddings, old.max_position_embeddings) == (262144, 40960)
     assert bytes_per_token(new, "bf16") == bytes_per_token(old, "bf16")
+
+
+def test_olmoe_parameters_by_hand():
+    # allenai/OLMoE-1B-7B-0924: 16 layers of hidden 2,048 (16 heads of 128, MHA), QK norms over the whole q and k
+    # (2 x 2,048), 64 experts of 1,024 (top 8) behind a 64-way router, two RMSNorms a layer and a final one, an
+    # untied LM head, vocab 50,304: the paper's "6.9B total, 1.3B active"
+    h, vocab, layers, experts, expert = 2048, 50304, 16, 64, 1024
+    block = 4 * h * h + 2 * h + experts * 3 * h * expert + h * experts + 2 * h
+    total = 2 * vocab * h + layers * block + h
+    assert total == 6_919_161_856
+    counts = param_counts(get_model("allenai/OLMoE-1B-7B-0924"))
+    assert counts.total == total and round(counts.active / 1e9, 1) == 1.3
+
+
+def test_minimax_m2_reads_as_m25():
+    # MiniMax-M2's hub config (rebuilt, sha256-matched to its pin) reads to M2.5's spec field for field: one preset
+    assert get_model("MiniMaxAI/MiniMax-M2").name == get_model("MiniMaxAI/MiniMax-M2.1").name == "minimax-m2.5"
