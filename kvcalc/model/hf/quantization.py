@@ -1,9 +1,10 @@
 """config.json's quantization_config -> Quantization: the format of each linear-layer group, by method, as vLLM 0.19
-loads it (compressed-tensors, GPTQ / AWQ, bitsandbytes, mxfp4, fp8, ModelOpt). Pure: a config dict in, a
+loads it (compressed-tensors, GPTQ / AWQ, bitsandbytes, mxfp4, fp8, ModelOpt, AMD Quark). Pure: a config dict in, a
 Pydantic description out; the formats themselves and their bytes are model/quant.py's."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Any
 
@@ -176,6 +177,82 @@ def _modelopt_mixed(layers: Any) -> Quantization:
     )
 
 
+# NOTE: AMD Quark's exports (vLLM 0.19 quark/quark.py, QuarkConfig._get_scheme_from_config): a `global_quant_config`
+# for every linear layer, `layer_quant_config` overriding it by module-name glob (the first that matches) and an
+# `exclude` list, each entry a weight and an input_tensors spec. Which scheme vLLM picks decides the stored bytes
+# and the rate the matmuls run at: fp8 w8a8 (per-tensor or per-channel fp32 scales), int8 w8a8, OCP MX fp4 (an e8m0
+# scale per 32, MXFP4's layout) with fp4 activations (w4a4), fp8 ones (QuarkW4A8_MXFP4_FP8) or none (weights
+# dequantized to 16 bits), and NVFP4 (a pair of specs). The KV-cache spec beside them (export.kv_cache_group)
+# only supplies scales: vLLM's cache stays in --kv-cache-dtype.
+_QUARK_ATTENTION = "model.layers.0.self_attn.q_proj"
+_QUARK_EXPERTS = ("model.layers.0.mlp.experts", "model.layers.0.mlp.experts.0.down_proj")
+
+
+def _quark_format(spec: Any) -> LinearFormat | str | None:
+    """A Quark layer spec's stored format (None: left unquantized), or why vLLM has no scheme for it."""
+    if not isinstance(spec, dict):
+        return None
+    weight, acts = spec.get("weight"), spec.get("input_tensors")
+    if isinstance(weight, list):  # NVFP4: fp4 per 16 beside an fp8 per-tensor scale
+        if [w.get("dtype") for w in weight] == ["fp4", "fp8_e4m3"] and weight[0].get("group_size") == 16 and acts:
+            return required_format("nvfp4")
+        return f"weight specs {[w.get('dtype') for w in weight]} with activations {acts!r}"
+    if not isinstance(weight, dict):
+        return None
+    dtype, qscheme, act = weight.get("dtype"), weight.get("qscheme"), (acts or {}).get("dtype")
+    if dtype in ("fp8_e4m3", "int8") and qscheme in ("per_tensor", "per_channel") and act == dtype:
+        scale: Scale = "tensor" if qscheme == "per_tensor" else "channel"
+        eight = required_format("fp8" if dtype == "fp8_e4m3" else "int8")  # w8a8, an fp32 scale
+        return eight.model_copy(update={"scale": scale})
+    if (
+        dtype == "fp4"
+        and qscheme == "per_group"
+        and weight.get("group_size") == 32
+        and act in ("fp4", "fp8_e4m3", None)
+    ):
+        mxfp4 = required_format("mxfp4")  # its compute: 16-bit, weight-only (gpt-oss's)
+        return mxfp4 if act is None else mxfp4.model_copy(update={"compute": "fp4" if act == "fp4" else "fp8"})
+    return f"{dtype} weights ({qscheme}) with {act or 'unquantized'} activations"
+
+
+def _quark_layer(q: dict[str, Any], name: str) -> Any:
+    """The spec vLLM's QuarkConfig gives the module `name`: the first layer_quant_config glob that matches, else
+    the global one; None where `exclude` leaves it unquantized."""
+    if _ignored([str(x) for x in q.get("exclude") or []], name):
+        return None
+    for pattern, spec in (q.get("layer_quant_config") or {}).items():
+        if fnmatch.fnmatch(name, pattern) if "*" in pattern else name in pattern:
+            return spec
+    return q.get("global_quant_config")
+
+
+def _quark(q: dict[str, Any]) -> Quantization:
+    """The linear layers' format (the global spec), attention's (its q_proj's) and the routed experts' (the fused
+    layer's, or its first expert's projections where a recipe names only those)."""
+    specs = [
+        q.get("global_quant_config"),
+        _quark_layer(q, _QUARK_ATTENTION),
+        *(_quark_layer(q, n) for n in _QUARK_EXPERTS),
+    ]
+    formats: list[LinearFormat | None] = []
+    for spec in specs:
+        fmt = _quark_format(spec)
+        if isinstance(fmt, str):
+            return Quantization(method="quark", problem=f"{fmt}: no Quark scheme of vLLM's is modelled for it")
+        formats.append(fmt)
+    linear, attention, *probes = formats
+    experts = next((f for f in probes if f is not None), None)
+    if linear is None and experts is None:
+        return Quantization(method="quark", problem="no weight is quantized (global_quant_config and the experts)")
+    return Quantization(
+        method="quark",
+        linear=linear,
+        experts=experts if experts != linear else None,
+        attention_quantized=attention is not None,
+        attention=attention if attention not in (None, linear) else None,
+    )
+
+
 def read_quantization(q: Any, expert_dtype: Any = None) -> Quantization | None:
     """The format of each linear-layer group from a config's quantization_config (None: unquantized). DeepSeek-V4's
     config says beside it that its routed experts are stored apart (expert_dtype "fp4": e2m1 values with ue8m0
@@ -231,6 +308,8 @@ def _read_quantization(q: Any) -> Quantization | None:
         return Quantization(
             method=method, linear=fmt, attention_quantized=not _ignored(ignore, "model.layers.0.self_attn.q_proj")
         )
+    if method == "quark":
+        return _quark(q)
     if method == "modelopt":
         nested: dict[str, Any] = q["quantization"] if isinstance(q.get("quantization"), dict) else {}
         algo = str(q.get("quant_algo") or nested.get("quant_algo", "")).upper()
