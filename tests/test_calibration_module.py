@@ -84,3 +84,12 @@ def test_a_build_names_its_engine():
     assert [build_of("vllm", g) for g in ("mi210", "mi300x", "mi355x", "h100")] == ["vllm.rocm"] * 3 + ["vllm"]
     assert build_of("sglang", "mi300x") == "sglang"  # SGLang's ROCm runs are not fitted apart
     assert [engine_of(b) for b in ("vllm.rocm", "llamacpp.legacy", "trtllm")] == ["vllm", "llamacpp", "trtllm"]
+
+
+def test_a_gpu_family_without_calibration_runs_says_so():
+    # MI355X (CDNA4) has no run in the fit: its efficiencies are the fitted families' shared values
+    _, basis = constants_for("mi355x", "vllm")
+    assert "no calibration run on cdna4 GPUs: the fitted families' shared efficiencies" in basis
+    assert "no calibration run on gaudi3's family" in constants_for("gaudi3", "vllm")[1]
+    for gpu, engine in (("h100", "vllm"), ("mi300x", "vllm"), ("rtx-4090", "llamacpp"), ("m2-ultra", "llamacpp")):
+        assert "no calibration run" not in constants_for(gpu, engine)[1], gpu

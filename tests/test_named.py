@@ -217,3 +217,30 @@ def test_a_name_no_alias_ends_with_is_not_guessed(unreachable, name):
     assert by_hub_name(name) is None
     with pytest.raises(NotFoundError):
         get_model(name)
+
+
+def test_amd_mxfp4_preview_reads_as_its_quark_config_does(unreachable, tmp_path):
+    """AMD's -MXFP4-Preview checkpoints are Quark OCP MXFP4 with fp4 activations (w4a4): read from the name, their
+    weights and the rate their matmuls run at are what their config.json gives (tests/test_quark.py), not
+    `--dtype mxfp4`'s weight-only 16-bit multiply."""
+    from kvcalc.model.formats import matmul_dtype
+
+    named = resolve_model("amd/Llama-3.3-70B-Instruct-MXFP4-Preview").spec
+    assert named.checkpoint.quantization.linear.compute == "fp4" and matmul_dtype(named, None) == "fp4"
+    assert matmul_dtype(get_model("llama-3.3-70b"), "mxfp4") == "bf16"
+    from conftest import FIXTURES
+
+    mx = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0", "is_dynamic": False}
+    config = json.loads((FIXTURES / "real_configs" / "llama-3.3-70b.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "quark",
+        "exclude": ["lm_head"],
+        "export": {"kv_cache_group": [], "pack_method": "reorder"},
+        "global_quant_config": {"weight": mx, "input_tensors": {**mx, "is_dynamic": True}},
+        "layer_quant_config": {},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    quark = resolve_model(str(path)).spec
+    assert weight_bytes_resident(named) == weight_bytes_resident(quark)
+    assert matmul_dtype(quark, None) == "fp4"

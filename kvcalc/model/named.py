@@ -44,6 +44,7 @@ SUFFIXES: tuple[tuple[str, str], ...] = (
 NVIDIA_ONLY = ("-fp4-v2", "-fp4")
 # NOTE: AWQ's own spelling and hugging-quants' (hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4).
 AWQ = ("-awq", "-awq-int4")
+W4A4_MXFP4 = ("-mxfp4-preview",)
 
 
 class Named(NamedTuple):
@@ -90,6 +91,11 @@ def quantized(spec: ModelSpec, location: str, dtype: str, where: str) -> Named:
     if fmt is not None and where.lower().endswith(AWQ):
         # NOTE: AWQ is asymmetric: a packed zero point per group beside each scale (model/hf/quantization.py _gptq_awq).
         fmt = fmt.model_copy(update={"zero_points": True})
+    if fmt is not None and where.lower().endswith(W4A4_MXFP4):
+        # NOTE: AMD's Quark MXFP4 checkpoints quantize the activations to MXFP4 too (QuarkOCP_MX, fp4 input_tensors:
+        # model/hf/quantization._quark); AMD serves them on MI350X / MI355X only, at CDNA4's fp4 rate, where
+        # `--dtype mxfp4` (gpt-oss's weight-only experts) multiplies in 16 bits.
+        fmt = fmt.model_copy(update={"compute": "fp4"})
     quant = Quantization(method=f"named {dtype} (the name's suffix; config.json not read)", linear=fmt)
     checkpoint = (spec.checkpoint or Checkpoint()).model_copy(update={"quantization": quant})
     changed = spec.with_changes(dtype=dtype, expert_dtype=None, checkpoint=checkpoint, description=source)

@@ -100,6 +100,14 @@ def constants_for(gpu: GpuSpec | str, engine: str) -> Calibration:
 
         consts = dict(tagged_view(consts, engine, build.partition(".")[2]))
         basis = basis[:-1] + f"; {engine} on {name}: the {build} build's fixed costs)"
+    from kvcalc.hardware.family import gpu_family
+
+    family = gpu_family(name)
+    if not any(f"{b}.{family}" in consts or f"{b}.{family}.{engine}" in consts for b in ("bw_eff", "mfu")):
+        # NOTE: no calibration run on the family (CDNA4, CDNA2, "other"): its bandwidth and FLOP efficiencies are
+        # the fitted families' shared values, a guess the interval was not measured on
+        where = f"{family} GPUs" if family != "other" else f"{name}'s family"
+        basis = basis[:-1] + f"; no calibration run on {where}: the fitted families' shared efficiencies)"
     path = user_file(name, engine)
     if os.path.exists(path):  # NOTE: json is imported only when a user's file is there (start-up time)
         import json

@@ -183,7 +183,8 @@ def _modelopt_mixed(layers: Any) -> Quantization:
 # and the rate the matmuls run at: fp8 w8a8 (per-tensor or per-channel fp32 scales), int8 w8a8, OCP MX fp4 (an e8m0
 # scale per 32, MXFP4's layout) with fp4 activations (w4a4), fp8 ones (QuarkW4A8_MXFP4_FP8) or none (weights
 # dequantized to 16 bits), and NVFP4 (a pair of specs). The KV-cache spec beside them (export.kv_cache_group)
-# only supplies scales: vLLM's cache stays in --kv-cache-dtype.
+# only supplies scales: vLLM's cache stays in --kv-cache-dtype, and SGLang's QuarkConfig sets no kv_cache_quant_algo
+# for its `auto` to follow (srt/layers/quantization/quark/quark.py).
 _QUARK_ATTENTION = "model.layers.0.self_attn.q_proj"
 _QUARK_EXPERTS = ("model.layers.0.mlp.experts", "model.layers.0.mlp.experts.0.down_proj")
 
