@@ -582,3 +582,16 @@ def test_a_concurrency_sweep_writes_one_csv_row_a_level_with_every_interval():
         "total_s",
         "tokens_per_s",
     }
+
+
+def test_sheet_rates_keep_their_figures_when_small():
+    from kvcalc.present.serve_sheet import _cell
+
+    # 2 requests in 64 s is 0.03125 requests/s: not "0.0"; larger rates keep one decimal, counts none
+    assert (_cell(2 / 64, False), _cell(4.8, False), _cell(2167.71, False), _cell(0.0, False), _cell(3, False)) == (
+        "0.0312",
+        "4.8",
+        "2,167.7",
+        "0.0",
+        "3",
+    )

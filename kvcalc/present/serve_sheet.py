@@ -24,7 +24,11 @@ ROWS = (
 def _cell(value: float, seconds: bool) -> str:
     if seconds:
         return fmt_seconds(value)
-    return f"{value:,.0f}" if isinstance(value, int) else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,.0f}"
+    # NOTE: a slow load's rates (0.03 requests/s behind a pool that holds one request) keep three significant
+    # figures rather than reading "0.0"
+    return f"{value:.3g}" if 0 < abs(value) < 10 else f"{value:,.1f}"
 
 
 def _load(r) -> str:  # noqa: ANN001
