@@ -595,3 +595,10 @@ def test_sheet_rates_keep_their_figures_when_small():
         "0.0",
         "3",
     )
+
+
+def test_a_sweep_on_several_gpus_names_its_layout_whole():
+    out = run("generate", "7b", "--gpu", "a100", "--tp", "2", "--concurrency", "1..2", "--prompt", "512", "--new", "64")
+    assert out.exit_code == 0, out.output
+    # the layout's own comma once cut the title at "(tp 2"
+    assert out.stdout.splitlines()[0] == "Serving sweep: 7b on 2 x a100 (tp 2, pp 1), 512 + 64 tokens a request"

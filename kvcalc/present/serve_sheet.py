@@ -31,8 +31,12 @@ def _cell(value: float, seconds: bool) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 10 else f"{value:,.1f}"
 
 
+def _where(r) -> str:  # noqa: ANN001
+    return r.gpu if r.tp * r.pp == 1 else f"{r.tp * r.pp} x {r.gpu} (tp {r.tp}, pp {r.pp})"
+
+
 def _load(r) -> str:  # noqa: ANN001
-    where = r.gpu if r.tp * r.pp == 1 else f"{r.tp * r.pp} x {r.gpu} (tp {r.tp}, pp {r.pp})"
+    where = _where(r)
     if r.concurrency is not None:
         how = f"{r.concurrency:,} clients (closed loop)"
     else:
@@ -60,7 +64,7 @@ def sweep_sheet(results: list) -> Sheet:
     """One row per concurrency: per-user and total tokens/s, TTFT p99 and TPOT, estimate and ceiling."""
     first = results[0]
     sheet = Sheet(
-        title=f"Serving sweep: {_load(first).split(', ', 2)[0]}, {first.prompt:,} + {first.new:,} tokens a request",
+        title=f"Serving sweep: {first.model} on {_where(first)}, {first.prompt:,} + {first.new:,} tokens a request",
         columns=[
             "concurrency",
             "tokens/s per user",
@@ -76,11 +80,11 @@ def sweep_sheet(results: list) -> Sheet:
         sheet.rows.append(
             [
                 f"{r.concurrency:,}",
-                f"{e.per_user_tokens_per_s:,.1f}",
+                _cell(e.per_user_tokens_per_s, False),
                 f"{e.tokens_per_s:,.0f}",
                 fmt_seconds(e.ttft_p99_s),
                 fmt_seconds(e.tpot_s),
-                f"{r.per_user_tokens_per_s:,.1f}",
+                _cell(r.per_user_tokens_per_s, False),
                 f"{r.tokens_per_s:,.0f}",
             ]
         )
