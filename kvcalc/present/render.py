@@ -89,6 +89,11 @@ def _fixed(value: float, decimals: int) -> str:
     return f"{value:,.{max(decimals, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
+def gpus_of(r) -> str:  # noqa: ANN001
+    """The GPUs a result ran on, as its titles name them: "h100", or "4 x h100 (tp 4, pp 1)"."""
+    return r.gpu if r.tp * r.pp == 1 else f"{r.tp * r.pp} x {r.gpu} (tp {r.tp}, pp {r.pp})"
+
+
 def moe_ceiling_note(routed: tuple[int, int]) -> str:
     """What a MoE model's ceiling reads (cost/roofline.ceiling_routing), beside its estimate."""
     k, e = routed

@@ -3,7 +3,7 @@ its 80% interval), or one row per concurrency of a sweep."""
 
 from __future__ import annotations
 
-from kvcalc.present.render import moe_ceiling_note
+from kvcalc.present.render import gpus_of, moe_ceiling_note
 from kvcalc.present.sheet import Sheet
 from kvcalc.units import fmt_seconds
 
@@ -31,17 +31,14 @@ def _cell(value: float, seconds: bool) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 10 else f"{value:,.1f}"
 
 
-def _where(r) -> str:  # noqa: ANN001
-    return r.gpu if r.tp * r.pp == 1 else f"{r.tp * r.pp} x {r.gpu} (tp {r.tp}, pp {r.pp})"
-
-
 def _load(r) -> str:  # noqa: ANN001
-    where = _where(r)
     if r.concurrency is not None:
         how = f"{r.concurrency:,} clients (closed loop)"
     else:
         how = f"Poisson arrivals at {r.rate:g} requests/s (seed {r.seed})"
-    return f"{r.model} on {where}, {how}, {r.requests:,} requests of {r.prompt:,} + {r.new:,} tokens, KV {r.kv_dtype}"
+    return (
+        f"{r.model} on {gpus_of(r)}, {how}, {r.requests:,} requests of {r.prompt:,} + {r.new:,} tokens, KV {r.kv_dtype}"
+    )
 
 
 def serve_sheet(r) -> Sheet:  # noqa: ANN001
@@ -64,7 +61,7 @@ def sweep_sheet(results: list) -> Sheet:
     """One row per concurrency: per-user and total tokens/s, TTFT p99 and TPOT, estimate and ceiling."""
     first = results[0]
     sheet = Sheet(
-        title=f"Serving sweep: {first.model} on {_where(first)}, {first.prompt:,} + {first.new:,} tokens a request",
+        title=f"Serving sweep: {first.model} on {gpus_of(first)}, {first.prompt:,} + {first.new:,} tokens a request",
         columns=[
             "concurrency",
             "tokens/s per user",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvcalc.present.render import _bytes, moe_ceiling_note
+from kvcalc.present.render import _bytes, gpus_of, moe_ceiling_note
 from kvcalc.present.sheet import Sheet
 from kvcalc.units import fmt_seconds, plural
 
@@ -177,11 +177,7 @@ def _largest_context(result) -> str:  # noqa: ANN001
 def fit_grid_sheet(results: list) -> Sheet:
     """One row per batch x seq combination (fit with lists or ranges), the verdict of each."""
     first = results[0]
-    where = (
-        f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
-        if first.tp * first.pp > 1
-        else f"one {first.gpu}"
-    )
+    where = gpus_of(first) if first.tp * first.pp > 1 else f"one {first.gpu}"
     goals = first.slo is not None
     many = len({r.gpu for r in results}) > 1  # fit --gpu h100,h200: a GPU column
     if many:
@@ -234,9 +230,7 @@ def fit_grid_sheet(results: list) -> Sheet:
 
 def generate_sheet(results: list) -> Sheet:
     first = results[0]
-    where = first.gpu
-    if first.tp * first.pp > 1:
-        where = f"{first.tp * first.pp} x {first.gpu} (tp {first.tp}, pp {first.pp})"
+    where = gpus_of(first)
     est = first.estimate
     sheet = Sheet(
         title=f"Generate: {first.model} on {where}, batch {first.batch:,}, prompt {first.prompt:,} + {first.new:,} new tokens, "
